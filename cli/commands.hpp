@@ -1,0 +1,29 @@
+#pragma once
+/// Arguments of each capsim subcommand.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace capsim::cli {
+
+struct ModelArgs {
+  std::string name;
+  int64_t seq_len = 4096;
+  std::string format;
+  std::string out;
+};
+
+struct TrainArgs {
+  std::string scenario;
+  std::vector<std::string> sets;
+  std::string format;
+  std::string out;
+};
+
+int run_model(const ModelArgs& a);
+int run_train(const TrainArgs& a);
+int run_memory(const TrainArgs& a);
+int run_list(const std::string& what);
+
+}  // namespace capsim::cli

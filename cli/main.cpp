@@ -1,0 +1,230 @@
+// capsim: command-line front end. Subcommands parse arguments, call io/core, and render.
+
+#include <fmt/core.h>
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "capsim/core/diagnostics.hpp"
+#include "capsim/core/train.hpp"
+#include "capsim/io/json_read.hpp"
+#include "capsim/io/presets.hpp"
+#include "capsim/io/report.hpp"
+#include "capsim/io/scenario_io.hpp"
+#include "commands.hpp"
+
+namespace capsim::cli {
+
+using nlohmann::json;
+
+namespace {
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / kGiB); }
+
+std::string billions(int64_t n) { return fmt::format("{:.3f} B", static_cast<double>(n) / 1e9); }
+
+void emit(const std::string& text, const std::string& out_path) {
+  if (out_path.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  } else {
+    io::write_file_atomic(out_path, text);
+  }
+}
+
+std::string model_table(const json& r) {
+  std::string s;
+  s += fmt::format("model {} ({})\n", r["name"].get<std::string>(), r["model_type"].get<std::string>());
+  s += fmt::format("  parameters  total {}  active {}  embedding {}\n", billions(r["params_total"].get<int64_t>()),
+                   billions(r["params_active"].get<int64_t>()), billions(r["params_embedding"].get<int64_t>()));
+  const json& sh = r["shape"];
+  s += fmt::format("  shape       hidden {}  layers {}  heads {} (kv {})  head_dim {}  ffn {}  vocab {}\n",
+                   sh["hidden_size"].get<int64_t>(), sh["num_layers"].get<int64_t>(),
+                   sh["num_attention_heads"].get<int64_t>(), sh["num_key_value_heads"].get<int64_t>(),
+                   sh["head_dim"].get<int64_t>(), sh["intermediate_size"].get<int64_t>(),
+                   sh["vocab_size"].get<int64_t>());
+  if (sh.contains("moe"))
+    s += fmt::format("  moe         {} experts, top-{}, expert ffn {}, shared {}\n", sh["moe"]["num_experts"].get<int64_t>(),
+                     sh["moe"]["top_k"].get<int64_t>(), sh["moe"]["expert_intermediate_size"].get<int64_t>(),
+                     sh["moe"]["shared_experts"].get<int64_t>());
+  s += "  KV cache    bytes per token:";
+  for (const char* d : {"bf16", "fp8", "int4"})
+    s += fmt::format("  {} {:.0f}", d, r["kv_cache_bytes_per_token"][d].get<double>());
+  s += "\n";
+  s += fmt::format("  forward     {:.4g} FLOP per token at seq_len {}\n", r["forward_flops_per_token"].get<double>(),
+                   r["seq_len"].get<int64_t>());
+  // Layer list, runs of identical layers folded.
+  s += "  layers\n";
+  const json& layers = r["layers"];
+  size_t i = 0;
+  while (i < layers.size()) {
+    size_t k = i;
+    while (k + 1 < layers.size() && layers[k + 1]["kind"] == layers[i]["kind"] &&
+           layers[k + 1]["params"] == layers[i]["params"])
+      ++k;
+    s += fmt::format("    {:>4}-{:<4} {:<5} {:<4} {:.4g} params each\n", i, k, layers[i]["kind"].get<std::string>(),
+                     layers[i]["attention"].get<std::string>(), layers[i]["params"].get<double>());
+    i = k + 1;
+  }
+  return s;
+}
+
+std::string train_table(const json& r) {
+  std::string s;
+  const json& l = r["layout"];
+  s += fmt::format("scenario {}\n", r["id"].get<std::string>().empty() ? "(unnamed)" : r["id"].get<std::string>());
+  s += fmt::format("  model    {}  {} total, {} active\n", r["model"]["name"].get<std::string>(),
+                   billions(r["model"]["params_total"].get<int64_t>()),
+                   billions(r["model"]["params_active"].get<int64_t>()));
+  s += fmt::format("  system   {} x {} ({} per node)\n", r["system"]["num_gpus"].get<int64_t>(),
+                   r["system"]["gpu"].get<std::string>(), r["system"]["gpus_per_node"].get<int64_t>());
+  s += fmt::format(
+      "  layout   tp {} pp {} vpp {} dp {} cp {} ep {} etp {} sp {} zero {}  micro_batch {} x {} microbatches  "
+      "seq {}  {}  recompute {}\n",
+      l["tp"].get<int64_t>(), l["pp"].get<int64_t>(), l["vpp"].get<int64_t>(), l["dp"].get<int64_t>(),
+      l["cp"].get<int64_t>(), l["ep"].get<int64_t>(), l["etp"].get<int64_t>(), l["sp"].get<bool>() ? "on" : "off",
+      l["zero"].get<int64_t>(), l["micro_batch"].get<int64_t>(), l["num_microbatches"].get<int64_t>(),
+      l["seq_len"].get<int64_t>(), l["precision"].get<std::string>(), l["recompute"].get<std::string>());
+  if (!r["resolved"].empty()) {
+    s += "  resolved";
+    for (auto it = r["resolved"].begin(); it != r["resolved"].end(); ++it)
+      s += fmt::format("  {}={}", it.key(), it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+    s += "\n";
+  }
+  const json& m = r["memory"]["per_gpu"];
+  s += fmt::format("  memory per GPU (stage {} of {}, the largest)\n", m["stage"].get<int64_t>(),
+                   r["memory"]["stages"].size());
+  for (const char* k : {"weights", "gradients", "optimizer", "activations", "other"})
+    s += fmt::format("    {:<12}{:>12}\n", k, gib(m[std::string(k) + "_bytes"].get<double>()));
+  s += fmt::format("    {:<12}{:>12} of {} -> {}\n", "total", gib(m["total_bytes"].get<double>()),
+                   gib(m["capacity_bytes"].get<double>()), m["fits"].get<bool>() ? "fits" : "DOES NOT FIT");
+  if (r["memory"]["stages"].size() > 1) {
+    s += "  stages  layers  inflight     total\n";
+    for (const auto& st : r["memory"]["stages"])
+      s += fmt::format("    {:>4}  {:>6}  {:>8}  {:>12}\n", st["stage"].get<int64_t>(), st["layers"].get<int64_t>(),
+                       st["inflight_microbatches"].get<int64_t>(), gib(st["total_bytes"].get<double>()));
+  }
+  if (r.contains("fail_reason")) s += fmt::format("  status   {}\n", r["fail_reason"].get<std::string>());
+  for (const auto& w : r["warnings"]) s += fmt::format("  warning: {}\n", w.get<std::string>());
+  return s;
+}
+
+std::string resolve_format(const std::string& f) {
+  if (!f.empty()) return f;
+  return ::isatty(::fileno(stdout)) ? "table" : "json";
+}
+
+}  // namespace
+
+int run_model(const ModelArgs& a) {
+  const ModelSpec m = io::load_model(a.name, "model");
+  const json r = io::model_report(m, a.seq_len);
+  emit(resolve_format(a.format) == "json" ? io::dump(r) : model_table(r), a.out);
+  return 0;
+}
+
+int run_train(const TrainArgs& a) {
+  const Scenario s = io::load_scenario(a.scenario, a.sets);
+  if (!s.training) throw InputError({{"/kind", "\"inference\"", "capsim train needs a training scenario", {}}});
+  const TrainEvaluation ev = evaluate_training(s);
+  const json r = io::train_report(s, ev);
+  for (const auto& w : ev.warnings) fmt::print(stderr, "warning: {}\n", w);
+  emit(resolve_format(a.format) == "json" ? io::dump(r) : train_table(r), a.out);
+  return 0;
+}
+
+int run_memory(const TrainArgs& a) {
+  const Scenario s = io::load_scenario(a.scenario, a.sets);
+  json r;
+  std::string table;
+  if (s.training) {
+    const TrainEvaluation ev = evaluate_training(s);
+    for (const auto& w : ev.warnings) fmt::print(stderr, "warning: {}\n", w);
+    r = io::train_report(s, ev);
+    table = train_table(r);
+  } else {
+    const InferenceMemory mem = inference_memory(s.model, s.system, *s.inference);
+    r = io::inference_memory_json(s, mem);
+    const json& g = r["memory"]["per_gpu"];
+    table = fmt::format(
+        "scenario {}\n  serving memory per GPU (tp {} pp {})\n    weights          {:>12}\n    activation peak  {:>12}\n"
+        "    non-torch        {:>12}\n    KV budget        {:>12}  ({} blocks of {} tokens, {} tokens cached; {:.0f} B per "
+        "token)\n    capacity         {:>12} -> {}\n",
+        s.id, s.inference->tp, s.inference->pp, gib(g["weights_bytes"].get<double>()),
+        gib(g["activation_peak_bytes"].get<double>()), gib(g["non_torch_bytes"].get<double>()),
+        gib(g["kv_budget_bytes"].get<double>()), g["num_blocks"].get<int64_t>(), g["block_size"].get<int64_t>(),
+        g["max_cached_tokens"].get<int64_t>(), g["kv_cache_bytes_per_token"].get<double>(),
+        gib(g["capacity_bytes"].get<double>()), g["fits"].get<bool>() ? "fits" : "DOES NOT FIT");
+  }
+  emit(resolve_format(a.format) == "json" ? io::dump(r) : table, a.out);
+  return 0;
+}
+
+int run_list(const std::string& what) {
+  const auto names = what == "gpus" ? io::gpu_preset_ids() : io::model_preset_names();
+  for (const auto& n : names) fmt::print("{}\n", n);
+  return 0;
+}
+
+}  // namespace capsim::cli
+
+int main(int argc, char** argv) {
+  using namespace capsim;
+  CLI::App app{"capsim: performance simulator and capacity planner for LLM training and inference on GPU clusters"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "capsim 0.1.0");
+
+  cli::ModelArgs model_args;
+  auto* model = app.add_subcommand("model", "Parameters, KV-cache bytes, FLOPs and layers of a model");
+  model->add_option("model", model_args.name, "Preset name (see `capsim list models`) or path to a config.json")
+      ->required();
+  model->add_option("--seq-len", model_args.seq_len, "Sequence length for FLOPs per token")->check(CLI::PositiveNumber);
+  model->add_option("--format", model_args.format, "table or json (default: table on a terminal, else json)")
+      ->check(CLI::IsMember({"table", "json"}));
+  model->add_option("-o,--out", model_args.out, "Write the report to this file (atomically)");
+
+  cli::TrainArgs train_args;
+  auto* train = app.add_subcommand("train", "Memory per GPU (and resolved layout) of a training scenario");
+  train->add_option("scenario", train_args.scenario, "Scenario JSON file")->required();
+  train->add_option("--set", train_args.sets, "Override a scenario key before validation: path=value")
+      ->allow_extra_args(false);
+  train->add_option("--format", train_args.format, "table or json (default: table on a terminal, else json)")
+      ->check(CLI::IsMember({"table", "json"}));
+  train->add_option("-o,--out", train_args.out, "Write the report to this file (atomically)");
+
+  cli::TrainArgs memory_args;
+  auto* memory = app.add_subcommand("memory", "Memory per GPU of a training or serving scenario");
+  memory->add_option("scenario", memory_args.scenario, "Scenario JSON file")->required();
+  memory->add_option("--set", memory_args.sets, "Override a scenario key before validation: path=value");
+  memory->add_option("--format", memory_args.format, "table or json (default: table on a terminal, else json)")
+      ->check(CLI::IsMember({"table", "json"}));
+  memory->add_option("-o,--out", memory_args.out, "Write the report to this file (atomically)");
+
+  std::string list_what;
+  auto* list = app.add_subcommand("list", "List presets");
+  list->add_option("what", list_what, "gpus or models")->required()->check(CLI::IsMember({"gpus", "models"}));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (*model) return cli::run_model(model_args);
+    if (*train) return cli::run_train(train_args);
+    if (*memory) return cli::run_memory(memory_args);
+    if (*list) return cli::run_list(list_what);
+  } catch (const InputError& e) {
+    fmt::print(stderr, "capsim: {} problem{} in the input:\n", e.issues().size(), e.issues().size() == 1 ? "" : "s");
+    for (const auto& i : e.issues()) fmt::print(stderr, "  {}\n", format_issue(i));
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "capsim: internal error: {}\n", e.what());
+    return 70;
+  }
+  return 0;
+}

@@ -1,0 +1,34 @@
+#pragma once
+/// Rules a parallel layout must satisfy, and how layers map onto pipeline stages.
+
+#include <cstdint>
+#include <vector>
+
+#include "capsim/core/diagnostics.hpp"
+#include "capsim/core/scenario.hpp"
+
+namespace capsim {
+
+/// Every rule the training layout of `s` breaks, each with its JSON pointer. Fields that
+/// are auto are skipped; `resolved` checks run again after resolution.
+std::vector<Issue> check_training_layout(const Scenario& s);
+
+/// Every rule the inference layout of `s` breaks.
+std::vector<Issue> check_inference_layout(const Scenario& s);
+
+/// Transformer layers per virtual stage (size `stages`), split as Megatron-LM does when
+/// `layers` does not divide: the embedding and the loss count as one layer each
+/// (--account-for-embedding/loss-in-pipeline-split), the remainder goes to the middle
+/// stages, and the first and last stages are lighter. Precondition: stages <= layers.
+std::vector<int64_t> split_layers(int64_t layers, int64_t stages);
+
+/// Warm-up plus one: the microbatches (in units of one model chunk) a pipeline rank holds
+/// activations for at its peak. 1F1B: min(pp - rank, m) (Narayanan et al. 2021, Sec. 2.2);
+/// interleaved: Megatron-LM's warm-up count 2(pp - rank - 1) + (vpp - 1) pp, plus one,
+/// capped at m*vpp.
+int64_t inflight_chunks(int64_t pp, int64_t vpp, int64_t rank, int64_t microbatches);
+
+/// Microbatches per step per data-parallel replica: global / (micro * dp).
+int64_t num_microbatches(const TrainingPlan& t);
+
+}  // namespace capsim

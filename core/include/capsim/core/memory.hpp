@@ -1,0 +1,91 @@
+#pragma once
+/// Memory per GPU for training (every pipeline stage) and serving.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "capsim/core/scenario.hpp"
+#include "capsim/core/workload.hpp"
+
+namespace capsim {
+
+/// Bytes per parameter of optimizer state, including the fp32 master copy where the
+/// optimizer keeps one (mixed precision: Micikevicius et al. 2018).
+/// AdamW: master, m, v in fp32 = 12 (Rajbhandari et al. 2020, ZeRO Sec. 3.1: K = 12).
+/// SGD with momentum: master + momentum = 8. Lion (Chen et al. 2023): master + momentum
+/// = 8. 8-bit Adam (Dettmers et al. 2022): master 4 + m 1 + v 1 = 6, block-wise
+/// quantisation statistics ignored (2 fp32 per 2048-element block). Adafactor (Shazeer &
+/// Stern 2018): master 4 plus factored second moments (rows + columns per matrix,
+/// counted separately by `adafactor_factored_bytes`).
+double optimizer_bytes_per_param(Optimizer o);
+
+/// Memory on one GPU of one pipeline stage.
+struct StageMemory {
+  int64_t stage = 0;           ///< pipeline rank
+  int64_t layers = 0;          ///< transformer layers held (over all its virtual chunks)
+  int64_t inflight_microbatches = 0;  ///< chunks of activations held at the peak
+  double params = 0;           ///< parameters resident on this GPU before ZeRO sharding
+  double weights_bytes = 0;
+  double gradients_bytes = 0;
+  double optimizer_bytes = 0;
+  double activations_bytes = 0;
+  double other_bytes = 0;      ///< temporary buffers plus the stated CUDA context reserve
+  double total_bytes = 0;
+  double capacity_bytes = 0;
+  bool fits = false;
+  /// Components of other_bytes, for the report.
+  double logits_bytes = 0;
+  double comm_buffer_bytes = 0;
+  double recompute_working_bytes = 0;
+  double cuda_context_bytes = 0;
+  double allocator_reserve_bytes = 0;
+};
+
+struct TrainingMemory {
+  std::vector<StageMemory> stages;
+  size_t peak_stage = 0;  ///< index of the stage that needs most
+  const StageMemory& peak() const { return stages[peak_stage]; }
+  bool fits() const { return peak().fits; }
+};
+
+/// Training memory per pipeline stage. `t` must be fully resolved (no auto fields).
+/// Weights, gradients and optimizer states shard over data parallel ranks by ZeRO stage
+/// (Rajbhandari et al. 2020: 2+2+K/N, 2+(2+K)/N, (2+2+K)/N bytes per parameter); expert
+/// weights shard over the expert-data-parallel group tp*cp*dp/(ep*etp); activations come
+/// from each operator's kept bytes times the microbatches in flight on that stage.
+TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t);
+
+/// Transformer layers held by each pipeline rank's virtual chunks: result[rank][chunk].
+std::vector<std::vector<int64_t>> stage_layer_ids(const ModelSpec& m, const TrainingPlan& t);
+
+/// Serving memory on one GPU of one replica (tp*pp GPUs), computed as vLLM does:
+/// KV budget = capacity * gpu_memory_utilization - weights - activation peak of a
+/// max_num_batched_tokens profiling pass - non-torch memory; blocks = budget /
+/// (block_size * KV bytes per token on this GPU).
+struct InferenceMemory {
+  double weights_bytes = 0;
+  double activation_peak_bytes = 0;
+  double non_torch_bytes = 0;
+  double kv_bytes_per_token = 0;  ///< on this GPU (TP-sharded heads, PP-sharded layers)
+  double kv_budget_bytes = 0;
+  int64_t num_blocks = 0;
+  int64_t block_size = 0;
+  int64_t max_cached_tokens = 0;
+  double capacity_bytes = 0;
+  bool fits = false;
+};
+
+/// vLLM engine defaults used where a scenario leaves a knob unset.
+struct EngineDefaults {
+  int64_t max_num_seqs = 256;             ///< vllm EngineArgs.max_num_seqs (v0.6 default)
+  int64_t max_num_batched_tokens = 8192;  ///< vllm V1 default with chunked prefill (serve)
+  int64_t block_size = 16;                ///< vllm CacheConfig.block_size default
+  double gpu_memory_utilization = 0.9;    ///< vllm CacheConfig.gpu_memory_utilization default
+  bool chunked_prefill = true;            ///< on by default in vLLM V1
+};
+
+InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p,
+                                 const EngineDefaults& defaults = {});
+
+}  // namespace capsim

@@ -1,0 +1,138 @@
+#pragma once
+/// Model architecture as plain values, independent of any file format. io/ builds a
+/// ModelSpec from a Hugging Face config.json; everything else reads only this.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace capsim {
+
+/// Hugging Face `model_type` families the reader understands.
+enum class Family {
+  gpt2,
+  gpt_neox,
+  llama,
+  mistral,
+  gemma,
+  qwen2,
+  qwen3,
+  nemotron,
+  mixtral,
+  qwen3_moe,
+  deepseek_v2,
+  deepseek_v3,
+};
+
+std::string_view to_string(Family f);
+
+/// Numeric formats for weights, activations, KV cache and tensor-core math.
+enum class DType { fp32, tf32, bf16, fp16, fp8, int8, int4, fp4 };
+
+std::string_view to_string(DType d);
+/// Storage size of one element in bytes (int4/fp4: 0.5).
+double dtype_bytes(DType d);
+
+enum class NormKind { layernorm, rmsnorm };
+
+/// MLP nonlinearity. Gated variants (SwiGLU, GeGLU) have two input projections.
+enum class Activation { gelu, silu, relu, relu2 };
+
+/// Multi-head latent attention (DeepSeek-V2/V3).
+struct MlaSpec {
+  int64_t q_lora_rank = 0;  ///< 0: plain q projection h -> heads*(nope+rope)
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool operator==(const MlaSpec&) const = default;
+};
+
+/// Mixture-of-experts feed-forward.
+struct MoeSpec {
+  int64_t num_experts = 0;          ///< routed experts per MoE layer
+  int64_t top_k = 0;                ///< routed experts per token
+  int64_t expert_intermediate = 0;  ///< FFN width of one routed expert
+  int64_t shared_experts = 0;       ///< always-active experts (DeepSeek)
+  int64_t shared_intermediate = 0;  ///< FFN width of one shared expert
+  bool router_bias = false;         ///< DeepSeek-V3 e_score_correction_bias (E params)
+  bool operator==(const MoeSpec&) const = default;
+};
+
+/// One transformer architecture. Dimensions are per layer; `moe_layer[i]` says whether
+/// layer i uses the MoE feed-forward (else the dense one of width `intermediate`).
+struct ModelSpec {
+  std::string name;
+  Family family = Family::llama;
+  int64_t hidden = 0;
+  int64_t layers = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;       ///< query/key head width (explicit head_dim or hidden/heads)
+  int64_t intermediate = 0;   ///< dense FFN width
+  int64_t vocab = 0;
+  int64_t max_position = 0;   ///< max_position_embeddings
+  bool learned_positions = false;  ///< GPT-2 style position table of max_position rows
+  bool tied_embeddings = false;
+  bool qkv_bias = false;
+  bool o_bias = false;
+  bool mlp_bias = false;
+  bool qk_norm = false;       ///< per-head RMSNorm on q and k (Qwen3)
+  bool parallel_residual = false;  ///< GPT-NeoX: attention and MLP read the same input
+  NormKind norm = NormKind::rmsnorm;
+  bool gated_mlp = true;
+  Activation activation = Activation::silu;
+  double dropout = 0.0;       ///< residual/attention dropout probability in training
+  std::optional<MlaSpec> mla;
+  std::optional<MoeSpec> moe;
+  std::vector<bool> moe_layer;  ///< size `layers` when moe is set, else empty
+
+  bool operator==(const ModelSpec&) const = default;
+
+  bool is_moe_layer(int64_t i) const { return moe && moe_layer[static_cast<size_t>(i)]; }
+  int64_t q_width() const;   ///< width of the attention query projection output
+  int64_t kv_width() const;  ///< width of one of K or V (GQA), or MLA's per-head total
+};
+
+/// Parameter counts by kind, exact integers.
+struct ParamCounts {
+  int64_t total = 0;      ///< every trainable weight, tied embeddings once
+  int64_t active = 0;     ///< per token: non-expert + top-k routed + shared experts
+  int64_t embedding = 0;  ///< input embedding + position table + untied output head
+  bool operator==(const ParamCounts&) const = default;
+};
+
+/// Parameters of one decoder layer, split by how they shard.
+struct LayerParams {
+  int64_t attention = 0;   ///< q/k/v/o (or MLA) projections and biases, tensor-parallel
+  int64_t norms = 0;       ///< layer norms (replicated over tensor parallel)
+  int64_t dense_mlp = 0;   ///< dense FFN (0 on MoE layers)
+  int64_t router = 0;      ///< MoE router (replicated over expert parallel)
+  int64_t shared_experts = 0;  ///< shared expert FFNs (dense-like sharding)
+  int64_t routed_expert = 0;   ///< ONE routed expert's FFN
+  int64_t routed_experts = 0;  ///< all routed experts of the layer
+  int64_t total() const {
+    return attention + norms + dense_mlp + router + shared_experts + routed_experts;
+  }
+};
+
+LayerParams layer_params(const ModelSpec& m, int64_t layer);
+/// Input embedding rows plus the learned position table (if any).
+int64_t input_embedding_params(const ModelSpec& m);
+/// Output head (0 when tied) plus the final norm.
+int64_t output_head_params(const ModelSpec& m);
+int64_t final_norm_params(const ModelSpec& m);
+ParamCounts count_params(const ModelSpec& m);
+
+/// KV-cache bytes one token occupies over all layers at `dtype` (MLA: compressed latent
+/// plus the shared rope key, as FlashMLA/vLLM cache it).
+double kv_cache_bytes_per_token(const ModelSpec& m, DType dtype);
+
+/// Forward FLOPs for one token at position-averaged context `seq_len`, causal:
+/// 2 x active matmul parameters (excluding the input embedding lookup) plus attention
+/// score and value products 2 x 2 x layers x q-heads x head widths x seq_len / 2.
+double forward_flops_per_token(const ModelSpec& m, int64_t seq_len);
+
+}  // namespace capsim

@@ -1,0 +1,122 @@
+#pragma once
+/// A scenario: model + system + training or serving plan. Shaped like a validation case
+/// (see data/validation/SCHEMA.md) without `measured`. `std::nullopt` in a field that the
+/// schema allows to be "auto" means auto: the evaluator resolves it.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capsim/core/gpu.hpp"
+#include "capsim/core/model.hpp"
+
+namespace capsim {
+
+enum class Recompute { none, selective, full };
+enum class Optimizer { adamw, sgd, adafactor, lion, adam8bit };
+enum class TrainMode { pretrain, sft, lora };
+
+std::string_view to_string(Recompute r);
+std::string_view to_string(Optimizer o);
+std::string_view to_string(TrainMode m);
+
+/// The cluster the scenario runs on.
+struct SystemSpec {
+  GpuSpec gpu;
+  int64_t num_gpus = 1;
+  int64_t gpus_per_node = 8;
+  double nic_gbps_per_gpu = 0;  ///< scale-out line rate per GPU, one direction, Gb/s
+  bool operator==(const SystemSpec&) const = default;
+};
+
+/// LoRA adapters (mode "lora").
+struct LoraSpec {
+  int64_t rank = 16;
+  std::vector<std::string> targets;  ///< HF module names, e.g. q_proj, v_proj
+  bool operator==(const LoraSpec&) const = default;
+};
+
+/// Memory accounting knobs that are not part of the published case shape.
+struct MemoryOptions {
+  /// CUDA context and runtime kernels resident on each GPU, outside the allocator.
+  double cuda_context_bytes = 0;
+  /// Extra fraction of allocated bytes the caching allocator holds (fragmentation).
+  double allocator_reserve_fraction = 0;
+  /// Optimizer states (and fp32 master weights) live in host memory (ZeRO-Offload).
+  bool offload_optimizer = false;
+  bool operator==(const MemoryOptions&) const = default;
+};
+
+struct TrainingPlan {
+  int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+  std::optional<int64_t> vpp = 1;   ///< virtual stages per pipeline rank; nullopt = auto
+  std::optional<int64_t> etp = 1;   ///< expert tensor parallel; nullopt = auto
+  bool sp = false;
+  std::optional<int> zero = 0;      ///< 0..3; nullopt = auto
+  std::optional<int64_t> micro_batch;  ///< sequences; nullopt = auto
+  int64_t global_batch = 1;
+  int64_t seq_len = 2048;
+  std::optional<Recompute> recompute = Recompute::none;  ///< nullopt = auto
+  DType precision = DType::bf16;    ///< fp16, bf16 or fp8 (mixed precision)
+  Optimizer optimizer = Optimizer::adamw;
+  TrainMode mode = TrainMode::pretrain;
+  std::optional<LoraSpec> lora;
+  /// Explicit transformer layers per virtual pipeline stage (size pp*vpp); empty = split
+  /// as Megatron-LM does.
+  std::vector<int64_t> stage_layers;
+  MemoryOptions memory;
+  bool operator==(const TrainingPlan&) const = default;
+};
+
+/// A token-length distribution for serving workloads.
+struct LengthDist {
+  enum class Kind { fixed, uniform, sharegpt };
+  Kind kind = Kind::fixed;
+  double mean = 0;
+  double min = 0, max = 0;  ///< uniform bounds
+  bool operator==(const LengthDist&) const = default;
+};
+
+struct EngineOptions {
+  std::optional<int64_t> max_num_seqs;
+  std::optional<int64_t> max_num_batched_tokens;
+  std::optional<int64_t> block_size;
+  std::optional<bool> chunked_prefill;
+  std::optional<double> gpu_memory_utilization;
+  bool operator==(const EngineOptions&) const = default;
+};
+
+struct ServingWorkload {
+  enum class Mode { offline, poisson, concurrency };
+  Mode mode = Mode::offline;
+  double qps = 0;
+  int64_t concurrency = 0;
+  int64_t num_requests = 0;
+  LengthDist input_tokens;
+  LengthDist output_tokens;
+  bool operator==(const ServingWorkload&) const = default;
+};
+
+struct InferencePlan {
+  int64_t tp = 1, pp = 1;
+  std::optional<int64_t> ep = 1;  ///< nullopt = auto
+  int64_t replicas = 1;
+  DType weight_dtype = DType::bf16;
+  DType activation_dtype = DType::bf16;
+  std::optional<DType> kv_dtype = DType::bf16;  ///< nullopt = auto
+  EngineOptions engine;
+  ServingWorkload workload;
+  bool operator==(const InferencePlan&) const = default;
+};
+
+struct Scenario {
+  std::string id;
+  ModelSpec model;
+  SystemSpec system;
+  std::optional<TrainingPlan> training;
+  std::optional<InferencePlan> inference;
+  bool operator==(const Scenario&) const = default;
+};
+
+}  // namespace capsim

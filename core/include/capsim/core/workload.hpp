@@ -1,0 +1,97 @@
+#pragma once
+/// Lowering: one decoder layer (and the model's ends) into operators with FLOPs, shapes
+/// and the bytes each keeps for backward. Memory and time both derive from this list.
+/// Quantities are per token of one sequence, at full (unsharded) width; consumers apply
+/// tensor/sequence/context/expert parallel sharding.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "capsim/core/model.hpp"
+#include "capsim/core/scenario.hpp"
+
+namespace capsim {
+
+enum class OpKind { gemm, attention, norm, elementwise, router, permute, embedding, logits };
+
+/// How a tensor is split over the tensor-parallel group.
+enum class Shard {
+  sequence,  ///< full width per token: replicated over TP, split over TP with SP
+  tensor,    ///< split over TP (heads or FFN columns)
+  expert,    ///< routed-expert tensor, split over expert tensor parallel (etp)
+};
+
+/// A tensor an operator keeps for its backward pass.
+struct Saved {
+  double bytes_per_token = 0;
+  Shard shard = Shard::sequence;
+  bool selective = false;  ///< recomputed (so not kept) under selective recompute
+};
+
+/// How a GEMM's weight is split over tensor parallel ranks (Megatron-LM terms).
+enum class GemmSplit { none, column, row };
+
+struct Op {
+  std::string name;
+  OpKind kind = OpKind::gemm;
+  // GEMM: each token multiplies [1 x k] by [k x n], `per_token` times (top-k experts).
+  int64_t n = 0, k = 0;
+  double per_token = 1.0;
+  GemmSplit split = GemmSplit::none;
+  bool expert = false;  ///< routed expert weight (sharded over ep, etp)
+  // Attention: q heads, kv heads, head widths; keys attended is the sequence length.
+  int64_t heads = 0, kv_heads = 0, qk_dim = 0, v_dim = 0;
+  bool causal = true;
+  /// Forward FLOPs per token at full width (attention: at the lowering's seq_len, causal).
+  double flops_per_token = 0;
+  /// Bytes read and written per token in the forward pass (memory-bound kernels).
+  double bytes_per_token = 0;
+  std::vector<Saved> saved;
+};
+
+/// How attention keeps its state for backward.
+enum class AttentionImpl {
+  flash,    ///< FlashAttention: keeps q, k, v and the log-sum-exp, no s x s scores
+  unfused,  ///< keeps softmax output, dropout mask and dropout output (s x s per head)
+};
+
+struct LoweringOptions {
+  int64_t seq_len = 2048;
+  double act_bytes = 2;         ///< activation element size (bf16/fp16)
+  double gemm_input_bytes = 2;  ///< saved GEMM inputs (1 with fp8 training: cast copies)
+  AttentionImpl attention = AttentionImpl::flash;
+  bool dropout = false;         ///< training with dropout keeps 1-byte masks
+};
+
+/// Options as a training plan implies them (fp8 keeps fp8 GEMM inputs; dropout when the
+/// model's config enables it).
+LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t);
+
+/// The operators of decoder layer `layer`, in forward order.
+std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOptions& o);
+
+/// Input embedding (lookup, dropout) operators; they live on the first pipeline stage.
+std::vector<Op> lower_embedding(const ModelSpec& m, const LoweringOptions& o);
+
+/// Final norm, output head GEMM and cross-entropy; they live on the last pipeline stage.
+std::vector<Op> lower_head(const ModelSpec& m, const LoweringOptions& o);
+
+/// The parallel context that turns per-token full-width quantities into per-GPU ones.
+struct ShardContext {
+  int64_t micro_batch = 1;
+  int64_t seq_len = 2048;
+  int64_t tp = 1, cp = 1, etp = 1;
+  bool sp = false;
+  Recompute recompute = Recompute::none;
+};
+
+/// Bytes one layer keeps for backward on one GPU for one microbatch, as its operators
+/// state them. Full recompute keeps only the layer input (Korthikanti et al. 2022, Sec. 4.2).
+double layer_activation_bytes(const std::vector<Op>& ops, const LoweringOptions& o, const ModelSpec& m,
+                              const ShardContext& c);
+
+/// Sum of forward FLOPs per token over the operators.
+double ops_forward_flops_per_token(const std::vector<Op>& ops);
+
+}  // namespace capsim

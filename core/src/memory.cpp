@@ -1,0 +1,243 @@
+#include "capsim/core/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "capsim/core/layout.hpp"
+
+namespace capsim {
+
+double optimizer_bytes_per_param(Optimizer o) {
+  switch (o) {
+    case Optimizer::adamw: return 12.0;
+    case Optimizer::sgd: return 8.0;
+    case Optimizer::lion: return 8.0;
+    case Optimizer::adam8bit: return 6.0;
+    case Optimizer::adafactor: return 4.0;
+  }
+  return 12.0;
+}
+
+namespace {
+
+double dbl(int64_t v) { return static_cast<double>(v); }
+
+/// Megatron-LM DistributedDataParallelConfig: gradient buckets of max(40M, 1M*dp) elements.
+double grad_bucket_elements(int64_t dp) { return std::max(40e6, 1e6 * dbl(dp)); }
+
+/// LoRA adapter parameters of one layer: rank*(in+out) per targeted projection.
+double lora_layer_params(const ModelSpec& m, const LoraSpec& l, int64_t layer) {
+  const int64_t h = m.hidden;
+  const int64_t q = m.q_width();
+  const int64_t kv = m.mla ? 0 : m.kv_heads * m.head_dim;
+  const int64_t o_in = m.mla ? m.heads * m.mla->v_head_dim : q;
+  const int64_t inner = m.is_moe_layer(layer) ? m.moe->expert_intermediate : m.intermediate;
+  const double copies = m.is_moe_layer(layer) ? dbl(m.moe->num_experts) : 1.0;
+  double p = 0;
+  for (const auto& t : l.targets) {
+    if (t == "q_proj") p += dbl(l.rank * (h + q));
+    else if (t == "k_proj" || t == "v_proj") p += dbl(l.rank * (h + kv));
+    else if (t == "o_proj") p += dbl(l.rank * (o_in + h));
+    else if (t == "gate_proj" || t == "up_proj" || t == "down_proj") p += copies * dbl(l.rank * (h + inner));
+  }
+  return p;
+}
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> stage_layer_ids(const ModelSpec& m, const TrainingPlan& t) {
+  const int64_t vpp = t.vpp.value_or(1);
+  const int64_t stages = t.pp * vpp;
+  const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, stages) : t.stage_layers;
+  std::vector<std::vector<int64_t>> ranks(static_cast<size_t>(t.pp));
+  int64_t next = 0;
+  for (int64_t j = 0; j < stages; ++j) {
+    const int64_t rank = j % t.pp;
+    for (int64_t k = 0; k < counts[static_cast<size_t>(j)]; ++k) ranks[static_cast<size_t>(rank)].push_back(next++);
+  }
+  return ranks;
+}
+
+TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t) {
+  TrainingMemory out;
+  const int64_t vpp = t.vpp.value_or(1);
+  const int64_t etp = t.etp.value_or(1);
+  const int zero = t.zero.value_or(0);
+  const Recompute rc = t.recompute.value_or(Recompute::none);
+  const int64_t mb = t.micro_batch.value_or(1);
+  const int64_t microbatches = num_microbatches(t);
+  const double tp = dbl(t.tp);
+  const double dense_group = dbl(t.dp * t.cp);
+  const double expert_group = dbl(t.dp * t.cp * t.tp) / dbl(t.ep * etp);
+  const double w_bytes = 2.0;  // fp16/bf16 weights; fp8 training keeps bf16 weights (TE)
+  const double g_bytes = 2.0;  // gradients in the training dtype (ZeRO paper accounting)
+  const double k_bytes = t.memory.offload_optimizer ? 0.0 : optimizer_bytes_per_param(t.optimizer);
+  const bool lora = t.mode == TrainMode::lora && t.lora.has_value();
+
+  const LoweringOptions lo = lowering_options(m, t);
+  ShardContext sc;
+  sc.micro_batch = mb;
+  sc.seq_len = t.seq_len;
+  sc.tp = t.tp;
+  sc.cp = t.cp;
+  sc.etp = etp;
+  sc.sp = t.sp;
+  sc.recompute = rc;
+  ShardContext sc_full = sc;
+  sc_full.recompute = Recompute::none;
+  const double tokens = dbl(mb) * dbl(t.seq_len) / dbl(t.cp);
+
+  // Layers come in at most two kinds (dense, MoE); lower and measure each kind once.
+  struct KindCost {
+    bool set = false;
+    double act = 0, act_full = 0;
+  } kinds[2];
+  auto kind_cost = [&](int64_t id) -> const KindCost& {
+    KindCost& k = kinds[m.is_moe_layer(id) ? 1 : 0];
+    if (!k.set) {
+      const auto ops = lower_layer(m, id, lo);
+      k.act = layer_activation_bytes(ops, lo, m, sc);
+      k.act_full = layer_activation_bytes(ops, lo, m, sc_full);
+      k.set = true;
+    }
+    return k;
+  };
+
+  const auto ranks = stage_layer_ids(m, t);
+  for (int64_t r = 0; r < t.pp; ++r) {
+    StageMemory s;
+    s.stage = r;
+    const auto& ids = ranks[static_cast<size_t>(r)];
+    s.layers = static_cast<int64_t>(ids.size());
+    double dense = 0, expert = 0, trainable_dense = 0, trainable_expert = 0;
+    double act_total = 0, working = 0, max_layer_local = 0;
+    for (int64_t id : ids) {
+      const LayerParams lp = layer_params(m, id);
+      const double layer_dense =
+          dbl(lp.attention) / tp + dbl(lp.norms) + dbl(lp.dense_mlp) / tp + dbl(lp.router) + dbl(lp.shared_experts) / tp;
+      const double layer_expert = dbl(lp.routed_experts) / dbl(t.ep * etp);
+      dense += layer_dense;
+      expert += layer_expert;
+      max_layer_local = std::max(max_layer_local, layer_dense + layer_expert);
+      if (lora) trainable_dense += lora_layer_params(m, *t.lora, id) / tp;
+      const KindCost& kc = kind_cost(id);
+      act_total += kc.act;
+      if (rc != Recompute::none) working = std::max(working, kc.act_full);
+    }
+    const bool first = r == 0, last = r == t.pp - 1;
+    if (first) {
+      dense += dbl(m.vocab * m.hidden) / tp + dbl(input_embedding_params(m) - m.vocab * m.hidden);
+      ShardContext e = sc;
+      act_total += layer_activation_bytes(lower_embedding(m, lo), lo, m, e);
+    }
+    if (last) {
+      dense += dbl(final_norm_params(m));
+      // Untied head; a tied head on a separate last stage keeps its own copy (Megatron-LM).
+      if (!m.tied_embeddings || t.pp > 1) dense += dbl(m.vocab * m.hidden) / tp;
+      ShardContext h = sc;
+      h.recompute = Recompute::none;  // the head is not checkpointed
+      act_total += layer_activation_bytes(lower_head(m, lo), lo, m, h);
+      // bf16 logits and their fp32 gradient, transient during the loss backward.
+      s.logits_bytes = tokens * dbl(m.vocab) / tp * (lo.act_bytes + 4.0);
+    }
+    if (!lora) {
+      trainable_dense = dense;
+      trainable_expert = expert;
+    }
+    s.params = dense + expert;
+    const double zw = zero >= 3 ? 1.0 : 0.0, zg = zero >= 2 ? 1.0 : 0.0, zo = zero >= 1 ? 1.0 : 0.0;
+    auto shard = [](double p, double group, double on) { return on > 0 ? p / group : p; };
+    if (lora) {
+      s.weights_bytes = (dense + expert) * w_bytes + trainable_dense * w_bytes;
+    } else {
+      s.weights_bytes = shard(dense, dense_group, zw) * w_bytes + shard(expert, expert_group, zw) * w_bytes;
+    }
+    s.gradients_bytes =
+        shard(trainable_dense, dense_group, zg) * g_bytes + shard(trainable_expert, expert_group, zg) * g_bytes;
+    s.optimizer_bytes =
+        shard(trainable_dense, dense_group, zo) * k_bytes + shard(trainable_expert, expert_group, zo) * k_bytes;
+
+    // Activations: chunks in flight times the average chunk's kept bytes.
+    s.inflight_microbatches = inflight_chunks(t.pp, vpp, r, microbatches);
+    s.activations_bytes = act_total / dbl(vpp) * dbl(s.inflight_microbatches);
+    s.recompute_working_bytes = working;
+
+    // Communication buffers.
+    if (zero >= 3 && !lora) {
+      // ZeRO-3/FSDP: the current and the prefetched layer gathered in full, plus one
+      // layer's gradients before reduce-scatter.
+      s.comm_buffer_bytes = max_layer_local * (2.0 * w_bytes + g_bytes);
+    } else if (zero == 2) {
+      s.comm_buffer_bytes = 2.0 * grad_bucket_elements(t.dp) * g_bytes;
+    }
+    s.cuda_context_bytes = t.memory.cuda_context_bytes;
+    const double allocated = s.weights_bytes + s.gradients_bytes + s.optimizer_bytes + s.activations_bytes +
+                             s.logits_bytes + s.comm_buffer_bytes + s.recompute_working_bytes;
+    s.allocator_reserve_bytes = allocated * t.memory.allocator_reserve_fraction;
+    s.other_bytes = s.logits_bytes + s.comm_buffer_bytes + s.recompute_working_bytes + s.cuda_context_bytes +
+                    s.allocator_reserve_bytes;
+    s.total_bytes = s.weights_bytes + s.gradients_bytes + s.optimizer_bytes + s.activations_bytes + s.other_bytes;
+    s.capacity_bytes = sys.gpu.hbm_capacity_bytes;
+    s.fits = s.total_bytes <= s.capacity_bytes;
+    out.stages.push_back(s);
+  }
+  out.peak_stage = 0;
+  for (size_t i = 1; i < out.stages.size(); ++i)
+    if (out.stages[i].total_bytes > out.stages[out.peak_stage].total_bytes) out.peak_stage = i;
+  return out;
+}
+
+InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p,
+                                 const EngineDefaults& defaults) {
+  InferenceMemory out;
+  const double tp = dbl(p.tp), pp = dbl(p.pp);
+  const int64_t ep = p.ep.value_or(1);
+  const double wb = dtype_bytes(p.weight_dtype);
+  // Weights per GPU: layers split over pp, dense weights over tp, routed experts over ep
+  // (vLLM shards experts over tp*ep ranks when EP is on, else tensor-parallel inside each).
+  double dense = 0, expert = 0;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const LayerParams lp = layer_params(m, i);
+    dense += dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / tp + dbl(lp.norms + lp.router);
+    expert += dbl(lp.routed_experts) / (ep > 1 ? dbl(ep) : tp);
+  }
+  dense /= pp;
+  expert /= pp;
+  dense += dbl(input_embedding_params(m) + output_head_params(m)) / tp + dbl(final_norm_params(m));
+  out.weights_bytes = (dense + expert) * wb;
+
+  const int64_t max_tokens = p.engine.max_num_batched_tokens.value_or(defaults.max_num_batched_tokens);
+  const int64_t max_seqs = p.engine.max_num_seqs.value_or(defaults.max_num_seqs);
+  const double ab = dtype_bytes(p.activation_dtype == DType::fp8 || p.activation_dtype == DType::int8
+                                    ? DType::bf16
+                                    : p.activation_dtype);
+  // Profiling-pass peak: residual stream plus the widest intermediate of a layer for
+  // max_num_batched_tokens tokens, and fp32 logits for max_num_seqs sequences.
+  const int64_t ffn = m.moe ? std::max(m.intermediate, m.moe->expert_intermediate * m.moe->top_k) : m.intermediate;
+  const double widest = std::max(dbl(m.q_width() + 2 * m.kv_width()), dbl(ffn) * (m.gated_mlp ? 3.0 : 2.0)) / tp;
+  out.activation_peak_bytes =
+      dbl(max_tokens) * (4.0 * dbl(m.hidden) + widest) * ab + dbl(max_seqs) * dbl(m.vocab) / tp * 4.0;
+  /// CUDA context with lazy module loading (CUDA >= 11.7), about 300 MiB: PyTorch
+  /// maintainers in pytorch/pytorch#107667.
+  out.non_torch_bytes = 300.0 * 1024 * 1024;
+
+  const DType kv = p.kv_dtype.value_or(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16);
+  double kv_per_token = kv_cache_bytes_per_token(m, kv) / pp;
+  // KV heads split over tp; MLA's latent and GQA with fewer KV heads than tp are replicated.
+  if (!m.mla) kv_per_token /= std::min(tp, dbl(m.kv_heads));
+  out.kv_bytes_per_token = kv_per_token;
+  out.capacity_bytes = sys.gpu.hbm_capacity_bytes;
+  const double util = p.engine.gpu_memory_utilization.value_or(defaults.gpu_memory_utilization);
+  out.kv_budget_bytes =
+      out.capacity_bytes * util - out.weights_bytes - out.activation_peak_bytes - out.non_torch_bytes;
+  out.block_size = p.engine.block_size.value_or(defaults.block_size);
+  out.num_blocks =
+      out.kv_budget_bytes > 0
+          ? static_cast<int64_t>(std::floor(out.kv_budget_bytes / (dbl(out.block_size) * kv_per_token)))
+          : 0;
+  out.max_cached_tokens = out.num_blocks * out.block_size;
+  out.fits = out.num_blocks > 0;
+  return out;
+}
+
+}  // namespace capsim

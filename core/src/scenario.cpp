@@ -1,0 +1,34 @@
+#include "capsim/core/scenario.hpp"
+
+namespace capsim {
+
+std::string_view to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+std::string_view to_string(Optimizer o) {
+  switch (o) {
+    case Optimizer::adamw: return "adamw";
+    case Optimizer::sgd: return "sgd";
+    case Optimizer::adafactor: return "adafactor";
+    case Optimizer::lion: return "lion";
+    case Optimizer::adam8bit: return "adam8bit";
+  }
+  return "?";
+}
+
+std::string_view to_string(TrainMode m) {
+  switch (m) {
+    case TrainMode::pretrain: return "pretrain";
+    case TrainMode::sft: return "sft";
+    case TrainMode::lora: return "lora";
+  }
+  return "?";
+}
+
+}  // namespace capsim

@@ -1,0 +1,133 @@
+#include "capsim/core/train.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+#include "capsim/core/layout.hpp"
+
+namespace capsim {
+
+namespace {
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t i = 1; i <= n; ++i)
+    if (n % i == 0) out.push_back(i);
+  return out;
+}
+
+/// Relative work of a plan: forward+backward FLOPs factor with recompute (3 + extra
+/// forward), times the pipeline bubble 1 + (pp-1)/(vpp*m) (Narayanan et al. 2021, Eq. 2).
+double work_proxy(const TrainingPlan& t) {
+  const Recompute r = t.recompute.value_or(Recompute::none);
+  const double flops = r == Recompute::full ? 4.0 : (r == Recompute::selective ? 3.05 : 3.0);
+  const double m = static_cast<double>(num_microbatches(t));
+  const double bubble = 1.0 + static_cast<double>(t.pp - 1) / (static_cast<double>(t.vpp.value_or(1)) * m);
+  return flops * bubble;
+}
+
+}  // namespace
+
+TrainEvaluation evaluate_training(const Scenario& s, const StepTimeFn& step_time) {
+  TrainEvaluation ev;
+  const ModelSpec& m = s.model;
+  const TrainingPlan& base = *s.training;
+  ev.params = count_params(m);
+  if (base.seq_len > m.max_position && m.max_position > 0)
+    ev.warnings.push_back("seq_len " + std::to_string(base.seq_len) + " exceeds the model's max_position_embeddings " +
+                          std::to_string(m.max_position) + " (long-context training extends RoPE)");
+
+  std::vector<int64_t> mbs, vpps, etps;
+  std::vector<Recompute> rcs;
+  std::vector<int> zeros;
+  if (base.micro_batch) mbs = {*base.micro_batch};
+  else {
+    ev.auto_fields.push_back("micro_batch");
+    mbs = divisors(base.global_batch / base.dp);
+    std::reverse(mbs.begin(), mbs.end());
+  }
+  if (base.recompute) rcs = {*base.recompute};
+  else {
+    ev.auto_fields.push_back("recompute");
+    rcs = {Recompute::none, Recompute::selective, Recompute::full};
+  }
+  if (base.vpp) vpps = {*base.vpp};
+  else {
+    ev.auto_fields.push_back("vpp");
+    for (int64_t v : divisors(std::max<int64_t>(1, m.layers / base.pp)))
+      if (base.pp * v <= m.layers && (base.pp > 1 || v == 1)) vpps.push_back(v);
+  }
+  if (base.zero) zeros = {*base.zero};
+  else {
+    ev.auto_fields.push_back("zero");
+    zeros = {0, 1, 2, 3};
+  }
+  if (base.etp) etps = {*base.etp};
+  else {
+    ev.auto_fields.push_back("etp");
+    for (int64_t e : divisors(base.tp))
+      if ((base.tp * base.cp * base.dp) % (base.ep * e) == 0) etps.push_back(e);
+  }
+
+  struct Best {
+    double key1 = std::numeric_limits<double>::infinity();
+    double key2 = 0, key3 = 0;
+    TrainingPlan plan;
+    TrainingMemory mem;
+    bool set = false;
+  } best, smallest;
+  double smallest_bytes = std::numeric_limits<double>::infinity();
+
+  for (int64_t mb : mbs)
+    for (Recompute rc : rcs)
+      for (int64_t v : vpps)
+        for (int z : zeros)
+          for (int64_t e : etps) {
+            TrainingPlan t = base;
+            t.micro_batch = mb;
+            t.recompute = rc;
+            t.vpp = v;
+            t.zero = z;
+            t.etp = e;
+            if (t.global_batch % (mb * t.dp) != 0) continue;
+            if (v > 1 && num_microbatches(t) % t.pp != 0) continue;
+            TrainingMemory mem = training_memory(m, s.system, t);
+            const double bytes = mem.peak().total_bytes;
+            if (bytes < smallest_bytes) {
+              smallest_bytes = bytes;
+              smallest.plan = t;
+              smallest.mem = mem;
+              smallest.set = true;
+            }
+            if (!mem.fits()) continue;
+            const double k1 = step_time ? step_time(m, s.system, t) : work_proxy(t);
+            const double k2 = -static_cast<double>(mb), k3 = static_cast<double>(z);
+            if (!best.set || std::tie(k1, k2, k3) < std::tie(best.key1, best.key2, best.key3)) {
+              best.key1 = k1;
+              best.key2 = k2;
+              best.key3 = k3;
+              best.plan = t;
+              best.mem = std::move(mem);
+              best.set = true;
+            }
+          }
+  if (best.set) {
+    ev.plan = best.plan;
+    ev.memory = std::move(best.mem);
+  } else if (smallest.set) {
+    ev.plan = smallest.plan;
+    ev.memory = std::move(smallest.mem);
+    ev.feasible = false;
+    ev.fail_reason = "does not fit: the stage that needs most takes " +
+                     std::to_string(ev.memory.peak().total_bytes / kGiB) + " GiB of " +
+                     std::to_string(ev.memory.peak().capacity_bytes / kGiB) + " GiB";
+  } else {
+    ev.feasible = false;
+    ev.fail_reason = "no candidate layout satisfies the divisibility rules";
+  }
+  return ev;
+}
+
+}  // namespace capsim

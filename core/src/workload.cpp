@@ -1,0 +1,249 @@
+#include "capsim/core/workload.hpp"
+
+namespace capsim {
+
+namespace {
+
+double d(int64_t v) { return static_cast<double>(v); }
+
+/// A GEMM whose input (width k) is kept for the weight gradient unless `keep_input` is
+/// false (the input is already kept by another operator).
+Op gemm(std::string name, int64_t n, int64_t k, GemmSplit split, const LoweringOptions& o, bool keep_input,
+        Shard input_shard, double per_token = 1.0, bool expert = false) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::gemm;
+  op.n = n;
+  op.k = k;
+  op.per_token = per_token;
+  op.split = split;
+  op.expert = expert;
+  op.flops_per_token = 2.0 * d(n) * d(k) * per_token;
+  op.bytes_per_token = (d(k) + d(n)) * o.act_bytes * per_token;
+  if (keep_input) op.saved.push_back({d(k) * o.gemm_input_bytes * per_token, input_shard, false});
+  return op;
+}
+
+Op norm(std::string name, int64_t width, const LoweringOptions& o, Shard shard = Shard::sequence) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::norm;
+  op.flops_per_token = 0;
+  op.bytes_per_token = 2.0 * d(width) * o.act_bytes;
+  op.saved.push_back({d(width) * o.act_bytes, shard, false});  // its input
+  return op;
+}
+
+Op dropout(std::string name, int64_t width, const LoweringOptions& o) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::elementwise;
+  op.bytes_per_token = 2.0 * d(width) * o.act_bytes;
+  if (o.dropout) op.saved.push_back({d(width) * 1.0, Shard::sequence, false});  // 1-byte mask
+  return op;
+}
+
+Op residual(std::string name, int64_t width, const LoweringOptions& o) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::elementwise;
+  op.bytes_per_token = 3.0 * d(width) * o.act_bytes;
+  return op;
+}
+
+Op attention(const ModelSpec& m, int64_t qk_dim, int64_t v_dim, int64_t kv_heads, const LoweringOptions& o) {
+  Op op;
+  op.name = "core_attention";
+  op.kind = OpKind::attention;
+  op.heads = m.heads;
+  op.kv_heads = kv_heads;
+  op.qk_dim = qk_dim;
+  op.v_dim = v_dim;
+  op.causal = true;
+  // QK^T and PV: 2 FLOPs per multiply-add, averaged over causal positions (s/2 keys).
+  op.flops_per_token = 2.0 * d(m.heads) * d(qk_dim + v_dim) * d(o.seq_len) / 2.0;
+  const double q = d(m.heads * qk_dim), k = d(kv_heads * qk_dim), v = d(kv_heads * v_dim);
+  op.bytes_per_token = (q + k + v + d(m.heads * v_dim)) * o.act_bytes;
+  if (o.attention == AttentionImpl::flash) {
+    // FlashAttention (Dao et al. 2022, Alg. 2): q, k, v and the fp32 log-sum-exp per head;
+    // the output is kept by the output projection.
+    op.saved.push_back({(q + k + v) * o.act_bytes, Shard::tensor, false});
+    op.saved.push_back({d(m.heads) * 4.0, Shard::tensor, true});
+  } else {
+    // Korthikanti et al. 2022, Sec. 4.1: Q and K for QK^T, V, then per head and key:
+    // softmax output (2 B), dropout mask (1 B), dropout output (2 B) = 5as per token.
+    op.saved.push_back({(q + k + v) * o.act_bytes, Shard::tensor, false});
+    const double scores = d(m.heads) * d(o.seq_len);
+    op.saved.push_back({scores * (2.0 * o.act_bytes + (o.dropout ? 1.0 : 0.0)), Shard::tensor, true});
+  }
+  return op;
+}
+
+Op activation_fn(const ModelSpec& m, int64_t inner, const LoweringOptions& o, double per_token, Shard shard) {
+  Op op;
+  op.name = m.gated_mlp ? "glu_activation" : "activation";
+  op.kind = OpKind::elementwise;
+  const double in = d(inner) * (m.gated_mlp ? 2.0 : 1.0);
+  op.bytes_per_token = (in + d(inner)) * o.act_bytes * per_token;
+  op.flops_per_token = 0;
+  op.saved.push_back({in * o.act_bytes * per_token, shard, false});  // its input(s)
+  return op;
+}
+
+/// Dense (or shared-expert) FFN: up (or gate+up) projection, activation, down projection.
+void add_ffn(std::vector<Op>& ops, const ModelSpec& m, int64_t inner, const LoweringOptions& o,
+             const std::string& prefix, bool keep_input) {
+  ops.push_back(gemm(prefix + (m.gated_mlp ? "gate_up_proj" : "up_proj"), inner * (m.gated_mlp ? 2 : 1),
+                     m.hidden, GemmSplit::column, o, keep_input, Shard::sequence));
+  ops.push_back(activation_fn(m, inner, o, 1.0, Shard::tensor));
+  ops.push_back(gemm(prefix + "down_proj", m.hidden, inner, GemmSplit::row, o, true, Shard::tensor));
+}
+
+}  // namespace
+
+LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
+  LoweringOptions o;
+  o.seq_len = t.seq_len;
+  o.act_bytes = 2.0;
+  // Transformer Engine keeps the fp8 cast of each GEMM input for the weight gradient.
+  o.gemm_input_bytes = t.precision == DType::fp8 ? 1.0 : 2.0;
+  o.attention = AttentionImpl::flash;
+  o.dropout = m.dropout > 0.0;
+  return o;
+}
+
+std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOptions& o) {
+  std::vector<Op> ops;
+  const int64_t h = m.hidden;
+  ops.push_back(norm("input_norm", h, o));
+  if (m.mla) {
+    const auto& a = *m.mla;
+    const int64_t qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    if (a.q_lora_rank > 0) {
+      ops.push_back(gemm("q_down_proj", a.q_lora_rank, h, GemmSplit::none, o, true, Shard::sequence));
+      ops.push_back(norm("q_norm", a.q_lora_rank, o));
+      ops.push_back(gemm("q_up_proj", m.heads * qk, a.q_lora_rank, GemmSplit::column, o, true, Shard::sequence));
+    } else {
+      ops.push_back(gemm("q_proj", m.heads * qk, h, GemmSplit::column, o, true, Shard::sequence));
+    }
+    // kv_down reads the same normed input as q_down/q_proj: kept once.
+    ops.push_back(gemm("kv_down_proj", a.kv_lora_rank + a.qk_rope_head_dim, h, GemmSplit::none, o, false,
+                       Shard::sequence));
+    ops.push_back(norm("kv_norm", a.kv_lora_rank, o));
+    ops.push_back(gemm("kv_up_proj", m.heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank,
+                       GemmSplit::column, o, true, Shard::sequence));
+    ops.push_back(attention(m, qk, a.v_head_dim, m.heads, o));
+    ops.push_back(gemm("o_proj", h, m.heads * a.v_head_dim, GemmSplit::row, o, true, Shard::tensor));
+  } else {
+    const int64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
+    ops.push_back(gemm("qkv_proj", q + 2 * kv, h, GemmSplit::column, o, true, Shard::sequence));
+    if (m.qk_norm) {
+      Op qn = norm("qk_norm", q + kv, o, Shard::tensor);
+      ops.push_back(qn);
+    }
+    ops.push_back(attention(m, m.head_dim, m.head_dim, m.kv_heads, o));
+    ops.push_back(gemm("o_proj", h, q, GemmSplit::row, o, true, Shard::tensor));
+  }
+  ops.push_back(dropout("attn_dropout", h, o));
+  ops.push_back(residual("attn_residual", h, o));
+  ops.push_back(norm("post_attention_norm", h, o));
+  if (m.is_moe_layer(layer)) {
+    const auto& e = *m.moe;
+    // Router reads the normed input (kept by the expert dispatch below).
+    Op router = gemm("router", e.num_experts, h, GemmSplit::none, o, true, Shard::sequence);
+    router.kind = OpKind::router;
+    ops.push_back(router);
+    Op probs;
+    probs.name = "router_softmax_topk";
+    probs.kind = OpKind::elementwise;
+    probs.bytes_per_token = d(e.num_experts) * 4.0 * 2.0;
+    probs.saved.push_back({d(e.num_experts) * 4.0, Shard::sequence, false});  // fp32 probabilities
+    ops.push_back(probs);
+    Op dispatch;
+    dispatch.name = "token_dispatch";
+    dispatch.kind = OpKind::permute;
+    dispatch.per_token = d(e.top_k);
+    dispatch.bytes_per_token = 2.0 * d(h) * o.act_bytes * d(e.top_k);
+    ops.push_back(dispatch);
+    // Each token's top-k copies enter the experts; their inputs are kept (replicated over etp).
+    Op up = gemm("expert_" + std::string(m.gated_mlp ? "gate_up_proj" : "up_proj"),
+                 e.expert_intermediate * (m.gated_mlp ? 2 : 1), h, GemmSplit::column, o, true, Shard::sequence,
+                 d(e.top_k), true);
+    ops.push_back(up);
+    ops.push_back(activation_fn(m, e.expert_intermediate, o, d(e.top_k), Shard::expert));
+    ops.push_back(gemm("expert_down_proj", h, e.expert_intermediate, GemmSplit::row, o, true, Shard::expert,
+                       d(e.top_k), true));
+    Op combine;
+    combine.name = "token_combine";
+    combine.kind = OpKind::permute;
+    combine.per_token = d(e.top_k);
+    combine.bytes_per_token = 2.0 * d(h) * o.act_bytes * d(e.top_k);
+    combine.saved.push_back({d(h) * o.act_bytes * d(e.top_k), Shard::sequence, false});  // expert outputs
+    ops.push_back(combine);
+    if (e.shared_experts > 0) add_ffn(ops, m, e.shared_experts * e.shared_intermediate, o, "shared_", false);
+  } else {
+    add_ffn(ops, m, m.intermediate, o, "", true);
+  }
+  ops.push_back(dropout("mlp_dropout", h, o));
+  ops.push_back(residual("mlp_residual", h, o));
+  return ops;
+}
+
+std::vector<Op> lower_embedding(const ModelSpec& m, const LoweringOptions& o) {
+  std::vector<Op> ops;
+  Op emb;
+  emb.name = "embedding";
+  emb.kind = OpKind::embedding;
+  emb.bytes_per_token = 2.0 * d(m.hidden) * o.act_bytes;
+  ops.push_back(emb);
+  ops.push_back(dropout("embedding_dropout", m.hidden, o));
+  return ops;
+}
+
+std::vector<Op> lower_head(const ModelSpec& m, const LoweringOptions& o) {
+  std::vector<Op> ops;
+  ops.push_back(norm("final_norm", m.hidden, o));
+  ops.push_back(gemm("lm_head", m.vocab, m.hidden, GemmSplit::column, o, true, Shard::sequence));
+  Op ce;
+  ce.name = "cross_entropy";
+  ce.kind = OpKind::logits;
+  ce.bytes_per_token = d(m.vocab) * (o.act_bytes + 4.0);
+  // Megatron-LM's vocab-parallel cross entropy keeps fp32 softmax of the logits shard.
+  ce.saved.push_back({d(m.vocab) * 4.0, Shard::tensor, false});
+  ops.push_back(ce);
+  return ops;
+}
+
+double layer_activation_bytes(const std::vector<Op>& ops, const LoweringOptions& o, const ModelSpec& m,
+                              const ShardContext& c) {
+  const double tokens = static_cast<double>(c.micro_batch) * static_cast<double>(c.seq_len) /
+                        static_cast<double>(c.cp);
+  const double tp = static_cast<double>(c.tp);
+  const double seq_div = c.sp ? tp : 1.0;
+  if (c.recompute == Recompute::full) {
+    // Only the layer input is kept (sequence-sharded under SP).
+    return tokens * static_cast<double>(m.hidden) * o.act_bytes / seq_div;
+  }
+  double bytes = 0;
+  for (const Op& op : ops) {
+    for (const Saved& s : op.saved) {
+      if (s.selective && c.recompute == Recompute::selective) continue;
+      double div = 1.0;
+      switch (s.shard) {
+        case Shard::sequence: div = seq_div; break;
+        case Shard::tensor: div = tp; break;
+        case Shard::expert: div = static_cast<double>(c.etp); break;
+      }
+      bytes += tokens * s.bytes_per_token / div;
+    }
+  }
+  return bytes;
+}
+
+double ops_forward_flops_per_token(const std::vector<Op>& ops) {
+  double f = 0;
+  for (const Op& op : ops) f += op.flops_per_token;
+  return f;
+}
+
+}  // namespace capsim

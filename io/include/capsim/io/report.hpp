@@ -1,0 +1,30 @@
+#pragma once
+/// Reports as JSON values with stable keys (units in key names). Documented in
+/// docs/report.md.
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "capsim/core/memory.hpp"
+#include "capsim/core/model.hpp"
+#include "capsim/core/scenario.hpp"
+#include "capsim/core/train.hpp"
+
+namespace capsim::io {
+
+/// `capsim model`: parameter counts, KV bytes per token by dtype, forward FLOPs per token
+/// at `seq_len`, and the layer list.
+nlohmann::json model_report(const ModelSpec& m, int64_t seq_len);
+
+/// Memory of one stage under the documented keys.
+nlohmann::json stage_memory_json(const StageMemory& s);
+
+/// `capsim train`: model, resolved plan, memory per GPU (peak stage) and per stage.
+nlohmann::json train_report(const Scenario& s, const TrainEvaluation& ev);
+
+/// Serving memory of one GPU of one replica.
+nlohmann::json inference_memory_json(const Scenario& s, const InferenceMemory& mem);
+
+/// Serialise deterministically (sorted keys, 2-space indent, trailing newline).
+std::string dump(const nlohmann::json& j);
+
+}  // namespace capsim::io

@@ -1,0 +1,27 @@
+#pragma once
+/// Scenario files (the shape of a validation case, see data/validation/SCHEMA.md) to
+/// Scenario values, strictly: unknown keys are rejected with the nearest valid key, and
+/// every problem (bad types, impossible layouts, unknown presets) is reported at once.
+
+#include <filesystem>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "capsim/core/scenario.hpp"
+
+namespace capsim::io {
+
+/// Apply `--set path=value` overrides to a scenario document before it is read. `path`
+/// is dotted (training.tp) or a JSON pointer (/training/tp); `value` is parsed as JSON
+/// when it is valid JSON, else taken as a string. Creates missing objects on the way.
+void apply_overrides(nlohmann::json& doc, const std::vector<std::string>& sets);
+
+/// Read a scenario document. `base_dir` resolves relative model paths. Throws InputError
+/// with every problem found (schema and layout).
+Scenario scenario_from_json(const nlohmann::json& doc, const std::filesystem::path& base_dir = {});
+
+/// Read a scenario file, applying overrides first.
+Scenario load_scenario(const std::filesystem::path& path, const std::vector<std::string>& sets = {});
+
+}  // namespace capsim::io

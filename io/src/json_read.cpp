@@ -1,0 +1,262 @@
+#include "capsim/io/json_read.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unistd.h>
+
+namespace capsim::io {
+
+using nlohmann::json;
+
+namespace {
+
+/// Line and column (1-based) of byte offset `pos` in `text`.
+std::pair<size_t, size_t> line_col(std::string_view text, size_t pos) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < pos && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return {line, col};
+}
+
+}  // namespace
+
+json parse_json(std::string_view text, const std::string& origin) {
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    // nlohmann reports the byte index just past the offending character.
+    const size_t pos = e.byte > 0 ? e.byte - 1 : 0;
+    auto [line, col] = line_col(text, pos);
+    std::string what = e.what();
+    const auto colon = what.rfind(": ");
+    std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+    throw InputError({{origin, "", "malformed JSON at line " + std::to_string(line) + ", column " +
+                                       std::to_string(col) + ": " + reason,
+                       {}}});
+  }
+}
+
+std::string read_text_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError({{path.string(), "", "cannot open file", {}}});
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+json read_json_file(const std::filesystem::path& path) { return parse_json(read_text_file(path), path.string()); }
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string nearest(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, word.size() / 2) + 1;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string pointer_escape(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
+
+std::string brief(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view text) {
+  namespace fs = std::filesystem;
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const fs::path tmp = dir / ("." + path.filename().string() + ".tmp" + std::to_string(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw InputError({{path.string(), "", "cannot write file (folder missing or not writable)", {}}});
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw InputError({{path.string(), "", "write failed (disk full?)", {}}});
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw InputError({{path.string(), "", "cannot replace file: " + ec.message(), {}}});
+  }
+}
+
+ObjectReader::ObjectReader(const json& obj, std::string pointer, std::vector<Issue>& issues)
+    : obj_(obj), pointer_(std::move(pointer)), issues_(issues) {}
+
+bool ObjectReader::has(const std::string& key) const { return obj_.is_object() && obj_.contains(key); }
+
+void ObjectReader::allow(const std::string& key) { known_.push_back(key); }
+
+const json* ObjectReader::get(const std::string& key) {
+  known_.push_back(key);
+  if (!obj_.is_object()) return nullptr;
+  auto it = obj_.find(key);
+  return it == obj_.end() ? nullptr : &*it;
+}
+
+void ObjectReader::type_issue(const std::string& key, const char* expected) {
+  issues_.push_back({at(key), brief(obj_.at(key)), std::string("must be ") + expected, {}});
+}
+
+bool ObjectReader::integer(const std::string& key, int64_t& out, bool required, int64_t min) {
+  const json* v = get(key);
+  if (!v) {
+    if (required) issues_.push_back({at(key), "", "is required (an integer)", {}});
+    return false;
+  }
+  if (v->is_number_integer() || (v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<int64_t>(v->get<double>())))) {
+    const int64_t x = v->is_number_integer() ? v->get<int64_t>() : static_cast<int64_t>(v->get<double>());
+    if (x < min) {
+      issues_.push_back({at(key), brief(*v), "must be an integer >= " + std::to_string(min), {}});
+      return false;
+    }
+    out = x;
+    return true;
+  }
+  type_issue(key, ("an integer >= " + std::to_string(min)).c_str());
+  return false;
+}
+
+bool ObjectReader::number(const std::string& key, double& out, bool required, double min) {
+  const json* v = get(key);
+  if (!v) {
+    if (required) issues_.push_back({at(key), "", "is required (a number)", {}});
+    return false;
+  }
+  if (!v->is_number()) {
+    type_issue(key, "a number");
+    return false;
+  }
+  const double x = v->get<double>();
+  if (x < min) {
+    std::ostringstream ss;
+    ss << "must be a number >= " << min;
+    issues_.push_back({at(key), brief(*v), ss.str(), {}});
+    return false;
+  }
+  out = x;
+  return true;
+}
+
+bool ObjectReader::boolean(const std::string& key, bool& out, bool required) {
+  const json* v = get(key);
+  if (!v) {
+    if (required) issues_.push_back({at(key), "", "is required (true or false)", {}});
+    return false;
+  }
+  if (!v->is_boolean()) {
+    type_issue(key, "true or false");
+    return false;
+  }
+  out = v->get<bool>();
+  return true;
+}
+
+bool ObjectReader::string(const std::string& key, std::string& out, bool required) {
+  const json* v = get(key);
+  if (!v) {
+    if (required) issues_.push_back({at(key), "", "is required (a string)", {}});
+    return false;
+  }
+  if (!v->is_string()) {
+    type_issue(key, "a string");
+    return false;
+  }
+  out = v->get<std::string>();
+  return true;
+}
+
+bool ObjectReader::integer_or_auto(const std::string& key, std::optional<int64_t>& out, int64_t min) {
+  const json* v = get(key);
+  if (!v) return false;
+  if (v->is_string() && v->get<std::string>() == "auto") {
+    out = std::nullopt;
+    return true;
+  }
+  if (v->is_number_integer() && v->get<int64_t>() >= min) {
+    out = v->get<int64_t>();
+    return true;
+  }
+  issues_.push_back({at(key), brief(*v), "must be an integer >= " + std::to_string(min) + " or \"auto\"", {}});
+  return false;
+}
+
+bool ObjectReader::choice(const std::string& key, std::string& out, const std::vector<std::string>& choices,
+                          bool required, bool allow_auto) {
+  const json* v = get(key);
+  if (!v) {
+    if (required) issues_.push_back({at(key), "", "is required", {}});
+    return false;
+  }
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + ("\"" + c + "\"");
+  if (allow_auto) list += ", \"auto\"";
+  if (!v->is_string()) {
+    issues_.push_back({at(key), brief(*v), "must be one of " + list, {}});
+    return false;
+  }
+  const std::string s = v->get<std::string>();
+  if (allow_auto && s == "auto") {
+    out = s;
+    return true;
+  }
+  if (std::find(choices.begin(), choices.end(), s) == choices.end()) {
+    const std::string n = nearest(s, choices);
+    issues_.push_back({at(key), brief(*v), "must be one of " + list, n.empty() ? "" : "did you mean \"" + n + "\"?"});
+    return false;
+  }
+  out = s;
+  return true;
+}
+
+void ObjectReader::finish() {
+  if (!obj_.is_object()) return;
+  for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+    if (std::find(known_.begin(), known_.end(), it.key()) != known_.end()) continue;
+    const std::string n = nearest(it.key(), known_);
+    issues_.push_back({at(it.key()), "", "unknown key", n.empty() ? "" : "did you mean \"" + n + "\"?"});
+  }
+}
+
+}  // namespace capsim::io

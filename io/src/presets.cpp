@@ -1,0 +1,356 @@
+#include "capsim/io/presets.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "capsim/io/json_read.hpp"
+
+#ifndef CAPSIM_DATA_DIR
+#define CAPSIM_DATA_DIR "data"
+#endif
+
+namespace capsim::io {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+fs::path data_dir() {
+  if (const char* env = std::getenv("CAPSIM_DATA_DIR"); env && *env) return fs::path(env);
+  return fs::path(CAPSIM_DATA_DIR);
+}
+
+namespace {
+
+std::vector<std::string> stems(const fs::path& dir, const std::string& skip = {}) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".json" && e.path().stem() != skip) out.push_back(e.path().stem().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string list(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> gpu_preset_ids() { return stems(data_dir() / "gpus"); }
+std::vector<std::string> model_preset_names() { return stems(data_dir() / "models", "index"); }
+
+GpuSpec gpu_from_json(const json& j, const std::string& origin) {
+  std::vector<Issue> issues;
+  GpuSpec g;
+  if (!j.is_object() || !j.contains("facts") || !j["facts"].is_object()) {
+    throw InputError({{origin, "", "not a capsim-gpu/1 file (no \"facts\" object)", {}}});
+  }
+  g.id = j.value("id", std::string());
+  g.name = j.value("name", g.id);
+  const std::string arch = j.value("architecture", std::string());
+  if (arch == "ampere") g.arch = GpuArch::ampere;
+  else if (arch == "hopper") g.arch = GpuArch::hopper;
+  else if (arch == "blackwell") g.arch = GpuArch::blackwell;
+  else issues.push_back({origin + "#/architecture", arch, "must be ampere, hopper or blackwell", {}});
+  const json& f = j["facts"];
+  auto fact = [&](const char* key, bool required) -> double {
+    if (!f.contains(key) || !f[key].is_object()) {
+      if (required) issues.push_back({origin + "#/facts/" + key, "", "is required", {}});
+      return 0.0;
+    }
+    const json& v = f[key]["value"];
+    if (v.is_null()) return 0.0;
+    if (!v.is_number()) {
+      issues.push_back({origin + "#/facts/" + key + "/value", brief(v), "must be a number or null", {}});
+      return 0.0;
+    }
+    if (!f[key].contains("source") || !f[key]["source"].is_array() || f[key]["source"].empty())
+      issues.push_back({origin + "#/facts/" + key + "/source", "", "every fact needs a source", {}});
+    return v.get<double>();
+  };
+  g.peak_fp64_tflops = fact("peak_fp64_tflops", true);
+  g.peak_tf32_tflops = fact("peak_tf32_tflops", true);
+  g.peak_bf16_tflops = fact("peak_bf16_tflops", true);
+  g.peak_fp16_tflops = fact("peak_fp16_tflops", true);
+  g.peak_fp8_tflops = fact("peak_fp8_tflops", true);
+  g.peak_int8_tops = fact("peak_int8_tops", true);
+  g.peak_fp4_tflops = fact("peak_fp4_tflops", false);
+  g.hbm_capacity_bytes = fact("hbm_capacity_bytes", true);
+  g.hbm_bandwidth_gbps = fact("hbm_bandwidth_gbps", true);
+  g.l2_cache_mb = fact("l2_cache_mb", true);
+  g.sm_count = static_cast<int>(fact("sm_count", true));
+  g.boost_clock_mhz = fact("boost_clock_mhz", true);
+  g.nvlink_generation = static_cast<int>(fact("nvlink_generation", true));
+  g.nvlink_bw_unidir_gbps = fact("nvlink_bw_unidir_gbps", true);
+  g.pcie_generation = static_cast<int>(fact("pcie_generation", true));
+  g.pcie_bw_unidir_gbps = fact("pcie_bw_unidir_gbps", true);
+  g.tdp_w = fact("tdp_w", true);
+  if (g.peak_bf16_tflops <= 0) issues.push_back({origin + "#/facts/peak_bf16_tflops", "", "must be positive", {}});
+  if (g.hbm_capacity_bytes <= 0)
+    issues.push_back({origin + "#/facts/hbm_capacity_bytes", "", "must be positive", {}});
+  if (!issues.empty()) throw InputError(std::move(issues));
+  return g;
+}
+
+GpuSpec load_gpu(const std::string& id, const std::string& pointer) {
+  const fs::path p = data_dir() / "gpus" / (id + ".json");
+  std::error_code ec;
+  if (id.empty() || id.find('/') != std::string::npos || !fs::exists(p, ec)) {
+    const auto ids = gpu_preset_ids();
+    const std::string n = nearest(id, ids);
+    throw InputError({{pointer, "\"" + id + "\"", "unknown GPU preset; valid: " + list(ids),
+                       n.empty() ? "" : "did you mean \"" + n + "\"?"}});
+  }
+  return gpu_from_json(read_json_file(p), p.string());
+}
+
+namespace {
+
+struct Defaults {
+  int64_t hidden, intermediate, layers, heads, kv_heads, vocab, max_pos;
+  bool tied;
+};
+
+/// Defaults of each transformers config class (configuration_<family>.py, transformers 4.46).
+Defaults family_defaults(Family f) {
+  switch (f) {
+    case Family::gpt2: return {768, 0, 12, 12, 12, 50257, 1024, true};
+    case Family::gpt_neox: return {6144, 24576, 44, 64, 64, 50432, 2048, false};
+    case Family::llama: return {4096, 11008, 32, 32, 32, 32000, 2048, false};
+    case Family::mistral: return {4096, 14336, 32, 32, 8, 32000, 4096 * 32, false};
+    case Family::gemma: return {3072, 24576, 28, 16, 16, 256000, 8192, true};
+    case Family::qwen2: return {4096, 22016, 32, 32, 32, 151936, 32768, false};
+    case Family::qwen3: return {4096, 22016, 32, 32, 32, 151936, 32768, false};
+    case Family::nemotron: return {6144, 24576, 32, 48, 48, 256000, 4096, false};
+    case Family::mixtral: return {4096, 14336, 32, 32, 8, 32000, 4096 * 32, false};
+    case Family::qwen3_moe: return {2048, 6144, 24, 32, 4, 151936, 32768, false};
+    case Family::deepseek_v2: return {4096, 11008, 30, 32, 32, 102400, 2048, false};
+    case Family::deepseek_v3: return {7168, 18432, 61, 128, 128, 129280, 4096, false};
+  }
+  return {};
+}
+
+bool parse_family(const std::string& s, Family& f) {
+  static const std::pair<const char*, Family> table[] = {
+      {"gpt2", Family::gpt2},          {"gpt_neox", Family::gpt_neox},   {"llama", Family::llama},
+      {"mistral", Family::mistral},    {"gemma", Family::gemma},         {"qwen2", Family::qwen2},
+      {"qwen3", Family::qwen3},        {"nemotron", Family::nemotron},   {"mixtral", Family::mixtral},
+      {"qwen3_moe", Family::qwen3_moe}, {"deepseek_v2", Family::deepseek_v2}, {"deepseek_v3", Family::deepseek_v3},
+  };
+  for (const auto& [name, fam] : table) {
+    if (s == name) {
+      f = fam;
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Integer from the first present key, or `fallback`; JSON null counts as absent.
+int64_t int_of(const json& c, std::initializer_list<const char*> keys, int64_t fallback) {
+  for (const char* k : keys) {
+    auto it = c.find(k);
+    if (it != c.end() && it->is_number()) return it->get<int64_t>();
+  }
+  return fallback;
+}
+
+bool bool_of(const json& c, const char* key, bool fallback) {
+  auto it = c.find(key);
+  return it != c.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+double num_of(const json& c, const char* key, double fallback) {
+  auto it = c.find(key);
+  return it != c.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+std::string str_of(const json& c, std::initializer_list<const char*> keys, const std::string& fallback) {
+  for (const char* k : keys) {
+    auto it = c.find(k);
+    if (it != c.end() && it->is_string()) return it->get<std::string>();
+  }
+  return fallback;
+}
+
+}  // namespace
+
+ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::string name) {
+  if (!c.is_object()) throw InputError({{pointer, brief(c), "must be a Hugging Face config.json object", {}}});
+  const std::string type = str_of(c, {"model_type"}, "");
+  ModelSpec m;
+  if (type.empty()) throw InputError({{pointer + "/model_type", "", "is required in a config.json", {}}});
+  if (!parse_family(type, m.family)) {
+    const std::vector<std::string> known = {"gpt2", "gpt_neox", "llama", "mistral", "gemma", "qwen2",
+                                            "qwen3", "nemotron", "mixtral", "qwen3_moe", "deepseek_v2",
+                                            "deepseek_v3"};
+    const std::string n = nearest(type, known);
+    throw InputError({{pointer + "/model_type", "\"" + type + "\"",
+                       "unsupported model family; supported: gpt2, gpt_neox, llama, mistral, gemma, qwen2, qwen3, "
+                       "nemotron, mixtral, qwen3_moe, deepseek_v2, deepseek_v3",
+                       n.empty() ? "" : "did you mean \"" + n + "\"?"}});
+  }
+  m.name = name.empty() ? str_of(c, {"_name_or_path"}, type) : std::move(name);
+  const Defaults d = family_defaults(m.family);
+  const Family f = m.family;
+  const bool gpt2 = f == Family::gpt2;
+  m.hidden = int_of(c, {"hidden_size", "n_embd"}, d.hidden);
+  m.layers = int_of(c, {"num_hidden_layers", "n_layer"}, d.layers);
+  m.heads = int_of(c, {"num_attention_heads", "n_head"}, d.heads);
+  m.kv_heads = gpt2 || f == Family::gpt_neox ? m.heads : int_of(c, {"num_key_value_heads"}, f == Family::llama || f == Family::qwen2 || f == Family::qwen3 || f == Family::deepseek_v2 || f == Family::deepseek_v3 || f == Family::gemma || f == Family::nemotron ? m.heads : d.kv_heads);
+  m.vocab = int_of(c, {"vocab_size"}, d.vocab);
+  m.max_position = int_of(c, {"max_position_embeddings", "n_positions"}, d.max_pos);
+  const int64_t default_head_dim = m.heads > 0 ? m.hidden / m.heads : 0;
+  const int64_t family_head_dim = f == Family::gemma ? 256 : (f == Family::qwen3 || f == Family::qwen3_moe ? 128 : default_head_dim);
+  m.head_dim = int_of(c, {"head_dim"}, family_head_dim);
+  m.tied_embeddings = bool_of(c, "tie_word_embeddings", d.tied);
+
+  std::vector<Issue> issues;
+  auto positive = [&](const char* key, int64_t v) {
+    if (v <= 0) issues.push_back({pointer + "/" + key, std::to_string(v), "must be a positive integer", {}});
+  };
+  positive(gpt2 ? "n_embd" : "hidden_size", m.hidden);
+  positive(gpt2 ? "n_layer" : "num_hidden_layers", m.layers);
+  positive(gpt2 ? "n_head" : "num_attention_heads", m.heads);
+  positive("vocab_size", m.vocab);
+  if (m.kv_heads <= 0 || (m.heads > 0 && m.heads % m.kv_heads != 0))
+    issues.push_back({pointer + "/num_key_value_heads", std::to_string(m.kv_heads),
+                      "must be a positive divisor of num_attention_heads (" + std::to_string(m.heads) + ")", {}});
+
+  switch (f) {
+    case Family::gpt2: {
+      m.norm = NormKind::layernorm;
+      m.gated_mlp = false;
+      m.activation = Activation::gelu;
+      m.learned_positions = true;
+      m.qkv_bias = m.o_bias = m.mlp_bias = true;
+      m.intermediate = int_of(c, {"n_inner"}, 4 * m.hidden);
+      m.dropout = num_of(c, "resid_pdrop", 0.1);
+      break;
+    }
+    case Family::gpt_neox: {
+      m.norm = NormKind::layernorm;
+      m.gated_mlp = false;
+      m.activation = Activation::gelu;
+      const bool bias = bool_of(c, "attention_bias", true);
+      m.qkv_bias = m.o_bias = bias;
+      m.mlp_bias = true;
+      m.parallel_residual = bool_of(c, "use_parallel_residual", true);
+      m.intermediate = int_of(c, {"intermediate_size"}, d.intermediate);
+      m.dropout = num_of(c, "hidden_dropout", 0.0);
+      break;
+    }
+    case Family::nemotron: {
+      // NemotronLayerNorm1P: LayerNorm with weight and bias; squared-ReLU, non-gated MLP.
+      m.norm = NormKind::layernorm;
+      m.gated_mlp = false;
+      m.activation = Activation::relu2;
+      m.qkv_bias = m.o_bias = bool_of(c, "attention_bias", false);
+      m.mlp_bias = bool_of(c, "mlp_bias", false);
+      m.intermediate = int_of(c, {"intermediate_size"}, d.intermediate);
+      break;
+    }
+    default: {
+      m.norm = NormKind::rmsnorm;
+      m.gated_mlp = true;
+      const std::string act = str_of(c, {"hidden_activation", "hidden_act"}, f == Family::gemma ? "gelu_pytorch_tanh" : "silu");
+      m.activation = act.rfind("gelu", 0) == 0 ? Activation::gelu : Activation::silu;
+      m.intermediate = int_of(c, {"intermediate_size"}, d.intermediate);
+      const bool attn_bias = bool_of(c, "attention_bias", false);
+      m.qkv_bias = f == Family::qwen2 ? true : attn_bias;
+      m.o_bias = f == Family::qwen2 ? false : attn_bias;
+      m.mlp_bias = bool_of(c, "mlp_bias", false);
+      m.qk_norm = f == Family::qwen3 || f == Family::qwen3_moe;
+      m.dropout = num_of(c, "attention_dropout", 0.0);
+      break;
+    }
+  }
+  positive(gpt2 ? "n_inner" : "intermediate_size", m.intermediate);
+
+  if (f == Family::mixtral) {
+    MoeSpec e;
+    e.num_experts = int_of(c, {"num_local_experts"}, 8);
+    e.top_k = int_of(c, {"num_experts_per_tok"}, 2);
+    e.expert_intermediate = m.intermediate;
+    m.moe = e;
+    m.moe_layer.assign(static_cast<size_t>(m.layers), true);
+  } else if (f == Family::qwen3_moe) {
+    MoeSpec e;
+    e.num_experts = int_of(c, {"num_experts"}, 128);
+    e.top_k = int_of(c, {"num_experts_per_tok"}, 8);
+    e.expert_intermediate = int_of(c, {"moe_intermediate_size"}, 768);
+    const int64_t step = std::max<int64_t>(1, int_of(c, {"decoder_sparse_step"}, 1));
+    std::vector<int64_t> dense_only;
+    if (auto it = c.find("mlp_only_layers"); it != c.end() && it->is_array())
+      for (const auto& v : *it)
+        if (v.is_number_integer()) dense_only.push_back(v.get<int64_t>());
+    m.moe_layer.assign(static_cast<size_t>(std::max<int64_t>(0, m.layers)), false);
+    for (int64_t i = 0; i < m.layers; ++i)
+      m.moe_layer[static_cast<size_t>(i)] =
+          e.num_experts > 0 && (i + 1) % step == 0 &&
+          std::find(dense_only.begin(), dense_only.end(), i) == dense_only.end();
+    m.moe = e;
+  } else if (f == Family::deepseek_v2 || f == Family::deepseek_v3) {
+    MlaSpec a;
+    const bool v3 = f == Family::deepseek_v3;
+    a.q_lora_rank = int_of(c, {"q_lora_rank"}, 0);
+    if (auto it = c.find("q_lora_rank"); it == c.end()) a.q_lora_rank = 1536;  // class default
+    a.kv_lora_rank = int_of(c, {"kv_lora_rank"}, 512);
+    a.qk_nope_head_dim = int_of(c, {"qk_nope_head_dim"}, 128);
+    a.qk_rope_head_dim = int_of(c, {"qk_rope_head_dim"}, 64);
+    a.v_head_dim = int_of(c, {"v_head_dim"}, 128);
+    m.mla = a;
+    m.head_dim = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    m.kv_heads = m.heads;
+    const int64_t routed = int_of(c, {"n_routed_experts"}, v3 ? 256 : 0);
+    if (routed > 0) {
+      MoeSpec e;
+      e.num_experts = routed;
+      e.top_k = int_of(c, {"num_experts_per_tok"}, v3 ? 8 : 0);
+      e.expert_intermediate = int_of(c, {"moe_intermediate_size"}, v3 ? 2048 : 1407);
+      e.shared_experts = int_of(c, {"n_shared_experts"}, v3 ? 1 : 0);
+      e.shared_intermediate = e.expert_intermediate;
+      e.router_bias = str_of(c, {"topk_method"}, v3 ? "noaux_tc" : "greedy") == "noaux_tc";
+      const int64_t first_dense = int_of(c, {"first_k_dense_replace"}, v3 ? 3 : 0);
+      const int64_t freq = std::max<int64_t>(1, int_of(c, {"moe_layer_freq"}, 1));
+      m.moe_layer.assign(static_cast<size_t>(std::max<int64_t>(0, m.layers)), false);
+      for (int64_t i = 0; i < m.layers; ++i)
+        m.moe_layer[static_cast<size_t>(i)] = i >= first_dense && i % freq == 0;
+      if (e.top_k <= 0 || e.top_k > e.num_experts)
+        issues.push_back({pointer + "/num_experts_per_tok", std::to_string(e.top_k),
+                          "must be between 1 and n_routed_experts", {}});
+      m.moe = e;
+    }
+  }
+  if (m.moe && (m.moe->top_k <= 0 || m.moe->top_k > m.moe->num_experts) && f != Family::deepseek_v2 &&
+      f != Family::deepseek_v3)
+    issues.push_back({pointer + "/num_experts_per_tok", std::to_string(m.moe->top_k),
+                      "must be between 1 and the number of experts", {}});
+  if (!issues.empty()) throw InputError(std::move(issues));
+  return m;
+}
+
+ModelSpec load_model(const std::string& name_or_path, const std::string& pointer, const fs::path& base_dir) {
+  const fs::path preset = data_dir() / "models" / (name_or_path + ".json");
+  std::error_code ec;
+  if (!name_or_path.empty() && name_or_path.find('/') == std::string::npos && name_or_path != "index" &&
+      fs::exists(preset, ec)) {
+    return model_from_hf_config(read_json_file(preset), pointer, name_or_path);
+  }
+  fs::path p(name_or_path);
+  if (p.is_relative() && !base_dir.empty() && !fs::exists(p, ec)) p = base_dir / p;
+  if (!name_or_path.empty() && fs::is_regular_file(p, ec)) {
+    return model_from_hf_config(read_json_file(p), pointer, p.stem().string());
+  }
+  const auto names = model_preset_names();
+  const std::string n = nearest(name_or_path, names);
+  throw InputError({{pointer, "\"" + name_or_path + "\"",
+                     "neither a model preset nor a readable config.json; presets: " + list(names),
+                     n.empty() ? "" : "did you mean \"" + n + "\"?"}});
+}
+
+}  // namespace capsim::io

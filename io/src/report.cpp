@@ -1,0 +1,176 @@
+#include "capsim/io/report.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "capsim/core/layout.hpp"
+#include "capsim/core/workload.hpp"
+
+namespace capsim::io {
+
+using nlohmann::json;
+
+namespace {
+
+std::string family_type(Family f) { return std::string(to_string(f)); }
+
+json layer_json(const ModelSpec& m, int64_t i) {
+  const LayerParams lp = layer_params(m, i);
+  json j;
+  j["index"] = i;
+  j["kind"] = m.is_moe_layer(i) ? "moe" : "dense";
+  j["attention"] = m.mla ? "mla" : (m.kv_heads == m.heads ? "mha" : "gqa");
+  j["params"] = lp.total();
+  j["params_attention"] = lp.attention;
+  j["params_mlp"] = lp.dense_mlp + lp.shared_experts + lp.routed_experts + lp.router;
+  j["params_norms"] = lp.norms;
+  return j;
+}
+
+}  // namespace
+
+json model_report(const ModelSpec& m, int64_t seq_len) {
+  const ParamCounts c = count_params(m);
+  json j;
+  j["name"] = m.name;
+  j["model_type"] = family_type(m.family);
+  j["params_total"] = c.total;
+  j["params_active"] = c.active;
+  j["params_embedding"] = c.embedding;
+  j["params_non_embedding"] = c.total - c.embedding;
+  json kv;
+  for (DType d : {DType::fp32, DType::bf16, DType::fp16, DType::fp8, DType::int8, DType::int4})
+    kv[std::string(to_string(d))] = kv_cache_bytes_per_token(m, d);
+  j["kv_cache_bytes_per_token"] = kv;
+  j["seq_len"] = seq_len;
+  j["forward_flops_per_token"] = forward_flops_per_token(m, seq_len);
+  json shape;
+  shape["hidden_size"] = m.hidden;
+  shape["num_layers"] = m.layers;
+  shape["num_attention_heads"] = m.heads;
+  shape["num_key_value_heads"] = m.kv_heads;
+  shape["head_dim"] = m.head_dim;
+  shape["intermediate_size"] = m.intermediate;
+  shape["vocab_size"] = m.vocab;
+  shape["max_position_embeddings"] = m.max_position;
+  shape["tied_embeddings"] = m.tied_embeddings;
+  shape["gated_mlp"] = m.gated_mlp;
+  shape["norm"] = m.norm == NormKind::layernorm ? "layernorm" : "rmsnorm";
+  if (m.moe) {
+    shape["moe"] = {{"num_experts", m.moe->num_experts},
+                    {"top_k", m.moe->top_k},
+                    {"expert_intermediate_size", m.moe->expert_intermediate},
+                    {"shared_experts", m.moe->shared_experts}};
+  }
+  if (m.mla) {
+    shape["mla"] = {{"q_lora_rank", m.mla->q_lora_rank},
+                    {"kv_lora_rank", m.mla->kv_lora_rank},
+                    {"qk_nope_head_dim", m.mla->qk_nope_head_dim},
+                    {"qk_rope_head_dim", m.mla->qk_rope_head_dim},
+                    {"v_head_dim", m.mla->v_head_dim}};
+  }
+  j["shape"] = shape;
+  json layers = json::array();
+  for (int64_t i = 0; i < m.layers; ++i) layers.push_back(layer_json(m, i));
+  j["layers"] = layers;
+  return j;
+}
+
+json stage_memory_json(const StageMemory& s) {
+  json j;
+  j["stage"] = s.stage;
+  j["layers"] = s.layers;
+  j["inflight_microbatches"] = s.inflight_microbatches;
+  j["params"] = s.params;
+  j["weights_bytes"] = s.weights_bytes;
+  j["gradients_bytes"] = s.gradients_bytes;
+  j["optimizer_bytes"] = s.optimizer_bytes;
+  j["activations_bytes"] = s.activations_bytes;
+  j["other_bytes"] = s.other_bytes;
+  j["total_bytes"] = s.total_bytes;
+  j["capacity_bytes"] = s.capacity_bytes;
+  j["fits"] = s.fits;
+  j["other"] = {{"logits_bytes", s.logits_bytes},
+                {"comm_buffer_bytes", s.comm_buffer_bytes},
+                {"recompute_working_bytes", s.recompute_working_bytes},
+                {"cuda_context_bytes", s.cuda_context_bytes},
+                {"allocator_reserve_bytes", s.allocator_reserve_bytes}};
+  return j;
+}
+
+json train_report(const Scenario& s, const TrainEvaluation& ev) {
+  json j;
+  j["schema"] = "capsim-train-report/1";
+  j["id"] = s.id;
+  j["model"] = {{"name", s.model.name},
+                {"model_type", family_type(s.model.family)},
+                {"params_total", ev.params.total},
+                {"params_active", ev.params.active},
+                {"params_embedding", ev.params.embedding}};
+  j["system"] = {{"gpu", s.system.gpu.id},
+                 {"num_gpus", s.system.num_gpus},
+                 {"gpus_per_node", s.system.gpus_per_node},
+                 {"nic_gbps_per_gpu", s.system.nic_gbps_per_gpu}};
+  const TrainingPlan& t = ev.plan;
+  json layout = {{"tp", t.tp},
+                 {"pp", t.pp},
+                 {"vpp", t.vpp.value_or(1)},
+                 {"dp", t.dp},
+                 {"cp", t.cp},
+                 {"ep", t.ep},
+                 {"etp", t.etp.value_or(1)},
+                 {"sp", t.sp},
+                 {"zero", t.zero.value_or(0)},
+                 {"micro_batch", t.micro_batch.value_or(1)},
+                 {"global_batch", t.global_batch},
+                 {"num_microbatches", num_microbatches(t)},
+                 {"seq_len", t.seq_len},
+                 {"recompute", std::string(to_string(t.recompute.value_or(Recompute::none)))},
+                 {"precision", std::string(to_string(t.precision))},
+                 {"optimizer", std::string(to_string(t.optimizer))},
+                 {"mode", std::string(to_string(t.mode))}};
+  j["layout"] = layout;
+  json resolved = json::object();
+  for (const auto& f : ev.auto_fields) resolved[f] = layout[f];
+  j["resolved"] = resolved;
+  json stages = json::array();
+  for (const auto& st : ev.memory.stages) stages.push_back(stage_memory_json(st));
+  json per_gpu = stage_memory_json(ev.memory.peak());
+  j["memory"] = {{"per_gpu", per_gpu}, {"stages", stages}};
+  j["status"] = ev.feasible ? "ok" : "does_not_fit";
+  if (!ev.feasible) j["fail_reason"] = ev.fail_reason;
+  j["warnings"] = ev.warnings;
+  return j;
+}
+
+json inference_memory_json(const Scenario& s, const InferenceMemory& mem) {
+  const InferencePlan& p = *s.inference;
+  json j;
+  j["schema"] = "capsim-inference-memory/1";
+  j["id"] = s.id;
+  j["model"] = {{"name", s.model.name},
+                {"params_total", count_params(s.model).total},
+                {"params_active", count_params(s.model).active}};
+  j["layout"] = {{"tp", p.tp}, {"pp", p.pp}, {"ep", p.ep.value_or(1)}, {"replicas", p.replicas},
+                 {"weight_dtype", std::string(to_string(p.weight_dtype))},
+                 {"kv_dtype", std::string(to_string(p.kv_dtype.value_or(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16)))}};
+  json resolved = json::object();
+  if (!p.ep) resolved["ep"] = 1;
+  if (!p.kv_dtype) resolved["kv_dtype"] = j["layout"]["kv_dtype"];
+  j["resolved"] = resolved;
+  j["memory"] = {{"per_gpu",
+                  {{"weights_bytes", mem.weights_bytes},
+                   {"activation_peak_bytes", mem.activation_peak_bytes},
+                   {"non_torch_bytes", mem.non_torch_bytes},
+                   {"kv_cache_bytes_per_token", mem.kv_bytes_per_token},
+                   {"kv_budget_bytes", mem.kv_budget_bytes},
+                   {"num_blocks", mem.num_blocks},
+                   {"block_size", mem.block_size},
+                   {"max_cached_tokens", mem.max_cached_tokens},
+                   {"capacity_bytes", mem.capacity_bytes},
+                   {"fits", mem.fits}}}};
+  return j;
+}
+
+std::string dump(const json& j) { return j.dump(2) + "\n"; }
+
+}  // namespace capsim::io

@@ -1,0 +1,337 @@
+#include "capsim/io/scenario_io.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "capsim/core/layout.hpp"
+#include "capsim/io/json_read.hpp"
+#include "capsim/io/presets.hpp"
+
+namespace capsim::io {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+json::json_pointer to_pointer(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return json::json_pointer(path);
+  std::string p;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    p += "/" + pointer_escape(part);
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return json::json_pointer(p);
+}
+
+bool parse_dtype(const std::string& s, DType& d) {
+  static const std::pair<const char*, DType> table[] = {
+      {"fp32", DType::fp32}, {"bf16", DType::bf16}, {"fp16", DType::fp16}, {"fp8", DType::fp8},
+      {"int8", DType::int8}, {"int4", DType::int4}, {"fp4", DType::fp4},
+  };
+  for (const auto& [n, v] : table)
+    if (s == n) {
+      d = v;
+      return true;
+    }
+  return false;
+}
+
+const std::vector<std::string> kDtypes = {"bf16", "fp16", "fp8", "int8", "int4"};
+
+void read_system(ObjectReader& r, SystemSpec& sys, std::vector<Issue>& issues) {
+  std::string gpu;
+  if (r.string("gpu", gpu, true)) {
+    try {
+      sys.gpu = load_gpu(gpu, r.at("gpu"));
+    } catch (const InputError& e) {
+      issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+    }
+  }
+  r.integer("num_gpus", sys.num_gpus, true);
+  r.integer("gpus_per_node", sys.gpus_per_node, false);
+  r.number("nic_gbps_per_gpu", sys.nic_gbps_per_gpu, false, 0);
+  r.finish();
+}
+
+void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vector<Issue>& issues) {
+  r.integer("tp", t.tp);
+  r.integer("pp", t.pp);
+  r.integer("cp", t.cp);
+  r.integer("ep", t.ep);
+  const bool has_dp = r.integer("dp", t.dp);
+  r.integer_or_auto("vpp", t.vpp);
+  r.integer_or_auto("etp", t.etp);
+  r.boolean("sp", t.sp);
+  std::optional<int64_t> zero = 0;
+  if (r.integer_or_auto("zero", zero, 0)) {
+    if (zero && *zero > 3) issues.push_back({r.at("zero"), std::to_string(*zero), "must be 0, 1, 2, 3 or \"auto\"", {}});
+    else t.zero = zero ? std::optional<int>(static_cast<int>(*zero)) : std::nullopt;
+  }
+  std::optional<int64_t> mb;
+  if (r.has("micro_batch")) {
+    if (r.integer_or_auto("micro_batch", mb)) t.micro_batch = mb;
+  } else {
+    r.allow("micro_batch");
+    t.micro_batch = std::nullopt;  // absent: auto, reported under resolved
+  }
+  r.integer("global_batch", t.global_batch, true);
+  r.integer("seq_len", t.seq_len, true);
+  std::string s;
+  if (r.choice("recompute", s, {"none", "selective", "full"}, false, true)) {
+    t.recompute = s == "auto"        ? std::optional<Recompute>()
+                  : s == "none"      ? std::optional<Recompute>(Recompute::none)
+                  : s == "selective" ? std::optional<Recompute>(Recompute::selective)
+                                     : std::optional<Recompute>(Recompute::full);
+  }
+  if (r.choice("precision", s, {"fp16", "bf16", "fp8"})) parse_dtype(s, t.precision);
+  if (r.choice("optimizer", s, {"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit"})) {
+    t.optimizer = s == "sgd"         ? Optimizer::sgd
+                  : s == "adafactor" ? Optimizer::adafactor
+                  : s == "lion"      ? Optimizer::lion
+                  : s == "adam8bit"  ? Optimizer::adam8bit
+                                     : Optimizer::adamw;
+  }
+  if (r.choice("mode", s, {"pretrain", "sft", "lora"}))
+    t.mode = s == "sft" ? TrainMode::sft : s == "lora" ? TrainMode::lora : TrainMode::pretrain;
+  if (const json* l = r.get("lora")) {
+    ObjectReader lr(*l, r.at("lora"), issues);
+    LoraSpec spec;
+    lr.integer("rank", spec.rank, true);
+    if (const json* tg = lr.get("targets")) {
+      const std::vector<std::string> valid = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+      if (!tg->is_array()) {
+        issues.push_back({lr.at("targets"), brief(*tg), "must be an array of module names", {}});
+      } else {
+        for (size_t i = 0; i < tg->size(); ++i) {
+          const json& v = (*tg)[i];
+          const std::string name = v.is_string() ? v.get<std::string>() : "";
+          if (std::find(valid.begin(), valid.end(), name) == valid.end()) {
+            const std::string n = nearest(name, valid);
+            issues.push_back({lr.at("targets") + "/" + std::to_string(i), brief(v),
+                              "must be one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj",
+                              n.empty() ? "" : "did you mean \"" + n + "\"?"});
+          } else {
+            spec.targets.push_back(name);
+          }
+        }
+      }
+    }
+    lr.finish();
+    t.lora = spec;
+  }
+  if (t.mode == TrainMode::lora && !t.lora)
+    issues.push_back({r.pointer() + "/lora", "", "is required when mode is \"lora\" (rank and targets)", {}});
+  if (const json* sl = r.get("stage_layers")) {
+    if (!sl->is_array()) {
+      issues.push_back({r.at("stage_layers"), brief(*sl), "must be an array of positive integers", {}});
+    } else {
+      for (size_t i = 0; i < sl->size(); ++i) {
+        const json& v = (*sl)[i];
+        if (!v.is_number_integer() || v.get<int64_t>() < 1)
+          issues.push_back({r.at("stage_layers") + "/" + std::to_string(i), brief(v), "must be a positive integer", {}});
+        else
+          t.stage_layers.push_back(v.get<int64_t>());
+      }
+    }
+  }
+  r.boolean("offload_optimizer", t.memory.offload_optimizer);
+  double mib = 0;
+  if (r.number("cuda_context_mib", mib, false, 0)) t.memory.cuda_context_bytes = mib * 1024.0 * 1024.0;
+  r.number("allocator_reserve_fraction", t.memory.allocator_reserve_fraction, false, 0);
+  r.finish();
+  if (!has_dp && t.tp * t.pp * t.cp > 0 && num_gpus % (t.tp * t.pp * t.cp) == 0) t.dp = num_gpus / (t.tp * t.pp * t.cp);
+}
+
+void read_length(const json& v, const std::string& ptr, LengthDist& d, std::vector<Issue>& issues) {
+  if (v.is_number()) {
+    d.kind = LengthDist::Kind::fixed;
+    d.mean = v.get<double>();
+    if (d.mean < 1) issues.push_back({ptr, brief(v), "must be >= 1", {}});
+    return;
+  }
+  ObjectReader r(v, ptr, issues);
+  if (!v.is_object()) {
+    issues.push_back({ptr, brief(v), "must be a number or {\"mean\", \"dist\"[, \"min\", \"max\"]}", {}});
+    return;
+  }
+  r.number("mean", d.mean, true, 1);
+  std::string dist = "fixed";
+  r.choice("dist", dist, {"fixed", "uniform", "sharegpt"});
+  d.kind = dist == "uniform" ? LengthDist::Kind::uniform
+           : dist == "sharegpt" ? LengthDist::Kind::sharegpt
+                                : LengthDist::Kind::fixed;
+  if (d.kind == LengthDist::Kind::uniform) {
+    r.number("min", d.min, true, 1);
+    r.number("max", d.max, true, 1);
+    if (d.min > d.max) issues.push_back({ptr, brief(v), "min must not exceed max", {}});
+  } else {
+    r.allow("min");
+    r.allow("max");
+  }
+  r.finish();
+}
+
+void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issues) {
+  r.integer("tp", p.tp);
+  r.integer("pp", p.pp);
+  r.integer_or_auto("ep", p.ep);
+  r.integer("replicas", p.replicas);
+  std::string s;
+  if (r.choice("weight_dtype", s, kDtypes)) parse_dtype(s, p.weight_dtype);
+  if (r.choice("activation_dtype", s, kDtypes)) parse_dtype(s, p.activation_dtype);
+  if (r.choice("kv_dtype", s, kDtypes, false, true)) {
+    if (s == "auto") p.kv_dtype = std::nullopt;
+    else {
+      DType d{};
+      parse_dtype(s, d);
+      p.kv_dtype = d;
+    }
+  }
+  if (const json* e = r.get("engine")) {
+    ObjectReader er(*e, r.at("engine"), issues);
+    auto opt_int = [&](const char* key, std::optional<int64_t>& out) {
+      std::optional<int64_t> v;
+      if (er.integer_or_auto(key, v)) out = v;
+    };
+    opt_int("max_num_seqs", p.engine.max_num_seqs);
+    opt_int("max_num_batched_tokens", p.engine.max_num_batched_tokens);
+    opt_int("block_size", p.engine.block_size);
+    if (er.has("chunked_prefill") && (*e)["chunked_prefill"].is_string() && (*e)["chunked_prefill"] == "auto") {
+      er.allow("chunked_prefill");
+    } else {
+      bool b = false;
+      if (er.boolean("chunked_prefill", b)) p.engine.chunked_prefill = b;
+    }
+    if (er.has("gpu_memory_utilization") && (*e)["gpu_memory_utilization"].is_string() &&
+        (*e)["gpu_memory_utilization"] == "auto") {
+      er.allow("gpu_memory_utilization");
+    } else {
+      double u = 0;
+      if (er.number("gpu_memory_utilization", u, false, 0)) p.engine.gpu_memory_utilization = u;
+    }
+    er.finish();
+  }
+  if (const json* w = r.get("workload")) {
+    ObjectReader wr(*w, r.at("workload"), issues);
+    std::string mode;
+    if (wr.choice("mode", mode, {"offline", "poisson", "concurrency"}, true)) {
+      p.workload.mode = mode == "poisson"       ? ServingWorkload::Mode::poisson
+                        : mode == "concurrency" ? ServingWorkload::Mode::concurrency
+                                                : ServingWorkload::Mode::offline;
+    }
+    wr.number("qps", p.workload.qps, mode == "poisson", 0);
+    wr.integer("concurrency", p.workload.concurrency, mode == "concurrency");
+    wr.integer("num_requests", p.workload.num_requests, true);
+    if (const json* in = wr.get("input_tokens")) read_length(*in, wr.at("input_tokens"), p.workload.input_tokens, issues);
+    else issues.push_back({wr.at("input_tokens"), "", "is required", {}});
+    if (const json* out = wr.get("output_tokens"))
+      read_length(*out, wr.at("output_tokens"), p.workload.output_tokens, issues);
+    else issues.push_back({wr.at("output_tokens"), "", "is required", {}});
+    wr.finish();
+  } else {
+    issues.push_back({r.at("workload"), "", "is required", {}});
+  }
+  r.finish();
+}
+
+}  // namespace
+
+void apply_overrides(json& doc, const std::vector<std::string>& sets) {
+  std::vector<Issue> issues;
+  for (const auto& s : sets) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      issues.push_back({"--set", s, "must look like path=value (e.g. training.tp=4)", {}});
+      continue;
+    }
+    const std::string path = s.substr(0, eq), text = s.substr(eq + 1);
+    json value;
+    try {
+      value = json::parse(text);
+    } catch (const json::parse_error&) {
+      value = text;
+    }
+    try {
+      doc[to_pointer(path)] = value;
+    } catch (const json::exception& e) {
+      issues.push_back({"--set", s, std::string("cannot apply: ") + e.what(), {}});
+    }
+  }
+  if (!issues.empty()) throw InputError(std::move(issues));
+}
+
+Scenario scenario_from_json(const json& doc, const fs::path& base_dir) {
+  std::vector<Issue> issues;
+  Scenario sc;
+  if (!doc.is_object()) throw InputError({{"", brief(doc), "a scenario must be a JSON object", {}}});
+  ObjectReader top(doc, "", issues);
+  top.string("id", sc.id);
+  for (const char* k : {"source", "measured", "derivation", "caveats", "description"}) top.allow(k);
+  std::string kind;
+  const bool has_training = doc.contains("training"), has_inference = doc.contains("inference");
+  if (!top.choice("kind", kind, {"training", "inference"})) kind = has_inference && !has_training ? "inference" : "training";
+
+  if (const json* m = top.get("model")) {
+    try {
+      if (m->is_string()) sc.model = load_model(m->get<std::string>(), "/model", base_dir);
+      else sc.model = model_from_hf_config(*m, "/model", sc.id.empty() ? std::string() : sc.id);
+    } catch (const InputError& e) {
+      issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+    }
+  } else {
+    issues.push_back({"/model", "", "is required (a preset name, a config.json path, or a config object)", {}});
+  }
+  if (const json* s = top.get("system")) {
+    ObjectReader r(*s, "/system", issues);
+    if (!s->is_object()) issues.push_back({"/system", brief(*s), "must be an object", {}});
+    else read_system(r, sc.system, issues);
+  } else {
+    issues.push_back({"/system", "", "is required", {}});
+  }
+  if (kind == "training") {
+    if (const json* t = top.get("training")) {
+      ObjectReader r(*t, "/training", issues);
+      TrainingPlan plan;
+      if (!t->is_object()) issues.push_back({"/training", brief(*t), "must be an object", {}});
+      else read_training(r, plan, sc.system.num_gpus, issues);
+      sc.training = plan;
+    } else {
+      issues.push_back({"/training", "", "is required for kind \"training\"", {}});
+    }
+    top.allow("inference");
+  } else {
+    if (const json* p = top.get("inference")) {
+      ObjectReader r(*p, "/inference", issues);
+      InferencePlan plan;
+      if (!p->is_object()) issues.push_back({"/inference", brief(*p), "must be an object", {}});
+      else read_inference(r, plan, issues);
+      sc.inference = plan;
+    } else {
+      issues.push_back({"/inference", "", "is required for kind \"inference\"", {}});
+    }
+    top.allow("training");
+  }
+  top.finish();
+  // Layout rules need the model and the GPU; they are checked even when other keys have
+  // problems, so that every problem is reported at once.
+  if (sc.model.layers > 0 && !sc.system.gpu.id.empty()) {
+    auto layout = sc.training ? check_training_layout(sc) : check_inference_layout(sc);
+    issues.insert(issues.end(), layout.begin(), layout.end());
+    if (sc.system.num_gpus > sc.system.gpus_per_node && sc.system.nic_gbps_per_gpu <= 0)
+      issues.push_back({"/system/nic_gbps_per_gpu", "", "is required when the job spans several nodes", {}});
+  }
+  if (!issues.empty()) throw InputError(std::move(issues));
+  return sc;
+}
+
+Scenario load_scenario(const fs::path& path, const std::vector<std::string>& sets) {
+  json doc = read_json_file(path);
+  apply_overrides(doc, sets);
+  return scenario_from_json(doc, path.parent_path());
+}
+
+}  // namespace capsim::io
