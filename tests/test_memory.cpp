@@ -1,0 +1,233 @@
+// Memory model against closed forms from the literature, and invariants over random layouts.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "capsim/core/layout.hpp"
+#include "capsim/core/memory.hpp"
+#include "capsim/core/workload.hpp"
+#include "capsim/io/presets.hpp"
+
+namespace capsim {
+namespace {
+
+SystemSpec system_of(const std::string& gpu, int64_t n) {
+  SystemSpec s;
+  s.gpu = io::load_gpu(gpu);
+  s.num_gpus = n;
+  s.gpus_per_node = 8;
+  s.nic_gbps_per_gpu = 400;
+  return s;
+}
+
+TrainingPlan plan(int64_t dp, int zero) {
+  TrainingPlan t;
+  t.dp = dp;
+  t.zero = zero;
+  t.micro_batch = 1;
+  t.global_batch = dp;
+  t.seq_len = 2048;
+  t.recompute = Recompute::full;
+  return t;
+}
+
+// Mixed-precision AdamW on one GPU: 2 (weights) + 2 (gradients) + 12 (fp32 master, m, v)
+// bytes per parameter; a 7B model needs 14 + 14 + 28 + 28 + 28 = 112 GB of model states.
+TEST(ModelStates, SingleGpuAdamIsSixteenBytesPerParam) {
+  const ModelSpec m = io::load_model("llama2-7b");
+  const double psi = static_cast<double>(count_params(m).total);
+  const TrainingMemory mem = training_memory(m, system_of("h100-sxm5-80gb", 1), plan(1, 0));
+  const StageMemory& s = mem.peak();
+  EXPECT_DOUBLE_EQ(s.weights_bytes, 2 * psi);
+  EXPECT_DOUBLE_EQ(s.gradients_bytes, 2 * psi);
+  EXPECT_DOUBLE_EQ(s.optimizer_bytes, 12 * psi);
+  // The seed example's arithmetic, for Psi = 7e9 exactly.
+  EXPECT_DOUBLE_EQ(16.0 * 7e9, 112e9);
+}
+
+// ZeRO (Rajbhandari et al. 2020, Fig. 1): per-GPU model states over N data-parallel ranks.
+TEST(ModelStates, ZeroStagesShardAsThePaperStates) {
+  const ModelSpec m = io::load_model("llama2-7b");
+  const double psi = static_cast<double>(count_params(m).total);
+  for (int64_t n : {2, 8, 64}) {
+    const auto states = [&](int zero) {
+      const StageMemory s = training_memory(m, system_of("h100-sxm5-80gb", n), plan(n, zero)).peak();
+      return s.weights_bytes + s.gradients_bytes + s.optimizer_bytes;
+    };
+    const double nn = static_cast<double>(n);
+    EXPECT_NEAR(states(0), 16 * psi, 1.0);
+    EXPECT_NEAR(states(1), 2 * psi + 2 * psi + 12 * psi / nn, 1.0);
+    EXPECT_NEAR(states(2), 2 * psi + 14 * psi / nn, 1.0);
+    EXPECT_NEAR(states(3), 16 * psi / nn, 1.0);
+  }
+}
+
+// A GPT layer (LayerNorm, GELU 4h MLP, dropout) with an attention that keeps its s x s
+// scores, as Korthikanti et al. 2022 assume.
+ModelSpec gpt_layer_model() {
+  ModelSpec m;
+  m.family = Family::gpt2;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 32;
+  m.head_dim = 128;
+  m.intermediate = 4 * 4096;
+  m.layers = 4;
+  m.vocab = 51200;
+  m.max_position = 2048;
+  m.norm = NormKind::layernorm;
+  m.gated_mlp = false;
+  m.activation = Activation::gelu;
+  m.qkv_bias = m.o_bias = m.mlp_bias = true;
+  m.dropout = 0.1;
+  return m;
+}
+
+double korthikanti(const ModelSpec& m, int64_t tp, bool sp, Recompute rc) {
+  LoweringOptions o;
+  o.seq_len = 2048;
+  o.attention = AttentionImpl::unfused;
+  o.dropout = true;
+  ShardContext c;
+  c.micro_batch = 2;
+  c.seq_len = 2048;
+  c.tp = tp;
+  c.sp = sp;
+  c.recompute = rc;
+  return layer_activation_bytes(lower_layer(m, 0, o), o, m, c);
+}
+
+TEST(Activations, KorthikantiTable2) {
+  const ModelSpec m = gpt_layer_model();
+  const double s = 2048, b = 2, h = 4096, a = 32;
+  const double sbh = s * b * h;
+  // No parallelism: sbh (34 + 5as/h).
+  EXPECT_DOUBLE_EQ(korthikanti(m, 1, false, Recompute::none), sbh * (34 + 5 * a * s / h));
+  for (int64_t tp : {2, 4, 8}) {
+    const double t = static_cast<double>(tp);
+    // Tensor parallel: sbh (10 + 24/t + 5as/(ht)).
+    EXPECT_DOUBLE_EQ(korthikanti(m, tp, false, Recompute::none), sbh * (10 + 24 / t + 5 * a * s / (h * t)));
+    // Tensor + sequence parallel: sbh/t (34 + 5as/h).
+    EXPECT_DOUBLE_EQ(korthikanti(m, tp, true, Recompute::none), sbh / t * (34 + 5 * a * s / h));
+    // Selective recompute with sequence parallel: 34 sbh/t.
+    EXPECT_DOUBLE_EQ(korthikanti(m, tp, true, Recompute::selective), 34 * sbh / t);
+  }
+  // Full recompute keeps the layer input only: 2sbh.
+  EXPECT_DOUBLE_EQ(korthikanti(m, 1, false, Recompute::full), 2 * sbh);
+}
+
+TEST(Activations, FlashAttentionKeepsNoScores) {
+  // Doubling the sequence doubles per-layer bytes exactly when no s^2 term is kept.
+  const ModelSpec m = io::load_model("llama3-8b");
+  auto bytes = [&](int64_t seq) {
+    LoweringOptions o;
+    o.seq_len = seq;
+    ShardContext c;
+    c.seq_len = seq;
+    return layer_activation_bytes(lower_layer(m, 0, o), o, m, c);
+  };
+  EXPECT_DOUBLE_EQ(bytes(8192), 2 * bytes(4096));
+}
+
+// Narayanan et al. 2021 / Korthikanti et al. 2022 Sec. 4.2.3: the first stage of 1F1B
+// holds p microbatches; with interleaving, p (1 + (p-1)/(p v)) microbatches' worth of
+// its L/p layers.
+TEST(Pipeline, InflightMicrobatches) {
+  for (int64_t p : {2, 4, 8, 16}) {
+    EXPECT_EQ(inflight_chunks(p, 1, 0, 64), p);
+    EXPECT_EQ(inflight_chunks(p, 1, p - 1, 64), 1);
+    for (int64_t v : {2, 3, 4}) {
+      const double chunks = static_cast<double>(inflight_chunks(p, v, 0, 64));
+      const double pd = static_cast<double>(p), vd = static_cast<double>(v);
+      EXPECT_DOUBLE_EQ(chunks / vd, pd * (1 + (pd - 1) / (pd * vd)));
+    }
+  }
+  EXPECT_EQ(inflight_chunks(8, 1, 0, 3), 3);  // fewer microbatches than stages
+}
+
+TEST(Pipeline, SplitsUnevenLayersAsMegatron) {
+  // Llama-3.1-405B: 126 layers on 16 stages -> 7, 8 x 14, 7.
+  std::vector<int64_t> expect(16, 8);
+  expect.front() = 7;
+  expect.back() = 7;
+  EXPECT_EQ(split_layers(126, 16), expect);
+  // DeepSeek-V3: 61 layers on 16 stages; the first and last stages are lighter.
+  const auto ds = split_layers(61, 16);
+  int64_t sum = 0;
+  for (auto v : ds) sum += v;
+  EXPECT_EQ(sum, 61);
+  EXPECT_LT(ds.front(), ds[1]);
+  EXPECT_LT(ds.back(), ds[1]);
+  EXPECT_EQ(split_layers(32, 4), (std::vector<int64_t>{8, 8, 8, 8}));
+}
+
+// Invariant over seeded random layouts: adding data-parallel GPUs under ZeRO-3 never
+// raises per-GPU memory.
+TEST(Invariants, Zero3MoreGpusNeverRaisesMemory) {
+  const ModelSpec m = io::load_model("llama2-13b");
+  std::mt19937_64 rng(20261129);
+  for (int i = 0; i < 200; ++i) {
+    TrainingPlan t;
+    t.tp = int64_t{1} << (rng() % 4);
+    t.pp = int64_t{1} << (rng() % 3);
+    t.dp = int64_t{1} << (rng() % 6);
+    t.zero = 3;
+    t.sp = t.tp > 1 && rng() % 2;
+    t.micro_batch = 1 + static_cast<int64_t>(rng() % 4);
+    t.seq_len = 4096;
+    t.global_batch = *t.micro_batch * t.dp * 2 * 64;
+    t.recompute = static_cast<Recompute>(rng() % 3);
+    TrainingPlan more = t;
+    more.dp *= 2;
+    const double a = training_memory(m, system_of("a100-sxm4-80gb", t.tp * t.pp * t.dp), t).peak().total_bytes;
+    const double b =
+        training_memory(m, system_of("a100-sxm4-80gb", more.tp * more.pp * more.dp), more).peak().total_bytes;
+    EXPECT_LE(b, a) << "tp " << t.tp << " pp " << t.pp << " dp " << t.dp;
+  }
+}
+
+TEST(Invariants, StageMemoryAddsUp) {
+  const ModelSpec m = io::load_model("deepseek-v3");
+  TrainingPlan t;
+  t.tp = 2;
+  t.pp = 8;
+  t.vpp = 4;
+  t.dp = 64;
+  t.ep = 64;
+  t.sp = true;
+  t.zero = 1;
+  t.micro_batch = 1;
+  t.global_batch = 8192;
+  t.seq_len = 4096;
+  t.precision = DType::fp8;
+  const TrainingMemory mem = training_memory(m, system_of("h100-sxm5-80gb", 1024), t);
+  int64_t layers = 0;
+  for (const auto& s : mem.stages) {
+    layers += s.layers;
+    EXPECT_DOUBLE_EQ(s.total_bytes,
+                     s.weights_bytes + s.gradients_bytes + s.optimizer_bytes + s.activations_bytes + s.other_bytes);
+  }
+  EXPECT_EQ(layers, 61);
+}
+
+// Serving memory: the KV budget is what is left of capacity x utilisation, and blocks
+// hold exactly block_size tokens each.
+TEST(Serving, BlocksFromBudget) {
+  const ModelSpec m = io::load_model("llama3-70b");
+  InferencePlan p;
+  p.tp = 4;
+  p.engine.gpu_memory_utilization = 0.9;
+  const InferenceMemory mem = inference_memory(m, system_of("h100-sxm5-80gb", 4), p);
+  EXPECT_DOUBLE_EQ(mem.kv_bytes_per_token, 327680.0 / 4);
+  EXPECT_NEAR(mem.kv_budget_bytes,
+              mem.capacity_bytes * 0.9 - mem.weights_bytes - mem.activation_peak_bytes - mem.non_torch_bytes, 1.0);
+  EXPECT_EQ(mem.num_blocks, static_cast<int64_t>(mem.kv_budget_bytes / (16 * mem.kv_bytes_per_token)));
+  EXPECT_EQ(mem.max_cached_tokens, mem.num_blocks * 16);
+  // fp8 KV doubles the tokens that fit, within one block of rounding.
+  p.kv_dtype = DType::fp8;
+  const InferenceMemory fp8 = inference_memory(m, system_of("h100-sxm5-80gb", 4), p);
+  EXPECT_NEAR(static_cast<double>(fp8.num_blocks), 2.0 * static_cast<double>(mem.num_blocks), 2.0);
+}
+
+}  // namespace
+}  // namespace capsim
