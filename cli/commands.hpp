@@ -21,6 +21,13 @@ struct TrainArgs {
   std::string out;
 };
 
+struct ValidateArgs {
+  std::vector<std::string> files;
+  std::string format;
+  std::string out;
+};
+
+int run_validate(const ValidateArgs& a);
 int run_model(const ModelArgs& a);
 int run_train(const TrainArgs& a);
 int run_memory(const TrainArgs& a);

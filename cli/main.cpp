@@ -15,6 +15,8 @@
 #include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
+#include "capsim/io/validation.hpp"
+#include "capsim/hw/roofline.hpp"
 #include "commands.hpp"
 
 namespace capsim::cli {
@@ -108,6 +110,25 @@ std::string train_table(const json& r) {
       s += fmt::format("    {:>4}  {:>6}  {:>8}  {:>12}\n", st["stage"].get<int64_t>(), st["layers"].get<int64_t>(),
                        st["inflight_microbatches"].get<int64_t>(), gib(st["total_bytes"].get<double>()));
   }
+  if (r.contains("time")) {
+    const json& t = r["time"];
+    const json& b = t["breakdown"];
+    s += fmt::format("  step     {:.3f} s  ({:.0f} tokens/s/GPU, {:.0f} TFLOP/s/GPU, MFU {:.1f}%)\n", t["step_s"].get<double>(),
+                     r["throughput"]["tokens_per_s_per_gpu"].get<double>(), r["model_tflops_per_gpu"].get<double>(),
+                     100 * r["mfu"].get<double>());
+    s += fmt::format("    compute {:.3f}  recompute {:.3f}  bubble {:.3f}  optimizer {:.3f}\n", b["compute_s"].get<double>(),
+                     b["recompute_s"].get<double>(), b["bubble_s"].get<double>(), b["optimizer_s"].get<double>());
+    const json& e = b["exposed_comm_s"];
+    s += fmt::format("    exposed comm: tp {:.3f}  cp {:.3f}  ep {:.3f}  pp {:.3f}  dp {:.3f}\n", e["tp"].get<double>(),
+                     e["cp"].get<double>(), e["ep"].get<double>(), e["pp"].get<double>(), e["dp"].get<double>());
+  }
+  if (r.contains("budget")) {
+    const json& b = r["budget"];
+    s += fmt::format("  budget   {:.3g} tokens: {:.1f} days, {:.3g} GPU-hours, {:.3g} MWh", b["tokens"].get<double>(),
+                     b["days"].get<double>(), b["gpu_hours"].get<double>(), b["energy_mwh"].get<double>());
+    if (b.contains("cost_usd")) s += fmt::format(", ${:.3g}", b["cost_usd"].get<double>());
+    s += "\n";
+  }
   if (r.contains("fail_reason")) s += fmt::format("  status   {}\n", r["fail_reason"].get<std::string>());
   for (const auto& w : r["warnings"]) s += fmt::format("  warning: {}\n", w.get<std::string>());
   return s;
@@ -130,7 +151,8 @@ int run_model(const ModelArgs& a) {
 int run_train(const TrainArgs& a) {
   const Scenario s = io::load_scenario(a.scenario, a.sets);
   if (!s.training) throw InputError({{"/kind", "\"inference\"", "capsim train needs a training scenario", {}}});
-  const TrainEvaluation ev = evaluate_training(s);
+  const hw::RooflineCostModel cost(s.system);
+  const TrainEvaluation ev = evaluate_training(s, &cost);
   const json r = io::train_report(s, ev);
   for (const auto& w : ev.warnings) fmt::print(stderr, "warning: {}\n", w);
   emit(resolve_format(a.format) == "json" ? io::dump(r) : train_table(r), a.out);
@@ -142,7 +164,8 @@ int run_memory(const TrainArgs& a) {
   json r;
   std::string table;
   if (s.training) {
-    const TrainEvaluation ev = evaluate_training(s);
+    const hw::RooflineCostModel cost(s.system);
+    const TrainEvaluation ev = evaluate_training(s, &cost);
     for (const auto& w : ev.warnings) fmt::print(stderr, "warning: {}\n", w);
     r = io::train_report(s, ev);
     table = train_table(r);
@@ -161,6 +184,13 @@ int run_memory(const TrainArgs& a) {
         gib(g["capacity_bytes"].get<double>()), g["fits"].get<bool>() ? "fits" : "DOES NOT FIT");
   }
   emit(resolve_format(a.format) == "json" ? io::dump(r) : table, a.out);
+  return 0;
+}
+
+int run_validate(const ValidateArgs& a) {
+  std::vector<std::filesystem::path> files(a.files.begin(), a.files.end());
+  const json r = io::run_validation(files);
+  emit(resolve_format(a.format) == "json" ? io::dump(r) : io::validation_table(r), a.out);
   return 0;
 }
 
@@ -204,6 +234,13 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"table", "json"}));
   memory->add_option("-o,--out", memory_args.out, "Write the report to this file (atomically)");
 
+  cli::ValidateArgs validate_args;
+  auto* validate = app.add_subcommand("validate", "Predict published measurements and print the error per case and overall");
+  validate->add_option("files", validate_args.files, "Validation files (capsim-validation/1)")->required()->check(CLI::ExistingFile);
+  validate->add_option("--format", validate_args.format, "table or json (default: table on a terminal, else json)")
+      ->check(CLI::IsMember({"table", "json"}));
+  validate->add_option("-o,--out", validate_args.out, "Write the report to this file (atomically)");
+
   std::string list_what;
   auto* list = app.add_subcommand("list", "List presets");
   list->add_option("what", list_what, "gpus or models")->required()->check(CLI::IsMember({"gpus", "models"}));
@@ -216,6 +253,7 @@ int main(int argc, char** argv) {
   try {
     if (*model) return cli::run_model(model_args);
     if (*train) return cli::run_train(train_args);
+    if (*validate) return cli::run_validate(validate_args);
     if (*memory) return cli::run_memory(memory_args);
     if (*list) return cli::run_list(list_what);
   } catch (const InputError& e) {

@@ -1,5 +1,8 @@
 #include "capsim/core/gpu.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace capsim {
 
 std::string_view to_string(GpuArch a) {
@@ -9,6 +12,19 @@ std::string_view to_string(GpuArch a) {
     case GpuArch::blackwell: return "blackwell";
   }
   return "?";
+}
+
+double AttentionEfficiency::at(double seq, int64_t hdim, bool causal) const {
+  const size_t row = (hdim <= 64 ? 0 : 2) + (causal ? 1 : 0);
+  const auto& v = table[row];
+  if (seq_len.empty() || v.empty()) return 0.0;
+  if (seq <= seq_len.front()) return v.front();
+  if (seq >= seq_len.back()) return v.back();
+  size_t i = 1;
+  while (seq_len[i] < seq) ++i;
+  const double x0 = std::log(seq_len[i - 1]), x1 = std::log(seq_len[i]);
+  const double w = (std::log(seq) - x0) / (x1 - x0);
+  return v[i - 1] + w * (v[i] - v[i - 1]);
 }
 
 FlopsPerSecond GpuSpec::peak(DType dtype) const {

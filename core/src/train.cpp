@@ -30,7 +30,7 @@ double work_proxy(const TrainingPlan& t) {
 
 }  // namespace
 
-TrainEvaluation evaluate_training(const Scenario& s, const StepTimeFn& step_time) {
+TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, const StepOptions& options) {
   TrainEvaluation ev;
   const ModelSpec& m = s.model;
   const TrainingPlan& base = *s.training;
@@ -102,7 +102,7 @@ TrainEvaluation evaluate_training(const Scenario& s, const StepTimeFn& step_time
               smallest.set = true;
             }
             if (!mem.fits()) continue;
-            const double k1 = step_time ? step_time(m, s.system, t) : work_proxy(t);
+            const double k1 = cost ? analytical_step(m, s.system, t, *cost, options).step_s : work_proxy(t);
             const double k2 = -static_cast<double>(mb), k3 = static_cast<double>(z);
             if (!best.set || std::tie(k1, k2, k3) < std::tie(best.key1, best.key2, best.key3)) {
               best.key1 = k1;
@@ -126,6 +126,10 @@ TrainEvaluation evaluate_training(const Scenario& s, const StepTimeFn& step_time
   } else {
     ev.feasible = false;
     ev.fail_reason = "no candidate layout satisfies the divisibility rules";
+  }
+  if (cost) {
+    ev.step = analytical_step(m, s.system, ev.plan, *cost, options);
+    ev.provenance = cost->provenance();
   }
   return ev;
 }

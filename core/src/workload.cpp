@@ -86,6 +86,7 @@ Op activation_fn(const ModelSpec& m, int64_t inner, const LoweringOptions& o, do
   const double in = d(inner) * (m.gated_mlp ? 2.0 : 1.0);
   op.bytes_per_token = (in + d(inner)) * o.act_bytes * per_token;
   op.flops_per_token = 0;
+  op.work = shard;
   op.saved.push_back({in * o.act_bytes * per_token, shard, false});  // its input(s)
   return op;
 }

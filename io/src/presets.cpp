@@ -89,6 +89,74 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
   g.pcie_generation = static_cast<int>(fact("pcie_generation", true));
   g.pcie_bw_unidir_gbps = fact("pcie_bw_unidir_gbps", true);
   g.tdp_w = fact("tdp_w", true);
+  // Efficiencies from public microbenchmarks, each with its source.
+  if (!j.contains("efficiency") || !j["efficiency"].is_object()) {
+    issues.push_back({origin + "#/efficiency", "", "is required (measured efficiencies with sources)", {}});
+  } else {
+    const json& e = j["efficiency"];
+    auto src = [](const json& rec) {
+      std::string s;
+      if (rec.contains("source") && rec["source"].is_array())
+        for (const auto& x : rec["source"]) s += (s.empty() ? "" : ",") + x.get<std::string>();
+      return s;
+    };
+    auto sourced = [&](const char* key, Sourced& out, bool nullable) {
+      if (!e.contains(key) || !e[key].is_object()) {
+        issues.push_back({origin + "#/efficiency/" + key, "", "is required", {}});
+        return;
+      }
+      const json& v = e[key]["value"];
+      if (v.is_null() && nullable) return;
+      if (!v.is_number() || v.get<double>() <= 0) {
+        issues.push_back({origin + "#/efficiency/" + key + "/value", brief(v), "must be a positive number", {}});
+        return;
+      }
+      out.value = v.get<double>();
+      out.source = src(e[key]);
+      if (out.source.empty()) issues.push_back({origin + "#/efficiency/" + key + "/source", "", "every efficiency needs a source", {}});
+    };
+    auto shape = [&](const char* key, std::array<double, 3>& out) {
+      if (e.contains(key) && e[key].contains("shape") && e[key]["shape"].is_array() && e[key]["shape"].size() == 3)
+        for (size_t i = 0; i < 3; ++i) out[i] = e[key]["shape"][i].get<double>();
+    };
+    sourced("gemm_bf16", g.efficiency.gemm_bf16, false);
+    sourced("gemm_fp8", g.efficiency.gemm_fp8, true);
+    sourced("gemm_int8", g.efficiency.gemm_int8, true);
+    shape("gemm_bf16", g.efficiency.gemm_bf16_shape);
+    shape("gemm_fp8", g.efficiency.gemm_fp8_shape);
+    shape("gemm_int8", g.efficiency.gemm_int8_shape);
+    sourced("gemm_k_half", g.efficiency.gemm_k_half, false);
+    sourced("hbm", g.efficiency.hbm, false);
+    sourced("allreduce_busbw_gbps", g.efficiency.allreduce_busbw_gbps, false);
+    sourced("allgather_busbw_gbps", g.efficiency.allgather_busbw_gbps, false);
+    sourced("reducescatter_busbw_gbps", g.efficiency.reducescatter_busbw_gbps, false);
+    sourced("alltoall_busbw_gbps", g.efficiency.alltoall_busbw_gbps, false);
+    sourced("nic_efficiency", g.efficiency.nic_efficiency, false);
+    auto attention = [&](const char* key, AttentionEfficiency& out) {
+      if (!e.contains(key) || !e[key].is_object()) {
+        issues.push_back({origin + "#/efficiency/" + key, "", "is required", {}});
+        return;
+      }
+      const json& t = e[key];
+      const char* rows[4] = {"hdim64_noncausal", "hdim64_causal", "hdim128_noncausal", "hdim128_causal"};
+      if (!t.contains("seq_len") || !t["seq_len"].is_array()) {
+        issues.push_back({origin + "#/efficiency/" + key + "/seq_len", "", "is required", {}});
+        return;
+      }
+      out.seq_len = t["seq_len"].get<std::vector<double>>();
+      for (size_t r = 0; r < 4; ++r) {
+        if (!t.contains(rows[r]) || !t[rows[r]].is_array() || t[rows[r]].size() != out.seq_len.size()) {
+          issues.push_back({origin + "#/efficiency/" + key + "/" + rows[r], "",
+                            "must list one efficiency per seq_len entry", {}});
+          continue;
+        }
+        out.table[r] = t[rows[r]].get<std::vector<double>>();
+      }
+      out.source = src(t);
+    };
+    attention("attention_fwd", g.efficiency.attention_fwd);
+    attention("attention_bwd", g.efficiency.attention_bwd);
+  }
   if (g.peak_bf16_tflops <= 0) issues.push_back({origin + "#/facts/peak_bf16_tflops", "", "must be positive", {}});
   if (g.hbm_capacity_bytes <= 0)
     issues.push_back({origin + "#/facts/hbm_capacity_bytes", "", "must be positive", {}});

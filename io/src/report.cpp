@@ -136,6 +136,45 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
   for (const auto& st : ev.memory.stages) stages.push_back(stage_memory_json(st));
   json per_gpu = stage_memory_json(ev.memory.peak());
   j["memory"] = {{"per_gpu", per_gpu}, {"stages", stages}};
+  if (ev.step) {
+    const StepBreakdown& st = *ev.step;
+    j["time"] = {{"step_s", st.step_s},
+                 {"microbatch_s", st.microbatch_s},
+                 {"slowest_stage", st.slowest_stage},
+                 {"breakdown",
+                  {{"compute_s", st.compute_s},
+                   {"recompute_s", st.recompute_s},
+                   {"bubble_s", st.bubble_s},
+                   {"optimizer_s", st.optimizer_s},
+                   {"exposed_comm_s",
+                    {{"tp", st.exposed_tp_s}, {"cp", st.exposed_cp_s}, {"ep", st.exposed_ep_s}, {"pp", st.exposed_pp_s},
+                     {"dp", st.exposed_dp_s}}},
+                   {"total_comm_s",
+                    {{"tp", st.total_tp_s}, {"cp", st.total_cp_s}, {"ep", st.total_ep_s}, {"pp", st.total_pp_s},
+                     {"dp", st.total_dp_s}}}}}};
+    j["throughput"] = {{"tokens_per_s", st.tokens_per_s}, {"tokens_per_s_per_gpu", st.tokens_per_s_per_gpu}};
+    j["model_tflops_per_gpu"] = st.model_tflops_per_gpu;
+    j["mfu"] = st.mfu;
+    j["hfu"] = st.hfu;
+    j["flops"] = {{"model_per_step", st.model_flops_per_step}, {"hardware_per_step", st.hardware_flops_per_step}};
+    const TrainingBudget& b = t.budget;
+    if (b.tokens > 0) {
+      const double seconds = b.tokens / st.tokens_per_s;
+      const double gpu_hours = seconds / 3600.0 * static_cast<double>(s.system.num_gpus);
+      json budget = {{"tokens", b.tokens},
+                     {"days", seconds / 86400.0},
+                     {"gpu_hours", gpu_hours},
+                     {"energy_mwh", gpu_hours * s.system.gpu.tdp_w * b.pue / 1e6},
+                     {"power_model", "GPU board power at TDP x PUE; hosts and network excluded"}};
+      if (b.usd_per_gpu_hour > 0) budget["cost_usd"] = gpu_hours * b.usd_per_gpu_hour;
+      j["budget"] = budget;
+    }
+  }
+  if (!ev.provenance.empty()) {
+    json prov = json::object();
+    for (const auto& [k, v] : ev.provenance) prov[k] = v;
+    j["efficiency_sources"] = prov;
+  }
   j["status"] = ev.feasible ? "ok" : "does_not_fit";
   if (!ev.feasible) j["fail_reason"] = ev.fail_reason;
   j["warnings"] = ev.warnings;

@@ -1,6 +1,8 @@
 #include "capsim/io/scenario_io.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "capsim/core/layout.hpp"
 #include "capsim/io/json_read.hpp"
@@ -97,7 +99,10 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
   }
   if (r.choice("mode", s, {"pretrain", "sft", "lora"}))
     t.mode = s == "sft" ? TrainMode::sft : s == "lora" ? TrainMode::lora : TrainMode::pretrain;
-  if (const json* l = r.get("lora")) {
+  const json* l = r.get("lora");
+  if (l && !l->is_object()) {
+    issues.push_back({r.at("lora"), brief(*l), "must be an object", {}});
+  } else if (l) {
     ObjectReader lr(*l, r.at("lora"), issues);
     LoraSpec spec;
     lr.integer("rank", spec.rank, true);
@@ -123,7 +128,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
     lr.finish();
     t.lora = spec;
   }
-  if (t.mode == TrainMode::lora && !t.lora)
+  if (t.mode == TrainMode::lora && !t.lora && !l)
     issues.push_back({r.pointer() + "/lora", "", "is required when mode is \"lora\" (rank and targets)", {}});
   if (const json* sl = r.get("stage_layers")) {
     if (!sl->is_array()) {
@@ -142,6 +147,9 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
   double mib = 0;
   if (r.number("cuda_context_mib", mib, false, 0)) t.memory.cuda_context_bytes = mib * 1024.0 * 1024.0;
   r.number("allocator_reserve_fraction", t.memory.allocator_reserve_fraction, false, 0);
+  r.number("train_tokens", t.budget.tokens, false, 0);
+  r.number("usd_per_gpu_hour", t.budget.usd_per_gpu_hour, false, 0);
+  r.number("pue", t.budget.pue, false, 1.0);
   r.finish();
   if (!has_dp && t.tp * t.pp * t.cp > 0 && num_gpus % (t.tp * t.pp * t.cp) == 0) t.dp = num_gpus / (t.tp * t.pp * t.cp);
 }
@@ -191,7 +199,10 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
       p.kv_dtype = d;
     }
   }
-  if (const json* e = r.get("engine")) {
+  const json* e = r.get("engine");
+  if (e && !e->is_object()) {
+    issues.push_back({r.at("engine"), brief(*e), "must be an object", {}});
+  } else if (e) {
     ObjectReader er(*e, r.at("engine"), issues);
     auto opt_int = [&](const char* key, std::optional<int64_t>& out) {
       std::optional<int64_t> v;
@@ -215,7 +226,10 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     }
     er.finish();
   }
-  if (const json* w = r.get("workload")) {
+  const json* w = r.get("workload");
+  if (w && !w->is_object()) {
+    issues.push_back({r.at("workload"), brief(*w), "must be an object", {}});
+  } else if (w) {
     ObjectReader wr(*w, r.at("workload"), issues);
     std::string mode;
     if (wr.choice("mode", mode, {"offline", "poisson", "concurrency"}, true)) {
@@ -236,6 +250,24 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     issues.push_back({r.at("workload"), "", "is required", {}});
   }
   r.finish();
+}
+
+bool has_issue_at(const std::vector<Issue>& issues, std::string_view pointer) {
+  return std::any_of(issues.begin(), issues.end(), [&](const Issue& i) { return i.pointer == pointer; });
+}
+
+/// Whether a key that check_training_layout / check_inference_layout read has an issue.
+bool layout_input_rejected(const std::vector<Issue>& issues) {
+  static const std::vector<std::string_view> inputs = {
+      "/system", "/system/num_gpus", "/system/gpus_per_node", "/training", "/training/tp", "/training/pp",
+      "/training/dp", "/training/cp", "/training/ep", "/training/vpp", "/training/etp", "/training/sp",
+      "/training/zero", "/training/micro_batch", "/training/global_batch", "/training/seq_len",
+      "/training/precision", "/training/stage_layers", "/inference", "/inference/tp", "/inference/pp",
+      "/inference/ep", "/inference/replicas", "/inference/engine/gpu_memory_utilization"};
+  return std::any_of(issues.begin(), issues.end(), [&](const Issue& i) {
+    return std::find(inputs.begin(), inputs.end(), i.pointer) != inputs.end() ||
+           i.pointer.rfind("/training/stage_layers/", 0) == 0;
+  });
 }
 
 }  // namespace
@@ -317,11 +349,13 @@ Scenario scenario_from_json(const json& doc, const fs::path& base_dir) {
   }
   top.finish();
   // Layout rules need the model and the GPU; they are checked even when other keys have
-  // problems, so that every problem is reported at once.
-  if (sc.model.layers > 0 && !sc.system.gpu.id.empty()) {
+  // problems, so that every problem is reported at once, but not when a key they read was
+  // itself rejected: they would judge the default standing in for it, a value never written.
+  if (sc.model.layers > 0 && !sc.system.gpu.id.empty() && !layout_input_rejected(issues)) {
     auto layout = sc.training ? check_training_layout(sc) : check_inference_layout(sc);
     issues.insert(issues.end(), layout.begin(), layout.end());
-    if (sc.system.num_gpus > sc.system.gpus_per_node && sc.system.nic_gbps_per_gpu <= 0)
+    if (sc.system.num_gpus > sc.system.gpus_per_node && sc.system.nic_gbps_per_gpu <= 0 &&
+        !has_issue_at(issues, "/system/nic_gbps_per_gpu"))
       issues.push_back({"/system/nic_gbps_per_gpu", "", "is required when the job spans several nodes", {}});
   }
   if (!issues.empty()) throw InputError(std::move(issues));

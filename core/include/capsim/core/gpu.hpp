@@ -2,7 +2,9 @@
 /// GPU datasheet facts as plain values. Presets live in data/gpus/*.json, each fact
 /// with its source; io/ reads them into this struct.
 
+#include <array>
 #include <string>
+#include <vector>
 
 #include "capsim/core/model.hpp"
 #include "capsim/core/units.hpp"
@@ -12,6 +14,37 @@ namespace capsim {
 enum class GpuArch { ampere, hopper, blackwell };
 
 std::string_view to_string(GpuArch a);
+
+/// An efficiency (fraction of peak) or rate with where it came from.
+struct Sourced {
+  double value = 0;
+  std::string source;  ///< source ids or "calibration:<profile>"
+  bool operator==(const Sourced&) const = default;
+};
+
+/// Attention kernel efficiency (fraction of the dense bf16 peak) by sequence length, for
+/// head dims 64 and 128, causal or not. Lengths between entries interpolate in log space.
+struct AttentionEfficiency {
+  std::vector<double> seq_len;
+  std::array<std::vector<double>, 4> table;  ///< [hdim64 nc, hdim64 causal, hdim128 nc, hdim128 causal]
+  std::string source;
+  bool operator==(const AttentionEfficiency&) const = default;
+  /// Efficiency at `seq` keys for head dim `hdim` (<= 64 uses the 64 row, else 128).
+  double at(double seq, int64_t hdim, bool causal) const;
+};
+
+/// Measured efficiencies of a GPU from public microbenchmarks (data/gpus/<id>.json,
+/// "efficiency"); a calibration profile replaces them.
+struct GpuEfficiency {
+  Sourced gemm_bf16, gemm_fp8, gemm_int8;  ///< best large-GEMM fraction of dense peak
+  std::array<double, 3> gemm_bf16_shape{}, gemm_fp8_shape{}, gemm_int8_shape{};  ///< m,n,k measured (0 = unknown)
+  Sourced gemm_k_half;  ///< K at which eff(K) = K/(K+K0) is one half
+  Sourced hbm;          ///< achievable fraction of HBM bandwidth (stream kernels)
+  AttentionEfficiency attention_fwd, attention_bwd;
+  Sourced allreduce_busbw_gbps, allgather_busbw_gbps, reducescatter_busbw_gbps, alltoall_busbw_gbps;
+  Sourced nic_efficiency;  ///< achievable fraction of the scale-out NIC line rate
+  bool operator==(const GpuEfficiency&) const = default;
+};
 
 /// Datasheet facts of one GPU part. Peaks are dense (no 2:4 sparsity); 0 = unsupported.
 struct GpuSpec {
@@ -35,6 +68,7 @@ struct GpuSpec {
   int pcie_generation = 0;
   double pcie_bw_unidir_gbps = 0;
   double tdp_w = 0;
+  GpuEfficiency efficiency;
 
   bool operator==(const GpuSpec&) const = default;
 

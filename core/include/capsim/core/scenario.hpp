@@ -48,6 +48,14 @@ struct MemoryOptions {
   bool operator==(const MemoryOptions&) const = default;
 };
 
+/// What a run costs beyond time: a token budget, a price and a power model.
+struct TrainingBudget {
+  double tokens = 0;            ///< tokens to train on (0: not given)
+  double usd_per_gpu_hour = 0;  ///< price (0: not given)
+  double pue = 1.0;             ///< facility power over IT power; GPUs drawn at their TDP
+  bool operator==(const TrainingBudget&) const = default;
+};
+
 struct TrainingPlan {
   int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
   std::optional<int64_t> vpp = 1;   ///< virtual stages per pipeline rank; nullopt = auto
@@ -66,6 +74,7 @@ struct TrainingPlan {
   /// as Megatron-LM does.
   std::vector<int64_t> stage_layers;
   MemoryOptions memory;
+  TrainingBudget budget;
   bool operator==(const TrainingPlan&) const = default;
 };
 

@@ -6,20 +6,22 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "capsim/core/cost_model.hpp"
 #include "capsim/core/memory.hpp"
 #include "capsim/core/scenario.hpp"
+#include "capsim/core/step.hpp"
 
 namespace capsim {
-
-/// Estimated seconds per optimizer step of a fully resolved plan; used to choose among
-/// "auto" candidates. Empty: candidates are ranked by a work proxy (see resolve_training).
-using StepTimeFn = std::function<double(const ModelSpec&, const SystemSpec&, const TrainingPlan&)>;
 
 struct TrainEvaluation {
   ParamCounts params;
   TrainingPlan plan;                     ///< with every auto field resolved
   std::vector<std::string> auto_fields;  ///< names of the fields that were auto
   TrainingMemory memory;
+  std::optional<StepBreakdown> step;    ///< with a cost model
+  std::vector<std::pair<std::string, std::string>> provenance;  ///< efficiency -> source
   std::vector<std::string> warnings;
   bool feasible = true;                  ///< false when no candidate fits in memory
   std::string fail_reason;
@@ -28,10 +30,11 @@ struct TrainEvaluation {
 /// Resolve auto fields to the fastest setting that fits in memory: every combination of
 /// the auto fields' candidates (micro_batch: divisors of global/dp; recompute: none,
 /// selective, full; vpp: divisors of layers/pp with microbatches divisible by pp; zero:
-/// 0..3; etp: divisors of tp) is tried. With `step_time` the fastest fitting candidate
-/// wins; without, the least work (recompute FLOPs and pipeline bubble), then the larger
-/// micro batch, then lower ZeRO stage. When nothing fits, the smallest-memory candidate is
-/// returned with feasible = false.
-TrainEvaluation evaluate_training(const Scenario& s, const StepTimeFn& step_time = {});
+/// 0..3; etp: divisors of tp) is tried. With a cost model the fastest fitting candidate
+/// by the analytical step time wins (ties: larger micro batch, lower ZeRO stage); without
+/// one, the least work (recompute FLOPs and pipeline bubble). When nothing fits, the
+/// smallest-memory candidate is returned with feasible = false.
+TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost = nullptr,
+                                  const StepOptions& options = {});
 
 }  // namespace capsim

@@ -47,6 +47,8 @@ struct Op {
   double flops_per_token = 0;
   /// Bytes read and written per token in the forward pass (memory-bound kernels).
   double bytes_per_token = 0;
+  /// How that traffic splits over ranks (sequence: over TP only with SP).
+  Shard work = Shard::sequence;
   std::vector<Saved> saved;
 };
 

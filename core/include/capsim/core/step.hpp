@@ -1,0 +1,58 @@
+#pragma once
+/// Analytical step-time engine: one optimizer step of a resolved training plan, from the
+/// lowered operators and a CostModel, with the pipeline bubble in closed form.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "capsim/core/cost_model.hpp"
+#include "capsim/core/scenario.hpp"
+
+namespace capsim {
+
+/// Knobs of the step model that frameworks set differently.
+struct StepOptions {
+  /// Fraction of tensor-parallel communication hidden behind GEMMs (Transformer Engine
+  /// userbuffers overlap); 0 = Megatron-LM's synchronous collectives.
+  double tp_overlap = 0.0;
+  /// Tokens routed to the busiest expert over the mean (1 = perfectly balanced routing).
+  double moe_imbalance = 1.0;
+  /// Gradient reduction overlapped with the last microbatch's backward, parameter
+  /// gathering with the first forward (Megatron-LM --overlap-grad-reduce/--overlap-param-gather).
+  bool overlap_dp = true;
+};
+
+/// Time of one step and where it goes (seconds unless named otherwise).
+struct StepBreakdown {
+  double step_s = 0;
+  double compute_s = 0;     ///< forward + backward compute over the step (critical stage)
+  double recompute_s = 0;   ///< recomputed forward under the recompute policy
+  double exposed_tp_s = 0, exposed_cp_s = 0, exposed_ep_s = 0, exposed_pp_s = 0, exposed_dp_s = 0;
+  double total_tp_s = 0, total_cp_s = 0, total_ep_s = 0, total_pp_s = 0, total_dp_s = 0;  ///< before overlap
+  double bubble_s = 0;      ///< pipeline fill and drain
+  double optimizer_s = 0;
+  double microbatch_s = 0;  ///< forward+backward of one microbatch on the slowest stage
+  int64_t slowest_stage = 0;
+  double tokens_per_s = 0;
+  double tokens_per_s_per_gpu = 0;
+  double model_flops_per_step = 0;     ///< 3 x forward FLOPs (causal attention), no recompute
+  double hardware_flops_per_step = 0;  ///< model FLOPs plus recompute
+  double model_tflops_per_gpu = 0;
+  double mfu = 0;  ///< model FLOP/s over the dense bf16 (fp16) peak of all GPUs
+  double hfu = 0;  ///< hardware FLOP/s over the same peak
+};
+
+/// The communication groups of a layout placed on nodes: TP innermost, then CP, then DP,
+/// PP outermost (Megatron-LM order); EP folds into the TP x CP x DP ranks after ETP.
+struct LayoutGroups {
+  Group tp, cp, dp, dp_expert, ep, etp;
+  bool pp_cross_node = false;
+};
+LayoutGroups layout_groups(const TrainingPlan& t, int64_t gpus_per_node);
+
+/// Step time of a fully resolved plan.
+StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
+                              const CostModel& cost, const StepOptions& opt = {});
+
+}  // namespace capsim

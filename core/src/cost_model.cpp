@@ -1,0 +1,15 @@
+#include "capsim/core/cost_model.hpp"
+
+namespace capsim {
+
+std::string_view to_string(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::all_reduce: return "all_reduce";
+    case CollectiveKind::all_gather: return "all_gather";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::all_to_all: return "all_to_all";
+  }
+  return "?";
+}
+
+}  // namespace capsim

@@ -1,0 +1,165 @@
+#include "capsim/hw/roofline.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace capsim::hw {
+
+namespace {
+
+double dbl(int64_t v) { return static_cast<double>(v); }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+RooflineCostModel::RooflineCostModel(const SystemSpec& system) : sys_(system) {}
+
+double RooflineCostModel::shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch) const {
+  const GpuSpec& g = sys_.gpu;
+  // Output tiles of the kernels cuBLAS picks for large problems: 128x256 on Hopper and
+  // Blackwell (CUTLASS sm90 default), 128x128 on Ampere; 64-row tiles for skinny M.
+  const int64_t tm = m >= 128 ? 128 : 64;
+  const int64_t tn = g.arch == GpuArch::ampere ? 128 : 256;
+  const int64_t tiles = ceil_div(m, tm) * ceil_div(n, tn) * batch;
+  const int64_t sms = std::max(1, g.sm_count);
+  const int64_t waves = ceil_div(tiles, sms);
+  const double wave = dbl(tiles) / dbl(waves * sms);
+  const double pad = dbl(m) * dbl(n) / (dbl(ceil_div(m, tm) * tm) * dbl(ceil_div(n, tn) * tn));
+  const double k0 = g.efficiency.gemm_k_half.value;
+  const double kf = dbl(k) / (dbl(k) + k0);
+  return wave * pad * kf;
+}
+
+double RooflineCostModel::gemm_efficiency(int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch) const {
+  const GpuEfficiency& e = sys_.gpu.efficiency;
+  const Sourced* base = &e.gemm_bf16;
+  const std::array<double, 3>* ref = &e.gemm_bf16_shape;
+  if (dtype == DType::fp8 && e.gemm_fp8.value > 0) {
+    base = &e.gemm_fp8;
+    ref = &e.gemm_fp8_shape;
+  } else if ((dtype == DType::int8 || dtype == DType::int4) && e.gemm_int8.value > 0) {
+    base = &e.gemm_int8;
+    ref = &e.gemm_int8_shape;
+  }
+  double ref_factor = 1.0;
+  if ((*ref)[0] > 0) {
+    ref_factor = shape_factor(static_cast<int64_t>((*ref)[0]), static_cast<int64_t>((*ref)[1]),
+                              static_cast<int64_t>((*ref)[2]), 1);
+  } else {
+    const double k0 = e.gemm_k_half.value;
+    ref_factor = 16384.0 / (16384.0 + k0);  // unknown shape: a large-K square problem
+  }
+  const double eff = base->value * shape_factor(m, n, k, batch) / ref_factor;
+  return std::min(eff, 0.97);
+}
+
+Seconds RooflineCostModel::gemm(int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch) const {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return Seconds(0);
+  const GpuSpec& g = sys_.gpu;
+  DType math = dtype;
+  if (math == DType::fp8 && g.peak_fp8_tflops <= 0) math = DType::bf16;
+  const double peak = g.peak(math == DType::fp32 ? DType::bf16 : math).value;
+  const double flops = 2.0 * dbl(m) * dbl(n) * dbl(k) * dbl(batch);
+  const double t_compute = flops / (peak * gemm_efficiency(m, n, k, math, batch));
+  const double eb = dtype_bytes(math == DType::fp8 ? DType::fp8 : DType::bf16);
+  const double bytes = (dbl(m) * dbl(k) * eb + dbl(k) * dbl(n) * eb + dbl(m) * dbl(n) * 2.0) * dbl(batch);
+  const double t_mem = memory_bound(Bytes(bytes)).value;
+  double t = std::max(t_compute, t_mem);
+  if (math == DType::fp8) {
+    // Transformer Engine casts both bf16 operands to fp8 (read 2 B, write 1 B) per GEMM.
+    t += memory_bound(Bytes((dbl(m) * dbl(k) + dbl(k) * dbl(n)) * 3.0 * dbl(batch))).value;
+  }
+  return Seconds(t);
+}
+
+Seconds RooflineCostModel::attention(const AttentionShape& a, bool backward) const {
+  const GpuSpec& g = sys_.gpu;
+  const double pairs = dbl(a.q_len) * dbl(a.kv_len) * (a.causal && a.q_len == a.kv_len ? 0.5 : 1.0);
+  double flops = 2.0 * dbl(a.batch) * dbl(a.heads) * pairs * dbl(a.qk_dim + a.v_dim);
+  // Backward: five matrix products to the forward's two (Dao 2023, FlashAttention-2 Sec. 3).
+  if (backward) flops *= 2.5;
+  const AttentionEfficiency& t = backward ? g.efficiency.attention_bwd : g.efficiency.attention_fwd;
+  const double eff = std::max(0.05, t.at(dbl(a.kv_len), std::max(a.qk_dim, a.v_dim), a.causal));
+  const double t_compute = flops / (g.peak(DType::bf16).value * eff);
+  const double io = dbl(a.batch) * (dbl(a.q_len) * dbl(a.heads) * dbl(a.qk_dim + a.v_dim) +
+                                    dbl(a.kv_len) * dbl(a.kv_heads) * dbl(a.qk_dim + a.v_dim)) *
+                    2.0 * (backward ? 2.0 : 1.0);
+  return Seconds(std::max(t_compute, memory_bound(Bytes(io)).value));
+}
+
+Seconds RooflineCostModel::memory_bound(Bytes bytes) const {
+  const GpuSpec& g = sys_.gpu;
+  return Seconds(bytes.value / (g.hbm_bandwidth().value * g.efficiency.hbm.value));
+}
+
+double RooflineCostModel::bus_bandwidth(CollectiveKind kind, const Group& group) const {
+  const GpuEfficiency& e = sys_.gpu.efficiency;
+  double intra = 0;
+  switch (kind) {
+    case CollectiveKind::all_reduce: intra = e.allreduce_busbw_gbps.value; break;
+    case CollectiveKind::all_gather: intra = e.allgather_busbw_gbps.value; break;
+    case CollectiveKind::reduce_scatter: intra = e.reducescatter_busbw_gbps.value; break;
+    case CollectiveKind::all_to_all: intra = e.alltoall_busbw_gbps.value; break;
+  }
+  intra *= kGB;
+  if (group.nodes() <= 1) return intra;
+  const double nic = sys_.nic_gbps_per_gpu / 8.0 * kGB * e.nic_efficiency.value;
+  if (kind == CollectiveKind::all_to_all) {
+    // Each rank sends (n-1)/n of its buffer, (n-per_node)/n of it through its own NIC.
+    const double n = dbl(group.size), k = dbl(group.per_node);
+    return std::min(intra, nic * (n - 1.0) / (n - k));
+  }
+  // Rings cross each node boundary once per channel; per_node NICs carry them in parallel.
+  return std::min(intra, dbl(group.per_node) * nic);
+}
+
+double RooflineCostModel::latency(CollectiveKind kind, const Group& group) const {
+  const double n = dbl(group.size), nodes = dbl(group.nodes());
+  const double steps = kind == CollectiveKind::all_reduce ? 2.0 * (n - 1.0) : n - 1.0;
+  const double inter = kind == CollectiveKind::all_reduce ? 2.0 * (nodes - 1.0) : nodes - 1.0;
+  const double ring = nccl_.base_us + (steps - inter) * nccl_.nvlink_ring_hop_us + inter * nccl_.net_ring_hop_us;
+  if (kind != CollectiveKind::all_reduce) return ring * 1e-6;
+  const double tree = nccl_.base_us + 2.0 * (dbl(group.per_node - 1) * nccl_.nvlink_tree_hop_us +
+                                             std::log2(std::max(1.0, nodes)) * nccl_.net_tree_hop_us);
+  return std::min(ring, tree) * 1e-6;
+}
+
+Seconds RooflineCostModel::collective(CollectiveKind kind, Bytes bytes, const Group& group) const {
+  if (group.size <= 1 || bytes.value <= 0) return Seconds(0);
+  const double n = dbl(group.size);
+  const double factor = kind == CollectiveKind::all_reduce ? 2.0 * (n - 1.0) / n : (n - 1.0) / n;
+  return Seconds(latency(kind, group) + bytes.value * factor / bus_bandwidth(kind, group));
+}
+
+Seconds RooflineCostModel::p2p(Bytes bytes, bool cross_node) const {
+  if (bytes.value <= 0) return Seconds(0);
+  const GpuEfficiency& e = sys_.gpu.efficiency;
+  if (cross_node) {
+    const double nic = sys_.nic_gbps_per_gpu / 8.0 * kGB * e.nic_efficiency.value;
+    return Seconds((nccl_.base_us + nccl_.net_ring_hop_us) * 1e-6 + bytes.value / nic);
+  }
+  // One NVLink peer at the ring all-reduce bus bandwidth (the per-link achievable rate).
+  return Seconds((nccl_.base_us + nccl_.nvlink_ring_hop_us) * 1e-6 + bytes.value / (e.allreduce_busbw_gbps.value * kGB));
+}
+
+std::vector<std::pair<std::string, std::string>> RooflineCostModel::provenance() const {
+  const GpuEfficiency& e = sys_.gpu.efficiency;
+  std::vector<std::pair<std::string, std::string>> p = {
+      {"gemm_bf16", e.gemm_bf16.source},
+      {"gemm_k_half", e.gemm_k_half.source},
+      {"hbm", e.hbm.source},
+      {"attention_fwd", e.attention_fwd.source},
+      {"attention_bwd", e.attention_bwd.source},
+      {"allreduce_busbw", e.allreduce_busbw_gbps.source},
+      {"allgather_busbw", e.allgather_busbw_gbps.source},
+      {"reducescatter_busbw", e.reducescatter_busbw_gbps.source},
+      {"alltoall_busbw", e.alltoall_busbw_gbps.source},
+      {"nic_efficiency", e.nic_efficiency.source},
+      {"nccl_latency", "nccl_tuning"},
+  };
+  if (e.gemm_fp8.value > 0) p.push_back({"gemm_fp8", e.gemm_fp8.source});
+  return p;
+}
+
+}  // namespace capsim::hw

@@ -1,0 +1,28 @@
+#pragma once
+/// `capsim validate`: run published measurements (data/validation/*.json, format in
+/// data/validation/SCHEMA.md) through the models and report the error per case, per file
+/// and per metric.
+
+#include <filesystem>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+namespace capsim::io {
+
+/// Median, 90th percentile and largest of |errors| (linear interpolation between ranks).
+struct ErrorSummary {
+  size_t n = 0;
+  double median_abs = 0, p90_abs = 0, max_abs = 0;
+};
+ErrorSummary summarize_errors(std::vector<double> abs_errors);
+
+/// Run every case of the given files. JSON: `cases[]` (id, file, status, predicted,
+/// measured, error, resolved, reason) and `summary` keyed by file then metric
+/// (n, median_abs_error, p90_abs_error, max_abs_error, unsupported).
+nlohmann::json run_validation(const std::vector<std::filesystem::path>& files);
+
+/// The table a person reads: per case predicted, measured, error; per metric the summary.
+std::string validation_table(const nlohmann::json& report);
+
+}  // namespace capsim::io

@@ -1,0 +1,170 @@
+#include "capsim/io/validation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "capsim/core/train.hpp"
+#include "capsim/hw/roofline.hpp"
+#include "capsim/io/json_read.hpp"
+#include "capsim/io/report.hpp"
+#include "capsim/io/scenario_io.hpp"
+
+namespace capsim::io {
+
+using nlohmann::json;
+
+ErrorSummary summarize_errors(std::vector<double> e) {
+  ErrorSummary s;
+  s.n = e.size();
+  if (e.empty()) return s;
+  std::sort(e.begin(), e.end());
+  auto pct = [&](double q) {
+    const double pos = q * static_cast<double>(e.size() - 1);
+    const size_t lo = static_cast<size_t>(std::floor(pos));
+    const size_t hi = std::min(lo + 1, e.size() - 1);
+    return e[lo] + (pos - static_cast<double>(lo)) * (e[hi] - e[lo]);
+  };
+  s.median_abs = pct(0.5);
+  s.p90_abs = pct(0.9);
+  s.max_abs = e.back();
+  return s;
+}
+
+namespace {
+
+/// Predict every training metric the case measured.
+json predict_training(const Scenario& sc, const json& measured, json& resolved, std::string& reason) {
+  const hw::RooflineCostModel cost(sc.system);
+  const TrainEvaluation ev = evaluate_training(sc, &cost);
+  json out = json::object();
+  const json report = train_report(sc, ev);
+  resolved = report["resolved"];
+  if (!ev.feasible) reason = ev.fail_reason;
+  for (auto it = measured.begin(); it != measured.end(); ++it) {
+    if (it.key() == "step_time_s" && ev.step) out["step_time_s"] = ev.step->step_s;
+    else if (it.key() == "peak_memory_gib")
+      out["peak_memory_gib"] = (ev.memory.peak().total_bytes - ev.memory.peak().cuda_context_bytes) / kGiB;
+  }
+  return out;
+}
+
+}  // namespace
+
+json run_validation(const std::vector<std::filesystem::path>& files) {
+  json cases = json::array();
+  json summary = json::object();
+  for (const auto& path : files) {
+    const json doc = read_json_file(path);
+    if (!doc.is_object() || !doc.contains("cases") || !doc["cases"].is_array())
+      throw InputError({{path.string(), "", "not a capsim-validation/1 file (no \"cases\" array)", {}}});
+    const std::string file = path.filename().string();
+    std::map<std::string, std::vector<double>> errors;
+    json unsupported = json::array();
+    for (const json& c : doc["cases"]) {
+      json r;
+      r["id"] = c.value("id", std::string());
+      r["file"] = file;
+      const json measured = c.value("measured", json::object());
+      r["measured"] = measured;
+      json predicted = json::object(), resolved = json::object();
+      std::string reason;
+      try {
+        const Scenario sc = scenario_from_json(c, path.parent_path());
+        if (sc.training) {
+          predicted = predict_training(sc, measured, resolved, reason);
+        } else {
+          reason = "serving cases need the serving simulator, which capsim does not have yet";
+        }
+      } catch (const InputError& e) {
+        reason = std::string("cannot read the case: ") + e.what();
+      }
+      json err = json::object();
+      for (auto it = measured.begin(); it != measured.end(); ++it) {
+        if (!predicted.contains(it.key())) continue;
+        const double m = it.value().get<double>(), p = predicted[it.key()].get<double>();
+        const double e = (p - m) / m;
+        err[it.key()] = e;
+        errors[it.key()].push_back(std::abs(e));
+      }
+      r["predicted"] = predicted;
+      r["error"] = err;
+      r["resolved"] = resolved;
+      if (predicted.empty()) {
+        r["status"] = "unsupported";
+        r["reason"] = reason;
+        unsupported.push_back({{"id", r["id"]}, {"reason", reason}});
+      } else {
+        r["status"] = "ok";
+        if (!reason.empty()) r["reason"] = reason;
+      }
+      cases.push_back(r);
+    }
+    json per_metric = json::object();
+    std::vector<std::string> metrics;
+    for (const json& c : doc["cases"]) {
+      const json meas = c.value("measured", json::object());
+      for (auto it = meas.begin(); it != meas.end(); ++it)
+        if (std::find(metrics.begin(), metrics.end(), it.key()) == metrics.end()) metrics.push_back(it.key());
+    }
+    for (const auto& metric : metrics) {
+      const ErrorSummary s = summarize_errors(errors[metric]);
+      json u = json::array();
+      for (const json& c : cases)
+        if (c["file"] == file && c["measured"].contains(metric) && !c["predicted"].contains(metric))
+          u.push_back(c["id"]);
+      per_metric[metric] = {{"n", s.n},
+                            {"median_abs_error", s.median_abs},
+                            {"p90_abs_error", s.p90_abs},
+                            {"max_abs_error", s.max_abs},
+                            {"unsupported", u.size()},
+                            {"unsupported_ids", u}};
+    }
+    summary[file] = per_metric;
+  }
+  return json{{"schema", "capsim-validation-report/1"}, {"cases", cases}, {"summary", summary}};
+}
+
+std::string validation_table(const json& r) {
+  std::ostringstream out;
+  char line[512];
+  std::string file;
+  for (const json& c : r["cases"]) {
+    if (c["file"] != file) {
+      file = c["file"].get<std::string>();
+      out << "\n" << file << "\n";
+      std::snprintf(line, sizeof line, "  %-58s %-16s %12s %12s %8s\n", "case", "metric", "predicted", "measured", "error");
+      out << line;
+    }
+    if (c["status"] != "ok") {
+      std::snprintf(line, sizeof line, "  %-58s unsupported: %s\n", c["id"].get<std::string>().c_str(),
+                    c["reason"].get<std::string>().c_str());
+      out << line;
+      continue;
+    }
+    for (auto it = c["measured"].begin(); it != c["measured"].end(); ++it) {
+      if (!c["predicted"].contains(it.key())) continue;
+      std::snprintf(line, sizeof line, "  %-58s %-16s %12.4g %12.4g %+7.1f%%\n", c["id"].get<std::string>().c_str(),
+                    it.key().c_str(), c["predicted"][it.key()].get<double>(), it.value().get<double>(),
+                    100.0 * c["error"][it.key()].get<double>());
+      out << line;
+    }
+  }
+  out << "\nsummary (|error|)\n";
+  std::snprintf(line, sizeof line, "  %-34s %-16s %5s %8s %8s %8s %12s\n", "file", "metric", "n", "median", "p90", "max",
+                "unsupported");
+  out << line;
+  for (auto f = r["summary"].begin(); f != r["summary"].end(); ++f)
+    for (auto m = f.value().begin(); m != f.value().end(); ++m) {
+      std::snprintf(line, sizeof line, "  %-34s %-16s %5zu %7.1f%% %7.1f%% %7.1f%% %12zu\n", f.key().c_str(),
+                    m.key().c_str(), m.value()["n"].get<size_t>(), 100 * m.value()["median_abs_error"].get<double>(),
+                    100 * m.value()["p90_abs_error"].get<double>(), 100 * m.value()["max_abs_error"].get<double>(),
+                    m.value()["unsupported"].get<size_t>());
+      out << line;
+    }
+  return out.str();
+}
+
+}  // namespace capsim::io
