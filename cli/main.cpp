@@ -229,7 +229,8 @@ int main(int argc, char** argv) {
   cli::TrainArgs memory_args;
   auto* memory = app.add_subcommand("memory", "Memory per GPU of a training or serving scenario");
   memory->add_option("scenario", memory_args.scenario, "Scenario JSON file")->required();
-  memory->add_option("--set", memory_args.sets, "Override a scenario key before validation: path=value");
+  memory->add_option("--set", memory_args.sets, "Override a scenario key before validation: path=value")
+      ->allow_extra_args(false);
   memory->add_option("--format", memory_args.format, "table or json (default: table on a terminal, else json)")
       ->check(CLI::IsMember({"table", "json"}));
   memory->add_option("-o,--out", memory_args.out, "Write the report to this file (atomically)");

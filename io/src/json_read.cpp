@@ -1,6 +1,7 @@
 #include "capsim/io/json_read.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -27,6 +28,19 @@ std::pair<size_t, size_t> line_col(std::string_view text, size_t pos) {
   return {line, col};
 }
 
+/// A JSON integer, or a float with no fractional part that fits an int64_t, into `out`.
+bool whole_number(const json& v, int64_t& out) {
+  if (v.is_number_integer()) {
+    out = v.get<int64_t>();
+    return true;
+  }
+  if (!v.is_number_float()) return false;
+  const double d = v.get<double>();
+  if (!(d >= -9.2e18 && d <= 9.2e18) || d != std::trunc(d)) return false;  // also rejects NaN
+  out = static_cast<int64_t>(d);
+  return true;
+}
+
 }  // namespace
 
 json parse_json(std::string_view text, const std::string& origin) {
@@ -36,8 +50,10 @@ json parse_json(std::string_view text, const std::string& origin) {
     // nlohmann reports the byte index just past the offending character.
     const size_t pos = e.byte > 0 ? e.byte - 1 : 0;
     auto [line, col] = line_col(text, pos);
+    // "[json.exception.parse_error.101] parse error at line L, column C: <reason>"; the reason
+    // itself may hold ": " (e.g. "invalid literal; last read: 'tru'"), so cut at the first one.
     std::string what = e.what();
-    const auto colon = what.rfind(": ");
+    const auto colon = what.find(": ");
     std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
     throw InputError({{origin, "", "malformed JSON at line " + std::to_string(line) + ", column " +
                                        std::to_string(col) + ": " + reason,
@@ -145,8 +161,7 @@ bool ObjectReader::integer(const std::string& key, int64_t& out, bool required, 
     if (required) issues_.push_back({at(key), "", "is required (an integer)", {}});
     return false;
   }
-  if (v->is_number_integer() || (v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<int64_t>(v->get<double>())))) {
-    const int64_t x = v->is_number_integer() ? v->get<int64_t>() : static_cast<int64_t>(v->get<double>());
+  if (int64_t x = 0; whole_number(*v, x)) {
     if (x < min) {
       issues_.push_back({at(key), brief(*v), "must be an integer >= " + std::to_string(min), {}});
       return false;
@@ -214,8 +229,8 @@ bool ObjectReader::integer_or_auto(const std::string& key, std::optional<int64_t
     out = std::nullopt;
     return true;
   }
-  if (v->is_number_integer() && v->get<int64_t>() >= min) {
-    out = v->get<int64_t>();
+  if (int64_t x = 0; whole_number(*v, x) && x >= min) {
+    out = x;
     return true;
   }
   issues_.push_back({at(key), brief(*v), "must be an integer >= " + std::to_string(min) + " or \"auto\"", {}});

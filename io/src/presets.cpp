@@ -410,7 +410,8 @@ ModelSpec load_model(const std::string& name_or_path, const std::string& pointer
     return model_from_hf_config(read_json_file(preset), pointer, name_or_path);
   }
   fs::path p(name_or_path);
-  if (p.is_relative() && !base_dir.empty() && !fs::exists(p, ec)) p = base_dir / p;
+  // A relative path is relative to the scenario file's folder first, then to the current one.
+  if (p.is_relative() && !base_dir.empty() && fs::exists(base_dir / p, ec)) p = base_dir / p;
   if (!name_or_path.empty() && fs::is_regular_file(p, ec)) {
     return model_from_hf_config(read_json_file(p), pointer, p.stem().string());
   }

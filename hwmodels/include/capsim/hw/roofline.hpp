@@ -29,8 +29,8 @@ class RooflineCostModel final : public CostModel {
   std::vector<std::pair<std::string, std::string>> provenance() const override;
 
   /// Fraction of dense peak a GEMM of this shape reaches: the measured large-GEMM
-  /// efficiency, scaled by wave quantization over the SMs and the K-depth factor
-  /// K/(K+K0) relative to the shape it was measured at.
+  /// efficiency (taken as the full-wave figure), scaled by wave and tile quantization
+  /// over the SMs and by the K-depth factor K/(K+K0) relative to the K it was measured at.
   double gemm_efficiency(int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch = 1) const;
   /// Bus bandwidth (B/s) a collective reaches on `group`: the NVLink figure inside a
   /// node; across nodes the smaller of it and per_node x NIC rate x NIC efficiency.

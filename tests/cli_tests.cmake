@@ -1,0 +1,85 @@
+# End-to-end tests of the capsim binary: exit codes, JSON output, and error messages.
+set(capsim_scenarios ${CMAKE_CURRENT_SOURCE_DIR}/scenarios)
+set(capsim_expect ${CMAKE_CURRENT_SOURCE_DIR}/expect_fail.cmake)
+
+# capsim_cli_expect(NAME name CMD args... [EXIT_CODE n] [STDERR ...] [STDOUT ...] [STDOUT_EMPTY]
+#                   [OUT_FILE path] [FILE_CONTAINS ...]): run through expect_fail.cmake.
+function(capsim_cli_expect)
+  cmake_parse_arguments(PARSE_ARGV 0 A "STDOUT_EMPTY" "NAME;EXIT_CODE;OUT_FILE" "CMD;STDERR;STDOUT;FILE_CONTAINS")
+  set(args "")
+  foreach(v CMD STDERR STDOUT FILE_CONTAINS)
+    string(REPLACE ";" "$<SEMICOLON>" A_${v} "${A_${v}}")
+  endforeach()
+  list(APPEND args "-DCMD=$<TARGET_FILE:capsim>$<SEMICOLON>${A_CMD}")
+  if(DEFINED A_EXIT_CODE)
+    list(APPEND args "-DEXIT_CODE=${A_EXIT_CODE}")
+  endif()
+  if(A_STDERR)
+    list(APPEND args "-DSTDERR_CONTAINS=${A_STDERR}")
+  endif()
+  if(A_STDOUT)
+    list(APPEND args "-DSTDOUT_CONTAINS=${A_STDOUT}")
+  endif()
+  if(A_STDOUT_EMPTY)
+    list(APPEND args "-DSTDOUT_EMPTY=ON")
+  endif()
+  if(A_OUT_FILE)
+    list(APPEND args "-DOUT_FILE=${A_OUT_FILE}" "-DFILE_CONTAINS=${A_FILE_CONTAINS}")
+  endif()
+  add_test(NAME ${A_NAME} COMMAND ${CMAKE_COMMAND} ${args} -P ${capsim_expect})
+  set_property(GLOBAL APPEND PROPERTY capsim_cli_tests ${A_NAME})
+endfunction()
+
+# Rule: the model report gives the exact published parameter count (and exits 0).
+capsim_cli_expect(NAME cli.model_llama3_70b_json
+  CMD model llama3-70b --format json
+  EXIT_CODE 0
+  STDOUT "\"params_total\": 70553706496")
+
+# Rule: a valid training scenario (micro_batch and recompute "auto") is evaluated and fits.
+capsim_cli_expect(NAME cli.train_llama2_7b_json
+  CMD train ${capsim_scenarios}/llama2-7b-8gpu.json --format json
+  EXIT_CODE 0
+  STDOUT "\"fits\": true")
+
+# Rule: a scenario with several problems exits 1 and names every problem on stderr.
+capsim_cli_expect(NAME cli.train_bad_layout_reports_all
+  CMD train ${capsim_scenarios}/bad-layout.json --format json
+  STDERR
+    "capsim: 5 problems in the input:"
+    "/training/recomput: unknown key; did you mean \"recompute\"?"
+    "/training/tp: attention heads (32) must be divisible by tp (got 3)"
+    "/training/tp: key/value heads (32) must be divisible by tp (or tp by them) (got 3)"
+    "/system/num_gpus: tp*pp*dp*cp = 3*2*2*1 = 12 must equal num_gpus (got 8)"
+    "/training/global_batch: must be divisible by micro_batch*dp = 2*2 = 4 (got 30)")
+
+# Rule: --set overrides apply before validation, so a bad override is a layout error.
+capsim_cli_expect(NAME cli.train_set_tp_3_fails
+  CMD train ${capsim_scenarios}/llama2-7b-8gpu.json --set training.tp=3 --format json
+  STDERR "/training/tp: attention heads (32) must be divisible by tp (got 3)")
+
+# Rule: --set without '=' is rejected.
+capsim_cli_expect(NAME cli.train_set_without_equals_fails
+  CMD train ${capsim_scenarios}/llama2-7b-8gpu.json --set training.tp --format json
+  STDERR "--set: must look like path=value (e.g. training.tp=4) (got training.tp)")
+
+# Rule: malformed JSON exits 1 and names the file, line and column.
+capsim_cli_expect(NAME cli.train_malformed_json
+  CMD train ${capsim_scenarios}/malformed.json --format json
+  STDERR "malformed.json: malformed JSON at line 4, column 9: syntax error while parsing object")
+
+# Rule: a missing scenario file is an input error, not a crash.
+capsim_cli_expect(NAME cli.train_missing_file
+  CMD train ${capsim_scenarios}/no-such-file.json
+  STDERR "no-such-file.json: cannot open file")
+
+# Rule: -o writes the report to the file and nothing to stdout.
+capsim_cli_expect(NAME cli.train_out_file
+  CMD train ${capsim_scenarios}/llama2-7b-8gpu.json --format json -o ${CMAKE_CURRENT_BINARY_DIR}/train-out.json
+  EXIT_CODE 0
+  STDOUT_EMPTY
+  OUT_FILE ${CMAKE_CURRENT_BINARY_DIR}/train-out.json
+  FILE_CONTAINS "\"fits\": true")
+
+get_property(capsim_cli_tests GLOBAL PROPERTY capsim_cli_tests)
+set_tests_properties(${capsim_cli_tests} PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)

@@ -1,0 +1,560 @@
+// Input errors: every problem in a scenario is reported at once, each with its JSON pointer,
+// the offending value, the rule it breaks and (where one is close) the nearest valid key.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "capsim/core/diagnostics.hpp"
+#include "capsim/io/json_read.hpp"
+#include "capsim/io/presets.hpp"
+#include "capsim/io/scenario_io.hpp"
+
+namespace capsim {
+
+// Readable failure output for EXPECT_EQ on issues.
+void PrintTo(const Issue& i, std::ostream* os) {
+  *os << "{\"" << i.pointer << "\", \"" << i.value << "\", \"" << i.rule << "\", \"" << i.hint << "\"}";
+}
+
+namespace {
+
+using nlohmann::json;
+
+/// The issues scenario_from_json throws for `doc` (a test failure when it throws none).
+std::vector<Issue> issues_of(const json& doc) {
+  try {
+    (void)io::scenario_from_json(doc);
+  } catch (const InputError& e) {
+    return e.issues();
+  }
+  ADD_FAILURE() << "expected an InputError for " << doc.dump();
+  return {};
+}
+
+/// The issues parse_json throws for `text`.
+std::vector<Issue> parse_issues(const std::string& text) {
+  try {
+    (void)io::parse_json(text, "scenario.json");
+  } catch (const InputError& e) {
+    return e.issues();
+  }
+  ADD_FAILURE() << "expected an InputError for " << text;
+  return {};
+}
+
+/// The issues apply_overrides throws for `sets`.
+std::vector<Issue> override_issues(json doc, const std::vector<std::string>& sets) {
+  try {
+    io::apply_overrides(doc, sets);
+  } catch (const InputError& e) {
+    return e.issues();
+  }
+  ADD_FAILURE() << "expected an InputError from apply_overrides";
+  return {};
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+/// A valid training scenario: llama2-7b on one node of 8 H100s, plain data parallel.
+json good_scenario() {
+  return json::parse(R"({
+    "id": "llama2-7b-8gpu",
+    "kind": "training",
+    "model": "llama2-7b",
+    "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 8, "gpus_per_node": 8},
+    "training": {"tp": 1, "pp": 1, "dp": 8, "zero": 1, "micro_batch": 1, "global_batch": 64, "seq_len": 4096,
+                 "recompute": "none", "precision": "bf16"}
+  })");
+}
+
+// The good scenario itself is valid (all other tests change one thing in it).
+TEST(GoodScenario, Parses) {
+  const Scenario s = io::scenario_from_json(good_scenario());
+  EXPECT_EQ(s.id, "llama2-7b-8gpu");
+  EXPECT_EQ(s.model.layers, 32);
+  EXPECT_EQ(s.system.gpu.id, "h100-sxm5-80gb");
+  ASSERT_TRUE(s.training);
+  EXPECT_EQ(s.training->dp, 8);
+  EXPECT_EQ(s.training->zero, 1);
+}
+
+// Rule: unknown keys are rejected, with the nearest valid key of that object as a hint.
+TEST(UnknownKey, TopLevel) {
+  json doc = good_scenario();
+  doc["measurd"] = {{"step_time_s", 1.0}};
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/measurd", "", "unknown key", "did you mean \"measured\"?"}}));
+}
+
+TEST(UnknownKey, InSystem) {
+  json doc = good_scenario();
+  doc["system"]["gpus_per_nodes"] = 8;
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/system/gpus_per_nodes", "", "unknown key", "did you mean \"gpus_per_node\"?"}}));
+}
+
+TEST(UnknownKey, InTraining) {
+  json doc = good_scenario();
+  doc["training"]["recomput"] = "full";
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/training/recomput", "", "unknown key", "did you mean \"recompute\"?"}}));
+}
+
+TEST(UnknownKey, NoHintWhenNothingIsClose) {
+  json doc = good_scenario();
+  doc["training"]["zzzzzzzzzzzz"] = 1;
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/zzzzzzzzzzzz", "", "unknown key", ""}}));
+}
+
+TEST(UnknownKey, AllThreeAtOnce) {
+  json doc = good_scenario();
+  doc["measurd"] = 1;
+  doc["system"]["gpus_per_nodes"] = 8;
+  doc["training"]["recomput"] = "full";
+  // Objects are read in the order system, training, top level.
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{
+                                {"/system/gpus_per_nodes", "", "unknown key", "did you mean \"gpus_per_node\"?"},
+                                {"/training/recomput", "", "unknown key", "did you mean \"recompute\"?"},
+                                {"/measurd", "", "unknown key", "did you mean \"measured\"?"},
+                            }));
+}
+
+// Rule: impossible layouts (heads, KV heads and experts vs tp/ep, pipeline depth vs layers,
+// tp*pp*dp*cp vs num_gpus, global batch vs micro_batch*dp) are all reported together.
+TEST(ImpossibleLayout, AllReportedAtOnce) {
+  const json doc = json::parse(R"({
+    "id": "bad-layout",
+    "model": {"model_type": "mixtral", "hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 4,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "num_local_experts": 8,
+              "num_experts_per_tok": 2, "vocab_size": 32000},
+    "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 16, "gpus_per_node": 8, "nic_gbps_per_gpu": 400},
+    "training": {"tp": 3, "pp": 2, "vpp": 3, "dp": 2, "cp": 1, "ep": 3, "micro_batch": 4, "global_batch": 20,
+                 "seq_len": 4096}
+  })");
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{
+                {"/training/tp", "3", "attention heads (32) must be divisible by tp", ""},
+                {"/training/tp", "3", "key/value heads (8) must be divisible by tp (or tp by them)", ""},
+                {"/system/num_gpus", "16", "tp*pp*dp*cp = 3*2*2*1 = 12 must equal num_gpus", ""},
+                {"/training/vpp", "3", "pipeline stages pp*vpp = 6 exceed the model's 4 layers", ""},
+                {"/training/ep", "3", "routed experts (8) must be divisible by ep", ""},
+                {"/training/global_batch", "20", "must be divisible by micro_batch*dp = 4*2 = 8", ""},
+            }));
+}
+
+TEST(ImpossibleLayout, PipelineDeeperThanModelWithoutInterleaving) {
+  json doc = good_scenario();
+  doc["training"]["pp"] = 64;
+  doc["training"]["dp"] = 1;
+  doc["system"]["num_gpus"] = 64;
+  doc["system"]["nic_gbps_per_gpu"] = 400;
+  EXPECT_EQ(
+      issues_of(doc),
+      (std::vector<Issue>{{"/training/pp", "64", "pipeline stages pp*vpp = 64 exceed the model's 32 layers", ""}}));
+}
+
+TEST(ImpossibleLayout, GlobalBatchWithAutoMicroBatchNeedsDp) {
+  json doc = good_scenario();
+  doc["training"]["micro_batch"] = "auto";
+  doc["training"]["global_batch"] = 60;
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/global_batch", "60", "must be divisible by dp = 8", ""}}));
+}
+
+TEST(ImpossibleLayout, EpWithoutExperts) {
+  json doc = good_scenario();
+  doc["training"]["ep"] = 2;
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/ep", "2", "ep > 1 needs a mixture-of-experts model", ""}}));
+}
+
+TEST(ImpossibleLayout, SeveralNodesNeedANetwork) {
+  json doc = good_scenario();
+  doc["system"]["num_gpus"] = 16;
+  doc["training"]["dp"] = 16;
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/system/nic_gbps_per_gpu", "", "is required when the job spans several nodes", ""}}));
+}
+
+// Rule: unknown presets (GPU, model) and model families are rejected with the nearest valid name.
+TEST(UnknownPreset, GpuAndModelAndKeyTogether) {
+  json doc = good_scenario();
+  doc["model"] = "llama2-7";
+  doc["system"]["gpu"] = "h100-sxm-80gb";
+  doc["training"]["tpp"] = 2;
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{
+                {"/model", "\"llama2-7\"",
+                 "neither a model preset nor a readable config.json; presets: " + join(io::model_preset_names()),
+                 "did you mean \"llama2-7b\"?"},
+                {"/system/gpu", "\"h100-sxm-80gb\"", "unknown GPU preset; valid: " + join(io::gpu_preset_ids()),
+                 "did you mean \"h100-sxm5-80gb\"?"},
+                {"/training/tpp", "", "unknown key", "did you mean \"tp\"?"},
+            }));
+}
+
+TEST(UnknownPreset, PresetListsAreTheDataFiles) {
+  // The lists in the messages above, spelled out once.
+  EXPECT_EQ(join(io::gpu_preset_ids()),
+            "a100-sxm4-40gb, a100-sxm4-80gb, b200, h100-hbm2e-96gb, h100-pcie-80gb, h100-sxm5-80gb, h200-sxm-141gb, "
+            "h800-sxm5-80gb");
+  const auto models = io::model_preset_names();
+  EXPECT_NE(std::find(models.begin(), models.end(), "llama2-7b"), models.end());
+  EXPECT_EQ(std::find(models.begin(), models.end(), "index"), models.end());
+}
+
+TEST(UnknownPreset, GpuWithNothingClose) {
+  json doc = good_scenario();
+  doc["system"]["gpu"] = "tpu-v5";
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/system/gpu", "\"tpu-v5\"",
+                                                 "unknown GPU preset; valid: " + join(io::gpu_preset_ids()), ""}}));
+}
+
+TEST(UnknownPreset, ModelType) {
+  json doc = good_scenario();
+  doc["model"] = json::parse(R"({"model_type": "lama", "hidden_size": 4096, "num_hidden_layers": 32})");
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/model/model_type", "\"lama\"",
+                                 "unsupported model family; supported: gpt2, gpt_neox, llama, mistral, gemma, qwen2, "
+                                 "qwen3, nemotron, mixtral, qwen3_moe, deepseek_v2, deepseek_v3",
+                                 "did you mean \"llama\"?"}}));
+}
+
+TEST(UnknownPreset, ModelTypeMissing) {
+  json doc = good_scenario();
+  doc["model"] = json::parse(R"({"hidden_size": 4096, "num_hidden_layers": 32})");
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/model/model_type", "", "is required in a config.json", ""}}));
+}
+
+TEST(UnknownPreset, ModelMissing) {
+  json doc = good_scenario();
+  doc.erase("model");
+  EXPECT_EQ(
+      issues_of(doc),
+      (std::vector<Issue>{{"/model", "", "is required (a preset name, a config.json path, or a config object)", ""}}));
+}
+
+// Rule: malformed JSON is reported with the file, line and column of the offending token.
+TEST(MalformedJson, MissingCommaNamesLineAndColumn) {
+  // The comma is missing at the end of line 3; the parser stops at the next token, "model" on line 4.
+  const std::string text = "{\n  \"id\": \"x\",\n  \"kind\": \"training\"\n  \"model\": \"llama2-7b\"\n}\n";
+  EXPECT_EQ(parse_issues(text),
+            (std::vector<Issue>{{"scenario.json", "",
+                                 "malformed JSON at line 4, column 9: syntax error while parsing object - unexpected "
+                                 "string literal; expected '}'",
+                                 ""}}));
+}
+
+TEST(MalformedJson, TrailingComma) {
+  EXPECT_EQ(parse_issues("{\n  \"tp\": [1, 2,]\n}"),
+            (std::vector<Issue>{{"scenario.json", "",
+                                 "malformed JSON at line 2, column 15: syntax error while parsing value - unexpected "
+                                 "']'; expected '[', '{', or a literal",
+                                 ""}}));
+}
+
+TEST(MalformedJson, InvalidLiteralKeepsTheWholeReason) {
+  // nlohmann's message ends in "last read: '...'"; the reason must not be cut at that colon.
+  EXPECT_EQ(parse_issues("{\"sp\": fals}"),
+            (std::vector<Issue>{{"scenario.json", "",
+                                 "malformed JSON at line 1, column 12: syntax error while parsing value - invalid "
+                                 "literal; last read: '\"sp\": fals}'",
+                                 ""}}));
+}
+
+TEST(MalformedJson, EmptyInput) {
+  EXPECT_EQ(parse_issues(""), (std::vector<Issue>{{"scenario.json", "",
+                                                   "malformed JSON at line 1, column 1: syntax error while parsing "
+                                                   "value - unexpected end of input; expected '[', '{', or a literal",
+                                                   ""}}));
+}
+
+TEST(MalformedJson, NotAnObject) {
+  EXPECT_EQ(issues_of(json::array({1, 2})),
+            (std::vector<Issue>{{"", "[1,2]", "a scenario must be a JSON object", ""}}));
+}
+
+// Rule: each key has a type; a value of another type is reported with what was expected.
+TEST(WrongType, StringWhereIntegerExpected) {
+  json doc = good_scenario();
+  doc["training"]["tp"] = "4";
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/tp", "\"4\"", "must be an integer >= 1", ""}}));
+}
+
+TEST(WrongType, SeveralAtOnce) {
+  json doc = good_scenario();
+  doc["training"]["tp"] = "4";
+  doc["training"]["micro_batch"] = "1";
+  doc["training"]["sp"] = "yes";
+  doc["training"]["precision"] = "bf61";
+  doc["training"]["seq_len"] = 4096.5;
+  doc["system"]["gpu"] = 100;
+  doc["system"]["nic_gbps_per_gpu"] = "fast";
+  EXPECT_EQ(
+      issues_of(doc),
+      (std::vector<Issue>{
+          {"/system/gpu", "100", "must be a string", ""},
+          {"/system/nic_gbps_per_gpu", "\"fast\"", "must be a number", ""},
+          {"/training/tp", "\"4\"", "must be an integer >= 1", ""},
+          {"/training/sp", "\"yes\"", "must be true or false", ""},
+          {"/training/micro_batch", "\"1\"", "must be an integer >= 1 or \"auto\"", ""},
+          {"/training/seq_len", "4096.5", "must be an integer >= 1", ""},
+          {"/training/precision", "\"bf61\"", "must be one of \"fp16\", \"bf16\", \"fp8\"", "did you mean \"bf16\"?"},
+      }));
+}
+
+TEST(WrongType, WholeNumberFloatIsAnInteger) {
+  json doc = good_scenario();
+  doc["training"]["seq_len"] = 4096.0;
+  EXPECT_EQ(io::scenario_from_json(doc).training->seq_len, 4096);
+}
+
+TEST(WrongType, HugeFloatIsNotAnInteger) {
+  json doc = good_scenario();
+  doc["system"]["num_gpus"] = 1e30;
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/system/num_gpus", "1e+30", "must be an integer >= 1", ""}}));
+}
+
+TEST(WrongType, WholeNumberFloatForAutoKeys) {
+  json doc = good_scenario();
+  doc["training"]["micro_batch"] = 2.0;
+  EXPECT_EQ(io::scenario_from_json(doc).training->micro_batch, 2);
+  doc["training"]["micro_batch"] = 2.5;
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/training/micro_batch", "2.5", "must be an integer >= 1 or \"auto\"", ""}}));
+}
+
+TEST(WrongType, NestedObjectNotAnObject) {
+  json doc = good_scenario();
+  doc["training"]["mode"] = "lora";
+  doc["training"]["lora"] = 5;
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/lora", "5", "must be an object", ""}}));
+  doc = json::parse(R"({
+    "kind": "inference", "model": "llama2-7b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 8},
+    "inference": {"tp": 3, "engine": 5, "workload": "offline"}
+  })");
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{
+                                {"/inference/engine", "5", "must be an object", ""},
+                                {"/inference/workload", "\"offline\"", "must be an object", ""},
+                                {"/inference/tp", "3", "attention heads (32) must be divisible by tp", ""},
+                            }));
+}
+
+TEST(WrongType, SectionNotAnObject) {
+  json doc = good_scenario();
+  doc["training"] = 5;
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training", "5", "must be an object", ""}}));
+}
+
+// Rule: a layout rule does not judge a default standing in for a value that was itself rejected.
+TEST(WrongType, NoFollowOnLayoutIssueForARejectedValue) {
+  json doc = good_scenario();
+  doc["training"]["global_batch"] = "64";
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/global_batch", "\"64\"", "must be an integer >= 1", ""}}));
+  doc = good_scenario();
+  doc["system"]["num_gpus"] = "8";
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/system/num_gpus", "\"8\"", "must be an integer >= 1", ""}}));
+  doc = good_scenario();
+  doc["system"]["num_gpus"] = 16;
+  doc["training"]["dp"] = 16;
+  doc["system"]["nic_gbps_per_gpu"] = "fast";
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/system/nic_gbps_per_gpu", "\"fast\"", "must be a number", ""}}));
+}
+
+TEST(WrongType, LayoutStillCheckedBesideOtherProblems) {
+  // An unknown key or a bad optimizer name does not hide a layout problem.
+  json doc = good_scenario();
+  doc["training"]["optimizer"] = "adamw8bit";
+  doc["training"]["tp"] = 3;
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{
+                {"/training/optimizer", "\"adamw8bit\"",
+                 "must be one of \"adamw\", \"adam\", \"sgd\", \"adafactor\", \"lion\", \"adam8bit\"",
+                 "did you mean \"adam8bit\"?"},
+                {"/training/tp", "3", "attention heads (32) must be divisible by tp", ""},
+                {"/training/tp", "3", "key/value heads (32) must be divisible by tp (or tp by them)", ""},
+                {"/system/num_gpus", "8", "tp*pp*dp*cp = 3*1*8*1 = 24 must equal num_gpus", ""},
+            }));
+}
+
+// Rule: counts and sizes must be >= 1 (zero >= 0, rates >= 0); negative values are rejected.
+TEST(NegativeNumber, Rejected) {
+  json doc = good_scenario();
+  doc["training"]["tp"] = -2;
+  doc["training"]["pp"] = 0;
+  doc["training"]["zero"] = -1;
+  doc["training"]["cuda_context_mib"] = -5;
+  doc["system"]["nic_gbps_per_gpu"] = -1;
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{
+                                {"/system/nic_gbps_per_gpu", "-1", "must be a number >= 0", ""},
+                                {"/training/tp", "-2", "must be an integer >= 1", ""},
+                                {"/training/pp", "0", "must be an integer >= 1", ""},
+                                {"/training/zero", "-1", "must be an integer >= 0 or \"auto\"", ""},
+                                {"/training/cuda_context_mib", "-5", "must be a number >= 0", ""},
+                            }));
+}
+
+TEST(NegativeNumber, ZeroStageAboveThree) {
+  json doc = good_scenario();
+  doc["training"]["zero"] = 4;
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/zero", "4", "must be 0, 1, 2, 3 or \"auto\"", ""}}));
+}
+
+TEST(NegativeNumber, InModelConfig) {
+  json doc = good_scenario();
+  doc["model"] = json::parse(R"({"model_type": "llama", "num_hidden_layers": -4})");
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/model/num_hidden_layers", "-4", "must be a positive integer", ""}}));
+}
+
+// Rule: "auto" is accepted where the schema allows it (the evaluator resolves it) and nowhere else.
+TEST(Auto, AcceptedWhereTheSchemaAllowsIt) {
+  json doc = good_scenario();
+  for (const char* k : {"micro_batch", "recompute", "vpp", "etp", "zero"}) doc["training"][k] = "auto";
+  const Scenario s = io::scenario_from_json(doc);
+  ASSERT_TRUE(s.training);
+  EXPECT_FALSE(s.training->micro_batch);
+  EXPECT_FALSE(s.training->recompute);
+  EXPECT_FALSE(s.training->vpp);
+  EXPECT_FALSE(s.training->etp);
+  EXPECT_FALSE(s.training->zero);
+}
+
+TEST(Auto, AbsentMicroBatchIsAuto) {
+  json doc = good_scenario();
+  doc["training"].erase("micro_batch");
+  EXPECT_FALSE(io::scenario_from_json(doc).training->micro_batch);
+}
+
+TEST(Auto, RejectedForTensorParallel) {
+  json doc = good_scenario();
+  doc["training"]["tp"] = "auto";
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/tp", "\"auto\"", "must be an integer >= 1", ""}}));
+}
+
+TEST(Auto, RejectedForPrecision) {
+  json doc = good_scenario();
+  doc["training"]["precision"] = "auto";
+  EXPECT_EQ(
+      issues_of(doc),
+      (std::vector<Issue>{{"/training/precision", "\"auto\"", "must be one of \"fp16\", \"bf16\", \"fp8\"", ""}}));
+}
+
+// Rule: --set path=value overrides (dotted or JSON-pointer paths) apply before validation.
+TEST(Overrides, DottedAndPointerPathsChangeValues) {
+  json doc = good_scenario();
+  io::apply_overrides(doc, {"training.tp=2", "/training/dp=4", "training.recompute=full", "system.gpu=\"b200\""});
+  EXPECT_EQ(doc["training"]["tp"], 2);
+  EXPECT_EQ(doc["training"]["dp"], 4);
+  EXPECT_EQ(doc["training"]["recompute"], "full");  // not valid JSON: taken as a string
+  EXPECT_EQ(doc["system"]["gpu"], "b200");
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_EQ(s.training->tp, 2);
+  EXPECT_EQ(s.training->dp, 4);
+  EXPECT_EQ(s.training->recompute, Recompute::full);
+  EXPECT_EQ(s.system.gpu.id, "b200");
+}
+
+TEST(Overrides, CreatesMissingObjects) {
+  json doc = good_scenario();
+  io::apply_overrides(doc, {"training.lora.rank=8"});
+  EXPECT_EQ(doc["training"]["lora"]["rank"], 8);
+}
+
+TEST(Overrides, ValueWithEqualsSign) {
+  json doc = good_scenario();
+  io::apply_overrides(doc, {"id=a=b"});
+  EXPECT_EQ(doc["id"], "a=b");
+}
+
+TEST(Overrides, MalformedSetStrings) {
+  EXPECT_EQ(override_issues(good_scenario(), {"training.tp", "=4", "training.dp=8"}),
+            (std::vector<Issue>{
+                {"--set", "training.tp", "must look like path=value (e.g. training.tp=4)", ""},
+                {"--set", "=4", "must look like path=value (e.g. training.tp=4)", ""},
+            }));
+}
+
+TEST(Overrides, UnknownKeyIsReportedByTheReader) {
+  json doc = good_scenario();
+  io::apply_overrides(doc, {"training.tensor_parallel=2"});
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/tensor_parallel", "", "unknown key", ""}}));
+  doc = good_scenario();
+  io::apply_overrides(doc, {"training.microbatch=2"});
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/training/microbatch", "", "unknown key", "did you mean \"micro_batch\"?"}}));
+}
+
+TEST(Overrides, LayoutBrokenByOverride) {
+  json doc = good_scenario();
+  io::apply_overrides(doc, {"training.tp=3"});
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{
+                {"/training/tp", "3", "attention heads (32) must be divisible by tp", ""},
+                {"/training/tp", "3", "key/value heads (32) must be divisible by tp (or tp by them)", ""},
+                {"/system/num_gpus", "8", "tp*pp*dp*cp = 3*1*8*1 = 24 must equal num_gpus", ""},
+            }));
+}
+
+// Rule: a model config is a foreign Hugging Face file: keys the simulator does not need are ignored.
+TEST(ForeignConfig, ExtraKeysInModelAreAccepted) {
+  json doc = good_scenario();
+  doc["model"] = json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "max_position_embeddings": 131072, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
+    "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "rope_type": "llama3"},
+    "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "transformers_version": "4.43.0.dev0",
+    "quantization_config": {"quant_method": "fp8"}, "some_future_key": {"nested": [1, 2, 3]}, "use_cache": true
+  })");
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_EQ(s.model.family, Family::llama);
+  EXPECT_EQ(s.model.hidden, 4096);
+  EXPECT_EQ(s.model.kv_heads, 8);
+  EXPECT_EQ(s.model.vocab, 128256);
+  EXPECT_EQ(s.model.name, "llama2-7b-8gpu");  // an inline config takes the scenario id as its name
+}
+
+// Rule: validation cases (data/validation/SCHEMA.md) are scenarios as they are written.
+TEST(ValidationCase, FirstTrainingCaseParses) {
+  // The first case of training-public.json, with the long text fields shortened.
+  const json doc = json::parse(R"json({
+    "id": "narayanan21-t1-1.7b",
+    "kind": "training",
+    "source": {"title": "Narayanan et al. 2021 (SC21)", "ref": "Table 1", "url": "https://arxiv.org/abs/2104.04473"},
+    "model": {
+      "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 2304, "n_layer": 24, "n_head": 24,
+      "n_positions": 2048, "n_inner": 9216, "vocab_size": 51200, "activation_function": "gelu_new",
+      "layer_norm_epsilon": 1e-05, "tie_word_embeddings": true
+    },
+    "system": {"gpu": "a100-sxm4-80gb", "num_gpus": 32, "gpus_per_node": 8, "nic_gbps_per_gpu": 200},
+    "training": {
+      "tp": 1, "pp": 1, "vpp": 1, "dp": 32, "cp": 1, "ep": 1, "etp": 1, "sp": false, "zero": 0,
+      "micro_batch": "auto", "global_batch": 512, "seq_len": 2048, "recompute": "full", "precision": "fp16",
+      "optimizer": "adamw"
+    },
+    "measured": {"step_time_s": 3.528},
+    "derivation": {"step_time_s": "F/(TFLOP/s per GPU x 1e12 x num_gpus)"},
+    "caveats": ["model: gpt2-type config written from the published shape."]
+  })json");
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_EQ(s.id, "narayanan21-t1-1.7b");
+  EXPECT_EQ(s.model.family, Family::gpt2);
+  EXPECT_EQ(s.model.layers, 24);
+  EXPECT_EQ(s.model.hidden, 2304);
+  EXPECT_EQ(s.system.gpu.id, "a100-sxm4-80gb");
+  EXPECT_EQ(s.system.num_gpus, 32);
+  ASSERT_TRUE(s.training);
+  EXPECT_EQ(s.training->dp, 32);
+  EXPECT_FALSE(s.training->micro_batch);
+  EXPECT_EQ(s.training->recompute, Recompute::full);
+  EXPECT_EQ(s.training->precision, DType::fp16);
+  EXPECT_EQ(s.training->global_batch, 512);
+}
+
+}  // namespace
+}  // namespace capsim
