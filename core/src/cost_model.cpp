@@ -12,4 +12,13 @@ std::string_view to_string(CollectiveKind k) {
   return "?";
 }
 
+std::string_view to_string(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::fused: return "fused";
+    case AttentionKernel::flash2: return "flash2";
+    case AttentionKernel::unfused: return "unfused";
+  }
+  return "?";
+}
+
 }  // namespace capsim

@@ -100,6 +100,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         a.qk_dim = op.qk_dim;
         a.v_dim = op.v_dim;
         a.causal = op.causal;
+        a.kernel = c.t.attention;
         const double f = c.cost.attention(a, false).value;
         const double bw = c.cost.attention(a, true).value;
         lc.fwd += f;

@@ -73,12 +73,36 @@ Seconds RooflineCostModel::gemm(int64_t m, int64_t n, int64_t k, DType dtype, in
 
 Seconds RooflineCostModel::attention(const AttentionShape& a, bool backward) const {
   const GpuSpec& g = sys_.gpu;
-  const double pairs = dbl(a.q_len) * dbl(a.kv_len) * (a.causal && a.q_len == a.kv_len ? 0.5 : 1.0);
+  const double causal_factor = a.causal && a.q_len > 1 ? 0.5 : 1.0;
+  const double pairs = dbl(a.q_len) * dbl(a.kv_len) * causal_factor;
+  if (a.kernel == AttentionKernel::unfused) {
+    // Scores S = Q K^T and output O = P V as batched GEMMs over (batch x heads), the
+    // softmax (with scale, mask and dropout) as memory-bound passes over the s x s scores:
+    // forward reads and writes the scores (2 B each), writes a 1-byte dropout mask and the
+    // dropped probabilities; backward has twice the GEMMs and three read-write passes.
+    const int64_t bh = a.batch * a.heads;
+    const double scores = dbl(bh) * dbl(a.q_len) * dbl(a.kv_len);
+    double t = 0;
+    if (!backward) {
+      t += gemm(a.q_len, a.kv_len, a.qk_dim, DType::bf16, bh).value;
+      t += gemm(a.q_len, a.v_dim, a.kv_len, DType::bf16, bh).value;
+      t += memory_bound(Bytes(scores * (2.0 + 2.0 + 1.0 + 2.0))).value;
+    } else {
+      t += gemm(a.q_len, a.qk_dim, a.kv_len, DType::bf16, bh).value + gemm(a.kv_len, a.qk_dim, a.q_len, DType::bf16, bh).value;
+      t += gemm(a.q_len, a.kv_len, a.v_dim, DType::bf16, bh).value + gemm(a.kv_len, a.v_dim, a.q_len, DType::bf16, bh).value;
+      t += memory_bound(Bytes(scores * 3.0 * (2.0 + 2.0))).value;
+    }
+    return Seconds(t);
+  }
   double flops = 2.0 * dbl(a.batch) * dbl(a.heads) * pairs * dbl(a.qk_dim + a.v_dim);
   // Backward: five matrix products to the forward's two (Dao 2023, FlashAttention-2 Sec. 3).
   if (backward) flops *= 2.5;
-  const AttentionEfficiency& t = backward ? g.efficiency.attention_bwd : g.efficiency.attention_fwd;
-  const double eff = std::max(0.05, t.at(dbl(a.kv_len), std::max(a.qk_dim, a.v_dim), a.causal));
+  const AttentionEfficiency& t = a.kernel == AttentionKernel::flash2 && !g.efficiency.attention_fa2.seq_len.empty()
+                                     ? g.efficiency.attention_fa2
+                                     : (backward ? g.efficiency.attention_bwd : g.efficiency.attention_fwd);
+  // Kernel efficiency at the length of the blocks it runs (a CP rank's chunk).
+  const double len = static_cast<double>(std::min(a.q_len, a.kv_len));
+  const double eff = std::max(0.05, t.at(len, std::max(a.qk_dim, a.v_dim), a.causal));
   const double t_compute = flops / (g.peak(DType::bf16).value * eff);
   const double io = dbl(a.batch) * (dbl(a.q_len) * dbl(a.heads) * dbl(a.qk_dim + a.v_dim) +
                                     dbl(a.kv_len) * dbl(a.kv_heads) * dbl(a.qk_dim + a.v_dim)) *

@@ -156,6 +156,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     };
     attention("attention_fwd", g.efficiency.attention_fwd);
     attention("attention_bwd", g.efficiency.attention_bwd);
+    attention("attention_fa2", g.efficiency.attention_fa2);
   }
   if (g.peak_bf16_tflops <= 0) issues.push_back({origin + "#/facts/peak_bf16_tflops", "", "must be positive", {}});
   if (g.hbm_capacity_bytes <= 0)

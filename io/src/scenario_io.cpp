@@ -90,6 +90,8 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
                                      : std::optional<Recompute>(Recompute::full);
   }
   if (r.choice("precision", s, {"fp16", "bf16", "fp8"})) parse_dtype(s, t.precision);
+  if (r.choice("attention", s, {"fused", "flash2", "unfused"}))
+    t.attention = s == "flash2" ? AttentionKernel::flash2 : s == "unfused" ? AttentionKernel::unfused : AttentionKernel::fused;
   if (r.choice("optimizer", s, {"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit"})) {
     t.optimizer = s == "sgd"         ? Optimizer::sgd
                   : s == "adafactor" ? Optimizer::adafactor

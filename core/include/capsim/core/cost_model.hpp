@@ -24,6 +24,15 @@ struct Group {
   bool operator==(const Group&) const = default;
 };
 
+/// Which attention implementation runs.
+enum class AttentionKernel {
+  fused,    ///< the architecture's best fused kernel: FlashAttention-3/cuDNN on Hopper, FA2 on Ampere
+  flash2,   ///< FlashAttention-2 (PyTorch SDPA's flash backend, flash-attn 2.x)
+  unfused,  ///< batched GEMMs for QK^T and PV around a fused softmax (Megatron-LM before flash)
+};
+
+std::string_view to_string(AttentionKernel k);
+
 /// Attention call on one GPU: `batch` sequences of `q_len` queries over `kv_len` keys.
 struct AttentionShape {
   int64_t batch = 1;
@@ -34,6 +43,7 @@ struct AttentionShape {
   int64_t qk_dim = 128;
   int64_t v_dim = 128;
   bool causal = true;
+  AttentionKernel kernel = AttentionKernel::fused;
 };
 
 /// Costs of operators on one GPU of the system a CostModel was built for.

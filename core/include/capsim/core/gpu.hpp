@@ -40,7 +40,8 @@ struct GpuEfficiency {
   std::array<double, 3> gemm_bf16_shape{}, gemm_fp8_shape{}, gemm_int8_shape{};  ///< m,n,k measured (0 = unknown)
   Sourced gemm_k_half;  ///< K at which eff(K) = K/(K+K0) is one half
   Sourced hbm;          ///< achievable fraction of HBM bandwidth (stream kernels)
-  AttentionEfficiency attention_fwd, attention_bwd;
+  AttentionEfficiency attention_fwd, attention_bwd;  ///< the architecture's best fused kernel
+  AttentionEfficiency attention_fa2;  ///< FlashAttention-2 (forward+backward), e.g. PyTorch SDPA
   Sourced allreduce_busbw_gbps, allgather_busbw_gbps, reducescatter_busbw_gbps, alltoall_busbw_gbps;
   Sourced nic_efficiency;  ///< achievable fraction of the scale-out NIC line rate
   bool operator==(const GpuEfficiency&) const = default;

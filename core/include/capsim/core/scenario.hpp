@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "capsim/core/cost_model.hpp"
 #include "capsim/core/gpu.hpp"
 #include "capsim/core/model.hpp"
 
@@ -67,6 +68,7 @@ struct TrainingPlan {
   int64_t seq_len = 2048;
   std::optional<Recompute> recompute = Recompute::none;  ///< nullopt = auto
   DType precision = DType::bf16;    ///< fp16, bf16 or fp8 (mixed precision)
+  AttentionKernel attention = AttentionKernel::fused;
   Optimizer optimizer = Optimizer::adamw;
   TrainMode mode = TrainMode::pretrain;
   std::optional<LoraSpec> lora;
