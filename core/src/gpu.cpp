@@ -27,6 +27,17 @@ double AttentionEfficiency::at(double seq, int64_t hdim, bool causal) const {
   return v[i - 1] + w * (v[i] - v[i - 1]);
 }
 
+double BusbwCurve::at(double bytes) const {
+  if (size_bytes.empty()) return 1.0;
+  if (bytes <= size_bytes.front()) return fraction.front() * bytes / size_bytes.front();
+  if (bytes >= size_bytes.back()) return fraction.back();
+  size_t i = 1;
+  while (size_bytes[i] < bytes) ++i;
+  const double x0 = std::log(size_bytes[i - 1]), x1 = std::log(size_bytes[i]);
+  const double w = (std::log(bytes) - x0) / (x1 - x0);
+  return fraction[i - 1] + w * (fraction[i] - fraction[i - 1]);
+}
+
 FlopsPerSecond GpuSpec::peak(DType dtype) const {
   double t = 0;
   switch (dtype) {

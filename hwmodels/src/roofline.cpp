@@ -151,7 +151,13 @@ Seconds RooflineCostModel::collective(CollectiveKind kind, Bytes bytes, const Gr
   if (group.size <= 1 || bytes.value <= 0) return Seconds(0);
   const double n = dbl(group.size);
   const double factor = kind == CollectiveKind::all_reduce ? 2.0 * (n - 1.0) / n : (n - 1.0) / n;
-  return Seconds(latency(kind, group) + bytes.value * factor / bus_bandwidth(kind, group));
+  // Bus bandwidth at this message size from the measured sweep of the scope the group
+  // spans; NCCL's latency model is the floor.
+  const GpuEfficiency& e = sys_.gpu.efficiency;
+  const BusbwCurve& curve = group.nodes() > 1 ? e.busbw_curve_network : e.busbw_curve_nvlink;
+  const double frac = std::max(1e-6, curve.at(bytes.value));
+  const double t = bytes.value * factor / (bus_bandwidth(kind, group) * frac);
+  return Seconds(std::max(latency(kind, group), t));
 }
 
 Seconds RooflineCostModel::p2p(Bytes bytes, bool cross_node) const {
@@ -159,10 +165,13 @@ Seconds RooflineCostModel::p2p(Bytes bytes, bool cross_node) const {
   const GpuEfficiency& e = sys_.gpu.efficiency;
   if (cross_node) {
     const double nic = sys_.nic_gbps_per_gpu / 8.0 * kGB * e.nic_efficiency.value;
-    return Seconds((nccl_.base_us + nccl_.net_ring_hop_us) * 1e-6 + bytes.value / nic);
+    const double frac = std::max(1e-6, e.busbw_curve_network.at(bytes.value));
+    return Seconds(std::max((nccl_.base_us + nccl_.net_ring_hop_us) * 1e-6, bytes.value / (nic * frac)));
   }
   // One NVLink peer at the ring all-reduce bus bandwidth (the per-link achievable rate).
-  return Seconds((nccl_.base_us + nccl_.nvlink_ring_hop_us) * 1e-6 + bytes.value / (e.allreduce_busbw_gbps.value * kGB));
+  const double frac = std::max(1e-6, e.busbw_curve_nvlink.at(bytes.value));
+  return Seconds(std::max((nccl_.base_us + nccl_.nvlink_ring_hop_us) * 1e-6,
+                          bytes.value / (e.allreduce_busbw_gbps.value * kGB * frac)));
 }
 
 std::vector<std::pair<std::string, std::string>> RooflineCostModel::provenance() const {
@@ -179,6 +188,8 @@ std::vector<std::pair<std::string, std::string>> RooflineCostModel::provenance()
       {"alltoall_busbw", e.alltoall_busbw_gbps.source},
       {"nic_efficiency", e.nic_efficiency.source},
       {"nccl_latency", "nccl_tuning"},
+      {"busbw_curve_nvlink", e.busbw_curve_nvlink.source},
+      {"busbw_curve_network", e.busbw_curve_network.source},
   };
   if (e.gemm_fp8.value > 0) p.push_back({"gemm_fp8", e.gemm_fp8.source});
   return p;

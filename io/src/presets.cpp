@@ -154,6 +154,18 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
       }
       out.source = src(t);
     };
+    auto curve = [&](const char* key, BusbwCurve& out) {
+      if (!e.contains(key) || !e[key].is_object() || !e[key].contains("size_bytes") || !e[key].contains("fraction") ||
+          e[key]["size_bytes"].size() != e[key]["fraction"].size() || e[key]["size_bytes"].empty()) {
+        issues.push_back({origin + "#/efficiency/" + key, "", "needs size_bytes and fraction arrays of one length", {}});
+        return;
+      }
+      out.size_bytes = e[key]["size_bytes"].get<std::vector<double>>();
+      out.fraction = e[key]["fraction"].get<std::vector<double>>();
+      out.source = src(e[key]);
+    };
+    curve("busbw_curve_nvlink", g.efficiency.busbw_curve_nvlink);
+    curve("busbw_curve_network", g.efficiency.busbw_curve_network);
     attention("attention_fwd", g.efficiency.attention_fwd);
     attention("attention_bwd", g.efficiency.attention_bwd);
     attention("attention_fa2", g.efficiency.attention_fa2);

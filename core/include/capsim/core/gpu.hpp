@@ -33,6 +33,17 @@ struct AttentionEfficiency {
   double at(double seq, int64_t hdim, bool causal) const;
 };
 
+/// Achievable bus bandwidth by message size, as a fraction of the large-message figure
+/// (nccl-tests sweeps). Sizes between entries interpolate in log space; below the first,
+/// time stays constant (latency-bound); above the last, the last fraction holds.
+struct BusbwCurve {
+  std::vector<double> size_bytes;
+  std::vector<double> fraction;
+  std::string source;
+  bool operator==(const BusbwCurve&) const = default;
+  double at(double bytes) const;
+};
+
 /// Measured efficiencies of a GPU from public microbenchmarks (data/gpus/<id>.json,
 /// "efficiency"); a calibration profile replaces them.
 struct GpuEfficiency {
@@ -44,6 +55,8 @@ struct GpuEfficiency {
   AttentionEfficiency attention_fa2;  ///< FlashAttention-2 (forward+backward), e.g. PyTorch SDPA
   Sourced allreduce_busbw_gbps, allgather_busbw_gbps, reducescatter_busbw_gbps, alltoall_busbw_gbps;
   Sourced nic_efficiency;  ///< achievable fraction of the scale-out NIC line rate
+  BusbwCurve busbw_curve_nvlink;   ///< inside a node
+  BusbwCurve busbw_curve_network;  ///< groups spanning nodes
   bool operator==(const GpuEfficiency&) const = default;
 };
 
