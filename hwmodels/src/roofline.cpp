@@ -130,7 +130,8 @@ double RooflineCostModel::bus_bandwidth(CollectiveKind kind, const Group& group)
   if (kind == CollectiveKind::all_to_all) {
     // Each rank sends (n-1)/n of its buffer, (n-per_node)/n of it through its own NIC.
     const double n = dbl(group.size), k = dbl(group.per_node);
-    return std::min(intra, nic * (n - 1.0) / (n - k));
+    const double nic_a2a = sys_.nic_gbps_per_gpu / 8.0 * kGB * e.alltoall_nic_efficiency.value;
+    return std::min(intra, nic_a2a * (n - 1.0) / (n - k));
   }
   // Rings cross each node boundary once per channel; per_node NICs carry them in parallel.
   return std::min(intra, dbl(group.per_node) * nic);
@@ -155,7 +156,10 @@ Seconds RooflineCostModel::collective(CollectiveKind kind, Bytes bytes, const Gr
   // spans; NCCL's latency model is the floor.
   const GpuEfficiency& e = sys_.gpu.efficiency;
   const BusbwCurve& curve = group.nodes() > 1 ? e.busbw_curve_network : e.busbw_curve_nvlink;
-  const double frac = std::max(1e-6, curve.at(bytes.value));
+  // The all-to-all NIC efficiency was measured at large buffers; the all-reduce curve's
+  // protocol ramp does not apply to its many parallel peers across nodes.
+  const bool flat = kind == CollectiveKind::all_to_all && group.nodes() > 1;
+  const double frac = flat ? 1.0 : std::max(1e-6, curve.at(bytes.value));
   const double t = bytes.value * factor / (bus_bandwidth(kind, group) * frac);
   return Seconds(std::max(latency(kind, group), t));
 }
@@ -187,6 +191,7 @@ std::vector<std::pair<std::string, std::string>> RooflineCostModel::provenance()
       {"reducescatter_busbw", e.reducescatter_busbw_gbps.source},
       {"alltoall_busbw", e.alltoall_busbw_gbps.source},
       {"nic_efficiency", e.nic_efficiency.source},
+      {"alltoall_nic_efficiency", e.alltoall_nic_efficiency.source},
       {"nccl_latency", "nccl_tuning"},
       {"busbw_curve_nvlink", e.busbw_curve_nvlink.source},
       {"busbw_curve_network", e.busbw_curve_network.source},

@@ -132,6 +132,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("reducescatter_busbw_gbps", g.efficiency.reducescatter_busbw_gbps, false);
     sourced("alltoall_busbw_gbps", g.efficiency.alltoall_busbw_gbps, false);
     sourced("nic_efficiency", g.efficiency.nic_efficiency, false);
+    sourced("alltoall_nic_efficiency", g.efficiency.alltoall_nic_efficiency, false);
     auto attention = [&](const char* key, AttentionEfficiency& out) {
       if (!e.contains(key) || !e[key].is_object()) {
         issues.push_back({origin + "#/efficiency/" + key, "", "is required", {}});

@@ -55,6 +55,7 @@ struct GpuEfficiency {
   AttentionEfficiency attention_fa2;  ///< FlashAttention-2 (forward+backward), e.g. PyTorch SDPA
   Sourced allreduce_busbw_gbps, allgather_busbw_gbps, reducescatter_busbw_gbps, alltoall_busbw_gbps;
   Sourced nic_efficiency;  ///< achievable fraction of the scale-out NIC line rate
+  Sourced alltoall_nic_efficiency;  ///< the same for all-to-all traffic
   BusbwCurve busbw_curve_nvlink;   ///< inside a node
   BusbwCurve busbw_curve_network;  ///< groups spanning nodes
   bool operator==(const GpuEfficiency&) const = default;
