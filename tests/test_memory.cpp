@@ -28,6 +28,7 @@ TrainingPlan plan(int64_t dp, int zero) {
   t.global_batch = dp;
   t.seq_len = 2048;
   t.recompute = Recompute::full;
+  t.precision = DType::fp16;  // the ZeRO paper's mixed precision: fp16 weights and gradients
   return t;
 }
 
@@ -43,6 +44,16 @@ TEST(ModelStates, SingleGpuAdamIsSixteenBytesPerParam) {
   EXPECT_DOUBLE_EQ(s.optimizer_bytes, 12 * psi);
   // The seed example's arithmetic, for Psi = 7e9 exactly.
   EXPECT_DOUBLE_EQ(16.0 * 7e9, 112e9);
+}
+
+// bf16 training keeps fp32 main gradients: 2 + 4 + 12 bytes per parameter.
+TEST(ModelStates, Bf16KeepsFp32Gradients) {
+  const ModelSpec m = io::load_model("llama2-7b");
+  const double psi = static_cast<double>(count_params(m).total);
+  TrainingPlan t = plan(1, 0);
+  t.precision = DType::bf16;
+  const StageMemory s = training_memory(m, system_of("h100-sxm5-80gb", 1), t).peak();
+  EXPECT_DOUBLE_EQ(s.weights_bytes + s.gradients_bytes + s.optimizer_bytes, 18 * psi);
 }
 
 // ZeRO (Rajbhandari et al. 2020, Fig. 1): per-GPU model states over N data-parallel ranks.

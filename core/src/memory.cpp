@@ -25,20 +25,24 @@ double dbl(int64_t v) { return static_cast<double>(v); }
 /// Megatron-LM DistributedDataParallelConfig: gradient buckets of max(40M, 1M*dp) elements.
 double grad_bucket_elements(int64_t dp) { return std::max(40e6, 1e6 * dbl(dp)); }
 
-/// LoRA adapter parameters of one layer: rank*(in+out) per targeted projection.
-double lora_layer_params(const ModelSpec& m, const LoraSpec& l, int64_t layer) {
+/// LoRA adapter parameters of one layer: rank*(in+out) per targeted projection. With
+/// `experts`, only the adapters on routed experts' projections; else the rest.
+double lora_layer_params(const ModelSpec& m, const LoraSpec& l, int64_t layer, bool experts) {
   const int64_t h = m.hidden;
   const int64_t q = m.q_width();
   const int64_t kv = m.mla ? 0 : m.kv_heads * m.head_dim;
   const int64_t o_in = m.mla ? m.heads * m.mla->v_head_dim : q;
   const int64_t inner = m.is_moe_layer(layer) ? m.moe->expert_intermediate : m.intermediate;
   const double copies = m.is_moe_layer(layer) ? dbl(m.moe->num_experts) : 1.0;
+  const bool moe = m.is_moe_layer(layer);
   double p = 0;
   for (const auto& t : l.targets) {
+    const bool mlp = t == "gate_proj" || t == "up_proj" || t == "down_proj";
+    if (experts != (mlp && moe)) continue;
     if (t == "q_proj") p += dbl(l.rank * (h + q));
     else if (t == "k_proj" || t == "v_proj") p += dbl(l.rank * (h + kv));
     else if (t == "o_proj") p += dbl(l.rank * (o_in + h));
-    else if (t == "gate_proj" || t == "up_proj" || t == "down_proj") p += copies * dbl(l.rank * (h + inner));
+    else if (mlp) p += copies * dbl(l.rank * (h + inner));
   }
   return p;
 }
@@ -70,7 +74,10 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
   const double dense_group = dbl(t.dp * t.cp);
   const double expert_group = dbl(t.dp * t.cp * t.tp) / dbl(t.ep * etp);
   const double w_bytes = 2.0;  // fp16/bf16 weights; fp8 training keeps bf16 weights (TE)
-  const double g_bytes = 2.0;  // gradients in the training dtype (ZeRO paper accounting)
+  // Gradients: fp16 training keeps fp16 gradients (the ZeRO paper's 2 bytes); bf16 and fp8
+  // training accumulate fp32 main gradients (Megatron-LM's main_grad buffer, PyTorch FSDP
+  // mixed precision with an fp32 reduce dtype).
+  const double g_bytes = t.precision == DType::fp16 ? 2.0 : 4.0;
   const double k_bytes = t.memory.offload_optimizer ? 0.0 : optimizer_bytes_per_param(t.optimizer);
   const bool lora = t.mode == TrainMode::lora && t.lora.has_value();
 
@@ -119,7 +126,10 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
       dense += layer_dense;
       expert += layer_expert;
       max_layer_local = std::max(max_layer_local, layer_dense + layer_expert);
-      if (lora) trainable_dense += lora_layer_params(m, *t.lora, id) / tp;
+      if (lora) {
+        trainable_dense += lora_layer_params(m, *t.lora, id, false) / tp;
+        trainable_expert += lora_layer_params(m, *t.lora, id, true) / dbl(t.ep * etp);
+      }
       const KindCost& kc = kind_cost(id);
       act_total += kc.act;
       if (rc != Recompute::none) working = std::max(working, kc.act_full);
@@ -128,6 +138,7 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
     if (first) {
       dense += dbl(m.vocab * m.hidden) / tp + dbl(input_embedding_params(m) - m.vocab * m.hidden);
       ShardContext e = sc;
+      e.recompute = Recompute::none;  // the embedding is not checkpointed
       act_total += layer_activation_bytes(lower_embedding(m, lo), lo, m, e);
     }
     if (last) {
@@ -148,7 +159,8 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
     const double zw = zero >= 3 ? 1.0 : 0.0, zg = zero >= 2 ? 1.0 : 0.0, zo = zero >= 1 ? 1.0 : 0.0;
     auto shard = [](double p, double group, double on) { return on > 0 ? p / group : p; };
     if (lora) {
-      s.weights_bytes = (dense + expert) * w_bytes + trainable_dense * w_bytes;
+      s.params += trainable_dense + trainable_expert;
+      s.weights_bytes = (dense + expert) * w_bytes + (trainable_dense + trainable_expert) * w_bytes;
     } else {
       s.weights_bytes = shard(dense, dense_group, zw) * w_bytes + shard(expert, expert_group, zw) * w_bytes;
     }
@@ -193,8 +205,8 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   const double tp = dbl(p.tp), pp = dbl(p.pp);
   const int64_t ep = p.ep.value_or(1);
   const double wb = dtype_bytes(p.weight_dtype);
-  // Weights per GPU: layers split over pp, dense weights over tp, routed experts over ep
-  // (vLLM shards experts over tp*ep ranks when EP is on, else tensor-parallel inside each).
+  // Weights per GPU: layers split over pp, dense weights over tp; routed experts over ep
+  // when expert parallelism is on, else tensor-parallel inside each expert (over tp).
   double dense = 0, expert = 0;
   for (int64_t i = 0; i < m.layers; ++i) {
     const LayerParams lp = layer_params(m, i);
@@ -203,7 +215,11 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   }
   dense /= pp;
   expert /= pp;
-  dense += dbl(input_embedding_params(m) + output_head_params(m)) / tp + dbl(final_norm_params(m));
+  // The first stage holds the embedding (vocabulary rows over tp, positions replicated),
+  // the last the final norm and head; the largest stage is what must fit.
+  const double first = dbl(m.vocab * m.hidden) / tp + dbl(input_embedding_params(m) - m.vocab * m.hidden);
+  const double last = dbl(output_head_params(m)) / tp + dbl(final_norm_params(m));
+  dense += p.pp == 1 ? first + last : std::max(first, last);
   out.weights_bytes = (dense + expert) * wb;
 
   const int64_t max_tokens = p.engine.max_num_batched_tokens.value_or(defaults.max_num_batched_tokens);

@@ -156,8 +156,11 @@ double kv_cache_bytes_per_token(const ModelSpec& m, DType dtype) {
 
 double forward_flops_per_token(const ModelSpec& m, int64_t seq_len) {
   const ParamCounts c = count_params(m);
+  // Matmul weights a token meets: active parameters without the embedding lookup and the
+  // final norm; a tied output head multiplies by the embedding matrix, so it counts.
   const double matmul_params =
-      static_cast<double>(c.active - input_embedding_params(m) - final_norm_params(m));
+      static_cast<double>(c.active - input_embedding_params(m) - final_norm_params(m) +
+                          (m.tied_embeddings ? m.vocab * m.hidden : 0));
   int64_t qk = m.head_dim, v = m.head_dim;
   if (m.mla) {
     qk = m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim;

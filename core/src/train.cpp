@@ -54,7 +54,10 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     rcs = {Recompute::none, Recompute::selective, Recompute::full};
   }
   if (base.vpp) vpps = {*base.vpp};
-  else {
+  else if (!base.stage_layers.empty()) {
+    ev.auto_fields.push_back("vpp");
+    vpps = {std::max<int64_t>(1, static_cast<int64_t>(base.stage_layers.size()) / base.pp)};
+  } else {
     ev.auto_fields.push_back("vpp");
     for (int64_t v : divisors(std::max<int64_t>(1, m.layers / base.pp)))
       if (base.pp * v <= m.layers && (base.pp > 1 || v == 1)) vpps.push_back(v);

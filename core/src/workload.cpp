@@ -73,8 +73,9 @@ Op attention(const ModelSpec& m, int64_t qk_dim, int64_t v_dim, int64_t kv_heads
     // Korthikanti et al. 2022, Sec. 4.1: Q and K for QK^T, V, then per head and key:
     // softmax output (2 B), dropout mask (1 B), dropout output (2 B) = 5as per token.
     op.saved.push_back({(q + k + v) * o.act_bytes, Shard::tensor, false});
+    // Without dropout only the softmax output is kept.
     const double scores = d(m.heads) * d(o.seq_len);
-    op.saved.push_back({scores * (2.0 * o.act_bytes + (o.dropout ? 1.0 : 0.0)), Shard::tensor, true});
+    op.saved.push_back({scores * (o.dropout ? 2.0 * o.act_bytes + 1.0 : o.act_bytes), Shard::tensor, true});
   }
   return op;
 }
@@ -150,7 +151,7 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
   ops.push_back(norm("post_attention_norm", h, o));
   if (m.is_moe_layer(layer)) {
     const auto& e = *m.moe;
-    // Router reads the normed input (kept by the expert dispatch below).
+    // Router reads the normed input and keeps it; the expert GEMMs keep their own copies.
     Op router = gemm("router", e.num_experts, h, GemmSplit::none, o, true, Shard::sequence);
     router.kind = OpKind::router;
     ops.push_back(router);

@@ -31,6 +31,7 @@ json layer_json(const ModelSpec& m, int64_t i) {
 json model_report(const ModelSpec& m, int64_t seq_len) {
   const ParamCounts c = count_params(m);
   json j;
+  j["schema"] = "capsim-model-report/1";
   j["name"] = m.name;
   j["model_type"] = family_type(m.family);
   j["params_total"] = c.total;

@@ -16,8 +16,8 @@ namespace capsim {
 /// SGD with momentum: master + momentum = 8. Lion (Chen et al. 2023): master + momentum
 /// = 8. 8-bit Adam (Dettmers et al. 2022): master 4 + m 1 + v 1 = 6, block-wise
 /// quantisation statistics ignored (2 fp32 per 2048-element block). Adafactor (Shazeer &
-/// Stern 2018): master 4 plus factored second moments (rows + columns per matrix,
-/// counted separately by `adafactor_factored_bytes`).
+/// Stern 2018): master 4; its factored second moments (rows + columns per matrix) are
+/// under 0.1% of the parameters for these shapes and are not counted.
 double optimizer_bytes_per_param(Optimizer o);
 
 /// Memory on one GPU of one pipeline stage.
