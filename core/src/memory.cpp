@@ -131,7 +131,8 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
         trainable_expert += lora_layer_params(m, *t.lora, id, true) / dbl(t.ep * etp);
       }
       const KindCost& kc = kind_cost(id);
-      act_total += kc.act;
+      act_total += rc == Recompute::full ? t.recompute_fraction * kc.act + (1.0 - t.recompute_fraction) * kc.act_full
+                                         : kc.act;
       if (rc != Recompute::none) working = std::max(working, kc.act_full);
     }
     const bool first = r == 0, last = r == t.pp - 1;

@@ -42,6 +42,7 @@ struct Ctx {
   double tokens = 0;  ///< per GPU per microbatch, before SP: b*s/cp
   DType gemm_dtype = DType::bf16;
   Recompute rc = Recompute::none;
+  double rc_fraction = 1.0;  ///< share of layers recomputed under full recompute
   int64_t etp = 1;
 };
 
@@ -85,8 +86,8 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         lc.bwd += bwd;
         lc.fwd_flops += flops;
         if (c.rc == Recompute::full) {
-          lc.recompute += f;
-          lc.recompute_flops += flops;
+          lc.recompute += c.rc_fraction * f;
+          lc.recompute_flops += c.rc_fraction * flops;
         }
         break;
       }
@@ -110,8 +111,9 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         const double flops = 2.0 * dbl(a.batch * a.heads) * dbl(a.q_len) * dbl(a.kv_len) * 0.5 * dbl(a.qk_dim + a.v_dim);
         lc.fwd_flops += flops;
         if (c.rc != Recompute::none) {
-          lc.recompute += f;
-          lc.recompute_flops += flops;
+          const double share = c.rc == Recompute::full ? c.rc_fraction : 1.0;
+          lc.recompute += share * f;
+          lc.recompute_flops += share * flops;
         }
         if (c.t.cp > 1) {
           // Ring attention: cp-1 steps each passing this rank's K and V chunk; the
@@ -135,7 +137,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         const double f = c.cost.memory_bound(Bytes(bytes)).value;
         lc.fwd += f;
         lc.bwd += 2.0 * f;
-        if (c.rc == Recompute::full) lc.recompute += f;
+        if (c.rc == Recompute::full) lc.recompute += c.rc_fraction * f;
         break;
       }
     }
@@ -152,14 +154,14 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
       one = c.cost.collective(CollectiveKind::all_reduce, Bytes(act), c.g.tp).value;
     const double blocks = moe_layer ? (c.etp > 1 ? 2.0 : 1.0) : 2.0;
     lc.tp_fwd = blocks * one;
-    lc.tp_bwd = blocks * one * (c.rc == Recompute::full ? 2.0 : 1.0);
+    lc.tp_bwd = blocks * one * (c.rc == Recompute::full ? 1.0 + c.rc_fraction : 1.0);
   }
   // Expert parallel: token dispatch and combine all-to-all, forward and backward.
   if (moe_layer && c.t.ep > 1) {
     const double sent = c.tokens / tp * dbl(c.m.moe->top_k) * dbl(c.m.hidden) * 2.0;
     const double a2a = c.cost.collective(CollectiveKind::all_to_all, Bytes(sent), c.g.ep).value;
     lc.ep_fwd = 2.0 * a2a;
-    lc.ep_bwd = 2.0 * a2a * (c.rc == Recompute::full ? 2.0 : 1.0);
+    lc.ep_bwd = 2.0 * a2a * (c.rc == Recompute::full ? 1.0 + c.rc_fraction : 1.0);
   }
   return lc;
 }
@@ -204,6 +206,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   c.tokens = dbl(c.b) * dbl(c.s) / dbl(t.cp);
   c.gemm_dtype = t.precision == DType::fp8 ? DType::fp8 : DType::bf16;
   c.rc = t.recompute.value_or(Recompute::none);
+  c.rc_fraction = t.recompute_fraction;
   c.etp = t.etp.value_or(1);
   const int64_t vpp = t.vpp.value_or(1);
   const int64_t mb = num_microbatches(t);

@@ -22,7 +22,7 @@ std::vector<int64_t> divisors(int64_t n) {
 /// forward), times the pipeline bubble 1 + (pp-1)/(vpp*m) (Narayanan et al. 2021, Eq. 2).
 double work_proxy(const TrainingPlan& t) {
   const Recompute r = t.recompute.value_or(Recompute::none);
-  const double flops = r == Recompute::full ? 4.0 : (r == Recompute::selective ? 3.05 : 3.0);
+  const double flops = r == Recompute::full ? 3.0 + t.recompute_fraction : (r == Recompute::selective ? 3.05 : 3.0);
   const double m = static_cast<double>(num_microbatches(t));
   const double bubble = 1.0 + static_cast<double>(t.pp - 1) / (static_cast<double>(t.vpp.value_or(1)) * m);
   return flops * bubble;
@@ -40,7 +40,7 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
                           std::to_string(m.max_position) + " (long-context training extends RoPE)");
 
   std::vector<int64_t> mbs, vpps, etps;
-  std::vector<Recompute> rcs;
+  std::vector<std::pair<Recompute, double>> rcs;
   std::vector<int> zeros;
   if (base.micro_batch) mbs = {*base.micro_batch};
   else {
@@ -48,10 +48,13 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     mbs = divisors(base.global_batch / base.dp);
     std::reverse(mbs.begin(), mbs.end());
   }
-  if (base.recompute) rcs = {*base.recompute};
+  if (base.recompute) rcs = {{*base.recompute, base.recompute_fraction}};
   else {
     ev.auto_fields.push_back("recompute");
-    rcs = {Recompute::none, Recompute::selective, Recompute::full};
+    ev.auto_fields.push_back("recompute_fraction");
+    // Full recompute of a quarter, half, three quarters or all of each stage's layers.
+    rcs = {{Recompute::none, 1.0}, {Recompute::selective, 1.0}, {Recompute::full, 0.25},
+           {Recompute::full, 0.5}, {Recompute::full, 0.75}, {Recompute::full, 1.0}};
   }
   if (base.vpp) vpps = {*base.vpp};
   else if (!base.stage_layers.empty()) {
@@ -84,13 +87,14 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   double smallest_bytes = std::numeric_limits<double>::infinity();
 
   for (int64_t mb : mbs)
-    for (Recompute rc : rcs)
+    for (const auto& [rc, rc_fraction] : rcs)
       for (int64_t v : vpps)
         for (int z : zeros)
           for (int64_t e : etps) {
             TrainingPlan t = base;
             t.micro_batch = mb;
             t.recompute = rc;
+            t.recompute_fraction = rc_fraction;
             t.vpp = v;
             t.zero = z;
             t.etp = e;

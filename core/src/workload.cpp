@@ -139,6 +139,15 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
   } else {
     const int64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
     ops.push_back(gemm("qkv_proj", q + 2 * kv, h, GemmSplit::column, o, true, Shard::sequence));
+    if (!m.learned_positions) {
+      // Rotary embedding applied to q and k: one read and one write of each.
+      Op rope;
+      rope.name = "rotary";
+      rope.kind = OpKind::elementwise;
+      rope.work = Shard::tensor;
+      rope.bytes_per_token = 2.0 * d(q + kv) * o.act_bytes;
+      ops.push_back(rope);
+    }
     if (m.qk_norm) {
       Op qn = norm("qk_norm", q + kv, o, Shard::tensor);
       ops.push_back(qn);

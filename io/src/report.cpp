@@ -126,6 +126,7 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"num_microbatches", num_microbatches(t)},
                  {"seq_len", t.seq_len},
                  {"recompute", std::string(to_string(t.recompute.value_or(Recompute::none)))},
+                 {"recompute_fraction", t.recompute.value_or(Recompute::none) == Recompute::full ? t.recompute_fraction : 0.0},
                  {"precision", std::string(to_string(t.precision))},
                  {"optimizer", std::string(to_string(t.optimizer))},
                  {"mode", std::string(to_string(t.mode))}};

@@ -67,6 +67,9 @@ struct TrainingPlan {
   int64_t global_batch = 1;
   int64_t seq_len = 2048;
   std::optional<Recompute> recompute = Recompute::none;  ///< nullopt = auto
+  /// With full recompute: the fraction of each stage's layers recomputed (Megatron-LM
+  /// --recompute-method block --recompute-num-layers); the rest keep all activations.
+  double recompute_fraction = 1.0;
   DType precision = DType::bf16;    ///< fp16, bf16 or fp8 (mixed precision)
   AttentionKernel attention = AttentionKernel::fused;
   Optimizer optimizer = Optimizer::adamw;
