@@ -30,7 +30,11 @@ double work_proxy(const TrainingPlan& t) {
 
 }  // namespace
 
-TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, const StepOptions& options) {
+TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, const StepOptions& given) {
+  StepOptions options = given;
+  options.tp_overlap = std::max(options.tp_overlap, s.training->tp_comm_overlap);
+  options.moe_imbalance = std::max(options.moe_imbalance, s.training->moe_imbalance);
+  options.overlap_dp = options.overlap_dp && s.training->overlap_dp;
   TrainEvaluation ev;
   const ModelSpec& m = s.model;
   const TrainingPlan& base = *s.training;

@@ -132,7 +132,10 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"mode", std::string(to_string(t.mode))}};
   j["layout"] = layout;
   json resolved = json::object();
-  for (const auto& f : ev.auto_fields) resolved[f] = layout[f];
+  for (const auto& f : ev.auto_fields) {
+    if (f == "recompute_fraction" && t.recompute.value_or(Recompute::none) != Recompute::full) continue;
+    resolved[f] = layout[f];
+  }
   j["resolved"] = resolved;
   json stages = json::array();
   for (const auto& st : ev.memory.stages) stages.push_back(stage_memory_json(st));

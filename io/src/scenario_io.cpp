@@ -152,6 +152,10 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
   double mib = 0;
   if (r.number("cuda_context_mib", mib, false, 0)) t.memory.cuda_context_bytes = mib * 1024.0 * 1024.0;
   r.number("allocator_reserve_fraction", t.memory.allocator_reserve_fraction, false, 0);
+  if (r.number("tp_comm_overlap", t.tp_comm_overlap, false, 0.0) && t.tp_comm_overlap > 1.0)
+    issues.push_back({r.at("tp_comm_overlap"), std::to_string(t.tp_comm_overlap), "must be in [0, 1]", {}});
+  r.number("moe_imbalance", t.moe_imbalance, false, 1.0);
+  r.boolean("overlap_dp", t.overlap_dp);
   r.number("train_tokens", t.budget.tokens, false, 0);
   r.number("usd_per_gpu_hour", t.budget.usd_per_gpu_hour, false, 0);
   r.number("pue", t.budget.pue, false, 1.0);

@@ -80,6 +80,13 @@ struct TrainingPlan {
   std::vector<int64_t> stage_layers;
   MemoryOptions memory;
   TrainingBudget budget;
+  /// Fraction of tensor-parallel communication hidden behind GEMMs (Transformer Engine
+  /// userbuffers, --tp-comm-overlap); 0 = synchronous collectives.
+  double tp_comm_overlap = 0.0;
+  /// Tokens at the busiest expert over the mean; 1 = balanced routing.
+  double moe_imbalance = 1.0;
+  /// Gradient reduction and parameter gathering overlapped with compute.
+  bool overlap_dp = true;
   bool operator==(const TrainingPlan&) const = default;
 };
 
