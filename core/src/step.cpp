@@ -277,9 +277,10 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   }
   const double t_mb = worst;
   out.microbatch_s = t_mb;
-  const double avg_stage = sum_stage / dbl(t.pp);
-  // Pipeline bubble (Narayanan et al. 2021, Sec. 2.2): (p-1)/v microbatch times.
-  out.bubble_s = t.pp > 1 ? dbl(t.pp - 1) / dbl(vpp) * avg_stage : 0.0;
+  // Pipeline bubble (Narayanan et al. 2021, Sec. 2.2): (p-1)/v microbatch times when
+  // stages are equal; with uneven stages the fill and drain pass once through every
+  // stage but the slowest, whose steady state the m microbatch times already count.
+  out.bubble_s = t.pp > 1 ? (sum_stage - worst) / dbl(vpp) : 0.0;
   const double per_mb_scale = dbl(mb);
   out.compute_s = crit.compute * per_mb_scale;
   out.recompute_s = crit.recompute * per_mb_scale;
@@ -306,44 +307,49 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   for (int64_t id : ranks[static_cast<size_t>(out.slowest_stage)])
     expert_params += dbl(layer_params(m, id).routed_experts) / dbl(t.ep * c.etp);
   const double dense_params = crit.params;
-  double dp_total = 0, dp_exposed = 0;
+  // Collective times of the dense and expert groups are summed first, then hidden once
+  // behind the compute they overlap with.
+  struct DpCost {
+    double ag = 0, rs = 0;                // ZeRO-3: per layer, per microbatch
+    double grads = 0, gather = 0, last = 0;  // ZeRO 0-2: per step
+  } dp;
+  const double stage_layers = std::max(1.0, dbl(ranks[static_cast<size_t>(out.slowest_stage)].size()));
   auto dp_group_cost = [&](double params, const Group& grp) {
     if (grp.size <= 1 || params <= 0) return;
-    const double bucket = std::min(params, std::max(40e6, 1e6 * dbl(grp.size)));
-    double grads = 0, gather = 0, last = 0;
     if (zero >= 3) {
       // ZeRO-3 / FSDP: every microbatch gathers each layer's weights for forward and
       // backward and reduce-scatters its gradients, prefetched behind layer compute.
-      const double layer = params / std::max<double>(1.0, dbl(ranks[static_cast<size_t>(out.slowest_stage)].size()));
-      const double ag = cost.collective(CollectiveKind::all_gather, Bytes(layer * 2.0), grp).value;
-      const double rs = cost.collective(CollectiveKind::reduce_scatter, Bytes(layer * grad_bytes), grp).value;
-      const double layers = dbl(ranks[static_cast<size_t>(out.slowest_stage)].size());
-      const double lf = crit.fwd / std::max(1.0, layers), lb = crit.bwd / std::max(1.0, layers);
-      const double per_mb = layers * (std::max(0.0, ag - lf) + std::max(0.0, ag + rs - lb)) + ag + rs;
-      dp_total += dbl(mb) * layers * (2.0 * ag + rs);
-      dp_exposed += dbl(mb) * per_mb;
+      const double layer = params / stage_layers;
+      dp.ag += cost.collective(CollectiveKind::all_gather, Bytes(layer * 2.0), grp).value;
+      dp.rs += cost.collective(CollectiveKind::reduce_scatter, Bytes(layer * grad_bytes), grp).value;
       return;
     }
+    // Megatron-LM DDP buckets of max(40M, 1M x dp) elements; the last one cannot overlap.
+    const double bucket = std::min(params, std::max(40e6, 1e6 * dbl(grp.size)));
     if (zero == 0) {
-      grads = cost.collective(CollectiveKind::all_reduce, Bytes(params * grad_bytes), grp).value;
-      last = cost.collective(CollectiveKind::all_reduce, Bytes(bucket * grad_bytes), grp).value;
+      dp.grads += cost.collective(CollectiveKind::all_reduce, Bytes(params * grad_bytes), grp).value;
+      dp.last += cost.collective(CollectiveKind::all_reduce, Bytes(bucket * grad_bytes), grp).value;
     } else {
-      grads = cost.collective(CollectiveKind::reduce_scatter, Bytes(params * grad_bytes), grp).value;
-      gather = cost.collective(CollectiveKind::all_gather, Bytes(params * 2.0), grp).value;
-      last = cost.collective(CollectiveKind::reduce_scatter, Bytes(bucket * grad_bytes), grp).value +
-             cost.collective(CollectiveKind::all_gather, Bytes(bucket * 2.0), grp).value;
-    }
-    dp_total += grads + gather;
-    if (opt.overlap_dp) {
-      // Reduction hides behind the last microbatch's backward, gathering behind the
-      // first forward; the last bucket is always exposed.
-      dp_exposed += std::max(last, grads - crit.bwd) + std::max(0.0, gather - crit.fwd);
-    } else {
-      dp_exposed += grads + gather;
+      dp.grads += cost.collective(CollectiveKind::reduce_scatter, Bytes(params * grad_bytes), grp).value;
+      dp.gather += cost.collective(CollectiveKind::all_gather, Bytes(params * 2.0), grp).value;
+      dp.last += cost.collective(CollectiveKind::reduce_scatter, Bytes(bucket * grad_bytes), grp).value +
+                 cost.collective(CollectiveKind::all_gather, Bytes(bucket * 2.0), grp).value;
     }
   };
   dp_group_cost(dense_params, c.g.dp);
   dp_group_cost(expert_params, c.g.dp_expert);
+  double dp_total = 0, dp_exposed = 0;
+  if (zero >= 3) {
+    const double lf = crit.fwd / stage_layers, lb = crit.bwd / stage_layers;
+    const double per_mb = stage_layers * (std::max(0.0, dp.ag - lf) + std::max(0.0, dp.ag + dp.rs - lb)) + dp.ag + dp.rs;
+    dp_total = dbl(mb) * stage_layers * (2.0 * dp.ag + dp.rs);
+    dp_exposed = opt.overlap_dp ? dbl(mb) * per_mb : dp_total;
+  } else {
+    dp_total = dp.grads + dp.gather;
+    // Reduction hides behind the last microbatch's backward, gathering behind the first
+    // forward; the last bucket is always exposed.
+    dp_exposed = opt.overlap_dp ? std::max(dp.last, dp.grads - crit.bwd) + std::max(0.0, dp.gather - crit.fwd) : dp_total;
+  }
   out.total_dp_s = dp_total;
   out.exposed_dp_s = dp_exposed;
 

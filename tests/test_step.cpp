@@ -1,0 +1,779 @@
+// Step-time engine and roofline cost model against closed forms (GEMM roofline, NCCL ring
+// collectives, the pipeline bubble of Narayanan et al. 2021), and invariants over seeded
+// random layouts.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "capsim/core/layout.hpp"
+#include "capsim/core/memory.hpp"
+#include "capsim/core/step.hpp"
+#include "capsim/core/train.hpp"
+#include "capsim/core/workload.hpp"
+#include "capsim/hw/roofline.hpp"
+#include "capsim/io/presets.hpp"
+
+namespace capsim {
+namespace {
+
+double dbl(int64_t v) { return static_cast<double>(v); }
+
+/// Relative closeness for values computed in a different (but algebraically equal) order.
+void expect_rel(double actual, double expected, double rel, const std::string& what = {}) {
+  EXPECT_NEAR(actual, expected, rel * std::abs(expected)) << what;
+}
+
+const GpuSpec& gpu(const std::string& id) {
+  static std::map<std::string, GpuSpec> cache;
+  auto it = cache.find(id);
+  if (it == cache.end()) it = cache.emplace(id, io::load_gpu(id)).first;
+  return it->second;
+}
+
+const ModelSpec& model(const std::string& name) {
+  static std::map<std::string, ModelSpec> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) it = cache.emplace(name, io::load_model(name)).first;
+  return it->second;
+}
+
+SystemSpec system_of(const std::string& id, int64_t n, double nic_gbps = 400, int64_t gpn = 8) {
+  SystemSpec s;
+  s.gpu = gpu(id);
+  s.num_gpus = n;
+  s.gpus_per_node = gpn;
+  s.nic_gbps_per_gpu = nic_gbps;
+  return s;
+}
+
+StepBreakdown step_of(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t) {
+  const hw::RooflineCostModel cost(sys);
+  return analytical_step(m, sys, t, cost);
+}
+
+std::string describe(const TrainingPlan& t, const SystemSpec& s, const std::string& model_name) {
+  std::ostringstream o;
+  o << model_name << " on " << s.num_gpus << "x " << s.gpu.id << " nic " << s.nic_gbps_per_gpu << ": tp " << t.tp
+    << " pp " << t.pp << " vpp " << t.vpp.value_or(-1) << " dp " << t.dp << " cp " << t.cp << " sp " << t.sp
+    << " mb " << t.micro_batch.value_or(-1) << " gb " << t.global_batch << " seq " << t.seq_len << " rc "
+    << to_string(t.recompute.value_or(Recompute::none)) << " zero " << t.zero.value_or(-1) << " "
+    << to_string(t.precision);
+  return o.str();
+}
+
+// ---------------------------------------------------------------------------------------
+// GEMM roofline.
+
+/// A divisor of `n` near its square root, so rows x cols = n is a compact tile grid.
+int64_t near_sqrt_divisor(int64_t n) {
+  int64_t best = 1;
+  for (int64_t d = 1; d * d <= n; ++d)
+    if (n % d == 0) best = d;
+  return best;
+}
+
+/// The K the preset's GEMM efficiency was measured at; presets without a measured shape
+/// are taken as measured at a large K, 16384 (RooflineCostModel::gemm_efficiency).
+int64_t reference_k(const std::array<double, 3>& shape) {
+  return shape[2] > 0 ? static_cast<int64_t>(shape[2]) : 16384;
+}
+
+struct FullWave {
+  int64_t m, n;  ///< one wave: exactly sm_count output tiles, no padding
+};
+
+FullWave full_wave_shape(const GpuSpec& g) {
+  // cuBLAS/CUTLASS large-problem tiles: 128x256 on Hopper and Blackwell, 128x128 on Ampere.
+  const int64_t tm = 128, tn = g.arch == GpuArch::ampere ? 128 : 256;
+  const int64_t rows = near_sqrt_divisor(g.sm_count);
+  const int64_t cols = g.sm_count / rows;
+  return {rows * tm, cols * tn};
+}
+
+// A full-wave, unpadded GEMM at the K the preset was measured at runs at exactly the
+// measured efficiency (H100: 132 SMs = 11 x 12 tiles of 128x256 -> 1408 x 3072).
+TEST(Gemm, FullWaveAtReferenceKIsTheMeasuredEfficiency) {
+  for (const char* id : {"h100-sxm5-80gb", "a100-sxm4-80gb", "h200-sxm-141gb", "b200"}) {
+    const SystemSpec sys = system_of(id, 1);
+    const hw::RooflineCostModel cost(sys);
+    const GpuEfficiency& e = sys.gpu.efficiency;
+    const int64_t k_ref = reference_k(e.gemm_bf16_shape);
+    const FullWave w = full_wave_shape(sys.gpu);
+    if (std::string(id) == "h100-sxm5-80gb") {
+      EXPECT_EQ(w.m, 1408);  // 11 row tiles of 128
+      EXPECT_EQ(w.n, 3072);  // 12 column tiles of 256: 132 tiles, one full wave
+    }
+    // One wave and four full waves alike.
+    for (int64_t waves : {1, 4}) {
+      EXPECT_DOUBLE_EQ(cost.gemm_efficiency(w.m * waves, w.n, k_ref, DType::bf16), e.gemm_bf16.value)
+          << id << " waves " << waves;
+    }
+    if (e.gemm_fp8.value > 0) {
+      const int64_t k8 = reference_k(e.gemm_fp8_shape);
+      EXPECT_DOUBLE_EQ(cost.gemm_efficiency(w.m, w.n, k8, DType::fp8), e.gemm_fp8.value) << id;
+    }
+  }
+}
+
+// A single large (compute-bound) GEMM costs 2mnk / (peak x efficiency).
+TEST(Gemm, LargeGemmIsFlopsOverEfficientPeak) {
+  for (const char* id : {"h100-sxm5-80gb", "a100-sxm4-80gb"}) {
+    const SystemSpec sys = system_of(id, 1);
+    const hw::RooflineCostModel cost(sys);
+    const FullWave w = full_wave_shape(sys.gpu);
+    const double peak = sys.gpu.peak(DType::bf16).value;
+    struct Shape {
+      int64_t m, n, k;
+    };
+    const int64_t k_ref = reference_k(sys.gpu.efficiency.gemm_bf16_shape);
+    for (const Shape s : {Shape{w.m * 4, w.n, k_ref}, Shape{w.m * 3, w.n * 2, 8192}, Shape{8192, 8192, 8192},
+                          Shape{16384, 5120, 20480}}) {
+      const double flops = 2.0 * dbl(s.m) * dbl(s.n) * dbl(s.k);
+      const double eff = cost.gemm_efficiency(s.m, s.n, s.k, DType::bf16);
+      const double t = cost.gemm(s.m, s.n, s.k, DType::bf16).value;
+      // Precondition: compute-bound, so the roofline's memory side does not bind.
+      const double bytes = (dbl(s.m) * dbl(s.k) + dbl(s.k) * dbl(s.n) + dbl(s.m) * dbl(s.n)) * 2.0;
+      ASSERT_LT(cost.memory_bound(Bytes(bytes)).value, t) << id;
+      EXPECT_DOUBLE_EQ(t, flops / (peak * eff)) << id << " " << s.m << "x" << s.n << "x" << s.k;
+      EXPECT_GT(eff, 0.0);
+      EXPECT_LE(eff, 0.97);
+    }
+    // At the full-wave reference shape the efficiency is the preset's measured value.
+    const double t_ref = cost.gemm(w.m * 4, w.n, k_ref, DType::bf16).value;
+    EXPECT_DOUBLE_EQ(t_ref,
+                     2.0 * dbl(w.m * 4) * dbl(w.n) * dbl(k_ref) / (peak * sys.gpu.efficiency.gemm_bf16.value));
+  }
+}
+
+// Wave quantization: one tile more than the SMs needs a second wave that is almost empty;
+// K depth: eff(K) scales as K/(K+K0) relative to the reference K.
+TEST(Gemm, WaveAndDepthFactors) {
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 1);
+  const hw::RooflineCostModel cost(sys);
+  const GpuEfficiency& e = sys.gpu.efficiency;
+  const int64_t sms = sys.gpu.sm_count;
+  const int64_t k_ref = reference_k(e.gemm_bf16_shape);
+  // (sms + 1) tiles of 128x256 in one row of tiles: two waves, (sms+1)/(2 sms) occupancy.
+  const double partial = cost.gemm_efficiency(128, 256 * (sms + 1), k_ref, DType::bf16);
+  expect_rel(partial, e.gemm_bf16.value * dbl(sms + 1) / dbl(2 * sms), 1e-12);
+  const FullWave w = full_wave_shape(sys.gpu);
+  const double k0 = e.gemm_k_half.value;
+  for (int64_t k : {256, 1024, 4096, 65536}) {
+    const double expect = e.gemm_bf16.value * (dbl(k) / (dbl(k) + k0)) / (dbl(k_ref) / (dbl(k_ref) + k0));
+    expect_rel(cost.gemm_efficiency(w.m, w.n, k, DType::bf16), std::min(expect, 0.97), 1e-12);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Collectives: NCCL ring bus-bandwidth model. Since "Collectives follow measured
+// bus-bandwidth curves by message size" the time of a collective is
+//   max(latency, f x S / (busbw x frac(S)))
+// with f = 2(n-1)/n for all-reduce and (n-1)/n for all-gather / reduce-scatter, frac(S)
+// the measured sweep over its large-message value (1 at and above the last point, 16 GiB)
+// and NCCL's latency model as a floor (no longer added on top).
+
+double ring_factor(CollectiveKind k, int64_t n) {
+  const double nn = dbl(n);
+  return k == CollectiveKind::all_reduce ? 2.0 * (nn - 1) / nn : (nn - 1) / nn;
+}
+
+double intra_busbw(const GpuEfficiency& e, CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::all_reduce: return e.allreduce_busbw_gbps.value * 1e9;
+    case CollectiveKind::all_gather: return e.allgather_busbw_gbps.value * 1e9;
+    case CollectiveKind::reduce_scatter: return e.reducescatter_busbw_gbps.value * 1e9;
+    case CollectiveKind::all_to_all: return e.alltoall_busbw_gbps.value * 1e9;
+  }
+  return 0;
+}
+
+constexpr CollectiveKind kRingKinds[] = {CollectiveKind::all_reduce, CollectiveKind::all_gather,
+                                         CollectiveKind::reduce_scatter};
+
+TEST(Collectives, RingInsideANode) {
+  for (const char* id : {"h100-sxm5-80gb", "a100-sxm4-80gb"}) {
+    const SystemSpec sys = system_of(id, 8);
+    const hw::RooflineCostModel cost(sys);
+    const GpuEfficiency& e = sys.gpu.efficiency;
+    ASSERT_FALSE(e.busbw_curve_nvlink.size_bytes.empty()) << id;
+    const double flat_from = e.busbw_curve_nvlink.size_bytes.back();
+    ASSERT_EQ(e.busbw_curve_nvlink.at(flat_from), 1.0) << id;
+    for (int64_t n : {2, 4, 8}) {
+      const Group g{n, n};
+      ASSERT_EQ(g.nodes(), 1);
+      for (CollectiveKind k : kRingKinds) {
+        const double busbw = intra_busbw(e, k);
+        EXPECT_DOUBLE_EQ(cost.bus_bandwidth(k, g), busbw) << id;
+        // Large messages: the ring closed form, 2(n-1)/n S / busbw (all-reduce) or
+        // (n-1)/n S / busbw (all-gather, reduce-scatter).
+        for (double bytes : {flat_from, 2 * flat_from, 64 * kGiB}) {
+          const double ring = ring_factor(k, n) * bytes / busbw;
+          ASSERT_GT(ring, cost.latency(k, g));
+          expect_rel(cost.collective(k, Bytes(bytes), g).value, ring, 1e-12, std::string(id) + " " + std::string(to_string(k)));
+        }
+        // Any size: the measured fraction of busbw at that size, latency as the floor.
+        for (double bytes : {4096.0, 1.0 * 1024 * 1024, 3e6, 256.0 * 1024 * 1024, 1e9}) {
+          const double t = ring_factor(k, n) * bytes / (busbw * e.busbw_curve_nvlink.at(bytes));
+          expect_rel(cost.collective(k, Bytes(bytes), g).value, std::max(cost.latency(k, g), t), 1e-12,
+                     std::string(id) + " " + std::string(to_string(k)) + " " + std::to_string(bytes));
+        }
+      }
+      // NCCL's Simple-protocol ring latency inside a node: base + hops x NVLink hop
+      // (src/graph/tuning.cc defaults 8.4 us and 3.4 us).
+      const double nn = dbl(n);
+      EXPECT_NEAR(cost.latency(CollectiveKind::all_gather, g), (8.4 + (nn - 1) * 3.4) * 1e-6, 1e-15);
+      EXPECT_NEAR(cost.latency(CollectiveKind::all_reduce, g), (8.4 + 2 * (nn - 1) * 3.4) * 1e-6, 1e-15);
+    }
+    // Nothing to do for one rank or zero bytes.
+    EXPECT_EQ(cost.collective(CollectiveKind::all_reduce, Bytes(1e9), Group{1, 1}).value, 0.0);
+    EXPECT_EQ(cost.collective(CollectiveKind::all_gather, Bytes(0), Group{8, 8}).value, 0.0);
+  }
+}
+
+// Across nodes with one GPU per node the NIC binds: busbw = nic_gbps / 8 x 1e9 x nic_efficiency.
+TEST(Collectives, RingAcrossNodesOneGpuPerNode) {
+  for (const char* id : {"h100-sxm5-80gb", "a100-sxm4-80gb"}) {
+    for (double nic_gbps : {100.0, 200.0, 400.0}) {
+      const SystemSpec sys = system_of(id, 64, nic_gbps);
+      const hw::RooflineCostModel cost(sys);
+      const GpuEfficiency& e = sys.gpu.efficiency;
+      const double busbw = nic_gbps / 8.0 * 1e9 * e.nic_efficiency.value;
+      ASSERT_LT(busbw, e.allreduce_busbw_gbps.value * 1e9);  // the NIC binds, not NVLink
+      ASSERT_FALSE(e.busbw_curve_network.size_bytes.empty()) << id;
+      const double flat_from = e.busbw_curve_network.size_bytes.back();
+      ASSERT_EQ(e.busbw_curve_network.at(flat_from), 1.0) << id;
+      for (int64_t n : {2, 4, 16, 64}) {
+        const Group g{n, 1};
+        ASSERT_EQ(g.nodes(), n);
+        for (CollectiveKind k : kRingKinds) {
+          const std::string what = std::string(id) + " " + std::string(to_string(k)) + " n " + std::to_string(n);
+          EXPECT_DOUBLE_EQ(cost.bus_bandwidth(k, g), busbw) << what;
+          for (double bytes : {flat_from, 32 * kGiB}) {
+            const double ring = ring_factor(k, n) * bytes / busbw;
+            ASSERT_GT(ring, cost.latency(k, g));
+            expect_rel(cost.collective(k, Bytes(bytes), g).value, ring, 1e-12, what);
+          }
+          for (double bytes : {1.0 * 1024 * 1024, 64.0 * 1024 * 1024, 2e9}) {
+            const double t = ring_factor(k, n) * bytes / (busbw * e.busbw_curve_network.at(bytes));
+            expect_rel(cost.collective(k, Bytes(bytes), g).value, std::max(cost.latency(k, g), t), 1e-12, what);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Pipeline bubble.
+
+/// Every GEMM costs one unit (1 ms) except the output head's (any dimension equal to the
+/// vocabulary); everything else is free. Pipeline stages holding equal layer counts then
+/// take exactly equal time, so the bubble must match Narayanan et al.'s closed form.
+class UniformStageCost final : public CostModel {
+ public:
+  explicit UniformStageCost(int64_t vocab) : vocab_(vocab) {}
+  Seconds gemm(int64_t m, int64_t n, int64_t k, DType, int64_t) const override {
+    return Seconds(m == vocab_ || n == vocab_ || k == vocab_ ? 0.0 : 1e-3);
+  }
+  Seconds attention(const AttentionShape&, bool) const override { return Seconds(0); }
+  Seconds memory_bound(Bytes) const override { return Seconds(0); }
+  Seconds collective(CollectiveKind, Bytes, const Group&) const override { return Seconds(0); }
+  Seconds p2p(Bytes, bool) const override { return Seconds(0); }
+  std::vector<std::pair<std::string, std::string>> provenance() const override { return {}; }
+
+ private:
+  int64_t vocab_;
+};
+
+TrainingPlan pipeline_plan(int64_t pp, int64_t vpp, int64_t microbatches, int64_t tp = 1) {
+  TrainingPlan t;
+  t.tp = tp;
+  t.sp = tp > 1;
+  t.pp = pp;
+  t.vpp = vpp;
+  t.dp = 1;
+  t.micro_batch = 1;
+  t.global_batch = microbatches;
+  t.seq_len = 2048;
+  t.recompute = Recompute::none;
+  t.zero = 0;
+  return t;
+}
+
+// Equal stages: bubble = (p-1)/v microbatch times, i.e. bubble / (m t_mb) = (p-1)/(v m).
+TEST(Bubble, ClosedFormWithEqualStages) {
+  const ModelSpec& m = model("llama2-7b");  // 32 layers
+  ASSERT_EQ(m.layers, 32);
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
+  const UniformStageCost cost(m.vocab);
+  for (int64_t p : {2, 4, 8})
+    for (int64_t v : {1, 2, 4})
+      for (int64_t mb : {8, 16, 32}) {
+        if (m.layers % (p * v) != 0 || mb % p != 0) continue;
+        const TrainingPlan t = pipeline_plan(p, v, mb);
+        const StepBreakdown s = analytical_step(m, sys, t, cost);
+        const double pd = dbl(p), vd = dbl(v), md = dbl(mb);
+        ASSERT_GT(s.microbatch_s, 0.0);
+        EXPECT_DOUBLE_EQ(s.bubble_s / (md * s.microbatch_s), (pd - 1) / (vd * md))
+            << "pp " << p << " vpp " << v << " m " << mb;
+        EXPECT_DOUBLE_EQ(s.step_s, md * s.microbatch_s * (1 + (pd - 1) / (vd * md)));
+      }
+  // No pipeline, no bubble.
+  EXPECT_EQ(analytical_step(m, sys, pipeline_plan(1, 1, 8), cost).bubble_s, 0.0);
+}
+
+// With the real cost model the first and last stages are heavier (embedding, output head).
+// Fill and drain pass once through every stage but the slowest: bubble = (sum of stage
+// times - slowest) / v; the sum of the stage times is the whole model's forward+backward
+// per microbatch, i.e. microbatch_s of the same plan at pp=1.
+TEST(Bubble, UnevenStagesFillAndDrain) {
+  const ModelSpec& m = model("llama2-7b");
+  for (const char* id : {"h100-sxm5-80gb", "a100-sxm4-80gb"})
+    for (int64_t tp : {1, 2})
+      for (int64_t p : {2, 4, 8})
+        for (int64_t v : {1, 2, 4})
+          for (int64_t mb : {8, 16, 32}) {
+            if (m.layers % (p * v) != 0 || mb % p != 0) continue;
+            const SystemSpec sys = system_of(id, p * tp);
+            const StepBreakdown s = step_of(m, sys, pipeline_plan(p, v, mb, tp));
+            const StepBreakdown whole = step_of(m, system_of(id, tp), pipeline_plan(1, 1, mb, tp));
+            const double pd = dbl(p), vd = dbl(v), md = dbl(mb);
+            const std::string what = std::string(id) + " tp " + std::to_string(tp) + " pp " + std::to_string(p) +
+                                     " vpp " + std::to_string(v) + " m " + std::to_string(mb);
+            expect_rel(s.bubble_s, (whole.microbatch_s - s.microbatch_s) / vd, 1e-9, what);
+            // Against the slowest stage (what microbatch_s is) the ratio is at most the
+            // closed form, and here within 15% of it (the head adds ~1/8 to the last stage).
+            const double ratio = s.bubble_s / (md * s.microbatch_s);
+            EXPECT_LE(ratio, (pd - 1) / (vd * md) * (1 + 1e-12)) << what;
+            EXPECT_GE(ratio, 0.85 * (pd - 1) / (vd * md)) << what;
+          }
+}
+
+// ---------------------------------------------------------------------------------------
+// Invariants over seeded random layouts.
+
+struct Case {
+  std::string model_name;
+  SystemSpec sys;
+  TrainingPlan t;
+};
+
+/// A valid random training layout of llama2-13b (40 layers) or gpt3-175b (96 layers) on
+/// A100 or H100 nodes of 8.
+Case random_case(std::mt19937_64& rng) {
+  auto pick = [&](std::initializer_list<int64_t> xs) {
+    return *(xs.begin() + static_cast<std::ptrdiff_t>(rng() % xs.size()));
+  };
+  Case c;
+  c.model_name = rng() % 2 ? "gpt3-175b" : "llama2-13b";
+  const ModelSpec& m = model(c.model_name);
+  const bool hopper = rng() % 2;
+  TrainingPlan& t = c.t;
+  t.tp = pick({1, 2, 4, 8});
+  t.pp = pick({1, 2, 4, 8});
+  t.dp = pick({1, 2, 4, 8, 16, 32});
+  t.cp = pick({1, 1, 2});
+  std::vector<int64_t> vpps;
+  for (int64_t v = 1; v <= 6; ++v)
+    if (t.pp * v <= m.layers && (t.pp > 1 || v == 1)) vpps.push_back(v);
+  t.vpp = vpps[rng() % vpps.size()];
+  t.micro_batch = pick({1, 2, 4});
+  t.global_batch = *t.micro_batch * t.dp * t.pp * (1 + static_cast<int64_t>(rng() % 8));
+  t.seq_len = pick({2048, 4096});
+  t.sp = t.tp > 1 && rng() % 2;
+  t.recompute = static_cast<Recompute>(rng() % 3);
+  t.zero = static_cast<int>(rng() % 4);
+  const int64_t prec = static_cast<int64_t>(rng() % 3);
+  t.precision = prec == 0 ? DType::bf16 : prec == 1 ? DType::fp16 : (hopper ? DType::fp8 : DType::bf16);
+  c.sys = system_of(hopper ? "h100-sxm5-80gb" : "a100-sxm4-80gb", t.tp * t.pp * t.dp * t.cp,
+                    static_cast<double>(pick({100, 200, 400})));
+  return c;
+}
+
+std::vector<Case> random_cases(uint64_t seed, int count) {
+  std::mt19937_64 rng(seed);
+  std::vector<Case> out;
+  for (int i = 0; i < count; ++i) {
+    Case c = random_case(rng);
+    Scenario s;
+    s.model = model(c.model_name);
+    s.system = c.sys;
+    s.training = c.t;
+    const auto issues = check_training_layout(s);
+    EXPECT_TRUE(issues.empty()) << describe(c.t, c.sys, c.model_name) << ": " << issues.front().rule;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+constexpr uint64_t kSeed = 0x5eedcafe2026ULL;
+constexpr int kCases = 160;
+
+// (c) Step time is positive and finite; utilisation is sane.
+TEST(StepInvariants, PositiveAndFinite) {
+  for (const Case& c : random_cases(kSeed, kCases)) {
+    const StepBreakdown s = step_of(model(c.model_name), c.sys, c.t);
+    const std::string what = describe(c.t, c.sys, c.model_name);
+    EXPECT_TRUE(std::isfinite(s.step_s) && s.step_s > 0) << what << " step " << s.step_s;
+    EXPECT_TRUE(std::isfinite(s.microbatch_s) && s.microbatch_s > 0) << what;
+    EXPECT_TRUE(std::isfinite(s.tokens_per_s) && s.tokens_per_s > 0) << what;
+    for (double v : {s.compute_s, s.recompute_s, s.bubble_s, s.optimizer_s, s.exposed_tp_s, s.exposed_cp_s,
+                     s.exposed_ep_s, s.exposed_pp_s, s.exposed_dp_s, s.total_tp_s, s.total_cp_s, s.total_ep_s,
+                     s.total_pp_s, s.total_dp_s})
+      EXPECT_TRUE(std::isfinite(v) && v >= 0) << what;
+    EXPECT_GE(s.step_s, dbl(num_microbatches(c.t)) * s.microbatch_s) << what;
+    EXPECT_LE(s.exposed_tp_s, s.total_tp_s * (1 + 1e-12)) << what;
+    EXPECT_LE(s.exposed_cp_s, s.total_cp_s * (1 + 1e-12)) << what;
+    EXPECT_TRUE(std::isfinite(s.mfu) && s.mfu > 0) << what;
+    EXPECT_LE(s.mfu, s.hfu) << what;
+    if (c.t.precision != DType::fp8) {
+      EXPECT_LT(s.hfu, 1.0) << what;
+    }
+  }
+}
+
+// (a) More bandwidth never slows a step: double every bus bandwidth and the NIC rate.
+TEST(StepInvariants, MoreBandwidthNeverSlower) {
+  int compared = 0;
+  for (const Case& c : random_cases(kSeed + 1, kCases)) {
+    SystemSpec fast = c.sys;
+    GpuEfficiency& e = fast.gpu.efficiency;
+    for (Sourced* bw : {&e.allreduce_busbw_gbps, &e.allgather_busbw_gbps, &e.reducescatter_busbw_gbps,
+                        &e.alltoall_busbw_gbps})
+      bw->value *= 2;
+    fast.nic_gbps_per_gpu *= 2;
+    const ModelSpec& m = model(c.model_name);
+    const StepBreakdown slow_s = step_of(m, c.sys, c.t);
+    const StepBreakdown fast_s = step_of(m, fast, c.t);
+    EXPECT_LE(fast_s.step_s, slow_s.step_s * (1 + 1e-12))
+        << describe(c.t, c.sys, c.model_name) << "\n  slow: step " << slow_s.step_s << " stage "
+        << slow_s.slowest_stage << " dp " << slow_s.exposed_dp_s << "\n  fast: step " << fast_s.step_s << " stage "
+        << fast_s.slowest_stage << " dp " << fast_s.exposed_dp_s;
+    ++compared;
+  }
+  EXPECT_GE(compared, 100);
+}
+
+// KNOWN VIOLATION, disabled until core/src/step.cpp is fixed: with a MoE model under
+// ZeRO-3, dp_group_cost runs once for the dense and once for the expert parameters and
+// each call hides its per-layer gathers behind the SAME per-layer compute window
+// (crit.fwd / layers, crit.bwd / layers). Faster TP/CP communication shortens that window,
+// which is then subtracted twice, so doubling every bandwidth makes this step ~8% slower.
+TEST(StepInvariants, MoreBandwidthNeverSlowerMoeZero3) {
+  const ModelSpec& m = model("deepseek-v2-lite");
+  TrainingPlan t;
+  t.tp = 8;
+  t.pp = 2;
+  t.dp = 64;
+  t.cp = 4;
+  t.sp = false;
+  t.micro_batch = 4;
+  t.global_batch = 1536;
+  t.seq_len = 4096;
+  t.recompute = Recompute::full;
+  t.zero = 3;
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 8 * 2 * 64 * 4, 400);
+  SystemSpec fast = sys;
+  GpuEfficiency& e = fast.gpu.efficiency;
+  for (Sourced* bw : {&e.allreduce_busbw_gbps, &e.allgather_busbw_gbps, &e.reducescatter_busbw_gbps,
+                      &e.alltoall_busbw_gbps})
+    bw->value *= 2;
+  fast.nic_gbps_per_gpu *= 2;
+  const StepBreakdown a = step_of(m, sys, t), b = step_of(m, fast, t);
+  EXPECT_LE(b.step_s, a.step_s) << "slow: step " << a.step_s << " exposed dp " << a.exposed_dp_s << " microbatch "
+                                << a.microbatch_s << "\nfast: step " << b.step_s << " exposed dp " << b.exposed_dp_s
+                                << " microbatch " << b.microbatch_s;
+}
+
+// (d) More microbatches per step (doubling global_batch) never lowers throughput: the
+// bubble, fill/drain and optimizer costs are shared by more tokens.
+TEST(StepInvariants, LargerGlobalBatchNeverLowersThroughput) {
+  for (const Case& c : random_cases(kSeed + 2, kCases)) {
+    TrainingPlan big = c.t;
+    big.global_batch *= 2;
+    const ModelSpec& m = model(c.model_name);
+    const StepBreakdown a = step_of(m, c.sys, c.t);
+    const StepBreakdown b = step_of(m, c.sys, big);
+    EXPECT_GE(b.tokens_per_s, a.tokens_per_s * (1 - 1e-12)) << describe(c.t, c.sys, c.model_name);
+  }
+}
+
+/// Forward + backward (+ recompute) seconds of `ops` on one GPU, costed operator by
+/// operator: GEMM backward is the input-gradient and weight-gradient GEMMs; memory-bound
+/// kernels take twice their forward time in backward.
+double single_gpu_ops_seconds(const std::vector<Op>& ops, const TrainingPlan& t, const CostModel& cost,
+                              Recompute rc) {
+  const int64_t b = *t.micro_batch, s = t.seq_len;
+  const double tokens = dbl(b) * dbl(s);
+  double sum = 0;
+  for (const Op& op : ops) {
+    switch (op.kind) {
+      case OpKind::gemm:
+      case OpKind::router: {
+        const int64_t mm = static_cast<int64_t>(std::llround(tokens * op.per_token));
+        DType dt = t.precision == DType::fp8 ? DType::fp8 : DType::bf16;
+        if (op.kind == OpKind::router || op.name == "lm_head") dt = DType::bf16;
+        const double f = cost.gemm(mm, op.n, op.k, dt).value;
+        sum += f + cost.gemm(mm, op.k, op.n, dt).value + cost.gemm(op.k, op.n, mm, dt).value;
+        if (rc == Recompute::full) sum += f;
+        break;
+      }
+      case OpKind::attention: {
+        AttentionShape a;
+        a.batch = b;
+        a.heads = op.heads;
+        a.kv_heads = op.kv_heads;
+        a.q_len = s;
+        a.kv_len = s;
+        a.qk_dim = op.qk_dim;
+        a.v_dim = op.v_dim;
+        a.causal = op.causal;
+        a.kernel = t.attention;
+        const double f = cost.attention(a, false).value;
+        sum += f + cost.attention(a, true).value;
+        if (rc != Recompute::none) sum += f;
+        break;
+      }
+      default: {
+        const double f = cost.memory_bound(Bytes(op.bytes_per_token * tokens)).value;
+        sum += 3.0 * f;
+        if (rc == Recompute::full) sum += f;
+        break;
+      }
+    }
+  }
+  return sum;
+}
+
+// (b) One GPU, no parallelism: the step is microbatches x (sum of operator costs) plus the
+// optimizer, and no communication of any kind is charged.
+TEST(StepInvariants, SingleGpuIsTheSumOfOperatorCosts) {
+  std::mt19937_64 rng(kSeed + 3);
+  for (int i = 0; i < 120; ++i) {
+    const std::string name = i % 2 ? "llama2-13b" : "llama2-7b";
+    const ModelSpec& m = model(name);
+    const bool hopper = rng() % 2;
+    TrainingPlan t;
+    t.micro_batch = 1 + static_cast<int64_t>(rng() % 4);
+    t.global_batch = *t.micro_batch * (1 + static_cast<int64_t>(rng() % 16));
+    t.seq_len = rng() % 2 ? 2048 : 4096;
+    t.recompute = static_cast<Recompute>(rng() % 3);
+    t.zero = static_cast<int>(rng() % 4);
+    t.precision = rng() % 2 ? DType::bf16 : (hopper ? DType::fp8 : DType::fp16);
+    const SystemSpec sys = system_of(hopper ? "h100-sxm5-80gb" : "a100-sxm4-80gb", 1);
+    const hw::RooflineCostModel cost(sys);
+    const StepBreakdown s = analytical_step(m, sys, t, cost);
+    const std::string what = describe(t, sys, name);
+    const double mb = dbl(num_microbatches(t));
+
+    EXPECT_DOUBLE_EQ(s.step_s, mb * s.microbatch_s + s.optimizer_s) << what;
+    EXPECT_EQ(s.bubble_s, 0.0) << what;
+    for (double v : {s.exposed_tp_s, s.exposed_cp_s, s.exposed_ep_s, s.exposed_pp_s, s.exposed_dp_s, s.total_tp_s,
+                     s.total_cp_s, s.total_ep_s, s.total_pp_s, s.total_dp_s})
+      EXPECT_EQ(v, 0.0) << what;
+    EXPECT_EQ(s.slowest_stage, 0);
+    expect_rel(s.compute_s + s.recompute_s, mb * s.microbatch_s, 1e-12, what);
+
+    // Our own sum over the lowered operators.
+    const Recompute rc = *t.recompute;
+    const LoweringOptions lo = lowering_options(m, t);
+    double own = 0;
+    for (int64_t l = 0; l < m.layers; ++l) own += single_gpu_ops_seconds(lower_layer(m, l, lo), t, cost, rc);
+    own += single_gpu_ops_seconds(lower_embedding(m, lo), t, cost, Recompute::none);
+    own += single_gpu_ops_seconds(lower_head(m, lo), t, cost, Recompute::none);
+    expect_rel(s.microbatch_s, own, 1e-9, what);
+
+    // Optimizer: one fused AdamW pass (30 B per parameter) over every parameter.
+    const double params = dbl(count_params(m).total);
+    expect_rel(s.optimizer_s, cost.memory_bound(Bytes(params * 30.0)).value, 1e-3, what);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// evaluate_training: auto resolution.
+
+std::vector<int64_t> divisors_of(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t i = 1; i <= n; ++i)
+    if (n % i == 0) out.push_back(i);
+  return out;
+}
+
+/// Every candidate evaluate_training documents for a plan whose mb, recompute, vpp, zero
+/// and etp are all auto.
+std::vector<TrainingPlan> all_candidates(const ModelSpec& m, const TrainingPlan& base) {
+  std::vector<TrainingPlan> out;
+  for (int64_t mb : divisors_of(base.global_batch / base.dp))
+    for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
+      for (int64_t v : divisors_of(std::max<int64_t>(1, m.layers / base.pp))) {
+        if (base.pp * v > m.layers || (base.pp == 1 && v > 1)) continue;
+        for (int z = 0; z <= 3; ++z)
+          for (int64_t e : divisors_of(base.tp)) {
+            TrainingPlan t = base;
+            t.micro_batch = mb;
+            t.recompute = rc;
+            t.vpp = v;
+            t.zero = z;
+            t.etp = e;
+            if (t.global_batch % (mb * t.dp) != 0) continue;
+            if (v > 1 && num_microbatches(t) % t.pp != 0) continue;
+            out.push_back(t);
+          }
+      }
+  return out;
+}
+
+Scenario auto_scenario(const std::string& model_name, const std::string& gpu_id, int64_t tp, int64_t pp, int64_t dp,
+                       int64_t global_batch, int64_t seq) {
+  Scenario s;
+  s.id = "auto";
+  s.model = model(model_name);
+  s.system = system_of(gpu_id, tp * pp * dp, 200);
+  TrainingPlan t;
+  t.tp = tp;
+  t.pp = pp;
+  t.dp = dp;
+  t.sp = tp > 1;
+  t.global_batch = global_batch;
+  t.seq_len = seq;
+  t.micro_batch = std::nullopt;
+  t.recompute = std::nullopt;
+  t.vpp = std::nullopt;
+  t.zero = std::nullopt;
+  t.etp = std::nullopt;
+  s.training = t;
+  return s;
+}
+
+TEST(EvaluateTraining, ResolvesAutoFieldsToTheFastestFittingCandidate) {
+  struct Setup {
+    const char* model;
+    const char* gpu;
+    int64_t tp, pp, dp, gb, seq;
+  };
+  for (const Setup& x : {Setup{"llama2-13b", "a100-sxm4-80gb", 4, 2, 2, 64, 4096},
+                         Setup{"llama2-7b", "h100-sxm5-80gb", 2, 4, 1, 32, 4096},
+                         Setup{"gpt3-175b", "a100-sxm4-80gb", 8, 8, 4, 256, 2048}}) {
+    const Scenario s = auto_scenario(x.model, x.gpu, x.tp, x.pp, x.dp, x.gb, x.seq);
+    const hw::RooflineCostModel cost(s.system);
+    const TrainEvaluation ev = evaluate_training(s, &cost);
+    const std::string what = std::string(x.model) + " on " + x.gpu;
+
+    for (const char* f : {"micro_batch", "recompute", "vpp", "zero", "etp"})
+      EXPECT_NE(std::find(ev.auto_fields.begin(), ev.auto_fields.end(), f), ev.auto_fields.end()) << what << " " << f;
+    EXPECT_TRUE(ev.plan.micro_batch.has_value()) << what;
+    EXPECT_TRUE(ev.plan.recompute.has_value()) << what;
+    EXPECT_TRUE(ev.plan.vpp.has_value()) << what;
+    EXPECT_TRUE(ev.plan.zero.has_value()) << what;
+    EXPECT_TRUE(ev.plan.etp.has_value()) << what;
+    ASSERT_TRUE(ev.step.has_value()) << what;
+    EXPECT_FALSE(ev.provenance.empty());
+
+    // Enumerate the documented candidates ourselves (the engine may try more, e.g. partial
+    // full recompute, so its choice is at least as fast as the best of these).
+    const std::vector<TrainingPlan> cands = all_candidates(s.model, *s.training);
+    ASSERT_FALSE(cands.empty());
+    bool any_fits = false;
+    double best = std::numeric_limits<double>::infinity();
+    for (const TrainingPlan& t : cands) {
+      if (!training_memory(s.model, s.system, t).fits()) continue;
+      any_fits = true;
+      best = std::min(best, analytical_step(s.model, s.system, t, cost).step_s);
+    }
+    ASSERT_TRUE(any_fits) << what << ": the setup should have a fitting candidate";
+    EXPECT_TRUE(ev.feasible) << what << ": " << ev.fail_reason;
+    EXPECT_TRUE(ev.memory.fits()) << what;
+    EXPECT_TRUE(training_memory(s.model, s.system, ev.plan).fits()) << what;
+    EXPECT_LE(ev.step->step_s, best) << what;
+    EXPECT_EQ(ev.step->step_s, analytical_step(s.model, s.system, ev.plan, cost).step_s) << what;
+    EXPECT_TRUE(check_training_layout(Scenario{s.id, s.model, s.system, ev.plan, std::nullopt}).empty()) << what;
+  }
+}
+
+TEST(EvaluateTraining, NothingFitsReturnsTheSmallestCandidate) {
+  // GPT-3 175B on one node of 8 x A100 80GB: 175e9 x 16 B / 8 GPUs is 350 GB per GPU even
+  // with ZeRO-3 (dp = 1 shards nothing).
+  const Scenario s = auto_scenario("gpt3-175b", "a100-sxm4-80gb", 8, 1, 1, 16, 2048);
+  const hw::RooflineCostModel cost(s.system);
+  const TrainEvaluation ev = evaluate_training(s, &cost);
+  EXPECT_FALSE(ev.feasible);
+  EXPECT_FALSE(ev.fail_reason.empty());
+  EXPECT_TRUE(ev.plan.micro_batch && ev.plan.recompute && ev.plan.vpp && ev.plan.zero && ev.plan.etp);
+  ASSERT_TRUE(ev.step.has_value());
+  double smallest = std::numeric_limits<double>::infinity();
+  for (const TrainingPlan& t : all_candidates(s.model, *s.training)) {
+    const TrainingMemory mem = training_memory(s.model, s.system, t);
+    EXPECT_FALSE(mem.fits());
+    smallest = std::min(smallest, mem.peak().total_bytes);
+  }
+  EXPECT_LE(ev.memory.peak().total_bytes, smallest);
+}
+
+// ---------------------------------------------------------------------------------------
+// Determinism.
+
+void expect_identical(const StepBreakdown& a, const StepBreakdown& b) {
+#define CAPSIM_SAME(f) EXPECT_EQ(a.f, b.f) << #f
+  CAPSIM_SAME(step_s);
+  CAPSIM_SAME(compute_s);
+  CAPSIM_SAME(recompute_s);
+  CAPSIM_SAME(exposed_tp_s);
+  CAPSIM_SAME(exposed_cp_s);
+  CAPSIM_SAME(exposed_ep_s);
+  CAPSIM_SAME(exposed_pp_s);
+  CAPSIM_SAME(exposed_dp_s);
+  CAPSIM_SAME(total_tp_s);
+  CAPSIM_SAME(total_cp_s);
+  CAPSIM_SAME(total_ep_s);
+  CAPSIM_SAME(total_pp_s);
+  CAPSIM_SAME(total_dp_s);
+  CAPSIM_SAME(bubble_s);
+  CAPSIM_SAME(optimizer_s);
+  CAPSIM_SAME(microbatch_s);
+  CAPSIM_SAME(slowest_stage);
+  CAPSIM_SAME(tokens_per_s);
+  CAPSIM_SAME(tokens_per_s_per_gpu);
+  CAPSIM_SAME(model_flops_per_step);
+  CAPSIM_SAME(hardware_flops_per_step);
+  CAPSIM_SAME(model_tflops_per_gpu);
+  CAPSIM_SAME(mfu);
+  CAPSIM_SAME(hfu);
+#undef CAPSIM_SAME
+}
+
+TEST(Determinism, SameScenarioTwiceIsIdentical) {
+  // Fixed plan (GPT-3 175B on 1024 A100s, Narayanan et al. 2021 Table 1 shape) and an
+  // all-auto plan.
+  Scenario fixed = auto_scenario("gpt3-175b", "a100-sxm4-80gb", 8, 16, 8, 1536, 2048);
+  fixed.training->micro_batch = 1;
+  fixed.training->recompute = Recompute::full;
+  fixed.training->vpp = 1;
+  fixed.training->zero = 1;
+  fixed.training->etp = 1;
+  fixed.training->precision = DType::fp16;
+  const Scenario automatic = auto_scenario("llama2-13b", "h100-sxm5-80gb", 2, 2, 4, 128, 4096);
+  for (const Scenario& s : {fixed, automatic}) {
+    const hw::RooflineCostModel cost1(s.system);
+    const hw::RooflineCostModel cost2(s.system);
+    const TrainEvaluation a = evaluate_training(s, &cost1);
+    const TrainEvaluation b = evaluate_training(s, &cost2);
+    ASSERT_TRUE(a.step && b.step);
+    EXPECT_EQ(a.plan, b.plan);
+    expect_identical(*a.step, *b.step);
+    EXPECT_EQ(a.memory.peak().total_bytes, b.memory.peak().total_bytes);
+    // And the engine called directly, twice on one cost model.
+    expect_identical(analytical_step(s.model, s.system, a.plan, cost1),
+                     analytical_step(s.model, s.system, a.plan, cost1));
+  }
+}
+
+}  // namespace
+}  // namespace capsim

@@ -1,0 +1,52 @@
+// Accuracy against the published training measurements in data/validation: every case
+// must be simulated, and the error may not grow past the figures recorded here (a
+// regression fails CI). README "Accuracy" shows the current table.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "capsim/io/report.hpp"
+#include "capsim/io/validation.hpp"
+
+namespace capsim {
+namespace {
+
+const std::filesystem::path kTraining = std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation" / "training-public.json";
+
+TEST(Validation, TrainingCasesAllSimulated) {
+  const nlohmann::json r = io::run_validation({kTraining});
+  size_t n = 0;
+  for (const auto& c : r["cases"]) {
+    EXPECT_EQ(c["status"], "ok") << c["id"] << ": " << c.value("reason", std::string());
+    ++n;
+  }
+  EXPECT_GE(n, 124u);
+  EXPECT_EQ(r["summary"]["training-public.json"]["step_time_s"]["unsupported"], 0);
+}
+
+TEST(Validation, TrainingErrorBounds) {
+  const nlohmann::json r = io::run_validation({kTraining});
+  const auto& s = r["summary"]["training-public.json"];
+  // Recorded bounds (current model plus a small margin); lower them as the model improves.
+  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.21);
+  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.48);
+  EXPECT_LE(s["peak_memory_gib"]["median_abs_error"].get<double>(), 0.37);
+  EXPECT_LE(s["peak_memory_gib"]["p90_abs_error"].get<double>(), 0.60);
+}
+
+TEST(Validation, Deterministic) {
+  const std::string a = io::dump(io::run_validation({kTraining}));
+  const std::string b = io::dump(io::run_validation({kTraining}));
+  EXPECT_EQ(a, b);
+}
+
+TEST(Validation, SummaryStatistics) {
+  const io::ErrorSummary s = io::summarize_errors({0.3, 0.1, 0.2, 0.5, 0.4});
+  EXPECT_EQ(s.n, 5u);
+  EXPECT_DOUBLE_EQ(s.median_abs, 0.3);
+  EXPECT_DOUBLE_EQ(s.p90_abs, 0.46);  // linear between ranks: 0.4 + 0.6 * (0.5 - 0.4)
+  EXPECT_DOUBLE_EQ(s.max_abs, 0.5);
+}
+
+}  // namespace
+}  // namespace capsim
