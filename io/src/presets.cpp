@@ -1,6 +1,7 @@
 #include "capsim/io/presets.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
@@ -232,11 +233,24 @@ bool parse_family(const std::string& s, Family& f) {
   return false;
 }
 
-/// Integer from the first present key, or `fallback`; JSON null counts as absent.
+/// Problems found while reading a config leniently (a known key with a wrong type).
+thread_local std::vector<Issue>* g_config_issues = nullptr;
+thread_local const std::string* g_config_pointer = nullptr;
+
+/// Integer from the first present key, or `fallback`; JSON null counts as absent. A key
+/// that is present with a value that is not a whole number is reported.
 int64_t int_of(const json& c, std::initializer_list<const char*> keys, int64_t fallback) {
   for (const char* k : keys) {
     auto it = c.find(k);
-    if (it != c.end() && it->is_number()) return it->get<int64_t>();
+    if (it == c.end() || it->is_null()) continue;
+    if (it->is_number_integer()) return it->get<int64_t>();
+    if (it->is_number_float()) {
+      const double v = it->get<double>();
+      if (v == std::trunc(v) && std::abs(v) < 9e18) return static_cast<int64_t>(v);
+    }
+    if (g_config_issues && g_config_pointer)
+      g_config_issues->push_back({*g_config_pointer + "/" + k, brief(*it), "must be an integer", {}});
+    return fallback;
   }
   return fallback;
 }
@@ -277,6 +291,15 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
                        n.empty() ? "" : "did you mean \"" + n + "\"?"}});
   }
   m.name = name.empty() ? str_of(c, {"_name_or_path"}, type) : std::move(name);
+  std::vector<Issue> issues;
+  g_config_issues = &issues;
+  g_config_pointer = &pointer;
+  struct Reset {
+    ~Reset() {
+      g_config_issues = nullptr;
+      g_config_pointer = nullptr;
+    }
+  } reset;
   const Defaults d = family_defaults(m.family);
   const Family f = m.family;
   const bool gpt2 = f == Family::gpt2;
@@ -291,7 +314,6 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
   m.head_dim = int_of(c, {"head_dim"}, family_head_dim);
   m.tied_embeddings = bool_of(c, "tie_word_embeddings", d.tied);
 
-  std::vector<Issue> issues;
   auto positive = [&](const char* key, int64_t v) {
     if (v <= 0) issues.push_back({pointer + "/" + key, std::to_string(v), "must be a positive integer", {}});
   };
