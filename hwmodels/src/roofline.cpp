@@ -15,6 +15,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 RooflineCostModel::RooflineCostModel(const SystemSpec& system) : sys_(system) {}
 
+double RooflineCostModel::clock_factor() const {
+  const double f = sys_.gpu.efficiency.sustained_tensor_clock.value;
+  return f > 0 ? f : 1.0;
+}
+
 double RooflineCostModel::shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch) const {
   const GpuSpec& g = sys_.gpu;
   // Output tiles of the kernels cuBLAS picks for large problems: 128x256 on Hopper and
@@ -57,7 +62,7 @@ Seconds RooflineCostModel::gemm(int64_t m, int64_t n, int64_t k, DType dtype, in
   const GpuSpec& g = sys_.gpu;
   DType math = dtype;
   if (math == DType::fp8 && g.peak_fp8_tflops <= 0) math = DType::bf16;
-  const double peak = g.peak(math == DType::fp32 ? DType::bf16 : math).value;
+  const double peak = g.peak(math == DType::fp32 ? DType::bf16 : math).value * clock_factor();
   const double flops = 2.0 * dbl(m) * dbl(n) * dbl(k) * dbl(batch);
   const double t_compute = flops / (peak * gemm_efficiency(m, n, k, math, batch));
   const double eb = dtype_bytes(math == DType::fp8 ? DType::fp8 : DType::bf16);
@@ -103,7 +108,7 @@ Seconds RooflineCostModel::attention(const AttentionShape& a, bool backward) con
   // Kernel efficiency at the length of the blocks it runs (a CP rank's chunk).
   const double len = static_cast<double>(std::min(a.q_len, a.kv_len));
   const double eff = std::max(0.05, t.at(len, std::max(a.qk_dim, a.v_dim), a.causal));
-  const double t_compute = flops / (g.peak(DType::bf16).value * eff);
+  const double t_compute = flops / (g.peak(DType::bf16).value * clock_factor() * eff);
   const double io = dbl(a.batch) * (dbl(a.q_len) * dbl(a.heads) * dbl(a.qk_dim + a.v_dim) +
                                     dbl(a.kv_len) * dbl(a.kv_heads) * dbl(a.qk_dim + a.v_dim)) *
                     2.0 * (backward ? 2.0 : 1.0);
@@ -183,6 +188,7 @@ std::vector<std::pair<std::string, std::string>> RooflineCostModel::provenance()
   std::vector<std::pair<std::string, std::string>> p = {
       {"gemm_bf16", e.gemm_bf16.source},
       {"gemm_k_half", e.gemm_k_half.source},
+      {"sustained_tensor_clock", e.sustained_tensor_clock.source.empty() ? "rated clock" : e.sustained_tensor_clock.source},
       {"hbm", e.hbm.source},
       {"attention_fwd", e.attention_fwd.source},
       {"attention_bwd", e.attention_bwd.source},

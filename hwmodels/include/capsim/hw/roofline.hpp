@@ -37,6 +37,8 @@ class RooflineCostModel final : public CostModel {
   double bus_bandwidth(CollectiveKind kind, const Group& group) const;
   /// Latency term (s) from NCCL's model: min(ring, tree) for all-reduce, ring otherwise.
   double latency(CollectiveKind kind, const Group& group) const;
+  /// Sustained over rated tensor clock (1 when not measured).
+  double clock_factor() const;
 
  private:
   double shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch) const;
