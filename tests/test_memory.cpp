@@ -156,6 +156,25 @@ TEST(Pipeline, InflightMicrobatches) {
   EXPECT_EQ(inflight_chunks(8, 1, 0, 3), 3);  // fewer microbatches than stages
 }
 
+// GPipe keeps every microbatch's activations until the backward starts (Huang et al. 2019).
+TEST(Pipeline, GpipeHoldsAllMicrobatches) {
+  const ModelSpec m = io::load_model("llama2-7b");
+  TrainingPlan t;
+  t.pp = 4;
+  t.dp = 1;
+  t.micro_batch = 1;
+  t.global_batch = 16;
+  t.seq_len = 4096;
+  t.recompute = Recompute::full;
+  const TrainingMemory one = training_memory(m, system_of("h100-sxm5-80gb", 4), t);
+  t.schedule = Schedule::gpipe;
+  const TrainingMemory gpipe = training_memory(m, system_of("h100-sxm5-80gb", 4), t);
+  EXPECT_EQ(one.stages[0].inflight_microbatches, 4);
+  EXPECT_EQ(gpipe.stages[0].inflight_microbatches, 16);
+  EXPECT_EQ(gpipe.stages[3].inflight_microbatches, 16);
+  EXPECT_DOUBLE_EQ(gpipe.stages[1].activations_bytes, 4.0 * one.stages[1].activations_bytes * 16.0 / (4.0 * 3.0));
+}
+
 TEST(Pipeline, SplitsUnevenLayersAsMegatron) {
   // Llama-3.1-405B: 126 layers on 16 stages -> 7, 8 x 14, 7.
   std::vector<int64_t> expect(16, 8);

@@ -171,7 +171,8 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
         shard(trainable_dense, dense_group, zo) * k_bytes + shard(trainable_expert, expert_group, zo) * k_bytes;
 
     // Activations: chunks in flight times the average chunk's kept bytes.
-    s.inflight_microbatches = inflight_chunks(t.pp, vpp, r, microbatches);
+    // GPipe runs every forward before any backward: all microbatches are in flight.
+    s.inflight_microbatches = t.schedule == Schedule::gpipe ? microbatches : inflight_chunks(t.pp, vpp, r, microbatches);
     s.activations_bytes = act_total / dbl(vpp) * dbl(s.inflight_microbatches);
     s.recompute_working_bytes = working;
 

@@ -11,6 +11,14 @@ std::string_view to_string(Recompute r) {
   return "?";
 }
 
+std::string_view to_string(Schedule s) {
+  switch (s) {
+    case Schedule::one_f_one_b: return "1f1b";
+    case Schedule::gpipe: return "gpipe";
+  }
+  return "?";
+}
+
 std::string_view to_string(Optimizer o) {
   switch (o) {
     case Optimizer::adamw: return "adamw";

@@ -128,6 +128,8 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"recompute", std::string(to_string(t.recompute.value_or(Recompute::none)))},
                  {"recompute_fraction", t.recompute.value_or(Recompute::none) == Recompute::full ? t.recompute_fraction : 0.0},
                  {"precision", std::string(to_string(t.precision))},
+                 {"schedule", t.pp == 1 ? std::string("none") : t.vpp.value_or(1) > 1 ? std::string("interleaved-1f1b") : std::string(to_string(t.schedule))},
+                 {"attention", std::string(to_string(t.attention))},
                  {"optimizer", std::string(to_string(t.optimizer))},
                  {"mode", std::string(to_string(t.mode))}};
   j["layout"] = layout;

@@ -15,10 +15,13 @@
 namespace capsim {
 
 enum class Recompute { none, selective, full };
+/// Pipeline schedule; interleaving (vpp > 1) is the interleaved variant of 1F1B.
+enum class Schedule { one_f_one_b, gpipe };
 enum class Optimizer { adamw, sgd, adafactor, lion, adam8bit };
 enum class TrainMode { pretrain, sft, lora };
 
 std::string_view to_string(Recompute r);
+std::string_view to_string(Schedule s);
 std::string_view to_string(Optimizer o);
 std::string_view to_string(TrainMode m);
 
@@ -72,6 +75,7 @@ struct TrainingPlan {
   double recompute_fraction = 1.0;
   DType precision = DType::bf16;    ///< fp16, bf16 or fp8 (mixed precision)
   AttentionKernel attention = AttentionKernel::fused;
+  Schedule schedule = Schedule::one_f_one_b;
   Optimizer optimizer = Optimizer::adamw;
   TrainMode mode = TrainMode::pretrain;
   std::optional<LoraSpec> lora;
