@@ -11,6 +11,10 @@ double dbl(int64_t v) { return static_cast<double>(v); }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/// Shortest time a kernel launched from the host occupies the stream: 80 tiny kernels
+/// launched one by one take 260 us (CUDA.jl documentation, "Graphs"), 3.25 us each.
+constexpr double kKernelLaunchS = 3.25e-6;
+
 }  // namespace
 
 RooflineCostModel::RooflineCostModel(const SystemSpec& system) : sys_(system) {}
@@ -67,13 +71,13 @@ Seconds RooflineCostModel::gemm(int64_t m, int64_t n, int64_t k, DType dtype, in
   const double t_compute = flops / (peak * gemm_efficiency(m, n, k, math, batch));
   const double eb = dtype_bytes(math == DType::fp8 ? DType::fp8 : DType::bf16);
   const double bytes = (dbl(m) * dbl(k) * eb + dbl(k) * dbl(n) * eb + dbl(m) * dbl(n) * 2.0) * dbl(batch);
-  const double t_mem = memory_bound(Bytes(bytes)).value;
+  const double t_mem = stream_time(bytes);
   double t = std::max(t_compute, t_mem);
   if (math == DType::fp8) {
     // Transformer Engine casts both bf16 operands to fp8 (read 2 B, write 1 B) per GEMM.
-    t += memory_bound(Bytes((dbl(m) * dbl(k) + dbl(k) * dbl(n)) * 3.0 * dbl(batch))).value;
+    t += stream_time((dbl(m) * dbl(k) + dbl(k) * dbl(n)) * 3.0 * dbl(batch));
   }
-  return Seconds(t);
+  return Seconds(std::max(kKernelLaunchS, t));
 }
 
 Seconds RooflineCostModel::attention(const AttentionShape& a, bool backward) const {
@@ -91,11 +95,11 @@ Seconds RooflineCostModel::attention(const AttentionShape& a, bool backward) con
     if (!backward) {
       t += gemm(a.q_len, a.kv_len, a.qk_dim, DType::bf16, bh).value;
       t += gemm(a.q_len, a.v_dim, a.kv_len, DType::bf16, bh).value;
-      t += memory_bound(Bytes(scores * (2.0 + 2.0 + 1.0 + 2.0))).value;
+      t += stream_time(scores * (2.0 + 2.0 + 1.0 + 2.0));
     } else {
       t += gemm(a.q_len, a.qk_dim, a.kv_len, DType::bf16, bh).value + gemm(a.kv_len, a.qk_dim, a.q_len, DType::bf16, bh).value;
       t += gemm(a.q_len, a.kv_len, a.v_dim, DType::bf16, bh).value + gemm(a.kv_len, a.v_dim, a.q_len, DType::bf16, bh).value;
-      t += memory_bound(Bytes(scores * 3.0 * (2.0 + 2.0))).value;
+      t += stream_time(scores * 3.0 * (2.0 + 2.0));
     }
     return Seconds(t);
   }
@@ -112,12 +116,17 @@ Seconds RooflineCostModel::attention(const AttentionShape& a, bool backward) con
   const double io = dbl(a.batch) * (dbl(a.q_len) * dbl(a.heads) * dbl(a.qk_dim + a.v_dim) +
                                     dbl(a.kv_len) * dbl(a.kv_heads) * dbl(a.qk_dim + a.v_dim)) *
                     2.0 * (backward ? 2.0 : 1.0);
-  return Seconds(std::max(t_compute, memory_bound(Bytes(io)).value));
+  return Seconds(std::max({kKernelLaunchS, t_compute, stream_time(io)}));
+}
+
+double RooflineCostModel::stream_time(double bytes) const {
+  const GpuSpec& g = sys_.gpu;
+  return bytes / (g.hbm_bandwidth().value * g.efficiency.hbm.value);
 }
 
 Seconds RooflineCostModel::memory_bound(Bytes bytes) const {
-  const GpuSpec& g = sys_.gpu;
-  return Seconds(bytes.value / (g.hbm_bandwidth().value * g.efficiency.hbm.value));
+  if (bytes.value <= 0) return Seconds(0);
+  return Seconds(std::max(kKernelLaunchS, stream_time(bytes.value)));
 }
 
 double RooflineCostModel::bus_bandwidth(CollectiveKind kind, const Group& group) const {

@@ -17,6 +17,8 @@ struct NcclLatency {
   double net_tree_hop_us = 14.0;    ///< network, tree, Simple
 };
 
+/// Every kernel occupies its stream for at least a host launch (3.25 us, see roofline.cpp),
+/// which is what bounds decode steps of many tiny kernels.
 class RooflineCostModel final : public CostModel {
  public:
   explicit RooflineCostModel(const SystemSpec& system);
@@ -42,6 +44,8 @@ class RooflineCostModel final : public CostModel {
 
  private:
   double shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch) const;
+  /// Seconds to stream `bytes` through HBM at the achievable bandwidth (no launch floor).
+  double stream_time(double bytes) const;
   SystemSpec sys_;
   NcclLatency nccl_;
 };
