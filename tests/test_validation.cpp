@@ -30,8 +30,8 @@ TEST(Validation, TrainingErrorBounds) {
   // Recorded bounds (current model plus a small margin); lower them as the model improves.
   EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.15);
   EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.44);
-  EXPECT_LE(s["peak_memory_gib"]["median_abs_error"].get<double>(), 0.37);
-  EXPECT_LE(s["peak_memory_gib"]["p90_abs_error"].get<double>(), 0.60);
+  EXPECT_LE(s["peak_memory_gib"]["median_abs_error"].get<double>(), 0.29);
+  EXPECT_LE(s["peak_memory_gib"]["p90_abs_error"].get<double>(), 0.44);
 }
 
 TEST(Validation, Deterministic) {

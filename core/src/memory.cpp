@@ -169,6 +169,14 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
         shard(trainable_dense, dense_group, zg) * g_bytes + shard(trainable_expert, expert_group, zg) * g_bytes;
     s.optimizer_bytes =
         shard(trainable_dense, dense_group, zo) * k_bytes + shard(trainable_expert, expert_group, zo) * k_bytes;
+    if (zero >= 3 && t.pp > 1 && !lora) {
+      // ZeRO-3 under pipeline parallelism keeps the stage's parameters gathered across
+      // microbatches and accumulates unsharded gradients (in the parameter dtype) until
+      // the last backward: torch.distributed.pipelining with FSDP2 turns resharding after
+      // forward and per-microbatch gradient reduction off.
+      s.weights_bytes += (dense + expert) * w_bytes;
+      s.gradients_bytes += (dense + expert) * w_bytes;
+    }
 
     // Activations: chunks in flight times the average chunk's kept bytes.
     // GPipe runs every forward before any backward: all microbatches are in flight.

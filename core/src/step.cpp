@@ -339,7 +339,14 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   dp_group_cost(dense_params, c.g.dp);
   dp_group_cost(expert_params, c.g.dp_expert);
   double dp_total = 0, dp_exposed = 0;
-  if (zero >= 3) {
+  if (zero >= 3 && t.pp > 1) {
+    // Under pipeline parallelism the stage's parameters stay gathered across microbatches
+    // and gradients reduce once (see training_memory): one gather behind the first
+    // forward, one reduce-scatter behind the last backward.
+    const double gather = stage_layers * dp.ag, reduce = stage_layers * dp.rs;
+    dp_total = gather + reduce;
+    dp_exposed = opt.overlap_dp ? std::max(dp.ag, gather - crit.fwd) + std::max(dp.rs, reduce - crit.bwd) : dp_total;
+  } else if (zero >= 3) {
     const double lf = crit.fwd / stage_layers, lb = crit.bwd / stage_layers;
     const double per_mb = stage_layers * (std::max(0.0, dp.ag - lf) + std::max(0.0, dp.ag + dp.rs - lb)) + dp.ag + dp.rs;
     dp_total = dbl(mb) * stage_layers * (2.0 * dp.ag + dp.rs);
