@@ -115,10 +115,12 @@ json run_validation(const std::vector<std::filesystem::path>& files) {
       for (const json& c : cases)
         if (c["file"] == file && c["measured"].contains(metric) && !c["predicted"].contains(metric))
           u.push_back(c["id"]);
+      // No simulated case: the statistics are absent (null), not zero.
+      auto stat = [&](double v) { return s.n == 0 ? json(nullptr) : json(v); };
       per_metric[metric] = {{"n", s.n},
-                            {"median_abs_error", s.median_abs},
-                            {"p90_abs_error", s.p90_abs},
-                            {"max_abs_error", s.max_abs},
+                            {"median_abs_error", stat(s.median_abs)},
+                            {"p90_abs_error", stat(s.p90_abs)},
+                            {"max_abs_error", stat(s.max_abs)},
                             {"unsupported", u.size()},
                             {"unsupported_ids", u}};
     }
@@ -158,6 +160,12 @@ std::string validation_table(const json& r) {
   out << line;
   for (auto f = r["summary"].begin(); f != r["summary"].end(); ++f)
     for (auto m = f.value().begin(); m != f.value().end(); ++m) {
+      if (m.value()["n"].get<size_t>() == 0) {
+        std::snprintf(line, sizeof line, "  %-34s %-16s %5d %8s %8s %8s %12zu\n", f.key().c_str(), m.key().c_str(), 0,
+                      "-", "-", "-", m.value()["unsupported"].get<size_t>());
+        out << line;
+        continue;
+      }
       std::snprintf(line, sizeof line, "  %-34s %-16s %5zu %7.1f%% %7.1f%% %7.1f%% %12zu\n", f.key().c_str(),
                     m.key().c_str(), m.value()["n"].get<size_t>(), 100 * m.value()["median_abs_error"].get<double>(),
                     100 * m.value()["p90_abs_error"].get<double>(), 100 * m.value()["max_abs_error"].get<double>(),
