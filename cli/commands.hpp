@@ -16,6 +16,8 @@ struct ModelArgs {
 
 struct TrainArgs {
   std::string scenario;
+  std::string engine = "analytical";
+  std::string trace;
   std::vector<std::string> sets;
   std::string format;
   std::string out;

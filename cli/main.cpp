@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include "capsim/core/diagnostics.hpp"
+#include "capsim/core/pipeline_sim.hpp"
 #include "capsim/core/train.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
+#include "capsim/io/trace.hpp"
 #include "capsim/io/validation.hpp"
 #include "capsim/hw/roofline.hpp"
 #include "commands.hpp"
@@ -152,8 +154,25 @@ int run_train(const TrainArgs& a) {
   const Scenario s = io::load_scenario(a.scenario, a.sets);
   if (!s.training) throw InputError({{"/kind", "\"inference\"", "capsim train needs a training scenario", {}}});
   const hw::RooflineCostModel cost(s.system);
-  const TrainEvaluation ev = evaluate_training(s, &cost);
-  const json r = io::train_report(s, ev);
+  TrainEvaluation ev = evaluate_training(s, &cost);
+  json r;
+  if (a.engine == "des") {
+    StepOptions opt;
+    opt.tp_overlap = ev.plan.tp_comm_overlap;
+    opt.moe_imbalance = ev.plan.moe_imbalance;
+    opt.overlap_dp = ev.plan.overlap_dp;
+    const DesStep d = des_step(s.model, s.system, ev.plan, cost, opt);
+    ev.step = d.step;
+    r = io::train_report(s, ev);
+    r["engine"] = "des";
+    r["des"] = io::des_json(d);
+    if (!a.trace.empty()) io::write_file_atomic(a.trace, io::chrome_trace(d));
+  } else {
+    if (!a.trace.empty())
+      throw InputError({{"--trace", a.trace, "a timeline needs the discrete-event engine", "add --engine des"}});
+    r = io::train_report(s, ev);
+    r["engine"] = "analytical";
+  }
   for (const auto& w : ev.warnings) fmt::print(stderr, "warning: {}\n", w);
   emit(resolve_format(a.format) == "json" ? io::dump(r) : train_table(r), a.out);
   return 0;
@@ -225,6 +244,9 @@ int main(int argc, char** argv) {
   train->add_option("--format", train_args.format, "table or json (default: table on a terminal, else json)")
       ->check(CLI::IsMember({"table", "json"}));
   train->add_option("-o,--out", train_args.out, "Write the report to this file (atomically)");
+  train->add_option("--engine", train_args.engine, "analytical (closed-form bubble) or des (executes the schedule)")
+      ->check(CLI::IsMember({"analytical", "des"}));
+  train->add_option("--trace", train_args.trace, "With --engine des: write a Chrome/Perfetto trace JSON here");
 
   cli::TrainArgs memory_args;
   auto* memory = app.add_subcommand("memory", "Memory per GPU of a training or serving scenario");

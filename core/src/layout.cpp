@@ -54,8 +54,9 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
                    "pipeline stages pp*vpp = " + str(t.pp * vpp) + " exceed the model's " + str(m.layers) +
                        " layers",
                    {}});
-  if (t.schedule == Schedule::gpipe && t.vpp && *t.vpp > 1)
-    out.push_back({"/training/vpp", str(*t.vpp), "GPipe has no interleaving: vpp must be 1 (interleaving needs \"1f1b\")", {}});
+  if (t.schedule != Schedule::one_f_one_b && t.vpp && *t.vpp > 1)
+    out.push_back({"/training/vpp", str(*t.vpp),
+                   std::string(to_string(t.schedule)) + " has no interleaving: vpp must be 1 (interleaving needs \"1f1b\")", {}});
   if (!t.stage_layers.empty()) {
     int64_t sum = 0;
     for (auto v : t.stage_layers) sum += v;

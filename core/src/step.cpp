@@ -24,6 +24,7 @@ Group place(int64_t size, int64_t stride, int64_t gpn) {
 /// Per-microbatch costs of one layer on one GPU.
 struct LayerCost {
   double fwd = 0, bwd = 0;         ///< compute
+  double wgrad = 0;                ///< the weight-gradient GEMMs within bwd
   double recompute = 0;            ///< extra forward under the policy
   double attn_fwd = 0, attn_bwd = 0;
   double tp_fwd = 0, tp_bwd = 0;   ///< TP collectives (bwd includes recompute's)
@@ -46,7 +47,7 @@ struct Ctx {
   int64_t etp = 1;
 };
 
-double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& flops_out) {
+double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& wgrad_out, double& flops_out) {
   const int64_t tp = c.t.tp;
   int64_t n = op.n, k = op.k;
   int64_t m = static_cast<int64_t>(std::llround(c.tokens * op.per_token));
@@ -67,7 +68,8 @@ double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& flops_o
   }
   const double f = c.cost.gemm(m, n, k, dt, batch).value;
   // Backward: input gradient [m x k] = dY [m x n] W^T, weight gradient [k x n] = X^T dY.
-  bwd_out = c.cost.gemm(m, k, n, dt, batch).value + c.cost.gemm(k, n, m, dt, batch).value;
+  wgrad_out = c.cost.gemm(k, n, m, dt, batch).value;
+  bwd_out = c.cost.gemm(m, k, n, dt, batch).value + wgrad_out;
   flops_out = 2.0 * dbl(m) * dbl(n) * dbl(k) * dbl(batch);
   return f;
 }
@@ -80,10 +82,11 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
     switch (op.kind) {
       case OpKind::gemm:
       case OpKind::router: {
-        double bwd = 0, flops = 0;
-        const double f = gemm_fwd_bwd(c, op, bwd, flops);
+        double bwd = 0, wgrad = 0, flops = 0;
+        const double f = gemm_fwd_bwd(c, op, bwd, wgrad, flops);
         lc.fwd += f;
         lc.bwd += bwd;
+        lc.wgrad += wgrad;
         lc.fwd_flops += flops;
         if (c.rc == Recompute::full) {
           lc.recompute += c.rc_fraction * f;
@@ -166,6 +169,8 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
   return lc;
 }
 
+}  // namespace
+
 /// Bytes per parameter a fused optimizer step reads and writes: AdamW reads the fp32
 /// gradient, master weight, m and v (16 B) and writes master, m, v (12 B) and the bf16
 /// weight (2 B); SGD and Lion have one moment (22 B); 8-bit Adam one-byte moments
@@ -181,8 +186,6 @@ double optimizer_traffic(Optimizer o) {
   return 30.0;
 }
 
-}  // namespace
-
 LayoutGroups layout_groups(const TrainingPlan& t, int64_t gpn) {
   LayoutGroups g;
   const int64_t etp = t.etp.value_or(1);
@@ -197,9 +200,10 @@ LayoutGroups layout_groups(const TrainingPlan& t, int64_t gpn) {
   return g;
 }
 
-StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
-                              const CostModel& cost, const StepOptions& opt) {
-  StepBreakdown out;
+namespace {
+
+Ctx make_ctx(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, const CostModel& cost,
+             const StepOptions& opt) {
   Ctx c{m, t, cost, opt, layout_groups(t, sys.gpus_per_node)};
   c.b = t.micro_batch.value_or(1);
   c.s = t.seq_len;
@@ -208,31 +212,135 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   c.rc = t.recompute.value_or(Recompute::none);
   c.rc_fraction = t.recompute_fraction;
   c.etp = t.etp.value_or(1);
-  const int64_t vpp = t.vpp.value_or(1);
-  const int64_t mb = num_microbatches(t);
-  const int zero = t.zero.value_or(0);
-  const LoweringOptions lo = lowering_options(m, t);
+  return c;
+}
 
-  // Cost each layer kind once.
+/// Layer costs, once per layer kind (dense, MoE), and the model's two ends.
+struct KindCosts {
   LayerCost kinds[2];
   bool have[2] = {false, false};
-  for (int64_t i = 0; i < m.layers; ++i) {
-    const int k = m.is_moe_layer(i) ? 1 : 0;
-    if (!have[k]) {
-      kinds[k] = layer_cost(c, lower_layer(m, i, lo), k == 1);
-      have[k] = true;
+  LayerCost head, emb;
+  const LayerCost& of(const ModelSpec& m, int64_t layer) const { return kinds[m.is_moe_layer(layer) ? 1 : 0]; }
+};
+
+KindCosts cost_kinds(const Ctx& c, const LoweringOptions& lo) {
+  KindCosts k;
+  for (int64_t i = 0; i < c.m.layers; ++i) {
+    const int kind = c.m.is_moe_layer(i) ? 1 : 0;
+    if (!k.have[kind]) {
+      k.kinds[kind] = layer_cost(c, lower_layer(c.m, i, lo), kind == 1);
+      k.have[kind] = true;
     }
   }
   Ctx head_ctx = c;
   head_ctx.rc = Recompute::none;
-  const LayerCost head = layer_cost(head_ctx, lower_head(m, lo), false);
-  const LayerCost emb = layer_cost(head_ctx, lower_embedding(m, lo), false);
+  k.head = layer_cost(head_ctx, lower_head(c.m, lo), false);
+  k.emb = layer_cost(head_ctx, lower_embedding(c.m, lo), false);
+  return k;
+}
+
+}  // namespace
+
+PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, const CostModel& cost,
+                             const StepOptions& opt) {
+  PipelineCosts pc;
+  const Ctx c = make_ctx(m, sys, t, cost, opt);
+  const LoweringOptions lo = lowering_options(m, t);
+  const KindCosts k = cost_kinds(c, lo);
+  const int64_t vpp = t.vpp.value_or(1);
+  const double tp_keep = 1.0 - opt.tp_overlap;
+  ShardContext sc;
+  sc.micro_batch = c.b;
+  sc.seq_len = t.seq_len;
+  sc.tp = t.tp;
+  sc.cp = t.cp;
+  sc.etp = c.etp;
+  sc.sp = t.sp;
+  sc.recompute = c.rc;
+  ShardContext sc_none = sc;
+  sc_none.recompute = Recompute::none;
+  double act_kind[2] = {0, 0};
+  for (int kind = 0; kind < 2; ++kind) {
+    if (!k.have[kind]) continue;
+    int64_t id = 0;
+    while ((m.is_moe_layer(id) ? 1 : 0) != kind) ++id;
+    const auto ops = lower_layer(m, id, lo);
+    const double kept = layer_activation_bytes(ops, lo, m, sc);
+    act_kind[kind] = c.rc == Recompute::full
+                         ? t.recompute_fraction * kept + (1.0 - t.recompute_fraction) * layer_activation_bytes(ops, lo, m, sc_none)
+                         : kept;
+  }
+  const double emb_act = layer_activation_bytes(lower_embedding(m, lo), lo, m, sc_none);
+  const double head_act = layer_activation_bytes(lower_head(m, lo), lo, m, sc_none);
+
+  const int64_t stages = t.pp * vpp;
+  const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, stages) : t.stage_layers;
+  pc.chunks.assign(static_cast<size_t>(t.pp), std::vector<ChunkCost>(static_cast<size_t>(vpp)));
+  int64_t next = 0;
+  for (int64_t j = 0; j < stages; ++j) {
+    ChunkCost& ch = pc.chunks[static_cast<size_t>(j % t.pp)][static_cast<size_t>(j / t.pp)];
+    for (int64_t n = 0; n < counts[static_cast<size_t>(j)]; ++n, ++next) {
+      const LayerCost& lc = k.of(m, next);
+      const double cp_f = std::max(0.0, lc.cp_fwd - lc.attn_fwd);
+      const double cp_b = std::max(0.0, lc.cp_bwd - lc.attn_bwd);
+      ch.fwd_s += lc.fwd + tp_keep * lc.tp_fwd + cp_f + lc.ep_fwd;
+      ch.bwd_s += lc.bwd - lc.wgrad + lc.recompute + tp_keep * lc.tp_bwd + cp_b + lc.ep_bwd;
+      ch.wgrad_s += lc.wgrad;
+      ch.activation_bytes += act_kind[m.is_moe_layer(next) ? 1 : 0];
+      const LayerParams lp = layer_params(m, next);
+      ch.params += (dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router);
+      ch.expert_params += dbl(lp.routed_experts) / dbl(t.ep * c.etp);
+      ++ch.layers;
+    }
+    if (j == 0) {
+      ch.fwd_s += k.emb.fwd;
+      ch.bwd_s += k.emb.bwd - k.emb.wgrad;
+      ch.wgrad_s += k.emb.wgrad;
+      ch.activation_bytes += emb_act;
+      ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
+    }
+    if (j == stages - 1) {
+      ch.fwd_s += k.head.fwd;
+      ch.bwd_s += k.head.bwd - k.head.wgrad;
+      ch.wgrad_s += k.head.wgrad;
+      ch.activation_bytes += head_act;
+      if (!m.tied_embeddings || t.pp > 1) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
+    }
+  }
+  if (t.pp > 1) {
+    pc.p2p_bytes = c.tokens * dbl(m.hidden) * 2.0 / (t.sp ? dbl(t.tp) : 1.0);
+    pc.p2p_cross_node = c.g.pp_cross_node;
+    pc.p2p_s = cost.p2p(Bytes(pc.p2p_bytes), pc.p2p_cross_node).value;
+  }
+  return pc;
+}
+
+StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
+                              const CostModel& cost, const StepOptions& opt) {
+  StepBreakdown out;
+  const Ctx c = make_ctx(m, sys, t, cost, opt);
+  const int64_t vpp = t.vpp.value_or(1);
+  const int64_t mb = num_microbatches(t);
+  const int zero = t.zero.value_or(0);
+  const LoweringOptions lo = lowering_options(m, t);
+  const KindCosts kc = cost_kinds(c, lo);
+  const LayerCost* kinds = kc.kinds;
+  const bool* have = kc.have;
+  const LayerCost& head = kc.head;
+  const LayerCost& emb = kc.emb;
 
   const auto ranks = stage_layer_ids(m, t);
   const double tp_keep = 1.0 - opt.tp_overlap;
+  const bool blocking_p2p = vpp == 1 && t.schedule != Schedule::zb_h1;
+  double pc_p2p = 0;
+  if (t.pp > 1) {
+    const double act = c.tokens * dbl(m.hidden) * 2.0 / (t.sp ? dbl(t.tp) : 1.0);
+    pc_p2p = cost.p2p(Bytes(act), c.g.pp_cross_node).value;
+  }
+  double crit_p2p = 0, sum_p2p = 0;
   double worst = -1, sum_stage = 0;
   struct StageTime {
-    double fwd, bwd, compute, recompute, tp, cp, ep, tp_total, cp_total, ep_total, params;
+    double fwd, bwd, compute, recompute, tp, cp, ep, tp_total, cp_total, ep_total, params, wgrad;
   } crit{};
   for (int64_t r = 0; r < t.pp; ++r) {
     StageTime st{};
@@ -244,6 +352,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       st.fwd += lc.fwd + tp_keep * lc.tp_fwd + cp_f + lc.ep_fwd;
       st.bwd += lc.bwd + lc.recompute + tp_keep * lc.tp_bwd + cp_b + lc.ep_bwd;
       st.compute += lc.fwd + lc.bwd;
+      st.wgrad += lc.wgrad;
       st.recompute += lc.recompute;
       st.tp += tp_keep * (lc.tp_fwd + lc.tp_bwd);
       st.cp += cp_f + cp_b;
@@ -267,20 +376,28 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       if (!m.tied_embeddings || t.pp > 1) params += dbl(m.vocab * m.hidden) / dbl(t.tp);
     }
     st.params = params;
-    const double total = st.fwd + st.bwd;
+    const double p2p = blocking_p2p ? pc_p2p * ((r < t.pp - 1 ? 1.0 : 0.0) + (r > 0 ? 1.0 : 0.0)) : 0.0;
+    const double total = st.fwd + st.bwd + p2p;
     sum_stage += total;
+    sum_p2p += p2p;
     if (total > worst) {
       worst = total;
       crit = st;
+      crit_p2p = p2p;
       out.slowest_stage = r;
     }
   }
   const double t_mb = worst;
-  out.microbatch_s = t_mb;
+  out.microbatch_s = t_mb - crit_p2p;  // pipeline transfers are reported as exposed_pp
   // Pipeline bubble (Narayanan et al. 2021, Sec. 2.2): (p-1)/v microbatch times when
   // stages are equal; with uneven stages the fill and drain pass once through every
   // stage but the slowest, whose steady state the m microbatch times already count.
-  out.bubble_s = t.pp > 1 ? (sum_stage - worst) / dbl(vpp) : 0.0;
+  out.bubble_s = t.pp > 1 ? (sum_stage - worst - (sum_p2p - crit_p2p)) / dbl(vpp) : 0.0;
+  if (t.schedule == Schedule::zb_h1 && t.pp > 1 && worst > 0) {
+    // ZB-H1 (Qi et al. 2023): weight-gradient passes fill the drain, bubble
+    // (p-1)(F + B - 2W) with B the whole backward, i.e. (p-1)(F + B_input - W).
+    out.bubble_s *= std::max(0.0, worst - 2.0 * crit.wgrad) / worst;
+  }
   const double per_mb_scale = dbl(mb);
   out.compute_s = crit.compute * per_mb_scale;
   out.recompute_s = crit.recompute * per_mb_scale;
@@ -291,14 +408,18 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   out.total_cp_s = crit.cp_total * per_mb_scale;
   out.total_ep_s = crit.ep_total * per_mb_scale;
 
-  // Pipeline send/recv of one microbatch's boundary activations; on the critical path
-  // once per forward and backward for each microbatch without interleaving (Megatron's
-  // blocking 1F1B), during fill and drain with interleaving (overlapped p2p).
+  // Pipeline send/recv of one microbatch's boundary activations (and gradients).
+  // Blocking schedules (Megatron-LM's 1F1B, GPipe) pay them on the compute stream: once
+  // per forward on every stage but the last and once per backward on every stage but the
+  // first, folded into the stage times above. Interleaved and zero-bubble schedules
+  // overlap them; fill and drain cross every virtual stage boundary once each way.
   if (t.pp > 1) {
-    const double act = c.tokens * dbl(m.hidden) * 2.0 / (t.sp ? dbl(t.tp) : 1.0);
-    const double p = cost.p2p(Bytes(act), c.g.pp_cross_node).value;
-    out.total_pp_s = 2.0 * p * dbl(mb * vpp);
-    out.exposed_pp_s = vpp == 1 ? 2.0 * p * dbl(mb + t.pp - 1) : 2.0 * p * dbl(t.pp - 1) * dbl(vpp);
+    out.total_pp_s = 2.0 * pc_p2p * dbl(mb * vpp);
+    if (blocking_p2p) {
+      out.exposed_pp_s = dbl(mb) * crit_p2p + (sum_p2p - crit_p2p) / dbl(vpp);
+    } else {
+      out.exposed_pp_s = 2.0 * dbl(t.pp * vpp - 1) * pc_p2p;
+    }
   }
 
   // Data parallel: gradients and (ZeRO >= 1) parameters of the critical stage.
@@ -314,6 +435,13 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     double grads = 0, gather = 0, last = 0;  // ZeRO 0-2: per step
   } dp;
   const double stage_layers = std::max(1.0, dbl(ranks[static_cast<size_t>(out.slowest_stage)].size()));
+  // Buckets per chunk as the discrete-event engine splits them.
+  const double bucket_elems = std::max(40e6, 1e6 * dbl(c.g.dp.size));
+  const double chunk_params = (dense_params + expert_params) / dbl(vpp);
+  const double chunk_layers = std::max(1.0, std::floor(stage_layers / dbl(vpp)));
+  const int64_t dp_buckets =
+      vpp * std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(chunk_layers),
+                                                   static_cast<int64_t>(std::ceil(chunk_params / bucket_elems))));
   auto dp_group_cost = [&](double params, const Group& grp) {
     if (grp.size <= 1 || params <= 0) return;
     if (zero >= 3) {
@@ -324,16 +452,19 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       dp.rs += cost.collective(CollectiveKind::reduce_scatter, Bytes(layer * grad_bytes), grp).value;
       return;
     }
-    // Megatron-LM DDP buckets of max(40M, 1M x dp) elements; the last one cannot overlap.
-    const double bucket = std::min(params, std::max(40e6, 1e6 * dbl(grp.size)));
+    // Megatron-LM DDP buckets of max(40M, 1M x dp) elements (at most one per layer), each
+    // its own collective; the last one cannot overlap.
+    const double piece = params / dbl(dp_buckets);
     if (zero == 0) {
-      dp.grads += cost.collective(CollectiveKind::all_reduce, Bytes(params * grad_bytes), grp).value;
-      dp.last += cost.collective(CollectiveKind::all_reduce, Bytes(bucket * grad_bytes), grp).value;
+      const double one = cost.collective(CollectiveKind::all_reduce, Bytes(piece * grad_bytes), grp).value;
+      dp.grads += one * dbl(dp_buckets);
+      dp.last += one;
     } else {
-      dp.grads += cost.collective(CollectiveKind::reduce_scatter, Bytes(params * grad_bytes), grp).value;
-      dp.gather += cost.collective(CollectiveKind::all_gather, Bytes(params * 2.0), grp).value;
-      dp.last += cost.collective(CollectiveKind::reduce_scatter, Bytes(bucket * grad_bytes), grp).value +
-                 cost.collective(CollectiveKind::all_gather, Bytes(bucket * 2.0), grp).value;
+      const double rs = cost.collective(CollectiveKind::reduce_scatter, Bytes(piece * grad_bytes), grp).value;
+      const double ag = cost.collective(CollectiveKind::all_gather, Bytes(piece * 2.0), grp).value;
+      dp.grads += rs * dbl(dp_buckets);
+      dp.gather += ag * dbl(dp_buckets);
+      dp.last += rs + ag;
     }
   };
   dp_group_cost(dense_params, c.g.dp);
@@ -355,7 +486,10 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     dp_total = dp.grads + dp.gather;
     // Reduction hides behind the last microbatch's backward, gathering behind the first
     // forward; the last bucket is always exposed.
-    dp_exposed = opt.overlap_dp ? std::max(dp.last, dp.grads - crit.bwd) + std::max(0.0, dp.gather - crit.fwd) : dp_total;
+    // With interleaving, each chunk's gradients are final as its last backward runs, which
+    // spreads over the drain; on average half of the warm-up's worth of chunk backwards.
+    const double window = vpp > 1 ? crit.bwd * (1.0 + dbl(inflight_chunks(t.pp, vpp, 0, mb)) / dbl(vpp)) / 2.0 : crit.bwd;
+    dp_exposed = opt.overlap_dp ? std::max(dp.last, dp.grads - window) + std::max(0.0, dp.gather - crit.fwd) : dp_total;
   }
   out.total_dp_s = dp_total;
   out.exposed_dp_s = dp_exposed;
@@ -365,7 +499,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
                        (zero >= 1 ? expert_params / dbl(c.g.dp_expert.size) : expert_params);
   out.optimizer_s = t.memory.offload_optimizer ? 0.0 : cost.memory_bound(Bytes(local * optimizer_traffic(t.optimizer))).value;
 
-  out.step_s = dbl(mb) * t_mb + out.bubble_s + out.exposed_pp_s + out.exposed_dp_s + out.optimizer_s;
+  out.step_s = dbl(mb) * out.microbatch_s + out.bubble_s + out.exposed_pp_s + out.exposed_dp_s + out.optimizer_s;
 
   // Throughput and utilisation.
   const double tokens_step = dbl(t.global_batch) * dbl(t.seq_len);

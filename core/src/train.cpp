@@ -67,7 +67,7 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   } else {
     ev.auto_fields.push_back("vpp");
     for (int64_t v : divisors(std::max<int64_t>(1, m.layers / base.pp)))
-      if (base.pp * v <= m.layers && (base.pp > 1 || v == 1) && (base.schedule != Schedule::gpipe || v == 1))
+      if (base.pp * v <= m.layers && (base.pp > 1 || v == 1) && (base.schedule == Schedule::one_f_one_b || v == 1))
         vpps.push_back(v);
   }
   if (base.zero) zeros = {*base.zero};

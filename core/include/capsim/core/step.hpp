@@ -51,6 +51,31 @@ struct LayoutGroups {
 };
 LayoutGroups layout_groups(const TrainingPlan& t, int64_t gpus_per_node);
 
+/// Per-microbatch costs of one model chunk (the layers of one virtual pipeline stage) on
+/// the GPU that holds it, from the same operator costs as analytical_step.
+struct ChunkCost {
+  double fwd_s = 0;    ///< forward, with exposed TP/CP/EP communication
+  double bwd_s = 0;    ///< backward input gradients, recompute and exposed communication
+  double wgrad_s = 0;  ///< weight-gradient GEMMs (split out by zero-bubble schedules)
+  double activation_bytes = 0;  ///< kept for backward per microbatch (as training_memory)
+  double params = 0;         ///< dense parameters on this GPU
+  double expert_params = 0;  ///< routed-expert parameters on this GPU
+  int64_t layers = 0;
+};
+
+struct PipelineCosts {
+  std::vector<std::vector<ChunkCost>> chunks;  ///< [pipeline rank][chunk]
+  double p2p_s = 0;      ///< one boundary activation (or gradient) transfer
+  double p2p_bytes = 0;
+  bool p2p_cross_node = false;
+};
+
+PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
+                             const CostModel& cost, const StepOptions& opt = {});
+
+/// Bytes per parameter a fused optimizer update reads and writes.
+double optimizer_traffic(Optimizer o);
+
 /// Step time of a fully resolved plan.
 StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
                               const CostModel& cost, const StepOptions& opt = {});
