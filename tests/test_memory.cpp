@@ -261,3 +261,31 @@ TEST(Serving, BlocksFromBudget) {
 
 }  // namespace
 }  // namespace capsim
+
+namespace capsim {
+namespace {
+
+// DualPipe (DeepSeek-V3 report, Table 2) holds two stages' parameters on every rank and
+// PP + 1 microbatches of one chunk's activations.
+TEST(Pipeline, DualPipeDoublesParametersAndHoldsPpPlusOne) {
+  const ModelSpec m = io::load_model("llama2-7b");
+  TrainingPlan t;
+  t.pp = 4;
+  t.dp = 1;
+  t.micro_batch = 1;
+  t.global_batch = 16;
+  t.seq_len = 4096;
+  t.recompute = Recompute::full;
+  const TrainingMemory one = training_memory(m, system_of("h100-sxm5-80gb", 4), t);
+  t.schedule = Schedule::dualpipe;
+  const TrainingMemory dual = training_memory(m, system_of("h100-sxm5-80gb", 4), t);
+  // Middle ranks hold no embedding or head: exactly twice the parameters.
+  EXPECT_DOUBLE_EQ(dual.stages[1].params, 2.0 * one.stages[1].params);
+  EXPECT_DOUBLE_EQ(dual.stages[1].weights_bytes, 2.0 * one.stages[1].weights_bytes);
+  for (const auto& s : dual.stages) EXPECT_EQ(s.inflight_microbatches, 5);
+  // One chunk is a stage's 8 layers: 5 microbatches of them.
+  EXPECT_DOUBLE_EQ(dual.stages[1].activations_bytes, one.stages[1].activations_bytes / 3.0 * 5.0);
+}
+
+}  // namespace
+}  // namespace capsim

@@ -57,6 +57,17 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
   if (t.schedule != Schedule::one_f_one_b && t.vpp && *t.vpp > 1)
     out.push_back({"/training/vpp", str(*t.vpp),
                    std::string(to_string(t.schedule)) + " has no interleaving: vpp must be 1 (interleaving needs \"1f1b\")", {}});
+  if (t.schedule == Schedule::dualpipe) {
+    if (t.pp % 2 != 0 || t.pp < 2)
+      out.push_back({"/training/pp", str(t.pp), "DualPipe needs an even number of pipeline stages", {}});
+    if (t.micro_batch) {
+      const int64_t mb = t.global_batch / std::max<int64_t>(1, *t.micro_batch * t.dp);
+      if (mb % 2 != 0 || mb < 2 * t.pp)
+        out.push_back({"/training/global_batch", str(t.global_batch),
+                       "DualPipe needs an even microbatch count of at least 2*pp = " + str(2 * t.pp) + " (got " + str(mb) + ")",
+                       {}});
+    }
+  }
   if (!t.stage_layers.empty()) {
     int64_t sum = 0;
     for (auto v : t.stage_layers) sum += v;

@@ -50,6 +50,22 @@ double lora_layer_params(const ModelSpec& m, const LoraSpec& l, int64_t layer, b
 }  // namespace
 
 std::vector<std::vector<int64_t>> stage_layer_ids(const ModelSpec& m, const TrainingPlan& t) {
+  if (t.schedule == Schedule::dualpipe) {
+    // DualPipe (DeepSeek-V3 report, Sec. 3.2.1): rank r holds stage r of one direction and
+    // stage pp-1-r of the other, the model's layers split into pp stages.
+    const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, t.pp) : t.stage_layers;
+    std::vector<std::vector<int64_t>> stage(static_cast<size_t>(t.pp));
+    int64_t next = 0;
+    for (int64_t s = 0; s < t.pp; ++s)
+      for (int64_t k = 0; k < counts[static_cast<size_t>(s)]; ++k) stage[static_cast<size_t>(s)].push_back(next++);
+    std::vector<std::vector<int64_t>> ranks(static_cast<size_t>(t.pp));
+    for (int64_t r = 0; r < t.pp; ++r) {
+      ranks[static_cast<size_t>(r)] = stage[static_cast<size_t>(r)];
+      const auto& other = stage[static_cast<size_t>(t.pp - 1 - r)];
+      ranks[static_cast<size_t>(r)].insert(ranks[static_cast<size_t>(r)].end(), other.begin(), other.end());
+    }
+    return ranks;
+  }
   const int64_t vpp = t.vpp.value_or(1);
   const int64_t stages = t.pp * vpp;
   const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, stages) : t.stage_layers;
@@ -135,7 +151,8 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
                                          : kc.act;
       if (rc != Recompute::none) working = std::max(working, kc.act_full);
     }
-    const bool first = r == 0, last = r == t.pp - 1;
+    const bool dual = t.schedule == Schedule::dualpipe;
+    const bool first = r == 0 || (dual && r == t.pp - 1), last = r == t.pp - 1 || (dual && r == 0);
     if (first) {
       dense += dbl(m.vocab * m.hidden) / tp + dbl(input_embedding_params(m) - m.vocab * m.hidden);
       ShardContext e = sc;
@@ -180,8 +197,11 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
 
     // Activations: chunks in flight times the average chunk's kept bytes.
     // GPipe runs every forward before any backward: all microbatches are in flight.
-    s.inflight_microbatches = t.schedule == Schedule::gpipe ? microbatches : inflight_chunks(t.pp, vpp, r, microbatches);
-    s.activations_bytes = act_total / dbl(vpp) * dbl(s.inflight_microbatches);
+    // DualPipe holds pp + 1 microbatches of one chunk (DeepSeek-V3 report, Table 2).
+    s.inflight_microbatches = t.schedule == Schedule::gpipe      ? microbatches
+                              : t.schedule == Schedule::dualpipe ? std::min(t.pp + 1, microbatches)
+                                                                 : inflight_chunks(t.pp, vpp, r, microbatches);
+    s.activations_bytes = act_total / dbl(t.schedule == Schedule::dualpipe ? 2 : vpp) * dbl(s.inflight_microbatches);
     s.recompute_working_bytes = working;
 
     // Communication buffers.

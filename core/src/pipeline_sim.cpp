@@ -1,6 +1,7 @@
 #include "capsim/core/pipeline_sim.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 
@@ -17,6 +18,7 @@ std::string_view to_string(PipelineSchedule s) {
     case PipelineSchedule::one_f_one_b: return "1f1b";
     case PipelineSchedule::interleaved: return "interleaved-1f1b";
     case PipelineSchedule::zb_h1: return "zb-h1";
+    case PipelineSchedule::dualpipe: return "dualpipe";
   }
   return "?";
 }
@@ -26,9 +28,64 @@ PipelineSchedule schedule_of(const TrainingPlan& t) {
   switch (t.schedule) {
     case Schedule::gpipe: return PipelineSchedule::gpipe;
     case Schedule::zb_h1: return PipelineSchedule::zb_h1;
+    case Schedule::dualpipe: return PipelineSchedule::dualpipe;
     case Schedule::one_f_one_b: return PipelineSchedule::one_f_one_b;
   }
   return PipelineSchedule::one_f_one_b;
+}
+
+std::vector<DualOp> dualpipe_order(int64_t pp, int64_t rank, int64_t m) {
+  using K = DualOp::Kind;
+  std::vector<DualOp> ops;
+  const int64_t half = pp / 2;
+  const int64_t hr = std::min(rank, pp - 1 - rank);  // distance from the nearer end
+  const int64_t half_m = m / 2;
+  const bool middle = hr == half - 1;
+  // 1: forwards of phase 0 fill the pipeline.
+  for (int64_t i = 0; i < (half - hr - 1) * 2; ++i) ops.push_back({K::forward, 0, 0});
+  // 2: forwards of both phases alternate.
+  for (int64_t i = 0; i < hr + 1; ++i) {
+    ops.push_back({K::forward, 0, 0});
+    ops.push_back({K::forward, 1, 0});
+  }
+  // 3: backward (input gradients) of phase 1, a deferred weight gradient, a forward.
+  for (int64_t i = 0; i < half - hr - 1; ++i) {
+    ops.push_back({K::backward_input, 1, 0});
+    ops.push_back({K::weight, 0, 0});
+    ops.push_back({K::forward, 1, 0});
+  }
+  // 4: the main loop of overlapped forward-backward pairs; the middle ranks run their
+  // first pair apart.
+  for (int64_t i = 0; i < half_m - pp + hr + 1; ++i) {
+    if (i == 0 && middle) {
+      ops.push_back({K::forward, 0, 0});
+      ops.push_back({K::backward, 1, 0});
+    } else {
+      ops.push_back({K::forward_backward, 0, 1});
+    }
+    ops.push_back({K::forward_backward, 1, 0});
+  }
+  // 5: drain phase 1's backwards while pairing the last forwards.
+  for (int64_t i = 0; i < half - hr - 1; ++i) {
+    ops.push_back({K::backward, 1, 0});
+    ops.push_back({K::forward_backward, 1, 0});
+  }
+  // 6: backwards of both phases; from the middle of the step on, weight gradients defer.
+  bool zb = false;
+  const int64_t s6 = hr + 1;
+  for (int64_t i = 0; i < s6; ++i) {
+    if (i == s6 / 2 && hr % 2 == 1) zb = true;
+    ops.push_back({zb ? K::backward_input : K::backward, 1, 0});
+    if (i == s6 / 2 && hr % 2 == 0) zb = true;
+    ops.push_back({zb ? K::backward_input : K::backward, 0, 0});
+  }
+  // 7 and 8: the deferred weight gradients fill the drain.
+  for (int64_t i = 0; i < half - hr - 1; ++i) {
+    ops.push_back({K::weight, 0, 0});
+    ops.push_back({K::backward_input, 0, 0});
+  }
+  for (int64_t i = 0; i < hr + 1; ++i) ops.push_back({K::weight, 0, 0});
+  return ops;
 }
 
 std::vector<PipeOp> schedule_order(PipelineSchedule s, int64_t pp, int64_t vpp, int64_t rank, int64_t m) {
@@ -74,6 +131,8 @@ std::vector<PipeOp> schedule_order(PipelineSchedule s, int64_t pp, int64_t vpp, 
       while (next_w < m) ops.push_back({W, 0, next_w++});
       break;
     }
+    case PipelineSchedule::dualpipe:
+      break;  // see dualpipe_order
     case PipelineSchedule::interleaved: {
       // Megatron-LM forward_backward_pipelining_with_interleaving: microbatches advance
       // in groups of pp through the model chunks; warm-up 2(pp - rank - 1) + (vpp - 1) pp.
@@ -97,8 +156,169 @@ std::vector<PipeOp> schedule_order(PipelineSchedule s, int64_t pp, int64_t vpp, 
   return ops;
 }
 
+namespace {
+
+/// The results every simulated step reports, read off the run.
+void summarise(DesStep& out) {
+  const des::Simulation& sim = out.sim;
+  out.result = sim.run();
+  out.critical_path_bound_s = sim.critical_path();
+  for (int32_t id : sim.critical_tasks()) {
+    const des::Task& task = sim.tasks()[static_cast<size_t>(id)];
+    const des::TaskTime& tt = out.result.times[static_cast<size_t>(id)];
+    out.critical_path_s[std::string(des::to_string(task.kind))] += tt.end - tt.start;
+  }
+  const double step = out.result.makespan;
+  out.busy_s.assign(static_cast<size_t>(sim.num_ranks()), 0.0);
+  for (size_t k = 0; k < sim.tasks().size(); ++k) {
+    const des::Task& task = sim.tasks()[k];
+    const des::Stream& st = sim.streams()[static_cast<size_t>(task.stream)];
+    if (st.kind == StreamKind::compute)
+      out.busy_s[static_cast<size_t>(st.rank)] += out.result.times[k].end - out.result.times[k].start;
+  }
+  out.idle_s.resize(out.busy_s.size());
+  for (size_t r = 0; r < out.busy_s.size(); ++r) out.idle_s[r] = step - out.busy_s[r];
+  out.peak_activation_bytes = out.result.peak_memory;
+  out.step.step_s = step;
+}
+
+/// DualPipe: two directions through the same pp stages, rank r holding stage r of the
+/// forward direction and stage pp-1-r of the reverse one; m/2 microbatches each way.
+DesStep simulate_dualpipe(const PipelineCosts& pc, const SystemSpec& sys, const TrainingPlan& t, const CostModel& cost,
+                          const StepOptions& opt, const DesOptions& dopt) {
+  using K = DualOp::Kind;
+  DesStep out;
+  out.schedule = PipelineSchedule::dualpipe;
+  des::Simulation& sim = out.sim;
+  const int64_t pp = t.pp, m = num_microbatches(t), half_m = m / 2;
+  std::vector<int32_t> compute(static_cast<size_t>(pp)), send(static_cast<size_t>(pp));
+  for (int64_t r = 0; r < pp; ++r) {
+    compute[static_cast<size_t>(r)] = sim.add_stream(static_cast<int32_t>(r), StreamKind::compute);
+    send[static_cast<size_t>(r)] = sim.add_stream(static_cast<int32_t>(r), StreamKind::pp_comm);
+  }
+  const double link_bw = pc.p2p_s > 0 ? pc.p2p_bytes / pc.p2p_s : 0.0;
+  // links[r][0]: r -> r+1, links[r][1]: r -> r-1
+  std::vector<std::array<int32_t, 2>> links(static_cast<size_t>(pp));
+  for (int64_t r = 0; r < pp; ++r) links[static_cast<size_t>(r)] = {sim.add_link(link_bw), sim.add_link(link_bw)};
+
+  // Tasks by (direction, stage along it, microbatch).
+  auto at = [&](int d, int64_t s, int64_t i) { return static_cast<size_t>((d * pp + s) * half_m + i); };
+  const size_t slots = static_cast<size_t>(2 * pp * half_m);
+  std::vector<int32_t> F(slots, -1), B(slots, -1), W(slots, -1);
+  for (int64_t r = 0; r < pp; ++r) {
+    const bool second = r >= pp / 2;
+    auto dir = [&](int phase) { return phase ^ (second ? 1 : 0); };
+    auto stage = [&](int d) { return d == 0 ? r : pp - 1 - r; };
+    auto chunk = [&](int d) -> const ChunkCost& { return pc.chunks[static_cast<size_t>(r)][static_cast<size_t>(d)]; };
+    int64_t fnext[2] = {0, 0}, bnext[2] = {0, 0};
+    std::vector<std::pair<int, int64_t>> deferred;  // (direction, microbatch) awaiting W
+    size_t w_next = 0;
+    int32_t prev = -1;
+    auto add = [&](des::Task task) {
+      task.stream = compute[static_cast<size_t>(r)];
+      const int32_t id = sim.add_task(task);
+      if (prev >= 0) sim.add_edge(prev, id);
+      prev = id;
+      return id;
+    };
+    for (const DualOp& op : dualpipe_order(pp, r, m)) {
+      des::Task task;
+      if (op.kind == K::forward || op.kind == K::forward_backward) {
+        const int d = dir(op.phase);
+        const int64_t i = fnext[d]++;
+        task.kind = TaskKind::forward;
+        task.chunk = d;
+        task.microbatch = static_cast<int32_t>(i);
+        task.duration = chunk(d).fwd_s;
+        task.mem_alloc = chunk(d).activation_bytes;
+        if (op.kind == K::forward_backward) {
+          const int db = dir(op.phase2);
+          const ChunkCost& cb = chunk(db);
+          const int64_t j = bnext[db]++;
+          const ChunkCost& cf = chunk(d);
+          // The pair hides each chunk's all-to-all behind the other's computation.
+          const double pair = cf.fb_s > 0 ? cf.fb_s : cf.fwd_s + cb.bwd_s + cb.wgrad_s - 0.5 * (cf.ep_s + cb.ep_s);
+          task.duration = pair;
+          task.mem_free = cb.activation_bytes;
+          const int32_t id = add(task);
+          F[at(d, stage(d), i)] = id;
+          B[at(db, stage(db), j)] = id;
+          W[at(db, stage(db), j)] = id;
+          continue;
+        }
+        F[at(d, stage(d), i)] = add(task);
+      } else if (op.kind == K::backward || op.kind == K::backward_input) {
+        const int d = dir(op.phase);
+        const int64_t j = bnext[d]++;
+        task.kind = TaskKind::backward;
+        task.chunk = d;
+        task.microbatch = static_cast<int32_t>(j);
+        const bool whole = op.kind == K::backward;
+        task.duration = chunk(d).bwd_s + (whole ? chunk(d).wgrad_s : 0.0);
+        if (whole) task.mem_free = chunk(d).activation_bytes;
+        const int32_t id = add(task);
+        B[at(d, stage(d), j)] = id;
+        if (whole) W[at(d, stage(d), j)] = id;
+        else deferred.emplace_back(d, j);
+      } else {
+        const auto [d, j] = deferred.at(w_next++);
+        task.kind = TaskKind::weight_grad;
+        task.chunk = d;
+        task.microbatch = static_cast<int32_t>(j);
+        task.duration = chunk(d).wgrad_s;
+        task.mem_free = chunk(d).activation_bytes;
+        const int32_t id = add(task);
+        W[at(d, stage(d), j)] = id;
+        sim.add_edge(B[at(d, stage(d), j)], id);
+      }
+    }
+    if (fnext[0] != half_m || fnext[1] != half_m || bnext[0] != half_m || bnext[1] != half_m || w_next != deferred.size())
+      throw std::logic_error("DualPipe program does not cover every microbatch");
+    // Optimizer after the last computation.
+    des::Task o;
+    o.kind = TaskKind::optimizer;
+    double params = 0;
+    for (const ChunkCost& ch : pc.chunks[static_cast<size_t>(r)]) params += ch.params + ch.expert_params;
+    o.duration = t.memory.offload_optimizer ? 0.0 : cost.memory_bound(Bytes(params * optimizer_traffic(t.optimizer))).value;
+    add(o);
+  }
+  // Data dependencies along each direction, through asynchronous sends.
+  auto rank_of = [&](int d, int64_t s) { return d == 0 ? s : pp - 1 - s; };
+  auto connect = [&](int32_t from, int32_t to, int64_t from_rank, int32_t link) {
+    if (from == to) return;
+    des::Task s;
+    s.kind = TaskKind::send;
+    s.stream = send[static_cast<size_t>(from_rank)];
+    if (dopt.links && pc.p2p_s > 0) {
+      s.bytes = pc.p2p_bytes;
+      s.links = {link};
+    } else {
+      s.duration = pc.p2p_s;
+    }
+    const int32_t id = sim.add_task(s);
+    sim.add_edge(from, id);
+    sim.add_edge(id, to);
+  };
+  for (int d = 0; d < 2; ++d)
+    for (int64_t i = 0; i < half_m; ++i)
+      for (int64_t s = 0; s < pp; ++s) {
+        const int64_t r = rank_of(d, s);
+        const int toward_next = d == 0 ? 0 : 1;  // forward direction 0 goes r -> r+1
+        if (s + 1 < pp) connect(F[at(d, s, i)], F[at(d, s + 1, i)], r, links[static_cast<size_t>(r)][static_cast<size_t>(toward_next)]);
+        if (s > 0) connect(B[at(d, s, i)], B[at(d, s - 1, i)], r, links[static_cast<size_t>(r)][static_cast<size_t>(1 - toward_next)]);
+        if (F[at(d, s, i)] != B[at(d, s, i)]) sim.add_edge(F[at(d, s, i)], B[at(d, s, i)]);
+      }
+  (void)sys;
+  (void)opt;
+  summarise(out);
+  return out;
+}
+
+}  // namespace
+
 DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const TrainingPlan& t, const CostModel& cost,
                           const StepOptions& opt, const DesOptions& dopt) {
+  if (schedule_of(t) == PipelineSchedule::dualpipe) return simulate_dualpipe(pc, sys, t, cost, opt, dopt);
   DesStep out;
   out.schedule = schedule_of(t);
   const int64_t pp = t.pp, vpp = t.vpp.value_or(1), mb = num_microbatches(t);
@@ -315,25 +535,7 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
     if (prev_dp[static_cast<size_t>(r)] >= 0) sim.add_edge(prev_dp[static_cast<size_t>(r)], oid);
   }
 
-  out.result = sim.run();
-  out.critical_path_bound_s = sim.critical_path();
-  for (int32_t id : sim.critical_tasks()) {
-    const des::Task& task = sim.tasks()[static_cast<size_t>(id)];
-    const des::TaskTime& tt = out.result.times[static_cast<size_t>(id)];
-    out.critical_path_s[std::string(des::to_string(task.kind))] += tt.end - tt.start;
-  }
-  const double step = out.result.makespan;
-  out.busy_s.assign(static_cast<size_t>(pp), 0.0);
-  for (size_t k = 0; k < sim.tasks().size(); ++k) {
-    const des::Task& task = sim.tasks()[k];
-    const des::Stream& st = sim.streams()[static_cast<size_t>(task.stream)];
-    if (st.kind == StreamKind::compute)
-      out.busy_s[static_cast<size_t>(st.rank)] += out.result.times[k].end - out.result.times[k].start;
-  }
-  out.idle_s.resize(out.busy_s.size());
-  for (size_t r = 0; r < out.busy_s.size(); ++r) out.idle_s[r] = step - out.busy_s[r];
-  out.peak_activation_bytes = out.result.peak_memory;
-  out.step.step_s = step;
+  summarise(out);
   return out;
 }
 

@@ -16,6 +16,7 @@ std::string_view to_string(Schedule s) {
     case Schedule::one_f_one_b: return "1f1b";
     case Schedule::gpipe: return "gpipe";
     case Schedule::zb_h1: return "zb-h1";
+    case Schedule::dualpipe: return "dualpipe";
   }
   return "?";
 }

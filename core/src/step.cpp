@@ -275,10 +275,12 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
 
   const int64_t stages = t.pp * vpp;
   const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, stages) : t.stage_layers;
+  const bool dual = t.schedule == Schedule::dualpipe;
   pc.chunks.assign(static_cast<size_t>(t.pp), std::vector<ChunkCost>(static_cast<size_t>(vpp)));
+  std::vector<ChunkCost> by_stage(static_cast<size_t>(stages));
   int64_t next = 0;
   for (int64_t j = 0; j < stages; ++j) {
-    ChunkCost& ch = pc.chunks[static_cast<size_t>(j % t.pp)][static_cast<size_t>(j / t.pp)];
+    ChunkCost& ch = by_stage[static_cast<size_t>(j)];
     for (int64_t n = 0; n < counts[static_cast<size_t>(j)]; ++n, ++next) {
       const LayerCost& lc = k.of(m, next);
       const double cp_f = std::max(0.0, lc.cp_fwd - lc.attn_fwd);
@@ -286,6 +288,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.fwd_s += lc.fwd + tp_keep * lc.tp_fwd + cp_f + lc.ep_fwd;
       ch.bwd_s += lc.bwd - lc.wgrad + lc.recompute + tp_keep * lc.tp_bwd + cp_b + lc.ep_bwd;
       ch.wgrad_s += lc.wgrad;
+      ch.ep_s += lc.ep_fwd + lc.ep_bwd;
       ch.activation_bytes += act_kind[m.is_moe_layer(next) ? 1 : 0];
       const LayerParams lp = layer_params(m, next);
       ch.params += (dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router);
@@ -306,6 +309,17 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.activation_bytes += head_act;
       if (!m.tied_embeddings || t.pp > 1) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
     }
+  }
+  if (dual) {
+    // Rank r runs stage r of the forward direction and stage pp-1-r of the reverse one.
+    pc.chunks.assign(static_cast<size_t>(t.pp), std::vector<ChunkCost>(2));
+    for (int64_t r = 0; r < t.pp; ++r) {
+      pc.chunks[static_cast<size_t>(r)][0] = by_stage[static_cast<size_t>(r)];
+      pc.chunks[static_cast<size_t>(r)][1] = by_stage[static_cast<size_t>(t.pp - 1 - r)];
+    }
+  } else {
+    for (int64_t j = 0; j < stages; ++j)
+      pc.chunks[static_cast<size_t>(j % t.pp)][static_cast<size_t>(j / t.pp)] = by_stage[static_cast<size_t>(j)];
   }
   if (t.pp > 1) {
     pc.p2p_bytes = c.tokens * dbl(m.hidden) * 2.0 / (t.sp ? dbl(t.tp) : 1.0);
@@ -331,7 +345,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
 
   const auto ranks = stage_layer_ids(m, t);
   const double tp_keep = 1.0 - opt.tp_overlap;
-  const bool blocking_p2p = vpp == 1 && t.schedule != Schedule::zb_h1;
+  const bool blocking_p2p = vpp == 1 && (t.schedule == Schedule::one_f_one_b || t.schedule == Schedule::gpipe);
   double pc_p2p = 0;
   if (t.pp > 1) {
     const double act = c.tokens * dbl(m.hidden) * 2.0 / (t.sp ? dbl(t.tp) : 1.0);
@@ -398,7 +412,18 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     // (p-1)(F + B - 2W) with B the whole backward, i.e. (p-1)(F + B_input - W).
     out.bubble_s *= std::max(0.0, worst - 2.0 * crit.wgrad) / worst;
   }
-  const double per_mb_scale = dbl(mb);
+  double per_mb_scale = dbl(mb);
+  if (t.schedule == Schedule::dualpipe && t.pp > 1) {
+    // DualPipe: each microbatch crosses one of the rank's two chunks, so a microbatch costs
+    // half the rank's two-chunk time; the all-to-all hides inside overlapped
+    // forward-backward pairs; bubble (PP/2 - 1)(F&B + B - 3W) (DeepSeek-V3 report, Table 2).
+    const double f = crit.fwd / 2.0, b = crit.bwd / 2.0, w = crit.wgrad / 2.0, ep = crit.ep / 2.0;
+    const double fb = f + b - ep;
+    out.microbatch_s = (worst - crit.ep) / 2.0;
+    out.bubble_s = dbl(t.pp / 2 - 1) * std::max(0.0, fb + b - 3.0 * w);
+    per_mb_scale = dbl(mb) / 2.0;
+    crit.ep = 0.0;
+  }
   out.compute_s = crit.compute * per_mb_scale;
   out.recompute_s = crit.recompute * per_mb_scale;
   out.exposed_tp_s = crit.tp * per_mb_scale;

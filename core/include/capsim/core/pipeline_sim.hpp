@@ -12,7 +12,7 @@
 
 namespace capsim {
 
-enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zb_h1 };
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved, zb_h1, dualpipe };
 
 std::string_view to_string(PipelineSchedule s);
 
@@ -26,6 +26,21 @@ struct PipeOp {
   int64_t microbatch;
   bool operator==(const PipeOp&) const = default;
 };
+
+/// One operation of a DualPipe rank: a forward, a backward (whole, or input gradients
+/// only with the weight gradient deferred), a deferred weight gradient, or a forward of
+/// one phase overlapped with a backward of the other.
+struct DualOp {
+  enum class Kind { forward, backward, backward_input, weight, forward_backward } kind;
+  int phase = 0;   ///< forward's phase (or the backward's when kind is backward*)
+  int phase2 = 0;  ///< forward_backward: the backward's phase
+};
+
+/// DualPipe's program for `rank` of `pp` with `microbatches` (DeepSeek-V3 report Fig. 5;
+/// deepseek-ai/DualPipe): eight phases from forward warm-up through overlapped
+/// forward-backward pairs to deferred weight gradients. Phase 0 is the forward direction
+/// on the first half of the ranks and the reverse direction on the second half.
+std::vector<DualOp> dualpipe_order(int64_t pp, int64_t rank, int64_t microbatches);
 
 /// The order of compute operations on `rank` (Huang et al. 2019 GPipe; Narayanan et al.
 /// 2021 1F1B and Megatron-LM's interleaved 1F1B; Qi et al. 2023 ZB-H1, weight gradients of

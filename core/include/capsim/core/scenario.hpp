@@ -16,7 +16,7 @@ namespace capsim {
 
 enum class Recompute { none, selective, full };
 /// Pipeline schedule; interleaving (vpp > 1) is the interleaved variant of 1F1B.
-enum class Schedule { one_f_one_b, gpipe, zb_h1 };
+enum class Schedule { one_f_one_b, gpipe, zb_h1, dualpipe };
 enum class Optimizer { adamw, sgd, adafactor, lion, adam8bit };
 enum class TrainMode { pretrain, sft, lora };
 

@@ -57,6 +57,10 @@ struct ChunkCost {
   double fwd_s = 0;    ///< forward, with exposed TP/CP/EP communication
   double bwd_s = 0;    ///< backward input gradients, recompute and exposed communication
   double wgrad_s = 0;  ///< weight-gradient GEMMs (split out by zero-bubble schedules)
+  double ep_s = 0;     ///< expert-parallel all-to-all within fwd_s + bwd_s (DualPipe hides it)
+  /// DualPipe: one forward overlapped with another microbatch's backward (F&B); 0 = the
+  /// sum of both with this chunk's all-to-all hidden.
+  double fb_s = 0;
   double activation_bytes = 0;  ///< kept for backward per microbatch (as training_memory)
   double params = 0;         ///< dense parameters on this GPU
   double expert_params = 0;  ///< routed-expert parameters on this GPU
