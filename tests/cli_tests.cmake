@@ -81,5 +81,19 @@ capsim_cli_expect(NAME cli.train_out_file
   OUT_FILE ${CMAKE_CURRENT_BINARY_DIR}/train-out.json
   FILE_CONTAINS "\"fits\": true")
 
+# Rule: the discrete-event engine reports through the same command and writes a timeline.
+capsim_cli_expect(NAME cli.train_des_trace
+  CMD train ${capsim_scenarios}/llama2-7b-8gpu.json --engine des --trace ${CMAKE_CURRENT_BINARY_DIR}/des-trace.json --format json
+  EXIT_CODE 0
+  STDOUT "\"engine\": \"des\""
+  OUT_FILE ${CMAKE_CURRENT_BINARY_DIR}/des-trace.json
+  FILE_CONTAINS "traceEvents" "activation memory")
+
+# Rule: a timeline needs the discrete-event engine.
+capsim_cli_expect(NAME cli.trace_needs_des
+  CMD train ${capsim_scenarios}/llama2-7b-8gpu.json --trace ${CMAKE_CURRENT_BINARY_DIR}/x.json
+  STDERR "--trace: a timeline needs the discrete-event engine")
+
 get_property(capsim_cli_tests GLOBAL PROPERTY capsim_cli_tests)
 set_tests_properties(${capsim_cli_tests} PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
+

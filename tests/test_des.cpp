@@ -290,3 +290,28 @@ TEST(Schedules, DeepSeekTable2DualPipe) {
 
 }  // namespace
 }  // namespace capsim
+
+namespace capsim {
+namespace {
+
+// On a real model, the activation peak the timeline reaches on a middle rank (no embedding
+// or head) equals the memory model's, for 1F1B and interleaving.
+TEST(Engines, TimelinePeakMatchesTheMemoryModel) {
+  const ModelSpec m = io::load_model("llama2-7b");
+  for (int64_t v : {1, 2}) {
+    TrainingPlan t = pipe_plan(4, v, 16, Schedule::one_f_one_b);
+    t.tp = 2;
+    t.sp = true;
+    t.seq_len = 4096;
+    t.recompute = Recompute::selective;
+    const SystemSpec sys = one_node(8);
+    const hw::RooflineCostModel cost(sys);
+    const DesStep d = des_step(m, sys, t, cost);
+    const TrainingMemory mem = training_memory(m, sys, t);
+    for (size_t r : {size_t{1}, size_t{2}})
+      EXPECT_NEAR(d.peak_activation_bytes[r] / mem.stages[r].activations_bytes, 1.0, 1e-12) << "vpp " << v << " rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace capsim
