@@ -124,6 +124,16 @@ std::string train_table(const json& r) {
     s += fmt::format("    exposed comm: tp {:.3f}  cp {:.3f}  ep {:.3f}  pp {:.3f}  dp {:.3f}\n", e["tp"].get<double>(),
                      e["cp"].get<double>(), e["ep"].get<double>(), e["pp"].get<double>(), e["dp"].get<double>());
   }
+  if (r.contains("des")) {
+    const json& d = r["des"];
+    s += fmt::format("  des      schedule {}  {} tasks  critical path:", d["schedule"].get<std::string>(), d["tasks"].get<int64_t>());
+    for (auto it = d["critical_path_s"].begin(); it != d["critical_path_s"].end(); ++it)
+      s += fmt::format(" {} {:.3f}", it.key(), it.value().get<double>());
+    s += "\n    stage  busy s  idle s  peak activations\n";
+    for (const auto& st : d["stages"])
+      s += fmt::format("    {:>5}  {:>6.3f}  {:>6.3f}  {:>12}\n", st["stage"].get<int64_t>(), st["busy_s"].get<double>(),
+                       st["idle_s"].get<double>(), gib(st["peak_activation_bytes"].get<double>()));
+  }
   if (r.contains("budget")) {
     const json& b = r["budget"];
     s += fmt::format("  budget   {:.3g} tokens: {:.1f} days, {:.3g} GPU-hours, {:.3g} MWh", b["tokens"].get<double>(),
