@@ -23,6 +23,19 @@ struct TrainArgs {
   std::string out;
 };
 
+struct InferArgs {
+  std::string scenario;
+  std::vector<std::string> sets;
+  std::string format;
+  std::string out;
+  bool max_qps = false;
+  double ttft_p99_ms = 500;
+  double tpot_p99_ms = 50;
+  uint64_t seed = 20261129;
+};
+
+int run_infer(const InferArgs& a);
+
 struct ValidateArgs {
   std::vector<std::string> files;
   std::string format;

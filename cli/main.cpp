@@ -11,6 +11,7 @@
 
 #include "capsim/core/diagnostics.hpp"
 #include "capsim/core/pipeline_sim.hpp"
+#include "capsim/core/serving.hpp"
 #include "capsim/core/train.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
@@ -216,6 +217,62 @@ int run_memory(const TrainArgs& a) {
   return 0;
 }
 
+std::string serving_table(const json& r) {
+  const json& m = r["metrics"];
+  std::string s = fmt::format("scenario {}\n  deployment  tp {} pp {} ep {} x {} replica(s), weights {}, {} requests in {:.1f} s\n",
+                              r["id"].get<std::string>(), r["layout"]["tp"].get<int64_t>(), r["layout"]["pp"].get<int64_t>(),
+                              r["layout"]["ep"].get<int64_t>(), r["layout"]["replicas"].get<int64_t>(),
+                              r["layout"]["weight_dtype"].get<std::string>(), r["run"]["requests"].get<int64_t>(),
+                              r["run"]["duration_s"].get<double>());
+  s += "  latency ms      mean      p50      p90      p99\n";
+  for (const char* k : {"ttft", "tpot", "itl", "e2e"})
+    s += fmt::format("    {:<8} {:>9.2f} {:>8.2f} {:>8.2f} {:>8.2f}\n", k, m[std::string(k) + "_mean_ms"].get<double>(),
+                     m[std::string(k) + "_p50_ms"].get<double>(), m[std::string(k) + "_p90_ms"].get<double>(),
+                     m[std::string(k) + "_p99_ms"].get<double>());
+  s += fmt::format("  throughput  {:.1f} output tokens/s, {:.3f} requests/s\n", m["throughput_tokens_per_s"].get<double>(),
+                   m["requests_per_s"].get<double>());
+  s += fmt::format("  KV cache    {} blocks, peak use {:.1f}%, {} preemptions\n", r["memory"]["num_blocks"].get<int64_t>(),
+                   100 * r["run"]["peak_kv_utilization"].get<double>(), r["run"]["preemptions"].get<int64_t>());
+  if (r.contains("max_qps"))
+    s += fmt::format("  max QPS     {:.3f} within TTFT p99 <= {} ms and TPOT p99 <= {} ms\n", r["max_qps"]["qps"].get<double>(),
+                     r["max_qps"]["ttft_p99_ms"].get<double>(), r["max_qps"]["tpot_p99_ms"].get<double>());
+  return s;
+}
+
+int run_infer(const InferArgs& a) {
+  Scenario s = io::load_scenario(a.scenario, a.sets);
+  if (!s.inference) throw InputError({{"/kind", "\"training\"", "capsim infer needs an inference scenario", {}}});
+  const hw::RooflineCostModel cost(s.system);
+  json r;
+  if (a.max_qps) {
+    // Bisection on the Poisson arrival rate: the highest rate whose P99 TTFT and TPOT meet
+    // the SLA (latency grows with load, so the feasible set is an interval from zero).
+    Scenario probe = s;
+    probe.inference->workload.mode = ServingWorkload::Mode::poisson;
+    auto meets = [&](double qps) {
+      probe.inference->workload.qps = qps;
+      const json m = io::serving_metrics(simulate_serving(probe, cost, a.seed));
+      return m["ttft_p99_ms"].get<double>() <= a.ttft_p99_ms && m["tpot_p99_ms"].get<double>() <= a.tpot_p99_ms;
+    };
+    double lo = 0, hi = 1;
+    while (meets(hi) && hi < 1e6) {
+      lo = hi;
+      hi *= 2;
+    }
+    for (int i = 0; i < 20 && hi - lo > 1e-3 * hi; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (meets(mid) ? lo : hi) = mid;
+    }
+    probe.inference->workload.qps = std::max(lo, 1e-6);
+    r = io::serving_report(probe, simulate_serving(probe, cost, a.seed));
+    r["max_qps"] = {{"qps", lo}, {"ttft_p99_ms", a.ttft_p99_ms}, {"tpot_p99_ms", a.tpot_p99_ms}};
+  } else {
+    r = io::serving_report(s, simulate_serving(s, cost, a.seed));
+  }
+  emit(resolve_format(a.format) == "json" ? io::dump(r) : serving_table(r), a.out);
+  return 0;
+}
+
 int run_validate(const ValidateArgs& a) {
   std::vector<std::filesystem::path> files(a.files.begin(), a.files.end());
   const json r = io::run_validation(files);
@@ -267,6 +324,20 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"table", "json"}));
   memory->add_option("-o,--out", memory_args.out, "Write the report to this file (atomically)");
 
+  cli::InferArgs infer_args;
+  auto* infer = app.add_subcommand("infer", "Serving latency percentiles and throughput of an inference scenario");
+  infer->add_option("scenario", infer_args.scenario, "Scenario JSON file (kind inference)")->required();
+  infer->add_option("--set", infer_args.sets, "Override a scenario key before validation: path=value")->allow_extra_args(false);
+  infer->add_flag("--max-qps", infer_args.max_qps, "Find the highest Poisson arrival rate that meets the SLA");
+  infer->add_option("--ttft-p99-ms", infer_args.ttft_p99_ms, "SLA for --max-qps: P99 time to first token (default 500)")
+      ->check(CLI::PositiveNumber);
+  infer->add_option("--tpot-p99-ms", infer_args.tpot_p99_ms, "SLA for --max-qps: P99 time per output token (default 50)")
+      ->check(CLI::PositiveNumber);
+  infer->add_option("--seed", infer_args.seed, "Seed for lengths and arrivals");
+  infer->add_option("--format", infer_args.format, "table or json (default: table on a terminal, else json)")
+      ->check(CLI::IsMember({"table", "json"}));
+  infer->add_option("-o,--out", infer_args.out, "Write the report to this file (atomically)");
+
   cli::ValidateArgs validate_args;
   auto* validate = app.add_subcommand("validate", "Predict published measurements and print the error per case and overall");
   validate->add_option("files", validate_args.files, "Validation files (capsim-validation/1)")->required()->check(CLI::ExistingFile);
@@ -286,6 +357,7 @@ int main(int argc, char** argv) {
   try {
     if (*model) return cli::run_model(model_args);
     if (*train) return cli::run_train(train_args);
+    if (*infer) return cli::run_infer(infer_args);
     if (*validate) return cli::run_validate(validate_args);
     if (*memory) return cli::run_memory(memory_args);
     if (*list) return cli::run_list(list_what);

@@ -284,6 +284,7 @@ class UniformStageCost final : public CostModel {
   Seconds gemm(int64_t m, int64_t n, int64_t k, DType, int64_t) const override {
     return Seconds(m == vocab_ || n == vocab_ || k == vocab_ ? 0.0 : 1e-3);
   }
+  Seconds gemm_compute(int64_t m, int64_t n, int64_t k, DType d, int64_t b) const override { return gemm(m, n, k, d, b); }
   Seconds attention(const AttentionShape&, bool) const override { return Seconds(0); }
   Seconds memory_bound(Bytes) const override { return Seconds(0); }
   Seconds collective(CollectiveKind, Bytes, const Group&) const override { return Seconds(0); }

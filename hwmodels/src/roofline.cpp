@@ -27,8 +27,9 @@ double RooflineCostModel::clock_factor() const {
 double RooflineCostModel::shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch) const {
   const GpuSpec& g = sys_.gpu;
   // Output tiles of the kernels cuBLAS picks for large problems: 128x256 on Hopper and
-  // Blackwell (CUTLASS sm90 default), 128x128 on Ampere; 64-row tiles for skinny M.
-  const int64_t tm = m >= 128 ? 128 : 64;
+  // Blackwell (CUTLASS sm90 default), 128x128 on Ampere; 64-row tiles for skinny M and
+  // 16 rows (one tensor-core MMA) for decode-sized M.
+  const int64_t tm = m >= 128 ? 128 : (m > 16 ? 64 : 16);
   const int64_t tn = g.arch == GpuArch::ampere ? 128 : 256;
   const int64_t tiles = ceil_div(m, tm) * ceil_div(n, tn) * batch;
   const int64_t sms = std::max(1, g.sm_count);
@@ -78,6 +79,17 @@ Seconds RooflineCostModel::gemm(int64_t m, int64_t n, int64_t k, DType dtype, in
     t += stream_time((dbl(m) * dbl(k) + dbl(k) * dbl(n)) * 3.0 * dbl(batch));
   }
   return Seconds(std::max(kKernelLaunchS, t));
+}
+
+Seconds RooflineCostModel::gemm_compute(int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch) const {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return Seconds(0);
+  const GpuSpec& g = sys_.gpu;
+  DType math = dtype;
+  if (math == DType::fp8 && g.peak_fp8_tflops <= 0) math = DType::bf16;
+  if (math == DType::int4 || math == DType::fp32) math = DType::bf16;
+  const double peak = g.peak(math).value * clock_factor();
+  const double flops = 2.0 * dbl(m) * dbl(n) * dbl(k) * dbl(batch);
+  return Seconds(std::max(kKernelLaunchS, flops / (peak * gemm_efficiency(m, n, k, math, batch))));
 }
 
 Seconds RooflineCostModel::attention(const AttentionShape& a, bool backward) const {

@@ -217,6 +217,71 @@ json inference_memory_json(const Scenario& s, const InferenceMemory& mem) {
   return j;
 }
 
+json serving_metrics(const ServingResult& r) {
+  std::vector<double> ttft, tpot, itl, e2e;
+  double out_tokens = 0;
+  for (const auto& q : r.requests) {
+    ttft.push_back(q.ttft() * 1e3);
+    if (q.output > 1) tpot.push_back(q.tpot() * 1e3);
+    e2e.push_back(q.e2e() * 1e3);
+    for (double g : q.itl) itl.push_back(g * 1e3);
+    out_tokens += static_cast<double>(q.output);
+  }
+  auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+  };
+  json m;
+  for (const auto& [name, v] : {std::pair<std::string, const std::vector<double>*>{"ttft", &ttft}, {"tpot", &tpot},
+                                {"itl", &itl}, {"e2e", &e2e}}) {
+    m[name + "_mean_ms"] = mean(*v);
+    m[name + "_p50_ms"] = percentile(*v, 0.5);
+    m[name + "_p90_ms"] = percentile(*v, 0.9);
+    m[name + "_p99_ms"] = percentile(*v, 0.99);
+  }
+  m["throughput_tokens_per_s"] = r.duration_s > 0 ? out_tokens / r.duration_s : 0.0;
+  m["requests_per_s"] = r.duration_s > 0 ? static_cast<double>(r.requests.size()) / r.duration_s : 0.0;
+  return m;
+}
+
+json serving_report(const Scenario& s, const ServingResult& r) {
+  json j;
+  j["schema"] = "capsim-serving-report/1";
+  j["id"] = s.id;
+  j["model"] = {{"name", s.model.name}, {"params_total", count_params(s.model).total}};
+  const InferencePlan& p = *s.inference;
+  j["layout"] = {{"tp", p.tp}, {"pp", p.pp}, {"ep", p.ep.value_or(1)}, {"replicas", p.replicas},
+                 {"weight_dtype", std::string(to_string(p.weight_dtype))},
+                 {"activation_dtype", std::string(to_string(p.activation_dtype))}};
+  j["engine"] = {{"max_num_seqs", r.engine.max_num_seqs},
+                 {"max_num_batched_tokens", r.engine.max_num_batched_tokens},
+                 {"block_size", r.engine.block_size},
+                 {"gpu_memory_utilization", r.engine.gpu_memory_utilization},
+                 {"chunked_prefill", r.chunked_prefill}};
+  json resolved = json::object();
+  if (!p.engine.max_num_seqs) resolved["max_num_seqs"] = r.engine.max_num_seqs;
+  if (!p.engine.max_num_batched_tokens) resolved["max_num_batched_tokens"] = r.engine.max_num_batched_tokens;
+  if (!p.engine.block_size) resolved["block_size"] = r.engine.block_size;
+  if (!p.engine.gpu_memory_utilization) resolved["gpu_memory_utilization"] = r.engine.gpu_memory_utilization;
+  if (!p.engine.chunked_prefill) resolved["chunked_prefill"] = r.chunked_prefill;
+  if (!p.ep) resolved["ep"] = 1;
+  if (!p.kv_dtype) resolved["kv_dtype"] = std::string(to_string(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16));
+  j["resolved"] = resolved;
+  j["metrics"] = serving_metrics(r);
+  j["run"] = {{"requests", r.requests.size()},
+              {"duration_s", r.duration_s},
+              {"iterations", r.iterations},
+              {"preemptions", r.preemptions},
+              {"peak_kv_utilization", r.peak_kv_utilization}};
+  j["memory"] = {{"weights_bytes", r.memory.weights_bytes},
+                 {"kv_cache_bytes_per_token", r.memory.kv_bytes_per_token},
+                 {"num_blocks", r.memory.num_blocks},
+                 {"max_cached_tokens", r.memory.max_cached_tokens},
+                 {"fits", r.memory.fits}};
+  return j;
+}
+
 std::string dump(const json& j) { return j.dump(2) + "\n"; }
 
 }  // namespace capsim::io

@@ -52,6 +52,9 @@ class CostModel {
   virtual ~CostModel() = default;
   /// C[m x n] = A[m x k] B[k x n], `batch` independent such products (grouped GEMM).
   virtual Seconds gemm(int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch = 1) const = 0;
+  /// Tensor-core time of the same GEMM alone: no memory side, no input casts (weights
+  /// already quantized, as in serving).
+  virtual Seconds gemm_compute(int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch = 1) const = 0;
   /// FlashAttention-style fused attention, forward or backward.
   virtual Seconds attention(const AttentionShape& a, bool backward) const = 0;
   /// A kernel limited by HBM bandwidth moving `bytes`.

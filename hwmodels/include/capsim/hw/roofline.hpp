@@ -24,6 +24,7 @@ class RooflineCostModel final : public CostModel {
   explicit RooflineCostModel(const SystemSpec& system);
 
   Seconds gemm(int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch = 1) const override;
+  Seconds gemm_compute(int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch = 1) const override;
   Seconds attention(const AttentionShape& a, bool backward) const override;
   Seconds memory_bound(Bytes bytes) const override;
   Seconds collective(CollectiveKind kind, Bytes bytes, const Group& group) const override;

@@ -7,6 +7,7 @@
 #include "capsim/core/memory.hpp"
 #include "capsim/core/model.hpp"
 #include "capsim/core/scenario.hpp"
+#include "capsim/core/serving.hpp"
 #include "capsim/core/train.hpp"
 
 namespace capsim::io {
@@ -23,6 +24,13 @@ nlohmann::json train_report(const Scenario& s, const TrainEvaluation& ev);
 
 /// Serving memory of one GPU of one replica.
 nlohmann::json inference_memory_json(const Scenario& s, const InferenceMemory& mem);
+
+/// `capsim infer`: latency percentiles, throughput, KV use, the engine knobs in force.
+nlohmann::json serving_report(const Scenario& s, const ServingResult& r);
+
+/// The metric names of validation cases (`ttft_p99_ms`, `throughput_tokens_per_s`, ...)
+/// computed from a serving run.
+nlohmann::json serving_metrics(const ServingResult& r);
 
 /// Serialise deterministically (sorted keys, 2-space indent, trailing newline).
 std::string dump(const nlohmann::json& j);

@@ -1,0 +1,87 @@
+#pragma once
+/// Serving: the latency of one engine iteration (a mixed batch of prefill chunks and
+/// decodes) from the cost model, and a request-level simulator with a vLLM-shaped
+/// scheduler (continuous batching, chunked prefill, paged KV blocks, preemption by
+/// recompute) that turns a workload into per-request latencies.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "capsim/core/cost_model.hpp"
+#include "capsim/core/memory.hpp"
+#include "capsim/core/scenario.hpp"
+
+namespace capsim {
+
+/// One iteration's batch on one replica.
+struct IterationBatch {
+  int64_t decodes = 0;           ///< sequences generating one token
+  double decode_context = 0;     ///< sum of their context lengths (tokens already cached)
+  struct Prefill {
+    int64_t tokens = 0;   ///< prompt tokens computed this iteration
+    int64_t cached = 0;   ///< prompt tokens already in the KV cache (earlier chunks)
+    bool last = false;    ///< the chunk ends the prompt (samples the first token)
+  };
+  std::vector<Prefill> prefills;
+};
+
+/// Seconds of one iteration on a replica (tp GPUs; pp stages run in sequence).
+class IterationModel {
+ public:
+  IterationModel(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p, const CostModel& cost);
+  double seconds(const IterationBatch& b) const;
+  /// Bytes of weights one GPU reads per iteration at batch 1 (dense layers, all experts
+  /// touched by one token, head): the decode roofline's numerator.
+  double weight_bytes_per_gpu() const { return weight_bytes_; }
+
+ private:
+  double gemm(int64_t m, int64_t n, int64_t k) const;
+  const ModelSpec& m_;
+  const SystemSpec& sys_;
+  const InferencePlan& p_;
+  const CostModel& cost_;
+  DType math_ = DType::bf16;
+  double wbytes_ = 2;
+  double kv_bytes_token_layer_ = 0;  ///< per GPU
+  double weight_bytes_ = 0;
+  Group tp_group_, ep_group_;
+};
+
+struct RequestResult {
+  double arrival = 0;
+  int64_t input = 0, output = 0;
+  double first_token = 0;  ///< absolute time of the first output token
+  double finish = 0;
+  std::vector<double> itl;  ///< gaps between consecutive output tokens
+  int preemptions = 0;
+  double ttft() const { return first_token - arrival; }
+  double e2e() const { return finish - arrival; }
+  /// Time per output token after the first: (e2e - ttft) / (output - 1); 0 when output is 1.
+  double tpot() const { return output > 1 ? (finish - first_token) / static_cast<double>(output - 1) : 0.0; }
+};
+
+struct ServingResult {
+  std::vector<RequestResult> requests;  ///< in arrival order
+  double duration_s = 0;                ///< first arrival to last finish
+  int64_t iterations = 0;
+  int64_t preemptions = 0;
+  double peak_kv_utilization = 0;       ///< largest fraction of KV blocks in use
+  InferenceMemory memory;
+  EngineDefaults engine;                ///< the engine knobs in force (defaults resolved)
+  bool chunked_prefill = true;
+};
+
+/// vLLM-like engine defaults for a deployment: block size 16, gpu_memory_utilization 0.9,
+/// max_num_seqs 256; with chunked prefill max_num_batched_tokens 8192 (vLLM V1 `serve`),
+/// without it the larger of 2048 and the longest prompt (vLLM V0 scheduler config).
+EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt);
+
+/// Simulate the scenario's workload on its replicas (round-robin routing); lengths and
+/// arrivals are drawn from a generator seeded with `seed`.
+ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed = 20261129);
+
+/// Linear-interpolated percentile (q in [0, 1]) of `v` (numpy's default).
+double percentile(std::vector<double> v, double q);
+
+}  // namespace capsim

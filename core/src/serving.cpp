@@ -1,0 +1,416 @@
+#include "capsim/core/serving.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <random>
+#include <stdexcept>
+
+namespace capsim {
+
+namespace {
+
+double dbl(int64_t v) { return static_cast<double>(v); }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * dbl(static_cast<int64_t>(v.size()) - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - dbl(static_cast<int64_t>(lo))) * (v[hi] - v[lo]);
+}
+
+IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p, const CostModel& cost)
+    : m_(m), sys_(sys), p_(p), cost_(cost) {
+  // Weight-only quantization (int4/int8 weights with bf16 activations) keeps bf16 tensor
+  // cores and reads fewer weight bytes; W8A8 uses int8 tensor cores; fp8 uses fp8 ones.
+  wbytes_ = dtype_bytes(p.weight_dtype);
+  if (p.activation_dtype == DType::fp8 && p.weight_dtype == DType::fp8) math_ = DType::fp8;
+  else if (p.activation_dtype == DType::int8 && p.weight_dtype == DType::int8) math_ = DType::int8;
+  else math_ = DType::bf16;
+  const DType kv = p.kv_dtype.value_or(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16);
+  const double tp = dbl(p.tp);
+  kv_bytes_token_layer_ = kv_cache_bytes_per_token(m, kv) / dbl(m.layers);
+  if (!m.mla) kv_bytes_token_layer_ /= std::min(tp, dbl(m.kv_heads));
+  tp_group_.size = p.tp;
+  tp_group_.per_node = std::min<int64_t>(p.tp, sys.gpus_per_node);
+  const int64_t ep = p.ep.value_or(1);
+  ep_group_.size = ep;
+  ep_group_.per_node = std::min<int64_t>(ep, sys.gpus_per_node);
+  // Weight bytes read by one decode token on one GPU.
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const LayerParams lp = layer_params(m, i);
+    double w = dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / tp;
+    if (m.is_moe_layer(i)) w += dbl(m.moe->top_k * lp.routed_expert) / (ep > 1 ? 1.0 : tp) / (ep > 1 ? dbl(ep) : 1.0);
+    weight_bytes_ += w * wbytes_;
+  }
+  weight_bytes_ += dbl(m.vocab * m.hidden) / tp * 2.0;  // head stays in 16 bits
+}
+
+double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
+  if (m <= 0 || n <= 0 || k <= 0) return 0.0;
+  // Roofline of pre-quantized weights: tensor-core time against streaming the weights
+  // (and the 16-bit activations in and out) from HBM.
+  const double bytes = dbl(k) * dbl(n) * wbytes_ + dbl(m) * (dbl(k) + dbl(n)) * 2.0;
+  return std::max(cost_.gemm_compute(m, n, k, math_).value, cost_.memory_bound(Bytes(bytes)).value);
+}
+
+double IterationModel::seconds(const IterationBatch& b) const {
+  const ModelSpec& m = m_;
+  int64_t tokens = b.decodes;
+  int64_t sampled = b.decodes;
+  for (const auto& pf : b.prefills) {
+    tokens += pf.tokens;
+    if (pf.last) ++sampled;
+  }
+  if (tokens == 0) return 0.0;
+  const int64_t tp = p_.tp;
+  const int64_t ep = p_.ep.value_or(1);
+  const int64_t h = m.hidden;
+  double dense_layer = 0, moe_layer = 0;
+  // Projections of one layer (attention and norms) on `tokens` rows.
+  auto attention_part = [&]() {
+    double t = 0;
+    if (m.mla) {
+      const auto& a = *m.mla;
+      const int64_t qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+      if (a.q_lora_rank > 0) {
+        t += gemm(tokens, a.q_lora_rank, h);
+        t += gemm(tokens, m.heads * qk / tp, a.q_lora_rank);
+      } else {
+        t += gemm(tokens, m.heads * qk / tp, h);
+      }
+      t += gemm(tokens, a.kv_lora_rank + a.qk_rope_head_dim, h);
+      t += gemm(tokens, m.heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, a.kv_lora_rank);
+      t += gemm(tokens, h, m.heads * a.v_head_dim / tp);
+    } else {
+      t += gemm(tokens, (m.heads + 2 * m.kv_heads) * m.head_dim / tp, h);
+      t += gemm(tokens, h, m.heads * m.head_dim / tp);
+    }
+    // Attention over the cache: prefill chunks at FlashAttention efficiency (each chunk
+    // attends to its cached prefix and causally to itself); decodes read every cached
+    // token's K and V once.
+    for (const auto& pf : b.prefills) {
+      AttentionShape s;
+      s.batch = 1;
+      s.heads = std::max<int64_t>(1, m.heads / tp);
+      s.kv_heads = std::max<int64_t>(1, (m.mla ? m.heads : m.kv_heads) / tp);
+      s.q_len = pf.tokens;
+      s.kv_len = pf.cached + (pf.tokens + 1) / 2;  // causal: on average half the chunk
+      s.causal = false;
+      s.qk_dim = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
+      s.v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
+      t += cost_.attention(s, false).value;
+    }
+    if (b.decodes > 0) {
+      const double bytes = b.decode_context * kv_bytes_token_layer_;
+      // MLA decode attends in the compressed space: 2 x heads x (kv_lora + rope) x 2 FLOPs
+      // per cached token (FlashMLA is compute-bound at large batch).
+      double flops = 0;
+      if (m.mla) flops = 4.0 * dbl(m.heads / tp) * dbl(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim) * b.decode_context;
+      else flops = 4.0 * dbl(m.heads / tp) * dbl(m.head_dim) * b.decode_context;
+      const double t_mem = cost_.memory_bound(Bytes(bytes)).value;
+      const double t_flops = cost_.gemm_compute(std::max<int64_t>(1, b.decodes), 1, 1, DType::bf16).value * 0 +
+                             flops / (sys_.gpu.peak(DType::bf16).value * 0.6);
+      t += std::max(t_mem, t_flops);
+    }
+    // Norms, rotary, residuals: a few passes over the hidden states.
+    t += cost_.memory_bound(Bytes(dbl(tokens) * dbl(h) * 2.0 * 8.0)).value;
+    if (tp > 1) t += 2.0 * cost_.collective(CollectiveKind::all_reduce, Bytes(dbl(tokens) * dbl(h) * 2.0), tp_group_).value;
+    return t;
+  };
+  const double attn = attention_part();
+  auto dense_ffn = [&](int64_t inner) {
+    return gemm(tokens, inner * (m.gated_mlp ? 2 : 1) / tp, h) + gemm(tokens, h, inner / tp) +
+           cost_.memory_bound(Bytes(dbl(tokens) * dbl(inner) / dbl(tp) * 2.0 * 3.0)).value;
+  };
+  dense_layer = attn + dense_ffn(m.intermediate);
+  if (m.moe) {
+    const auto& e = *m.moe;
+    // Experts one iteration touches: with T tokens choosing top-k of E uniformly, the
+    // expected distinct experts are E (1 - (1 - k/E)^T).
+    const double touched = dbl(e.num_experts) * (1.0 - std::pow(1.0 - dbl(e.top_k) / dbl(e.num_experts), dbl(tokens)));
+    const double local_experts = ep > 1 ? touched / dbl(ep) : touched;
+    const double inner = dbl(e.expert_intermediate) / (ep > 1 ? 1.0 : dbl(tp));
+    const double routed_tokens = dbl(tokens * e.top_k) / (ep > 1 ? dbl(ep) : 1.0);
+    const double per_expert = routed_tokens / std::max(1.0, local_experts);
+    const auto pe = static_cast<int64_t>(std::ceil(per_expert));
+    const auto inner_i = static_cast<int64_t>(inner);
+    const double w_bytes = local_experts * dbl(h) * inner * (m.gated_mlp ? 3.0 : 2.0) * wbytes_;
+    const double compute =
+        cost_.gemm_compute(pe, inner_i * (m.gated_mlp ? 2 : 1), h, math_, static_cast<int64_t>(std::ceil(local_experts))).value +
+        cost_.gemm_compute(pe, h, inner_i, math_, static_cast<int64_t>(std::ceil(local_experts))).value;
+    double experts = std::max(compute, cost_.memory_bound(Bytes(w_bytes)).value);
+    experts += gemm(tokens, e.num_experts, h);  // router
+    if (e.shared_experts > 0) experts += dense_ffn(e.shared_experts * e.shared_intermediate);
+    if (ep > 1)
+      experts += 2.0 * cost_.collective(CollectiveKind::all_to_all, Bytes(dbl(tokens * e.top_k) * dbl(h) * 2.0 / dbl(ep)), ep_group_).value;
+    moe_layer = attn + experts;
+  }
+  double t = 0;
+  for (int64_t i = 0; i < m.layers; ++i) t += m.is_moe_layer(i) ? moe_layer : dense_layer;
+  // Output head (16-bit) and sampling for the sequences that emit a token.
+  if (sampled > 0) {
+    const double head_bytes = dbl(m.vocab) * dbl(h) / dbl(tp) * 2.0 + dbl(sampled) * dbl(m.vocab) / dbl(tp) * 4.0;
+    t += std::max(cost_.gemm_compute(sampled, m.vocab / tp, h, DType::bf16).value, cost_.memory_bound(Bytes(head_bytes)).value);
+  }
+  return t;
+}
+
+EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt) {
+  EngineDefaults d;
+  d.chunked_prefill = p.engine.chunked_prefill.value_or(true);
+  d.max_num_seqs = p.engine.max_num_seqs.value_or(256);
+  d.block_size = p.engine.block_size.value_or(16);
+  d.gpu_memory_utilization = p.engine.gpu_memory_utilization.value_or(0.9);
+  d.max_num_batched_tokens =
+      p.engine.max_num_batched_tokens.value_or(d.chunked_prefill ? 8192 : std::max<int64_t>(2048, longest_prompt));
+  return d;
+}
+
+namespace {
+
+/// Token lengths drawn from a distribution with our own transforms of a 64-bit engine (so
+/// every platform draws the same numbers).
+int64_t draw_length(const LengthDist& d, std::mt19937_64& rng) {
+  const double u = (static_cast<double>(rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0);  // (0, 1)
+  switch (d.kind) {
+    case LengthDist::Kind::fixed: return std::max<int64_t>(1, std::llround(d.mean));
+    case LengthDist::Kind::uniform:
+      return std::max<int64_t>(1, static_cast<int64_t>(std::floor(d.min + u * (d.max - d.min + 1.0))));
+    case LengthDist::Kind::sharegpt:
+      // Conversation lengths are long-tailed; with only the mean known we take the
+      // maximum-entropy positive distribution, exponential with that mean, clipped to
+      // [4, 16 x mean] tokens.
+      return std::clamp<int64_t>(std::llround(-d.mean * std::log(u)), 4, std::llround(16.0 * d.mean));
+  }
+  return 1;
+}
+
+struct Seq {
+  size_t req;            // index into results
+  int64_t prompt = 0;    // prompt tokens
+  int64_t target = 0;    // output tokens to generate
+  int64_t prefilled = 0; // prompt tokens in the cache
+  int64_t generated = 0;
+  int64_t blocks = 0;
+  double last_token = 0;
+};
+
+}  // namespace
+
+ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed) {
+  if (!s.inference) throw std::logic_error("simulate_serving needs an inference plan");
+  const InferencePlan& p = *s.inference;
+  const ServingWorkload& w = p.workload;
+  ServingResult out;
+  std::mt19937_64 rng(seed);
+  const int64_t n = w.num_requests;
+  out.requests.resize(static_cast<size_t>(n));
+  int64_t longest = 1;
+  for (auto& r : out.requests) {
+    r.input = draw_length(w.input_tokens, rng);
+    r.output = draw_length(w.output_tokens, rng);
+    longest = std::max(longest, r.input);
+  }
+  // Arrivals: all at once (offline), Poisson at qps, or issued by a closed loop.
+  double clock = 0;
+  for (auto& r : out.requests) {
+    if (w.mode == ServingWorkload::Mode::poisson && w.qps > 0) {
+      const double u = (static_cast<double>(rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+      clock += -std::log(u) / w.qps;
+    }
+    r.arrival = w.mode == ServingWorkload::Mode::poisson ? clock : 0.0;
+  }
+  out.engine = engine_defaults(p, longest);
+  out.chunked_prefill = out.engine.chunked_prefill;
+  out.memory = inference_memory(s.model, s.system, p, out.engine);
+  const IterationModel model(s.model, s.system, p, cost);
+  const int64_t bs = out.memory.block_size;
+  const int64_t total_blocks = std::max<int64_t>(1, out.memory.num_blocks);
+  const int64_t replicas = std::max<int64_t>(1, p.replicas);
+  const bool closed = w.mode == ServingWorkload::Mode::concurrency;
+
+  for (int64_t rep = 0; rep < replicas; ++rep) {
+    // Round-robin routing: this replica serves requests rep, rep + replicas, ...
+    std::vector<size_t> mine;
+    for (int64_t i = rep; i < n; i += replicas) mine.push_back(static_cast<size_t>(i));
+    if (mine.empty()) continue;
+    const int64_t clients = closed ? std::max<int64_t>(1, (w.concurrency + replicas - 1 - rep) / replicas) : 0;
+    size_t next_arrival = 0;
+    if (closed)
+      for (size_t k = 0; k < mine.size() && static_cast<int64_t>(k) < clients; ++k) out.requests[mine[k]].arrival = 0.0;
+    size_t issued = closed ? std::min(mine.size(), static_cast<size_t>(clients)) : mine.size();
+    std::deque<Seq> waiting;
+    std::vector<Seq> running;
+    int64_t free_blocks = total_blocks;
+    double t = 0;
+    size_t done = 0;
+    while (done < mine.size()) {
+      while (next_arrival < issued && out.requests[mine[next_arrival]].arrival <= t) {
+        const RequestResult& r = out.requests[mine[next_arrival]];
+        Seq q;
+        q.req = mine[next_arrival];
+        q.prompt = r.input;
+        q.target = r.output;
+        waiting.push_back(q);
+        ++next_arrival;
+      }
+      if (running.empty() && waiting.empty()) {
+        if (next_arrival < issued) t = std::max(t, out.requests[mine[next_arrival]].arrival);
+        continue;
+      }
+      IterationBatch batch;
+      int64_t budget = out.engine.max_num_batched_tokens;
+      std::vector<size_t> decoding, prefilling;
+      std::vector<int64_t> chunk_of;
+      const bool chunked = out.engine.chunked_prefill;
+      bool prefill_only = false;
+      if (!chunked && !waiting.empty()) {
+        // vLLM V0 without chunked prefill: a prefill iteration when whole prompts fit.
+        int64_t seqs = static_cast<int64_t>(running.size());
+        int64_t need_tokens = 0, need_blocks = 0;
+        for (const Seq& q : waiting) {
+          const int64_t b = ceil_div(q.prompt + 1, bs);
+          if (seqs + 1 > out.engine.max_num_seqs || need_tokens + q.prompt > budget || need_blocks + b > free_blocks) break;
+          ++seqs;
+          need_tokens += q.prompt;
+          need_blocks += b;
+        }
+        prefill_only = need_tokens > 0;
+      }
+      if (!prefill_only) {
+        // Decodes first; a sequence that needs a new block and finds none preempts the
+        // most recently admitted one (recompute: back to the head of the queue).
+        for (size_t k = 0; k < running.size(); ++k) {
+          Seq& q = running[k];
+          if (q.prefilled < q.prompt) continue;
+          const int64_t ctx = q.prompt + q.generated;
+          while (ceil_div(ctx + 1, bs) > q.blocks) {
+            if (free_blocks > 0) {
+              --free_blocks;
+              ++q.blocks;
+              continue;
+            }
+            Seq victim = running.back();
+            running.pop_back();
+            free_blocks += victim.blocks;
+            out.requests[victim.req].preemptions += 1;
+            ++out.preemptions;
+            // Recompute preemption: the tokens generated so far join the prompt.
+            victim.blocks = 0;
+            victim.prefilled = 0;
+            victim.prompt += victim.generated;
+            victim.target -= victim.generated;
+            victim.generated = 0;
+            waiting.push_front(victim);
+            if (k >= running.size()) break;
+          }
+          if (k >= running.size()) break;
+          if (budget <= 0) break;
+          decoding.push_back(k);
+          batch.decodes += 1;
+          batch.decode_context += dbl(ctx);
+          budget -= 1;
+        }
+        // Partly prefilled running sequences continue.
+        if (chunked)
+          for (size_t k = 0; k < running.size() && budget > 0; ++k) {
+            Seq& q = running[k];
+            if (q.prefilled >= q.prompt) continue;
+            const int64_t c = std::min(q.prompt - q.prefilled, budget);
+            const int64_t need = ceil_div(q.prefilled + c + (q.prefilled + c == q.prompt ? 1 : 0), bs) - q.blocks;
+            if (need > free_blocks) continue;
+            free_blocks -= std::max<int64_t>(0, need);
+            q.blocks += std::max<int64_t>(0, need);
+            prefilling.push_back(k);
+            chunk_of.push_back(c);
+            batch.prefills.push_back({c, q.prefilled, q.prefilled + c == q.prompt});
+            budget -= c;
+          }
+      }
+      // Admit waiting requests while budget, sequence slots and blocks allow.
+      if (chunked || prefill_only) {
+        while (!waiting.empty() && budget > 0 && static_cast<int64_t>(running.size()) < out.engine.max_num_seqs) {
+          Seq q = waiting.front();
+          const int64_t c = chunked ? std::min(q.prompt, budget) : q.prompt;
+          if (!chunked && c > budget) break;
+          const int64_t need = ceil_div(c + (c == q.prompt ? 1 : 0), bs);
+          if (need > free_blocks) break;
+          waiting.pop_front();
+          free_blocks -= need;
+          q.blocks = need;
+          running.push_back(q);
+          prefilling.push_back(running.size() - 1);
+          chunk_of.push_back(c);
+          batch.prefills.push_back({c, 0, c == q.prompt});
+          budget -= c;
+        }
+      }
+      if (batch.decodes == 0 && batch.prefills.empty()) {
+        // Nothing fits: wait for the next arrival (or fail loudly on an impossible prompt).
+        if (next_arrival < issued && out.requests[mine[next_arrival]].arrival > t) {
+          t = out.requests[mine[next_arrival]].arrival;
+          continue;
+        }
+        throw std::runtime_error("a request cannot be scheduled: its prompt needs more KV blocks (" +
+                                 std::to_string(ceil_div(waiting.front().prompt + 1, bs)) + ") than the cache has (" +
+                                 std::to_string(total_blocks) + ")");
+      }
+      const double dt = model.seconds(batch);
+      t += dt;
+      ++out.iterations;
+      out.peak_kv_utilization = std::max(out.peak_kv_utilization, 1.0 - dbl(free_blocks) / dbl(total_blocks));
+      // Emit tokens.
+      for (size_t k : decoding) {
+        Seq& q = running[k];
+        RequestResult& r = out.requests[q.req];
+        q.generated += 1;
+        r.itl.push_back(t - q.last_token);
+        q.last_token = t;
+      }
+      for (size_t j = 0; j < prefilling.size(); ++j) {
+        Seq& q = running[prefilling[j]];
+        q.prefilled += chunk_of[j];
+        if (q.prefilled == q.prompt && q.generated == 0) {
+          q.generated = 1;
+          RequestResult& r = out.requests[q.req];
+          if (r.first_token == 0) r.first_token = t;
+          else r.itl.push_back(t - q.last_token);  // resumed after a preemption
+          q.last_token = t;
+        }
+      }
+      // Retire finished sequences; a closed loop issues the next request at once.
+      for (size_t k = 0; k < running.size();) {
+        Seq& q = running[k];
+        if (q.prefilled == q.prompt && q.generated >= q.target) {
+          RequestResult& r = out.requests[q.req];
+          r.finish = t;
+          free_blocks += q.blocks;
+          ++done;
+          running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
+          if (closed && issued < mine.size()) {
+            out.requests[mine[issued]].arrival = t;
+            ++issued;
+          }
+          continue;
+        }
+        ++k;
+      }
+    }
+  }
+  double first = 1e300, last = 0;
+  for (const auto& r : out.requests) {
+    first = std::min(first, r.arrival);
+    last = std::max(last, r.finish);
+  }
+  out.duration_s = n > 0 ? last - first : 0.0;
+  return out;
+}
+
+}  // namespace capsim
