@@ -1,6 +1,8 @@
 // Serving: iteration-latency oracles and request-level identities.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "capsim/core/serving.hpp"
 #include "capsim/hw/roofline.hpp"
 #include "capsim/io/presets.hpp"
@@ -111,6 +113,49 @@ TEST(Serving, KvBlocksFollowTheEngineFormula) {
 TEST(Serving, PercentileIsLinearBetweenRanks) {
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 0.5), 2.5);
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4, 5}, 0.99), 4.96);
+}
+
+}  // namespace
+}  // namespace capsim
+
+namespace capsim {
+namespace {
+
+Scenario single_request(int64_t input, int64_t output) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->workload.num_requests = 1;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, static_cast<double>(input), 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, static_cast<double>(output), 0, 0};
+  return s;
+}
+
+// Speculative decoding (Leviathan et al. 2023): each verification yields (1-a^(k+1))/(1-a)
+// tokens; a lone request's time per token falls by about that factor over the step cost.
+TEST(Serving, SpeculativeDecodingTokensPerVerification) {
+  const Scenario base = single_request(128, 1001);
+  Scenario spec = base;
+  spec.inference->speculative.k = 4;
+  spec.inference->speculative.acceptance = 0.8;
+  spec.inference->speculative.draft_cost_fraction = 0.05;
+  const hw::RooflineCostModel cost(base.system);
+  const ServingResult a = simulate_serving(base, cost), b = simulate_serving(spec, cost);
+  const double per_verify = (1.0 - std::pow(0.8, 5.0)) / (1.0 - 0.8);  // 3.3616
+  const double speedup = a.requests[0].tpot() / b.requests[0].tpot();
+  EXPECT_GT(speedup, 2.0);
+  EXPECT_LT(speedup, per_verify);
+  EXPECT_NEAR(static_cast<double>(b.iterations - 1), 1000.0 / per_verify, 2.0);  // one prefill + verifications
+  EXPECT_DOUBLE_EQ(b.requests[0].e2e(), b.requests[0].ttft() + b.requests[0].tpot() * 1000.0);
+}
+
+// Prefix caching skips the cached part of a prompt's prefill.
+TEST(Serving, PrefixCacheShortensPrefill) {
+  const Scenario base = single_request(8000, 2);
+  Scenario cached = base;
+  cached.inference->workload.prefix_hit_rate = 0.9;
+  const hw::RooflineCostModel cost(base.system);
+  const double t0 = simulate_serving(base, cost).requests[0].ttft();
+  const double t1 = simulate_serving(cached, cost).requests[0].ttft();
+  EXPECT_LT(t1, 0.35 * t0);
 }
 
 }  // namespace

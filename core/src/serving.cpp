@@ -62,8 +62,8 @@ double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
 
 double IterationModel::seconds(const IterationBatch& b) const {
   const ModelSpec& m = m_;
-  int64_t tokens = b.decodes;
-  int64_t sampled = b.decodes;
+  int64_t tokens = b.decodes * b.verify;
+  int64_t sampled = b.decodes * b.verify;
   for (const auto& pf : b.prefills) {
     tokens += pf.tokens;
     if (pf.last) ++sampled;
@@ -114,9 +114,11 @@ double IterationModel::seconds(const IterationBatch& b) const {
       double flops = 0;
       if (m.mla) flops = 4.0 * dbl(m.heads / tp) * dbl(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim) * b.decode_context;
       else flops = 4.0 * dbl(m.heads / tp) * dbl(m.head_dim) * b.decode_context;
+      flops *= dbl(b.verify);
       const double t_mem = cost_.memory_bound(Bytes(bytes)).value;
-      const double t_flops = cost_.gemm_compute(std::max<int64_t>(1, b.decodes), 1, 1, DType::bf16).value * 0 +
-                             flops / (sys_.gpu.peak(DType::bf16).value * 0.6);
+      /// Decode attention reaches 0.6 of the bf16 peak when compute-bound: FlashMLA's 660 of
+      /// 989 TFLOP/s on H800 (hardware.json efficiency.attention, flashmla_readme).
+      const double t_flops = flops / (sys_.gpu.peak(DType::bf16).value * 0.6);
       t += std::max(t_mem, t_flops);
     }
     // Norms, rotary, residuals: a few passes over the hidden states.
@@ -194,6 +196,7 @@ int64_t draw_length(const LengthDist& d, std::mt19937_64& rng) {
 
 struct Seq {
   size_t req;            // index into results
+  double accepted = 0;   // speculative decoding: expected tokens not yet emitted
   int64_t prompt = 0;    // prompt tokens
   int64_t target = 0;    // output tokens to generate
   int64_t prefilled = 0; // prompt tokens in the cache
@@ -231,6 +234,14 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
   out.chunked_prefill = out.engine.chunked_prefill;
   out.memory = inference_memory(s.model, s.system, p, out.engine);
   const IterationModel model(s.model, s.system, p, cost);
+  const SpeculativeSpec& spec = p.speculative;
+  std::optional<IterationModel> draft;
+  if (spec.k > 0 && spec.draft_model) draft.emplace(*spec.draft_model, s.system, p, cost);
+  // Expected tokens per verification: (1 - a^(k+1)) / (1 - a).
+  const double per_verify = spec.k > 0 ? (spec.acceptance >= 1.0 ? dbl(spec.k + 1)
+                                                                 : (1.0 - std::pow(spec.acceptance, dbl(spec.k + 1))) /
+                                                                       (1.0 - spec.acceptance))
+                                       : 1.0;
   const int64_t bs = out.memory.block_size;
   const int64_t total_blocks = std::max<int64_t>(1, out.memory.num_blocks);
   const int64_t replicas = std::max<int64_t>(1, p.replicas);
@@ -338,17 +349,21 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
       if (chunked || prefill_only) {
         while (!waiting.empty() && budget > 0 && static_cast<int64_t>(running.size()) < out.engine.max_num_seqs) {
           Seq q = waiting.front();
-          const int64_t c = chunked ? std::min(q.prompt, budget) : q.prompt;
+          // Prefix cache: block-aligned hits skip that part of the prompt's computation.
+          if (q.prefilled == 0 && w.prefix_hit_rate > 0 && out.requests[q.req].preemptions == 0)
+            q.prefilled = std::min(q.prompt - 1, static_cast<int64_t>(std::floor(w.prefix_hit_rate * dbl(q.prompt) / dbl(bs))) * bs);
+          const int64_t c = chunked ? std::min(q.prompt - q.prefilled, budget) : q.prompt - q.prefilled;
           if (!chunked && c > budget) break;
-          const int64_t need = ceil_div(c + (c == q.prompt ? 1 : 0), bs);
+          const bool ends = q.prefilled + c == q.prompt;
+          const int64_t need = ceil_div(q.prefilled + c + (ends ? 1 : 0), bs);
           if (need > free_blocks) break;
           waiting.pop_front();
           free_blocks -= need;
           q.blocks = need;
+          batch.prefills.push_back({c, q.prefilled, ends});
           running.push_back(q);
           prefilling.push_back(running.size() - 1);
           chunk_of.push_back(c);
-          batch.prefills.push_back({c, 0, c == q.prompt});
           budget -= c;
         }
       }
@@ -362,7 +377,17 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
                                  std::to_string(ceil_div(waiting.front().prompt + 1, bs)) + ") than the cache has (" +
                                  std::to_string(total_blocks) + ")");
       }
-      const double dt = model.seconds(batch);
+      double dt = 0;
+      if (spec.k > 0 && batch.decodes > 0) {
+        // Drafting proposes k tokens per decoding sequence, then the target verifies k + 1.
+        IterationBatch proposal;
+        proposal.decodes = batch.decodes;
+        proposal.decode_context = batch.decode_context;
+        const double one = draft ? draft->seconds(proposal) : spec.draft_cost_fraction * model.seconds(proposal);
+        dt += dbl(spec.k) * one;
+        batch.verify = spec.k + 1;
+      }
+      dt += model.seconds(batch);
       t += dt;
       ++out.iterations;
       out.peak_kv_utilization = std::max(out.peak_kv_utilization, 1.0 - dbl(free_blocks) / dbl(total_blocks));
@@ -370,8 +395,17 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
       for (size_t k : decoding) {
         Seq& q = running[k];
         RequestResult& r = out.requests[q.req];
-        q.generated += 1;
-        r.itl.push_back(t - q.last_token);
+        // Tokens this step: one, or the expected accepted drafts plus the bonus token,
+        // emitted as whole tokens as their running sum allows (deterministic).
+        q.accepted += per_verify;
+        int64_t emit = std::max<int64_t>(1, static_cast<int64_t>(std::floor(q.accepted + 1e-9)));
+        emit = std::min(emit, q.target - q.generated);
+        q.accepted -= dbl(emit);
+        if (q.accepted < 0) q.accepted = 0;
+        // Tokens that arrive together share the gap (their mean is the time per token).
+        const double gap = (t - q.last_token) / dbl(emit);
+        for (int64_t e = 0; e < emit; ++e) r.itl.push_back(gap);
+        q.generated += emit;
         q.last_token = t;
       }
       for (size_t j = 0; j < prefilling.size(); ++j) {

@@ -240,6 +240,28 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     }
     er.finish();
   }
+  if (const json* sp = r.get("speculative")) {
+    if (!sp->is_object()) {
+      issues.push_back({r.at("speculative"), brief(*sp), "must be an object", {}});
+    } else {
+      ObjectReader sr(*sp, r.at("speculative"), issues);
+      sr.integer("k", p.speculative.k, true, 1);
+      if (sr.number("acceptance", p.speculative.acceptance, true, 0.0) && p.speculative.acceptance >= 1.0)
+        issues.push_back({sr.at("acceptance"), std::to_string(p.speculative.acceptance), "must be in [0, 1)", {}});
+      sr.number("draft_cost_fraction", p.speculative.draft_cost_fraction, false, 0.0);
+      std::string draft;
+      if (sr.string("draft_model", draft)) {
+        try {
+          p.speculative.draft_model = load_model(draft, sr.at("draft_model"));
+        } catch (const InputError& e) {
+          issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+        }
+      }
+      if (!p.speculative.draft_model && p.speculative.draft_cost_fraction <= 0)
+        issues.push_back({sr.pointer(), "", "needs draft_model or draft_cost_fraction > 0", {}});
+      sr.finish();
+    }
+  }
   const json* w = r.get("workload");
   if (w && !w->is_object()) {
     issues.push_back({r.at("workload"), brief(*w), "must be an object", {}});
@@ -259,6 +281,8 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     if (const json* out = wr.get("output_tokens"))
       read_length(*out, wr.at("output_tokens"), p.workload.output_tokens, issues);
     else issues.push_back({wr.at("output_tokens"), "", "is required", {}});
+    if (wr.number("prefix_hit_rate", p.workload.prefix_hit_rate, false, 0.0) && p.workload.prefix_hit_rate >= 1.0)
+      issues.push_back({wr.at("prefix_hit_rate"), std::to_string(p.workload.prefix_hit_rate), "must be in [0, 1)", {}});
     wr.finish();
   } else {
     issues.push_back({r.at("workload"), "", "is required", {}});

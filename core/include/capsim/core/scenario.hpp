@@ -120,7 +120,23 @@ struct ServingWorkload {
   int64_t num_requests = 0;
   LengthDist input_tokens;
   LengthDist output_tokens;
+  /// Share of each prompt found in the prefix cache (block-aligned); 0 = no reuse.
+  double prefix_hit_rate = 0;
   bool operator==(const ServingWorkload&) const = default;
+};
+
+/// Speculative decoding: a draft proposes k tokens, the target verifies k + 1 positions
+/// per sequence, and each verification yields (1 - a^(k+1)) / (1 - a) tokens on average
+/// for per-token acceptance rate a (Leviathan et al. 2023, Eq. 1).
+struct SpeculativeSpec {
+  int64_t k = 0;            ///< 0 = off
+  double acceptance = 0.0;  ///< per-token acceptance rate a in [0, 1)
+  /// Draft cost per proposed token as a fraction of one target decode step at the same
+  /// batch (e.g. 1/layers for a one-layer MTP head); the draft model's own iteration
+  /// time when `draft_model` is given.
+  double draft_cost_fraction = 0.0;
+  std::optional<ModelSpec> draft_model;
+  bool operator==(const SpeculativeSpec&) const = default;
 };
 
 struct InferencePlan {
@@ -132,6 +148,7 @@ struct InferencePlan {
   std::optional<DType> kv_dtype = DType::bf16;  ///< nullopt = auto
   EngineOptions engine;
   ServingWorkload workload;
+  SpeculativeSpec speculative;
   bool operator==(const InferencePlan&) const = default;
 };
 

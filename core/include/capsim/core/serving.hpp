@@ -16,7 +16,8 @@ namespace capsim {
 
 /// One iteration's batch on one replica.
 struct IterationBatch {
-  int64_t decodes = 0;           ///< sequences generating one token
+  int64_t decodes = 0;           ///< sequences generating tokens
+  int64_t verify = 1;            ///< positions each decode runs (k + 1 when verifying drafts)
   double decode_context = 0;     ///< sum of their context lengths (tokens already cached)
   struct Prefill {
     int64_t tokens = 0;   ///< prompt tokens computed this iteration
