@@ -160,3 +160,59 @@ TEST(Serving, PrefixCacheShortensPrefill) {
 
 }  // namespace
 }  // namespace capsim
+
+#include "capsim/io/scenario_io.hpp"
+
+namespace capsim {
+namespace {
+
+// A recorded trace replays as given; requests that share a seen prefix skip its prefill.
+TEST(Serving, TraceReplayWithSharedPrefixes) {
+  const Scenario s = io::load_scenario(std::filesystem::path(CAPSIM_TEST_SOURCE_DIR) / "scenarios" / "serving-trace.json");
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult r = simulate_serving(s, cost);
+  ASSERT_EQ(r.requests.size(), 4u);
+  EXPECT_DOUBLE_EQ(r.requests[1].arrival, 0.5);
+  // The first carries its prefix cold; the second and fourth find it cached; the third has none.
+  EXPECT_LT(r.requests[1].ttft(), 0.5 * r.requests[0].ttft());
+  EXPECT_LT(r.requests[3].ttft(), 0.5 * r.requests[2].ttft());
+}
+
+// Disaggregation: prefills run on their own pool and hand the KV cache to decoders, so a
+// burst of long prompts no longer stretches the decoders' steps.
+TEST(Serving, DisaggregationKeepsDecodeStepsShort) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::poisson);
+  s.system.num_gpus = 4;
+  s.inference->workload.qps = 8;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 6000, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 200, 0, 0};
+  s.inference->replicas = 4;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult colocated = simulate_serving(s, cost);
+  Scenario d = s;
+  d.inference->prefill_replicas = 2;
+  d.inference->decode_replicas = 2;
+  const ServingResult split = simulate_serving(d, cost);
+  auto p99_itl = [](const ServingResult& r) {
+    std::vector<double> v;
+    for (const auto& q : r.requests) v.insert(v.end(), q.itl.begin(), q.itl.end());
+    return percentile(v, 0.99);
+  };
+  EXPECT_LT(p99_itl(split), p99_itl(colocated));
+  for (const auto& q : split.requests) EXPECT_DOUBLE_EQ(q.e2e(), q.ttft() + q.tpot() * static_cast<double>(q.output - 1));
+}
+
+// Least-outstanding routing serves every request and never leaves a replica idle while
+// another holds a queue at an arrival.
+TEST(Serving, LeastOutstandingRouterCompletes) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::poisson);
+  s.system.num_gpus = 2;
+  s.inference->replicas = 2;
+  s.inference->router = InferencePlan::Router::least_outstanding;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult r = simulate_serving(s, cost);
+  for (const auto& q : r.requests) EXPECT_GT(q.finish, q.arrival);
+}
+
+}  // namespace
+}  // namespace capsim

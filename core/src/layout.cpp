@@ -142,7 +142,14 @@ std::vector<Issue> check_inference_layout(const Scenario& s) {
                      "routed experts (" + str(m.moe->num_experts) + ") must be divisible by ep", {}});
   }
   const int64_t per_replica = p.tp * p.pp;
-  if (per_replica * p.replicas > s.system.num_gpus)
+  if ((p.prefill_replicas > 0) != (p.decode_replicas > 0))
+    out.push_back({"/inference/disaggregation", "", "needs both prefill_replicas and decode_replicas", {}});
+  if (p.prefill_replicas > 0 && per_replica * (p.prefill_replicas + p.decode_replicas) > s.system.num_gpus)
+    out.push_back({"/system/num_gpus", str(s.system.num_gpus),
+                   "tp*pp*(prefill_replicas+decode_replicas) = " + str(per_replica * (p.prefill_replicas + p.decode_replicas)) +
+                       " exceeds num_gpus",
+                   {}});
+  if (p.prefill_replicas == 0 && per_replica * p.replicas > s.system.num_gpus)
     out.push_back({"/system/num_gpus", str(s.system.num_gpus),
                    "tp*pp*replicas = " + str(per_replica * p.replicas) + " exceeds num_gpus", {}});
   if (p.engine.gpu_memory_utilization &&

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <optional>
+#include <limits>
 #include <random>
 #include <stdexcept>
 
@@ -213,12 +215,14 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
   const ServingWorkload& w = p.workload;
   ServingResult out;
   std::mt19937_64 rng(seed);
-  const int64_t n = w.num_requests;
+  const bool traced = w.mode == ServingWorkload::Mode::trace;
+  const int64_t n = traced ? static_cast<int64_t>(w.trace.size()) : w.num_requests;
   out.requests.resize(static_cast<size_t>(n));
   int64_t longest = 1;
-  for (auto& r : out.requests) {
-    r.input = draw_length(w.input_tokens, rng);
-    r.output = draw_length(w.output_tokens, rng);
+  for (size_t i = 0; i < out.requests.size(); ++i) {
+    auto& r = out.requests[i];
+    r.input = traced ? w.trace[i].input_tokens : draw_length(w.input_tokens, rng);
+    r.output = traced ? w.trace[i].output_tokens : draw_length(w.output_tokens, rng);
     longest = std::max(longest, r.input);
   }
   // Arrivals: all at once (offline), Poisson at qps, or issued by a closed loop.
@@ -230,6 +234,8 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
     }
     r.arrival = w.mode == ServingWorkload::Mode::poisson ? clock : 0.0;
   }
+  if (traced)
+    for (size_t i = 0; i < out.requests.size(); ++i) out.requests[i].arrival = w.trace[i].arrival_s;
   out.engine = engine_defaults(p, longest);
   out.chunked_prefill = out.engine.chunked_prefill;
   out.memory = inference_memory(s.model, s.system, p, out.engine);
@@ -247,136 +253,258 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
   const int64_t replicas = std::max<int64_t>(1, p.replicas);
   const bool closed = w.mode == ServingWorkload::Mode::concurrency;
 
-  for (int64_t rep = 0; rep < replicas; ++rep) {
-    // Round-robin routing: this replica serves requests rep, rep + replicas, ...
-    std::vector<size_t> mine;
-    for (int64_t i = rep; i < n; i += replicas) mine.push_back(static_cast<size_t>(i));
-    if (mine.empty()) continue;
-    const int64_t clients = closed ? std::max<int64_t>(1, (w.concurrency + replicas - 1 - rep) / replicas) : 0;
-    size_t next_arrival = 0;
-    if (closed)
-      for (size_t k = 0; k < mine.size() && static_cast<int64_t>(k) < clients; ++k) out.requests[mine[k]].arrival = 0.0;
-    size_t issued = closed ? std::min(mine.size(), static_cast<size_t>(clients)) : mine.size();
+  // Replicas: colocated, or a prefill pool feeding a decode pool.
+  const bool disagg = p.prefill_replicas > 0 && p.decode_replicas > 0;
+  struct Replica {
+    enum class Role { both, prefill, decode } role = Role::both;
     std::deque<Seq> waiting;
     std::vector<Seq> running;
-    int64_t free_blocks = total_blocks;
-    double t = 0;
-    size_t done = 0;
-    while (done < mine.size()) {
-      while (next_arrival < issued && out.requests[mine[next_arrival]].arrival <= t) {
-        const RequestResult& r = out.requests[mine[next_arrival]];
-        Seq q;
-        q.req = mine[next_arrival];
-        q.prompt = r.input;
-        q.target = r.output;
-        waiting.push_back(q);
-        ++next_arrival;
+    int64_t free_blocks = 0;
+    bool busy = false;
+    double busy_until = 0;
+    // The iteration in flight.
+    std::vector<size_t> decoding, prefilling;
+    std::vector<int64_t> chunk_of;
+    size_t outstanding() const { return waiting.size() + running.size(); }
+  };
+  std::vector<Replica> reps;
+  if (disagg) {
+    for (int64_t i = 0; i < p.prefill_replicas; ++i) reps.push_back({Replica::Role::prefill});
+    for (int64_t i = 0; i < p.decode_replicas; ++i) reps.push_back({Replica::Role::decode});
+  } else {
+    for (int64_t i = 0; i < replicas; ++i) reps.push_back({Replica::Role::both});
+  }
+  for (auto& r : reps) r.free_blocks = total_blocks;
+  const double kv_bytes_request_gpu = out.memory.kv_bytes_per_token;  // per token, per GPU
+
+  // Prefix-cache state for traces: prefix ids already seen.
+  std::vector<std::string> seen_prefixes;
+  // Routing into a pool (colocated replicas, or the prefill / decode pool): round robin,
+  // or the replica with the fewest outstanding requests (lowest index on ties).
+  size_t rr_cursor[2] = {0, 0};
+  auto route_rr = [&](bool to_decode) {
+    std::vector<size_t> pool;
+    for (size_t i = 0; i < reps.size(); ++i) {
+      const auto role = reps[i].role;
+      if (role == Replica::Role::both || (to_decode ? role == Replica::Role::decode : role == Replica::Role::prefill))
+        pool.push_back(i);
+    }
+    if (p.router == InferencePlan::Router::least_outstanding) {
+      size_t best = pool.front();
+      for (size_t i : pool)
+        if (reps[i].outstanding() < reps[best].outstanding()) best = i;
+      return best;
+    }
+    return pool[rr_cursor[to_decode ? 1 : 0]++ % pool.size()];
+  };
+
+  // Arrivals in time order; a closed loop releases the next request on each completion.
+  size_t next_arrival = 0;
+  size_t issued = closed ? std::min<size_t>(out.requests.size(), static_cast<size_t>(std::max<int64_t>(1, w.concurrency)))
+                         : out.requests.size();
+  if (closed)
+    for (size_t k = 0; k < issued; ++k) out.requests[k].arrival = 0.0;
+  struct Transfer {
+    double at;
+    Seq seq;
+  };
+  std::vector<Transfer> transfers;  // KV caches in flight to the decode pool
+  double t = 0;
+  size_t done = 0;
+  const size_t total = out.requests.size();
+
+  auto plan = [&](Replica& R) -> IterationBatch {
+    IterationBatch batch;
+    R.decoding.clear();
+    R.prefilling.clear();
+    R.chunk_of.clear();
+    int64_t budget = out.engine.max_num_batched_tokens;
+    const bool chunked = out.engine.chunked_prefill;
+    const bool can_decode = R.role != Replica::Role::prefill;
+    const bool can_prefill = R.role != Replica::Role::decode;
+    bool prefill_only = false;
+    if (!chunked && can_prefill && !R.waiting.empty()) {
+      // vLLM V0 without chunked prefill: a prefill iteration when whole prompts fit.
+      int64_t seqs = static_cast<int64_t>(R.running.size());
+      int64_t need_tokens = 0, need_blocks = 0;
+      for (const Seq& q : R.waiting) {
+        const int64_t b = ceil_div(q.prompt + 1, bs);
+        if (seqs + 1 > out.engine.max_num_seqs || need_tokens + q.prompt > budget || need_blocks + b > R.free_blocks) break;
+        ++seqs;
+        need_tokens += q.prompt;
+        need_blocks += b;
       }
-      if (running.empty() && waiting.empty()) {
-        if (next_arrival < issued) t = std::max(t, out.requests[mine[next_arrival]].arrival);
+      prefill_only = need_tokens > 0;
+    }
+    if (!prefill_only && can_decode) {
+      // Decodes first; a sequence that needs a new block and finds none preempts the most
+      // recently admitted one (recompute: its tokens rejoin the prompt, back to the queue).
+      for (size_t k = 0; k < R.running.size(); ++k) {
+        Seq& q = R.running[k];
+        if (q.prefilled < q.prompt) continue;
+        const int64_t ctx = q.prompt + q.generated;
+        while (ceil_div(ctx + 1, bs) > q.blocks) {
+          if (R.free_blocks > 0) {
+            --R.free_blocks;
+            ++q.blocks;
+            continue;
+          }
+          Seq victim = R.running.back();
+          R.running.pop_back();
+          R.free_blocks += victim.blocks;
+          out.requests[victim.req].preemptions += 1;
+          ++out.preemptions;
+          victim.blocks = 0;
+          victim.prefilled = 0;
+          victim.prompt += victim.generated;
+          victim.target -= victim.generated;
+          victim.generated = 0;
+          R.waiting.push_front(victim);
+          if (k >= R.running.size()) break;
+        }
+        if (k >= R.running.size()) break;
+        if (budget <= 0) break;
+        R.decoding.push_back(k);
+        batch.decodes += 1;
+        batch.decode_context += dbl(ctx);
+        budget -= 1;
+      }
+    }
+    if (!prefill_only && chunked && can_prefill)
+      for (size_t k = 0; k < R.running.size() && budget > 0; ++k) {
+        Seq& q = R.running[k];
+        if (q.prefilled >= q.prompt) continue;
+        const int64_t c = std::min(q.prompt - q.prefilled, budget);
+        const int64_t need = ceil_div(q.prefilled + c + (q.prefilled + c == q.prompt ? 1 : 0), bs) - q.blocks;
+        if (need > R.free_blocks) continue;
+        R.free_blocks -= std::max<int64_t>(0, need);
+        q.blocks += std::max<int64_t>(0, need);
+        R.prefilling.push_back(k);
+        R.chunk_of.push_back(c);
+        batch.prefills.push_back({c, q.prefilled, q.prefilled + c == q.prompt});
+        budget -= c;
+      }
+    if ((chunked || prefill_only) && can_prefill) {
+      while (!R.waiting.empty() && budget > 0 && static_cast<int64_t>(R.running.size()) < out.engine.max_num_seqs) {
+        Seq q = R.waiting.front();
+        if (q.prefilled == 0 && w.prefix_hit_rate > 0 && out.requests[q.req].preemptions == 0)
+          q.prefilled = std::min(q.prompt - 1, static_cast<int64_t>(std::floor(w.prefix_hit_rate * dbl(q.prompt) / dbl(bs))) * bs);
+        const int64_t c = chunked ? std::min(q.prompt - q.prefilled, budget) : q.prompt - q.prefilled;
+        if (!chunked && c > budget) break;
+        const bool ends = q.prefilled + c == q.prompt;
+        const int64_t need = ceil_div(q.prefilled + c + (ends ? 1 : 0), bs);
+        if (need > R.free_blocks) break;
+        R.waiting.pop_front();
+        R.free_blocks -= need;
+        q.blocks = need;
+        batch.prefills.push_back({c, q.prefilled, ends});
+        R.running.push_back(q);
+        R.prefilling.push_back(R.running.size() - 1);
+        R.chunk_of.push_back(c);
+        budget -= c;
+      }
+    }
+    return batch;
+  };
+
+  auto finish = [&](Replica& R, double now) {
+    for (size_t k : R.decoding) {
+      Seq& q = R.running[k];
+      RequestResult& r = out.requests[q.req];
+      // Tokens this step: one, or the expected accepted drafts plus the bonus token,
+      // emitted as whole tokens as their running sum allows (deterministic).
+      q.accepted += per_verify;
+      int64_t emit = std::max<int64_t>(1, static_cast<int64_t>(std::floor(q.accepted + 1e-9)));
+      emit = std::min(emit, q.target - q.generated);
+      q.accepted = std::max(0.0, q.accepted - dbl(emit));
+      // Tokens that arrive together share the gap (their mean is the time per token).
+      const double gap = (now - q.last_token) / dbl(emit);
+      for (int64_t e = 0; e < emit; ++e) r.itl.push_back(gap);
+      q.generated += emit;
+      q.last_token = now;
+    }
+    for (size_t j = 0; j < R.prefilling.size(); ++j) {
+      Seq& q = R.running[R.prefilling[j]];
+      q.prefilled += R.chunk_of[j];
+      if (q.prefilled == q.prompt && q.generated == 0) {
+        q.generated = 1;
+        RequestResult& r = out.requests[q.req];
+        if (r.first_token == 0) r.first_token = now;
+        else r.itl.push_back(now - q.last_token);  // resumed after a preemption
+        q.last_token = now;
+      }
+    }
+    // Retire finished sequences; hand finished prefills to the decode pool.
+    for (size_t k = 0; k < R.running.size();) {
+      Seq& q = R.running[k];
+      const bool complete = q.prefilled == q.prompt && q.generated >= q.target;
+      const bool handoff = !complete && R.role == Replica::Role::prefill && q.prefilled == q.prompt;
+      if (complete || handoff) {
+        R.free_blocks += q.blocks;
+        if (complete) {
+          out.requests[q.req].finish = now;
+          ++done;
+          if (closed && issued < total) {
+            out.requests[issued].arrival = now;
+            ++issued;
+          }
+        } else {
+          // The prompt's KV moves to a decode replica, each GPU sending its shard.
+          const double bytes = dbl(q.prompt) * kv_bytes_request_gpu;
+          Seq moved = q;
+          moved.blocks = 0;
+          transfers.push_back({now + cost.p2p(Bytes(bytes), p.kv_transfer_over_network).value, moved});
+        }
+        R.running.erase(R.running.begin() + static_cast<std::ptrdiff_t>(k));
         continue;
       }
-      IterationBatch batch;
-      int64_t budget = out.engine.max_num_batched_tokens;
-      std::vector<size_t> decoding, prefilling;
-      std::vector<int64_t> chunk_of;
-      const bool chunked = out.engine.chunked_prefill;
-      bool prefill_only = false;
-      if (!chunked && !waiting.empty()) {
-        // vLLM V0 without chunked prefill: a prefill iteration when whole prompts fit.
-        int64_t seqs = static_cast<int64_t>(running.size());
-        int64_t need_tokens = 0, need_blocks = 0;
-        for (const Seq& q : waiting) {
-          const int64_t b = ceil_div(q.prompt + 1, bs);
-          if (seqs + 1 > out.engine.max_num_seqs || need_tokens + q.prompt > budget || need_blocks + b > free_blocks) break;
-          ++seqs;
-          need_tokens += q.prompt;
-          need_blocks += b;
+      ++k;
+    }
+  };
+
+  while (done < total) {
+    // Deliver what is due at time t.
+    while (next_arrival < issued && out.requests[next_arrival].arrival <= t) {
+      const RequestResult& r = out.requests[next_arrival];
+      Seq q;
+      q.req = next_arrival;
+      q.prompt = r.input;
+      q.target = r.output;
+      if (w.mode == ServingWorkload::Mode::trace) {
+        const TraceRequest& tr = w.trace[next_arrival];
+        if (!tr.prefix_id.empty()) {
+          if (std::find(seen_prefixes.begin(), seen_prefixes.end(), tr.prefix_id) != seen_prefixes.end())
+            q.prefilled = std::min(q.prompt - 1, (std::min(tr.prefix_tokens, q.prompt) / bs) * bs);
+          else
+            seen_prefixes.push_back(tr.prefix_id);
         }
-        prefill_only = need_tokens > 0;
       }
-      if (!prefill_only) {
-        // Decodes first; a sequence that needs a new block and finds none preempts the
-        // most recently admitted one (recompute: back to the head of the queue).
-        for (size_t k = 0; k < running.size(); ++k) {
-          Seq& q = running[k];
-          if (q.prefilled < q.prompt) continue;
-          const int64_t ctx = q.prompt + q.generated;
-          while (ceil_div(ctx + 1, bs) > q.blocks) {
-            if (free_blocks > 0) {
-              --free_blocks;
-              ++q.blocks;
-              continue;
-            }
-            Seq victim = running.back();
-            running.pop_back();
-            free_blocks += victim.blocks;
-            out.requests[victim.req].preemptions += 1;
-            ++out.preemptions;
-            // Recompute preemption: the tokens generated so far join the prompt.
-            victim.blocks = 0;
-            victim.prefilled = 0;
-            victim.prompt += victim.generated;
-            victim.target -= victim.generated;
-            victim.generated = 0;
-            waiting.push_front(victim);
-            if (k >= running.size()) break;
-          }
-          if (k >= running.size()) break;
-          if (budget <= 0) break;
-          decoding.push_back(k);
-          batch.decodes += 1;
-          batch.decode_context += dbl(ctx);
-          budget -= 1;
-        }
-        // Partly prefilled running sequences continue.
-        if (chunked)
-          for (size_t k = 0; k < running.size() && budget > 0; ++k) {
-            Seq& q = running[k];
-            if (q.prefilled >= q.prompt) continue;
-            const int64_t c = std::min(q.prompt - q.prefilled, budget);
-            const int64_t need = ceil_div(q.prefilled + c + (q.prefilled + c == q.prompt ? 1 : 0), bs) - q.blocks;
-            if (need > free_blocks) continue;
-            free_blocks -= std::max<int64_t>(0, need);
-            q.blocks += std::max<int64_t>(0, need);
-            prefilling.push_back(k);
-            chunk_of.push_back(c);
-            batch.prefills.push_back({c, q.prefilled, q.prefilled + c == q.prompt});
-            budget -= c;
-          }
-      }
-      // Admit waiting requests while budget, sequence slots and blocks allow.
-      if (chunked || prefill_only) {
-        while (!waiting.empty() && budget > 0 && static_cast<int64_t>(running.size()) < out.engine.max_num_seqs) {
-          Seq q = waiting.front();
-          // Prefix cache: block-aligned hits skip that part of the prompt's computation.
-          if (q.prefilled == 0 && w.prefix_hit_rate > 0 && out.requests[q.req].preemptions == 0)
-            q.prefilled = std::min(q.prompt - 1, static_cast<int64_t>(std::floor(w.prefix_hit_rate * dbl(q.prompt) / dbl(bs))) * bs);
-          const int64_t c = chunked ? std::min(q.prompt - q.prefilled, budget) : q.prompt - q.prefilled;
-          if (!chunked && c > budget) break;
-          const bool ends = q.prefilled + c == q.prompt;
-          const int64_t need = ceil_div(q.prefilled + c + (ends ? 1 : 0), bs);
-          if (need > free_blocks) break;
-          waiting.pop_front();
-          free_blocks -= need;
+      reps[route_rr(false)].waiting.push_back(q);
+      ++next_arrival;
+    }
+    for (size_t k = 0; k < transfers.size();) {
+      if (transfers[k].at <= t) {
+        Seq q = transfers[k].seq;
+        Replica& R = reps[route_rr(true)];
+        const int64_t need = ceil_div(q.prompt + q.generated + 1, bs);
+        if (need <= R.free_blocks) {
+          R.free_blocks -= need;
           q.blocks = need;
-          batch.prefills.push_back({c, q.prefilled, ends});
-          running.push_back(q);
-          prefilling.push_back(running.size() - 1);
-          chunk_of.push_back(c);
-          budget -= c;
-        }
-      }
-      if (batch.decodes == 0 && batch.prefills.empty()) {
-        // Nothing fits: wait for the next arrival (or fail loudly on an impossible prompt).
-        if (next_arrival < issued && out.requests[mine[next_arrival]].arrival > t) {
-          t = out.requests[mine[next_arrival]].arrival;
+          R.running.push_back(q);
+          transfers.erase(transfers.begin() + static_cast<std::ptrdiff_t>(k));
           continue;
         }
-        throw std::runtime_error("a request cannot be scheduled: its prompt needs more KV blocks (" +
-                                 std::to_string(ceil_div(waiting.front().prompt + 1, bs)) + ") than the cache has (" +
-                                 std::to_string(total_blocks) + ")");
+        transfers[k].at = t;  // waits for blocks on the decode side
       }
+      ++k;
+    }
+    // Start an iteration on every idle replica that has work.
+    bool started = false;
+    for (auto& R : reps) {
+      if (R.busy) continue;
+      if (R.running.empty() && R.waiting.empty()) continue;
+      IterationBatch batch = plan(R);
+      if (batch.decodes == 0 && batch.prefills.empty()) continue;
       double dt = 0;
       if (spec.k > 0 && batch.decodes > 0) {
         // Drafting proposes k tokens per decoding sequence, then the target verifies k + 1.
@@ -388,55 +516,31 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
         batch.verify = spec.k + 1;
       }
       dt += model.seconds(batch);
-      t += dt;
+      R.busy = true;
+      R.busy_until = t + dt;
       ++out.iterations;
-      out.peak_kv_utilization = std::max(out.peak_kv_utilization, 1.0 - dbl(free_blocks) / dbl(total_blocks));
-      // Emit tokens.
-      for (size_t k : decoding) {
-        Seq& q = running[k];
-        RequestResult& r = out.requests[q.req];
-        // Tokens this step: one, or the expected accepted drafts plus the bonus token,
-        // emitted as whole tokens as their running sum allows (deterministic).
-        q.accepted += per_verify;
-        int64_t emit = std::max<int64_t>(1, static_cast<int64_t>(std::floor(q.accepted + 1e-9)));
-        emit = std::min(emit, q.target - q.generated);
-        q.accepted -= dbl(emit);
-        if (q.accepted < 0) q.accepted = 0;
-        // Tokens that arrive together share the gap (their mean is the time per token).
-        const double gap = (t - q.last_token) / dbl(emit);
-        for (int64_t e = 0; e < emit; ++e) r.itl.push_back(gap);
-        q.generated += emit;
-        q.last_token = t;
-      }
-      for (size_t j = 0; j < prefilling.size(); ++j) {
-        Seq& q = running[prefilling[j]];
-        q.prefilled += chunk_of[j];
-        if (q.prefilled == q.prompt && q.generated == 0) {
-          q.generated = 1;
-          RequestResult& r = out.requests[q.req];
-          if (r.first_token == 0) r.first_token = t;
-          else r.itl.push_back(t - q.last_token);  // resumed after a preemption
-          q.last_token = t;
-        }
-      }
-      // Retire finished sequences; a closed loop issues the next request at once.
-      for (size_t k = 0; k < running.size();) {
-        Seq& q = running[k];
-        if (q.prefilled == q.prompt && q.generated >= q.target) {
-          RequestResult& r = out.requests[q.req];
-          r.finish = t;
-          free_blocks += q.blocks;
-          ++done;
-          running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
-          if (closed && issued < mine.size()) {
-            out.requests[mine[issued]].arrival = t;
-            ++issued;
-          }
-          continue;
-        }
-        ++k;
-      }
+      out.peak_kv_utilization = std::max(out.peak_kv_utilization, 1.0 - dbl(R.free_blocks) / dbl(total_blocks));
+      started = true;
     }
+    // Advance to the next event.
+    double next = std::numeric_limits<double>::infinity();
+    for (const auto& R : reps)
+      if (R.busy) next = std::min(next, R.busy_until);
+    if (next_arrival < issued) next = std::min(next, out.requests[next_arrival].arrival);
+    for (const auto& tr : transfers)
+      if (tr.at > t) next = std::min(next, tr.at);
+    if (!std::isfinite(next)) {
+      if (!started)
+        throw std::runtime_error("a request cannot be scheduled: its prompt needs more KV blocks than the cache has (" +
+                                 std::to_string(total_blocks) + ")");
+      continue;
+    }
+    t = std::max(t, next);
+    for (auto& R : reps)
+      if (R.busy && R.busy_until <= t) {
+        R.busy = false;
+        finish(R, t);
+      }
   }
   double first = 1e300, last = 0;
   for (const auto& r : out.requests) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string_view>
 
 #include "capsim/core/layout.hpp"
@@ -197,7 +198,22 @@ void read_length(const json& v, const std::string& ptr, LengthDist& d, std::vect
   r.finish();
 }
 
-void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issues) {
+void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issues, const fs::path& base_dir) {
+  std::string router;
+  if (r.choice("router", router, {"round_robin", "least_outstanding"}))
+    p.router = router == "least_outstanding" ? InferencePlan::Router::least_outstanding : InferencePlan::Router::round_robin;
+  if (const json* d = r.get("disaggregation")) {
+    if (!d->is_object()) {
+      issues.push_back({r.at("disaggregation"), brief(*d), "must be an object", {}});
+    } else {
+      ObjectReader dr(*d, r.at("disaggregation"), issues);
+      dr.integer("prefill_replicas", p.prefill_replicas, true);
+      dr.integer("decode_replicas", p.decode_replicas, true);
+      std::string link;
+      if (dr.choice("kv_transfer", link, {"nvlink", "network"})) p.kv_transfer_over_network = link == "network";
+      dr.finish();
+    }
+  }
   r.integer("tp", p.tp);
   r.integer("pp", p.pp);
   r.integer_or_auto("ep", p.ep);
@@ -268,19 +284,38 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
   } else if (w) {
     ObjectReader wr(*w, r.at("workload"), issues);
     std::string mode;
-    if (wr.choice("mode", mode, {"offline", "poisson", "concurrency"}, true)) {
+    if (wr.choice("mode", mode, {"offline", "poisson", "concurrency", "trace"}, true)) {
       p.workload.mode = mode == "poisson"       ? ServingWorkload::Mode::poisson
                         : mode == "concurrency" ? ServingWorkload::Mode::concurrency
+                        : mode == "trace"       ? ServingWorkload::Mode::trace
                                                 : ServingWorkload::Mode::offline;
     }
     wr.number("qps", p.workload.qps, mode == "poisson", 0);
     wr.integer("concurrency", p.workload.concurrency, mode == "concurrency");
-    wr.integer("num_requests", p.workload.num_requests, true);
-    if (const json* in = wr.get("input_tokens")) read_length(*in, wr.at("input_tokens"), p.workload.input_tokens, issues);
-    else issues.push_back({wr.at("input_tokens"), "", "is required", {}});
-    if (const json* out = wr.get("output_tokens"))
-      read_length(*out, wr.at("output_tokens"), p.workload.output_tokens, issues);
-    else issues.push_back({wr.at("output_tokens"), "", "is required", {}});
+    if (mode == "trace") {
+      std::string file;
+      if (wr.string("trace_file", file, true)) {
+        fs::path path(file);
+        if (path.is_relative() && !base_dir.empty()) path = base_dir / path;
+        try {
+          p.workload.trace = read_request_trace(path, wr.at("trace_file"));
+          p.workload.num_requests = static_cast<int64_t>(p.workload.trace.size());
+        } catch (const InputError& e) {
+          issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+        }
+      }
+      wr.allow("num_requests");
+      wr.allow("input_tokens");
+      wr.allow("output_tokens");
+    } else {
+      wr.allow("trace_file");
+      wr.integer("num_requests", p.workload.num_requests, true);
+      if (const json* in = wr.get("input_tokens")) read_length(*in, wr.at("input_tokens"), p.workload.input_tokens, issues);
+      else issues.push_back({wr.at("input_tokens"), "", "is required", {}});
+      if (const json* out = wr.get("output_tokens"))
+        read_length(*out, wr.at("output_tokens"), p.workload.output_tokens, issues);
+      else issues.push_back({wr.at("output_tokens"), "", "is required", {}});
+    }
     if (wr.number("prefix_hit_rate", p.workload.prefix_hit_rate, false, 0.0) && p.workload.prefix_hit_rate >= 1.0)
       issues.push_back({wr.at("prefix_hit_rate"), std::to_string(p.workload.prefix_hit_rate), "must be in [0, 1)", {}});
     wr.finish();
@@ -309,6 +344,71 @@ bool layout_input_rejected(const std::vector<Issue>& issues) {
 }
 
 }  // namespace
+
+std::vector<TraceRequest> read_request_trace(const fs::path& path, const std::string& pointer) {
+  const std::string text = read_text_file(path);
+  std::vector<TraceRequest> out;
+  std::vector<Issue> issues;
+  std::istringstream in(text);
+  std::string line;
+  size_t line_no = 0;
+  const bool jsonl = path.extension() == ".jsonl" || path.extension() == ".json";
+  std::vector<std::string> header;
+  auto where = [&]() { return path.string() + ":" + std::to_string(line_no); };
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    TraceRequest t;
+    if (jsonl) {
+      json j;
+      try {
+        j = json::parse(line);
+      } catch (const json::parse_error& e) {
+        issues.push_back({where(), "", std::string("malformed JSON line: ") + e.what(), {}});
+        continue;
+      }
+      ObjectReader lr(j, where(), issues);
+      lr.number("arrival_s", t.arrival_s, true, 0);
+      lr.integer("input_tokens", t.input_tokens, true);
+      lr.integer("output_tokens", t.output_tokens, true);
+      lr.string("prefix_id", t.prefix_id);
+      lr.integer("prefix_tokens", t.prefix_tokens, false, 0);
+      lr.finish();
+    } else {
+      std::vector<std::string> cells;
+      std::string cell;
+      std::istringstream ls(line);
+      while (std::getline(ls, cell, ',')) cells.push_back(cell);
+      if (header.empty()) {
+        header = cells;
+        for (const char* need : {"arrival_s", "input_tokens", "output_tokens"})
+          if (std::find(header.begin(), header.end(), need) == header.end())
+            issues.push_back({path.string() + ":1", line, std::string("the CSV header needs a column ") + need, {}});
+        continue;
+      }
+      for (size_t c = 0; c < header.size() && c < cells.size(); ++c) {
+        try {
+          if (header[c] == "arrival_s") t.arrival_s = std::stod(cells[c]);
+          else if (header[c] == "input_tokens") t.input_tokens = std::stoll(cells[c]);
+          else if (header[c] == "output_tokens") t.output_tokens = std::stoll(cells[c]);
+          else if (header[c] == "prefix_id") t.prefix_id = cells[c];
+          else if (header[c] == "prefix_tokens") t.prefix_tokens = cells[c].empty() ? 0 : std::stoll(cells[c]);
+        } catch (const std::exception&) {
+          issues.push_back({where() + " column " + header[c], cells[c], "must be a number", {}});
+        }
+      }
+      if (t.input_tokens < 1 || t.output_tokens < 1 || t.arrival_s < 0)
+        issues.push_back({where(), line, "input and output tokens must be >= 1 and arrival_s >= 0", {}});
+    }
+    if (!out.empty() && t.arrival_s < out.back().arrival_s)
+      issues.push_back({where(), std::to_string(t.arrival_s), "arrivals must not decrease", {}});
+    out.push_back(t);
+  }
+  if (out.empty() && issues.empty()) issues.push_back({pointer, path.string(), "the trace holds no request", {}});
+  if (!issues.empty()) throw InputError(std::move(issues));
+  return out;
+}
 
 void apply_overrides(json& doc, const std::vector<std::string>& sets) {
   std::vector<Issue> issues;
@@ -378,7 +478,7 @@ Scenario scenario_from_json(const json& doc, const fs::path& base_dir) {
       ObjectReader r(*p, "/inference", issues);
       InferencePlan plan;
       if (!p->is_object()) issues.push_back({"/inference", brief(*p), "must be an object", {}});
-      else read_inference(r, plan, issues);
+      else read_inference(r, plan, issues, base_dir);
       sc.inference = plan;
     } else {
       issues.push_back({"/inference", "", "is required for kind \"inference\"", {}});

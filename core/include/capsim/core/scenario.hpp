@@ -112,8 +112,17 @@ struct EngineOptions {
   bool operator==(const EngineOptions&) const = default;
 };
 
+/// One request of a recorded trace.
+struct TraceRequest {
+  double arrival_s = 0;
+  int64_t input_tokens = 1, output_tokens = 1;
+  std::string prefix_id;      ///< requests sharing an id share their first prefix_tokens
+  int64_t prefix_tokens = 0;
+  bool operator==(const TraceRequest&) const = default;
+};
+
 struct ServingWorkload {
-  enum class Mode { offline, poisson, concurrency };
+  enum class Mode { offline, poisson, concurrency, trace };
   Mode mode = Mode::offline;
   double qps = 0;
   int64_t concurrency = 0;
@@ -122,6 +131,7 @@ struct ServingWorkload {
   LengthDist output_tokens;
   /// Share of each prompt found in the prefix cache (block-aligned); 0 = no reuse.
   double prefix_hit_rate = 0;
+  std::vector<TraceRequest> trace;  ///< mode trace: the requests, in arrival order
   bool operator==(const ServingWorkload&) const = default;
 };
 
@@ -149,6 +159,12 @@ struct InferencePlan {
   EngineOptions engine;
   ServingWorkload workload;
   SpeculativeSpec speculative;
+  enum class Router { round_robin, least_outstanding };
+  Router router = Router::round_robin;
+  /// Prefill/decode disaggregation: separate pools of replicas (each tp GPUs); the KV
+  /// cache of a finished prefill moves to a decode replica. 0 = colocated.
+  int64_t prefill_replicas = 0, decode_replicas = 0;
+  bool kv_transfer_over_network = true;  ///< false: the pools share an NVLink domain
   bool operator==(const InferencePlan&) const = default;
 };
 

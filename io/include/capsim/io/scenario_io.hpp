@@ -21,6 +21,11 @@ void apply_overrides(nlohmann::json& doc, const std::vector<std::string>& sets);
 /// with every problem found (schema and layout).
 Scenario scenario_from_json(const nlohmann::json& doc, const std::filesystem::path& base_dir = {});
 
+/// A request trace: JSON Lines (`.jsonl`/`.json`: one object per line with arrival_s,
+/// input_tokens, output_tokens, optional prefix_id and prefix_tokens) or CSV with a header
+/// naming those columns. Every bad line is reported.
+std::vector<TraceRequest> read_request_trace(const std::filesystem::path& path, const std::string& pointer);
+
 /// Read a scenario file, applying overrides first.
 Scenario load_scenario(const std::filesystem::path& path, const std::vector<std::string>& sets = {});
 
