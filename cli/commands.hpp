@@ -29,6 +29,7 @@ struct InferArgs {
   std::string format;
   std::string out;
   bool max_qps = false;
+  std::string trace;
   double ttft_p99_ms = 500;
   double tpot_p99_ms = 50;
   uint64_t seed = 20261129;

@@ -267,7 +267,9 @@ int run_infer(const InferArgs& a) {
     r = io::serving_report(probe, simulate_serving(probe, cost, a.seed));
     r["max_qps"] = {{"qps", lo}, {"ttft_p99_ms", a.ttft_p99_ms}, {"tpot_p99_ms", a.tpot_p99_ms}};
   } else {
-    r = io::serving_report(s, simulate_serving(s, cost, a.seed));
+    const ServingResult sr = simulate_serving(s, cost, a.seed, !a.trace.empty());
+    r = io::serving_report(s, sr);
+    if (!a.trace.empty()) io::write_file_atomic(a.trace, io::serving_trace(sr));
   }
   emit(resolve_format(a.format) == "json" ? io::dump(r) : serving_table(r), a.out);
   return 0;
@@ -334,6 +336,7 @@ int main(int argc, char** argv) {
   infer->add_option("--tpot-p99-ms", infer_args.tpot_p99_ms, "SLA for --max-qps: P99 time per output token (default 50)")
       ->check(CLI::PositiveNumber);
   infer->add_option("--seed", infer_args.seed, "Seed for lengths and arrivals");
+  infer->add_option("--trace", infer_args.trace, "Write a Chrome/Perfetto timeline of engine iterations here");
   infer->add_option("--format", infer_args.format, "table or json (default: table on a terminal, else json)")
       ->check(CLI::IsMember({"table", "json"}));
   infer->add_option("-o,--out", infer_args.out, "Write the report to this file (atomically)");

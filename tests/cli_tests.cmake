@@ -94,6 +94,20 @@ capsim_cli_expect(NAME cli.trace_needs_des
   CMD train ${capsim_scenarios}/llama2-7b-8gpu.json --trace ${CMAKE_CURRENT_BINARY_DIR}/x.json
   STDERR "--trace: a timeline needs the discrete-event engine")
 
+# Rule: a serving scenario reports latency percentiles and writes its iteration timeline.
+capsim_cli_expect(NAME cli.infer_trace
+  CMD infer ${capsim_scenarios}/serving-trace.json --trace ${CMAKE_CURRENT_BINARY_DIR}/serve-trace.json --format json
+  EXIT_CODE 0
+  STDOUT "\"ttft_p99_ms\""
+  OUT_FILE ${CMAKE_CURRENT_BINARY_DIR}/serve-trace.json
+  FILE_CONTAINS "KV cache in use")
+
+# Rule: --max-qps reports the rate it found and the SLA.
+capsim_cli_expect(NAME cli.infer_max_qps
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --max-qps --ttft-p99-ms 300 --format json
+  EXIT_CODE 0
+  STDOUT "\"max_qps\"" "\"ttft_p99_ms\": 300.0")
+
 get_property(capsim_cli_tests GLOBAL PROPERTY capsim_cli_tests)
 set_tests_properties(${capsim_cli_tests} PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
 

@@ -209,7 +209,7 @@ struct Seq {
 
 }  // namespace
 
-ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed) {
+ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline) {
   if (!s.inference) throw std::logic_error("simulate_serving needs an inference plan");
   const InferencePlan& p = *s.inference;
   const ServingWorkload& w = p.workload;
@@ -518,6 +518,12 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
       dt += model.seconds(batch);
       R.busy = true;
       R.busy_until = t + dt;
+      if (record_timeline) {
+        int64_t pre = 0;
+        for (const auto& pf : batch.prefills) pre += pf.tokens;
+        out.timeline.push_back({static_cast<int32_t>(&R - reps.data()), t, t + dt, batch.decodes, pre,
+                                1.0 - dbl(R.free_blocks) / dbl(total_blocks)});
+      }
       ++out.iterations;
       out.peak_kv_utilization = std::max(out.peak_kv_utilization, 1.0 - dbl(R.free_blocks) / dbl(total_blocks));
       started = true;

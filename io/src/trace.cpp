@@ -99,6 +99,29 @@ std::string chrome_trace(const DesStep& d) {
   return doc.dump() + "\n";
 }
 
+std::string serving_trace(const ServingResult& r) {
+  json events = json::array();
+  int32_t replicas = 0;
+  for (const auto& it : r.timeline) replicas = std::max(replicas, it.replica + 1);
+  for (int32_t k = 0; k < replicas; ++k) {
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", k}, {"args", {{"name", "replica " + std::to_string(k)}}}});
+    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", k}, {"args", {{"sort_index", k}}}});
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", k}, {"tid", 0}, {"args", {{"name", "engine iterations"}}}});
+  }
+  for (const auto& it : r.timeline) {
+    const std::string name = it.prefill_tokens > 0 ? (it.decodes > 0 ? "mixed" : "prefill") : "decode";
+    events.push_back({{"ph", "X"}, {"name", name}, {"cat", "iteration"}, {"pid", it.replica}, {"tid", 0},
+                      {"ts", it.start * 1e6}, {"dur", (it.end - it.start) * 1e6},
+                      {"args", {{"decodes", it.decodes}, {"prefill_tokens", it.prefill_tokens}}}});
+    events.push_back({{"ph", "C"}, {"name", "KV cache in use"}, {"pid", it.replica}, {"ts", it.start * 1e6},
+                      {"args", {{"fraction", it.kv_utilization}}}});
+    events.push_back({{"ph", "C"}, {"name", "batch"}, {"pid", it.replica}, {"ts", it.start * 1e6},
+                      {"args", {{"decodes", it.decodes}, {"prefill_tokens", it.prefill_tokens}}}});
+  }
+  json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", {{"generator", "capsim"}}}};
+  return doc.dump() + "\n";
+}
+
 json des_json(const DesStep& d) {
   json j;
   j["schedule"] = std::string(to_string(d.schedule));

@@ -62,7 +62,17 @@ struct RequestResult {
   double tpot() const { return output > 1 ? (finish - first_token) / static_cast<double>(output - 1) : 0.0; }
 };
 
+/// One engine iteration on one replica, for timelines and utilisation over time.
+struct IterationRecord {
+  int32_t replica = 0;
+  double start = 0, end = 0;
+  int64_t decodes = 0;
+  int64_t prefill_tokens = 0;
+  double kv_utilization = 0;  ///< fraction of the replica's KV blocks in use
+};
+
 struct ServingResult {
+  std::vector<IterationRecord> timeline;  ///< when requested (record_timeline)
   std::vector<RequestResult> requests;  ///< in arrival order
   double duration_s = 0;                ///< first arrival to last finish
   int64_t iterations = 0;
@@ -80,7 +90,8 @@ EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt);
 
 /// Simulate the scenario's workload on its replicas (round-robin routing); lengths and
 /// arrivals are drawn from a generator seeded with `seed`.
-ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed = 20261129);
+ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed = 20261129,
+                               bool record_timeline = false);
 
 /// Linear-interpolated percentile (q in [0, 1]) of `v` (numpy's default).
 double percentile(std::vector<double> v, double q);

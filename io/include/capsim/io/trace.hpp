@@ -6,6 +6,7 @@
 #include <string>
 
 #include "capsim/core/pipeline_sim.hpp"
+#include "capsim/core/serving.hpp"
 
 namespace capsim::io {
 
@@ -13,6 +14,10 @@ namespace capsim::io {
 /// events with microbatch, chunk and FLOPs/bytes in args, flow arrows from each send to
 /// the computation it feeds, and a counter track of activation memory in use.
 std::string chrome_trace(const DesStep& d);
+
+/// A serving run's timeline: one process per replica with a slice per engine iteration
+/// (decodes and prefill tokens in args) and counters of KV-cache use and batch size.
+std::string serving_trace(const ServingResult& r);
 
 /// `des` report section: schedule, per-stage busy/idle seconds, peak activation bytes read
 /// off the timeline, critical-path composition.
