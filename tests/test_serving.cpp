@@ -216,3 +216,26 @@ TEST(Serving, LeastOutstandingRouterCompletes) {
 
 }  // namespace
 }  // namespace capsim
+
+namespace capsim {
+namespace {
+
+// 2:4 sparsity halves the weight values (plus 2-bit metadata): bandwidth-bound decode of a
+// bf16 70B model reads 0.5625 of the weight bytes.
+TEST(Serving, SparseDecodeReadsFewerWeightBytes) {
+  Scenario dense = serving_scenario("llama3-70b", "h200-sxm-141gb", 1, ServingWorkload::Mode::offline);
+  Scenario sparse = dense;
+  sparse.inference->sparse_24 = true;
+  const hw::RooflineCostModel cost(dense.system);
+  const IterationModel a(dense.model, dense.system, *dense.inference, cost);
+  const IterationModel b(sparse.model, sparse.system, *sparse.inference, cost);
+  IterationBatch it;
+  it.decodes = 1;
+  it.decode_context = 256;
+  const double ratio = b.seconds(it) / a.seconds(it);
+  EXPECT_GT(ratio, 0.5625);
+  EXPECT_LT(ratio, 0.7);
+}
+
+}  // namespace
+}  // namespace capsim

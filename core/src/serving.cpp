@@ -58,8 +58,17 @@ double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0.0;
   // Roofline of pre-quantized weights: tensor-core time against streaming the weights
   // (and the 16-bit activations in and out) from HBM.
-  const double bytes = dbl(k) * dbl(n) * wbytes_ + dbl(m) * (dbl(k) + dbl(n)) * 2.0;
-  return std::max(cost_.gemm_compute(m, n, k, math_).value, cost_.memory_bound(Bytes(bytes)).value);
+  double weight = dbl(k) * dbl(n) * wbytes_;
+  double compute = cost_.gemm_compute(m, n, k, math_).value;
+  if (p_.sparse_24) {
+    // 2:4 sparsity: sparse tensor cores skip the zero half (twice the dense rate, the
+    // datasheets' sparsity multiplier); weights store half the values plus 2 bits of
+    // position metadata per kept value (NVIDIA Ampere architecture whitepaper).
+    compute /= 2.0;
+    weight = weight * 0.5 + dbl(k) * dbl(n) * 0.5 * 0.25;
+  }
+  const double bytes = weight + dbl(m) * (dbl(k) + dbl(n)) * 2.0;
+  return std::max(compute, cost_.memory_bound(Bytes(bytes)).value);
 }
 
 double IterationModel::seconds(const IterationBatch& b) const {

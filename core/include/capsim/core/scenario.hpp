@@ -165,6 +165,8 @@ struct InferencePlan {
   /// cache of a finished prefill moves to a decode replica. 0 = colocated.
   int64_t prefill_replicas = 0, decode_replicas = 0;
   bool kv_transfer_over_network = true;  ///< false: the pools share an NVLink domain
+  /// 2:4 structured sparsity on the weight GEMMs (Ampere/Hopper sparse tensor cores).
+  bool sparse_24 = false;
   bool operator==(const InferencePlan&) const = default;
 };
 
