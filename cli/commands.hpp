@@ -37,6 +37,31 @@ struct InferArgs {
 
 int run_infer(const InferArgs& a);
 
+struct SearchArgs {
+  std::string scenario;
+  std::vector<std::string> sets;
+  std::vector<int64_t> gpus;
+  size_t top = 10;
+  std::string rank = "step";
+  bool schedules = false;
+  unsigned threads = 0;
+  size_t des_recheck = 3;
+  std::string format;
+  std::string out;
+};
+
+int run_search(const SearchArgs& a);
+
+struct SweepArgs {
+  std::string file;
+  std::string out;
+  std::string shard;
+  unsigned threads = 0;
+};
+
+int run_sweep(const SweepArgs& a);
+int run_merge(const std::vector<std::string>& parts, const std::string& out);
+
 struct ValidateArgs {
   std::vector<std::string> files;
   std::string format;

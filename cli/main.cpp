@@ -11,12 +11,17 @@
 
 #include "capsim/core/diagnostics.hpp"
 #include "capsim/core/pipeline_sim.hpp"
+#include "capsim/core/search.hpp"
+#include <thread>
 #include "capsim/core/serving.hpp"
 #include "capsim/core/train.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
+#include "capsim/io/sweep.hpp"
+#include <atomic>
+#include <csignal>
 #include "capsim/io/trace.hpp"
 #include "capsim/io/validation.hpp"
 #include "capsim/hw/roofline.hpp"
@@ -275,6 +280,113 @@ int run_infer(const InferArgs& a) {
   return 0;
 }
 
+json candidate_json(const SearchCandidate& c) {
+  const TrainingPlan& t = c.plan;
+  return {{"num_gpus", c.num_gpus},
+          {"layout",
+           {{"tp", t.tp}, {"pp", t.pp}, {"vpp", t.vpp.value_or(1)}, {"dp", t.dp}, {"cp", t.cp}, {"ep", t.ep},
+            {"etp", t.etp.value_or(1)}, {"sp", t.sp}, {"zero", t.zero.value_or(0)}, {"micro_batch", t.micro_batch.value_or(1)},
+            {"recompute", std::string(to_string(t.recompute.value_or(Recompute::none)))},
+            {"schedule", std::string(to_string(t.schedule))}}},
+          {"step_s", c.step_s},
+          {"tokens_per_s", c.tokens_per_s},
+          {"mfu", c.mfu},
+          {"peak_memory_bytes", c.peak_memory_bytes},
+          {"capacity_bytes", c.capacity_bytes},
+          {"gpu_seconds_per_step", c.gpu_seconds_per_step}};
+}
+
+int run_search(const SearchArgs& a) {
+  const Scenario s = io::load_scenario(a.scenario, a.sets);
+  if (!s.training) throw InputError({{"/kind", "\"inference\"", "capsim search needs a training scenario", {}}});
+  const hw::RooflineCostModel cost(s.system);
+  SearchOptions opt;
+  opt.gpu_counts = a.gpus;
+  opt.top_k = a.top;
+  opt.rank_by_cost = a.rank == "cost";
+  opt.schedules = a.schedules;
+  opt.threads = a.threads > 0 ? a.threads : std::max(1u, std::thread::hardware_concurrency());
+  const SearchResult r = search_training(s, cost, opt);
+  json j;
+  j["schema"] = "capsim-search-report/1";
+  j["id"] = s.id;
+  j["space"] = {{"gpu_counts", opt.gpu_counts.empty() ? std::vector<int64_t>{s.system.num_gpus} : opt.gpu_counts},
+                {"tp", "powers of two up to gpus_per_node dividing heads"},
+                {"cp", "powers of two keeping seq_len/cp >= 1024"},
+                {"pp", "divisors of gpus/(tp*cp)"},
+                {"vpp", "divisors of layers/pp"},
+                {"micro_batch", "1.." + std::to_string(opt.max_micro_batch)},
+                {"zero", opt.zero},
+                {"recompute", {"none", "selective", "full"}},
+                {"schedules", a.schedules ? json{"1f1b", "zb-h1", "dualpipe"} : json{"1f1b"}}};
+  j["counts"] = {{"enumerated", r.enumerated},
+                 {"pruned_divisibility", r.pruned_divisibility},
+                 {"pruned_memory", r.pruned_memory},
+                 {"evaluated", r.evaluated},
+                 {"feasible", r.feasible}};
+  json top = json::array();
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    json c = candidate_json(r.top[i]);
+    if (i < a.des_recheck) {
+      SystemSpec sys = s.system;
+      sys.num_gpus = r.top[i].num_gpus;
+      c["des_step_s"] = des_step(s.model, sys, r.top[i].plan, cost).step.step_s;
+    }
+    top.push_back(c);
+  }
+  j["top"] = top;
+  json pareto = json::array();
+  for (const auto& c : r.pareto) pareto.push_back(candidate_json(c));
+  j["pareto"] = pareto;
+  std::string table = fmt::format("search {}: {} layouts enumerated, {} pruned by divisibility, {} by memory, {} costed\n",
+                                  s.id, r.enumerated, r.pruned_divisibility, r.pruned_memory, r.evaluated);
+  table += "  rank  gpus  tp pp vpp  dp cp ep zero mb recompute  schedule      step s   tokens/s   MFU   memory\n";
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const auto& c = r.top[i];
+    const auto& t = c.plan;
+    table += fmt::format("  {:>4} {:>5} {:>3} {:>2} {:>3} {:>3} {:>2} {:>2} {:>4} {:>2} {:<10} {:<10} {:>9.3f} {:>10.0f} {:>5.1f}% {:>8}\n", i + 1,
+                         c.num_gpus, t.tp, t.pp, t.vpp.value_or(1), t.dp, t.cp, t.ep, t.zero.value_or(0),
+                         t.micro_batch.value_or(1), to_string(t.recompute.value_or(Recompute::none)), to_string(t.schedule),
+                         c.step_s, c.tokens_per_s, 100 * c.mfu, gib(c.peak_memory_bytes));
+  }
+  table += fmt::format("  pareto front (GPUs, tokens/s, memory headroom): {} layouts\n", r.pareto.size());
+  emit(resolve_format(a.format) == "json" ? io::dump(j) : table, a.out);
+  return 0;
+}
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_interrupt(int) { g_stop.store(true); }
+
+int run_sweep(const SweepArgs& a) {
+  // Everything is checked before any row runs.
+  const io::SweepSpec spec = io::load_sweep(a.file);
+  const io::ShardSpec shard = io::resolve_shard(a.shard);
+  io::SweepRun run;
+  run.out = a.out;
+  run.shard = shard;
+  run.threads = a.threads > 0 ? a.threads : std::max(1u, std::thread::hardware_concurrency());
+  run.progress = ::isatty(::fileno(stderr)) != 0;
+  run.stop = &g_stop;
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  const io::SweepSummary s = io::run_sweep(spec, run);
+  if (s.interrupted) {
+    fmt::print(stderr, "capsim: interrupted after {} of {} rows; run the same command again to resume\n",
+               s.ok + s.failed, s.rows_this_shard);
+    return 130;
+  }
+  fmt::print(stderr, "capsim: {} rows ({} ok, {} failed, {} resumed) -> {}\n", s.rows_this_shard, s.ok, s.failed,
+             s.skipped_resumed, s.rows_file.string());
+  return 0;
+}
+
+int run_merge(const std::vector<std::string>& parts, const std::string& out) {
+  std::vector<std::filesystem::path> ps(parts.begin(), parts.end());
+  io::merge_parts(ps, out);
+  fmt::print(stderr, "capsim: merged {} parts -> {}\n", parts.size(), out);
+  return 0;
+}
+
 int run_validate(const ValidateArgs& a) {
   std::vector<std::filesystem::path> files(a.files.begin(), a.files.end());
   const json r = io::run_validation(files);
@@ -341,6 +453,36 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"table", "json"}));
   infer->add_option("-o,--out", infer_args.out, "Write the report to this file (atomically)");
 
+  cli::SearchArgs search_args;
+  auto* search = app.add_subcommand("search", "Every training layout for the scenario's model, GPU and batch, ranked");
+  search->add_option("scenario", search_args.scenario, "Training scenario (model, system, global batch, seq_len)")->required();
+  search->add_option("--set", search_args.sets, "Override a scenario key before validation: path=value")->allow_extra_args(false);
+  search->add_option("--gpus", search_args.gpus, "GPU counts to try (default: the scenario's)")->delimiter(',');
+  search->add_option("--top", search_args.top, "How many layouts to list");
+  search->add_option("--rank", search_args.rank, "step (time per step) or cost (GPU-seconds per step)")
+      ->check(CLI::IsMember({"step", "cost"}));
+  search->add_flag("--schedules", search_args.schedules, "Also try ZB-H1 and DualPipe pipeline schedules");
+  search->add_option("--threads", search_args.threads, "Worker threads (default: all cores)");
+  search->add_option("--des-recheck", search_args.des_recheck, "Re-check the best N with the discrete-event engine");
+  search->add_option("--format", search_args.format, "table or json (default: table on a terminal, else json)")
+      ->check(CLI::IsMember({"table", "json"}));
+  search->add_option("-o,--out", search_args.out, "Write the report to this file (atomically)");
+
+  cli::SweepArgs sweep_args;
+  auto* sweep = app.add_subcommand("sweep", "Run a grid of scenarios (a base and axes) on all cores into JSONL or CSV rows");
+  sweep->add_option("file", sweep_args.file, "Sweep file (base scenario and axes)")->required()->check(CLI::ExistingFile);
+  sweep->add_option("-o,--out", sweep_args.out, "Rows file, .jsonl or .csv (a .summary.json is written beside it)")->required();
+  sweep->add_option("--shard", sweep_args.shard,
+                    "index/count of this machine's share (default from SLURM_ARRAY_TASK_ID/COUNT or JOB_COMPLETION_INDEX "
+                    "with CAPSIM_SHARD_COUNT)");
+  sweep->add_option("--threads", sweep_args.threads, "Worker threads (default: all cores)");
+
+  std::vector<std::string> merge_parts;
+  std::string merge_out;
+  auto* merge = app.add_subcommand("merge", "Join sweep parts after checking they cover one grid");
+  merge->add_option("parts", merge_parts, "Part files (each with its .summary.json)")->required();
+  merge->add_option("-o,--out", merge_out, "Merged rows file")->required();
+
   cli::ValidateArgs validate_args;
   auto* validate = app.add_subcommand("validate", "Predict published measurements and print the error per case and overall");
   validate->add_option("files", validate_args.files, "Validation files (capsim-validation/1)")->required()->check(CLI::ExistingFile);
@@ -360,6 +502,9 @@ int main(int argc, char** argv) {
   try {
     if (*model) return cli::run_model(model_args);
     if (*train) return cli::run_train(train_args);
+    if (*sweep) return cli::run_sweep(sweep_args);
+    if (*merge) return cli::run_merge(merge_parts, merge_out);
+    if (*search) return cli::run_search(search_args);
     if (*infer) return cli::run_infer(infer_args);
     if (*validate) return cli::run_validate(validate_args);
     if (*memory) return cli::run_memory(memory_args);

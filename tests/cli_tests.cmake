@@ -108,6 +108,27 @@ capsim_cli_expect(NAME cli.infer_max_qps
   EXIT_CODE 0
   STDOUT "\"max_qps\"" "\"ttft_p99_ms\": 300.0")
 
+# Rule: a sweep axis naming an unknown key is rejected before any row runs.
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/bad-sweep.json
+  "{\"base\": \"${CMAKE_SOURCE_DIR}/examples/llama3-8b-h100.json\", \"axes\": [{\"path\": \"training.tpp\", \"values\": [1]}, {\"path\": \"training.dp\", \"values\": []}]}")
+capsim_cli_expect(NAME cli.sweep_bad_axes
+  CMD sweep ${CMAKE_CURRENT_BINARY_DIR}/bad-sweep.json -o ${CMAKE_CURRENT_BINARY_DIR}/never.jsonl
+  STDERR "/axes/1/values: must be a non-empty array (got [])")
+capsim_cli_expect(NAME cli.sweep_unknown_key
+  CMD sweep ${CMAKE_CURRENT_SOURCE_DIR}/sweeps/unknown-key.json -o ${CMAKE_CURRENT_BINARY_DIR}/never.jsonl
+  STDERR "/axes: names a key scenarios do not have (got /training/tpp); did you mean \"tp\"?")
+
+# Rule: a shard index out of range is rejected before any row runs.
+capsim_cli_expect(NAME cli.sweep_shard_out_of_range
+  CMD sweep ${CMAKE_CURRENT_SOURCE_DIR}/sweeps/small.json -o ${CMAKE_CURRENT_BINARY_DIR}/never.jsonl --shard 3/3
+  STDERR "--shard: shard index must be in 0..count-1 and count >= 1 (got 3/3)")
+
 get_property(capsim_cli_tests GLOBAL PROPERTY capsim_cli_tests)
 set_tests_properties(${capsim_cli_tests} PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
 
+
+# Rule: N shards run as separate processes and merged equal the unsharded sweep.
+add_test(NAME cli.sweep_shards_merge_equal_unsharded
+         COMMAND ${CMAKE_COMMAND} -DCAPSIM=$<TARGET_FILE:capsim> -DSWEEP=${CMAKE_CURRENT_SOURCE_DIR}/sweeps/small.json
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/shard-merge -DN=3 -P ${CMAKE_CURRENT_SOURCE_DIR}/shard_merge.cmake)
+set_tests_properties(cli.sweep_shards_merge_equal_unsharded PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)

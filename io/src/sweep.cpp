@@ -1,0 +1,481 @@
+#include "capsim/io/sweep.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "capsim/core/serving.hpp"
+#include "capsim/core/train.hpp"
+#include "capsim/hw/roofline.hpp"
+#include "capsim/io/json_read.hpp"
+#include "capsim/io/report.hpp"
+#include "capsim/io/scenario_io.hpp"
+
+namespace capsim::io {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ULL) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+/// A JSON value of a report at a dotted path, or null.
+json at_path(const json& j, const std::string& path) {
+  const json* cur = &j;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!cur->is_object() || !cur->contains(key)) return nullptr;
+    cur = &(*cur)[key];
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return *cur;
+}
+
+const std::vector<std::string> kTrainOutputs = {"time.step_s", "throughput.tokens_per_s", "mfu",
+                                                "memory.per_gpu.total_bytes", "memory.per_gpu.fits", "resolved"};
+const std::vector<std::string> kServeOutputs = {"metrics.ttft_p99_ms", "metrics.tpot_p99_ms", "metrics.throughput_tokens_per_s",
+                                                "metrics.requests_per_s"};
+
+json evaluate_row(const SweepSpec& spec, size_t index) {
+  json row;
+  row["index"] = index;
+  json inputs = json::object();
+  const auto sets = spec.overrides(index);
+  for (const auto& s : sets) {
+    const auto eq = s.find('=');
+    const std::string text = s.substr(eq + 1);
+    json v;
+    try {
+      v = json::parse(text);
+    } catch (const json::parse_error&) {
+      v = text;
+    }
+    inputs[s.substr(0, eq)] = v;
+  }
+  row["inputs"] = inputs;
+  try {
+    json doc = parse_json(spec.base_text, "base");
+    apply_overrides(doc, sets);
+    const Scenario sc = scenario_from_json(doc, spec.base_dir);
+    const hw::RooflineCostModel cost(sc.system);
+    json report;
+    if (sc.training) {
+      report = train_report(sc, evaluate_training(sc, &cost));
+      row["status"] = report["status"];
+    } else {
+      report = serving_report(sc, simulate_serving(sc, cost));
+      row["status"] = "ok";
+    }
+    const auto& outputs = spec.outputs.empty() ? (sc.training ? kTrainOutputs : kServeOutputs) : spec.outputs;
+    json outs = json::object();
+    for (const auto& p : outputs) outs[p] = at_path(report, p);
+    row["outputs"] = outs;
+  } catch (const InputError& e) {
+    row["status"] = "error";
+    row["error"] = e.what();
+  } catch (const std::exception& e) {
+    row["status"] = "error";
+    row["error"] = std::string("internal error: ") + e.what();
+  }
+  return row;
+}
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string cell(const json& v) { return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string() : v.dump(); }
+
+std::string rows_text(const std::vector<json>& rows, bool csv) {
+  std::string out;
+  if (!csv) {
+    for (const auto& r : rows) out += r.dump() + "\n";
+    return out;
+  }
+  std::vector<std::string> in_cols, out_cols;
+  for (const auto& r : rows) {
+    for (auto it = r["inputs"].begin(); it != r["inputs"].end(); ++it)
+      if (std::find(in_cols.begin(), in_cols.end(), it.key()) == in_cols.end()) in_cols.push_back(it.key());
+    if (r.contains("outputs"))
+      for (auto it = r["outputs"].begin(); it != r["outputs"].end(); ++it)
+        if (std::find(out_cols.begin(), out_cols.end(), it.key()) == out_cols.end()) out_cols.push_back(it.key());
+  }
+  out += "index";
+  for (const auto& c : in_cols) out += "," + csv_escape(c);
+  out += ",status";
+  for (const auto& c : out_cols) out += "," + csv_escape(c);
+  out += ",error\n";
+  for (const auto& r : rows) {
+    out += std::to_string(r["index"].get<size_t>());
+    for (const auto& c : in_cols) out += "," + csv_escape(r["inputs"].contains(c) ? cell(r["inputs"][c]) : "");
+    out += "," + r["status"].get<std::string>();
+    for (const auto& c : out_cols)
+      out += "," + csv_escape(r.contains("outputs") && r["outputs"].contains(c) ? cell(r["outputs"][c]) : "");
+    out += "," + csv_escape(r.value("error", std::string())) + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+size_t SweepSpec::rows() const {
+  size_t n = 1;
+  for (const auto& a : axes) n *= a.size();
+  return axes.empty() ? 0 : n;
+}
+
+std::vector<std::string> SweepSpec::overrides(size_t index) const {
+  std::vector<std::string> out;
+  std::vector<size_t> digit(axes.size());
+  for (size_t k = axes.size(); k-- > 0;) {
+    digit[k] = index % axes[k].size();
+    index /= axes[k].size();
+  }
+  for (size_t k = 0; k < axes.size(); ++k)
+    for (size_t p = 0; p < axes[k].paths.size(); ++p) out.push_back(axes[k].paths[p] + "=" + axes[k].values[p][digit[k]]);
+  return out;
+}
+
+SweepSpec load_sweep(const fs::path& path) {
+  const json doc = read_json_file(path);
+  std::vector<Issue> issues;
+  SweepSpec spec;
+  spec.base_dir = path.parent_path();
+  ObjectReader r(doc, "", issues);
+  r.allow("schema");
+  r.allow("description");
+  if (const json* b = r.get("base")) {
+    if (b->is_string()) {
+      fs::path bp(b->get<std::string>());
+      if (bp.is_relative()) bp = spec.base_dir / bp;
+      try {
+        spec.base_text = read_text_file(bp);
+        (void)parse_json(spec.base_text, bp.string());
+        spec.base_dir = bp.parent_path();
+      } catch (const InputError& e) {
+        issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+      }
+    } else if (b->is_object()) {
+      spec.base_text = b->dump();
+    } else {
+      issues.push_back({"/base", brief(*b), "must be a scenario path or object", {}});
+    }
+  } else {
+    issues.push_back({"/base", "", "is required (a scenario path or object)", {}});
+  }
+  auto read_values = [&](const json& a, const std::string& ptr, std::vector<std::string>& out) {
+    if (a.contains("values")) {
+      if (!a["values"].is_array() || a["values"].empty()) {
+        issues.push_back({ptr + "/values", brief(a["values"]), "must be a non-empty array", {}});
+        return;
+      }
+      for (const auto& v : a["values"]) out.push_back(v.dump());
+    } else if (a.contains("range")) {
+      const json& g = a["range"];
+      if (!g.is_object() || !g.contains("start") || !g.contains("stop") || !g["start"].is_number() || !g["stop"].is_number()) {
+        issues.push_back({ptr + "/range", brief(g), "must be {start, stop[, step]} numbers (stop inclusive)", {}});
+        return;
+      }
+      const double start = g["start"].get<double>(), stop = g["stop"].get<double>();
+      const double step = g.value("step", 1.0);
+      if (step <= 0 || stop < start) {
+        issues.push_back({ptr + "/range", brief(g), "needs step > 0 and stop >= start", {}});
+        return;
+      }
+      const bool integral = g["start"].is_number_integer() && g["stop"].is_number_integer() &&
+                            (!g.contains("step") || g["step"].is_number_integer());
+      for (double v = start; v <= stop + 1e-9 * std::max(1.0, std::abs(stop)); v += step)
+        out.push_back(integral ? std::to_string(static_cast<int64_t>(std::llround(v))) : json(v).dump());
+    } else {
+      issues.push_back({ptr, "", "needs \"values\" or \"range\"", {}});
+    }
+  };
+  if (const json* axes = r.get("axes")) {
+    if (!axes->is_array() || axes->empty()) {
+      issues.push_back({"/axes", brief(*axes), "must be a non-empty array of axes", {}});
+    } else {
+      for (size_t i = 0; i < axes->size(); ++i) {
+        const json& a = (*axes)[i];
+        const std::string ptr = "/axes/" + std::to_string(i);
+        SweepAxis axis;
+        if (a.contains("zip")) {
+          if (!a["zip"].is_array() || a["zip"].empty()) {
+            issues.push_back({ptr + "/zip", brief(a["zip"]), "must be a non-empty array of axes", {}});
+            continue;
+          }
+          for (size_t k = 0; k < a["zip"].size(); ++k) {
+            const json& z = a["zip"][k];
+            axis.paths.push_back(z.value("path", std::string()));
+            axis.values.emplace_back();
+            read_values(z, ptr + "/zip/" + std::to_string(k), axis.values.back());
+          }
+          for (const auto& v : axis.values)
+            if (v.size() != axis.values.front().size())
+              issues.push_back({ptr + "/zip", "", "zipped axes must have the same number of values", {}});
+        } else {
+          axis.paths.push_back(a.value("path", std::string()));
+          axis.values.emplace_back();
+          read_values(a, ptr, axis.values.back());
+        }
+        for (size_t k = 0; k < axis.paths.size(); ++k)
+          if (axis.paths[k].empty()) issues.push_back({ptr, "", "every axis needs a \"path\" (e.g. training.tp)", {}});
+        if (axis.size() == 0) issues.push_back({ptr, "", "the axis has no values: the grid would be empty", {}});
+        spec.axes.push_back(axis);
+      }
+    }
+  } else {
+    issues.push_back({"/axes", "", "is required", {}});
+  }
+  if (const json* o = r.get("outputs")) {
+    if (!o->is_array()) issues.push_back({"/outputs", brief(*o), "must be an array of report key paths", {}});
+    else
+      for (const auto& v : *o) spec.outputs.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+  }
+  r.finish();
+  if (issues.empty()) {
+    // Every axis path must name a scenario key: apply the first value of each and read.
+    json base = parse_json(spec.base_text, "base");
+    std::vector<std::string> first;
+    for (const auto& a : spec.axes)
+      for (size_t k = 0; k < a.paths.size(); ++k) first.push_back(a.paths[k] + "=" + a.values[k].front());
+    try {
+      apply_overrides(base, first);
+      (void)scenario_from_json(base, spec.base_dir);
+    } catch (const InputError& e) {
+      for (const auto& i : e.issues())
+        if (i.rule == "unknown key") issues.push_back({"/axes", i.pointer, "names a key scenarios do not have", i.hint});
+    }
+  }
+  if (!issues.empty()) throw InputError(std::move(issues));
+  std::string h = spec.base_text;
+  for (const auto& a : spec.axes)
+    for (size_t k = 0; k < a.paths.size(); ++k) {
+      h += "|" + a.paths[k];
+      for (const auto& v : a.values[k]) h += "," + v;
+    }
+  spec.grid_hash = fnv1a(h);
+  return spec;
+}
+
+ShardSpec resolve_shard(const std::string& flag) {
+  ShardSpec s;
+  auto parse = [&](const std::string& i, const std::string& n, const std::string& origin) {
+    try {
+      size_t pos = 0;
+      const long long a = std::stoll(i, &pos);
+      if (pos != i.size()) throw std::invalid_argument(i);
+      const long long b = std::stoll(n, &pos);
+      if (pos != n.size()) throw std::invalid_argument(n);
+      if (b < 1 || a < 0 || a >= b)
+        throw InputError({{origin, i + "/" + n, "shard index must be in 0..count-1 and count >= 1", {}}});
+      s.index = static_cast<size_t>(a);
+      s.count = static_cast<size_t>(b);
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception&) {
+      throw InputError({{origin, i + "/" + n, "must be two integers, index/count", {}}});
+    }
+  };
+  if (!flag.empty()) {
+    const auto slash = flag.find('/');
+    if (slash == std::string::npos) throw InputError({{"--shard", flag, "must look like index/count (e.g. 3/16)", {}}});
+    parse(flag.substr(0, slash), flag.substr(slash + 1), "--shard");
+    return s;
+  }
+  const char* sid = std::getenv("SLURM_ARRAY_TASK_ID");
+  const char* scount = std::getenv("SLURM_ARRAY_TASK_COUNT");
+  if (sid && scount) {
+    parse(sid, scount, "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT");
+    return s;
+  }
+  const char* kid = std::getenv("JOB_COMPLETION_INDEX");
+  const char* kcount = std::getenv("CAPSIM_SHARD_COUNT");
+  if (kid) {
+    if (!kcount) throw InputError({{"JOB_COMPLETION_INDEX", kid, "needs CAPSIM_SHARD_COUNT (the Job's completions)", {}}});
+    parse(kid, kcount, "JOB_COMPLETION_INDEX/CAPSIM_SHARD_COUNT");
+  }
+  return s;
+}
+
+SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
+  SweepSummary sum;
+  sum.rows_total = spec.rows();
+  std::vector<size_t> mine;
+  for (size_t i = run.shard.index; i < sum.rows_total; i += run.shard.count) mine.push_back(i);
+  sum.rows_this_shard = mine.size();
+  const bool csv = run.out.extension() == ".csv";
+  fs::path rows_file = run.out;
+  if (run.shard.count > 1) {
+    rows_file = run.out.parent_path() /
+                (run.out.stem().string() + ".part-" + std::to_string(run.shard.index) + "-of-" +
+                 std::to_string(run.shard.count) + run.out.extension().string());
+  }
+  sum.rows_file = rows_file;
+  sum.summary_file = fs::path(rows_file.string() + ".summary.json");
+  const fs::path journal = fs::path(rows_file.string() + ".journal");
+
+  // Resume: rows already journaled by an earlier run of the same grid are kept.
+  std::map<size_t, json> done;
+  {
+    std::ifstream in(journal);
+    std::string line;
+    bool first = true;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      json j;
+      try {
+        j = json::parse(line);
+      } catch (const json::parse_error&) {
+        continue;  // a line cut short by an interruption
+      }
+      if (first) {
+        first = false;
+        if (j.value("grid_hash", std::string()) != hex(spec.grid_hash))
+          throw InputError({{journal.string(), "", "belongs to a different grid; remove it to start over", {}}});
+        continue;
+      }
+      if (j.contains("index")) done[j["index"].get<size_t>()] = j;
+    }
+  }
+  sum.skipped_resumed = done.size();
+  std::ofstream jout(journal, std::ios::app);
+  if (!jout) throw InputError({{journal.string(), "", "cannot write the journal (folder missing or not writable)", {}}});
+  if (done.empty()) jout << json{{"grid_hash", hex(spec.grid_hash)}}.dump() << "\n" << std::flush;
+
+  std::vector<size_t> todo;
+  for (size_t i : mine)
+    if (!done.count(i)) todo.push_back(i);
+  std::mutex mu;
+  std::atomic<size_t> next{0}, finished{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto worker = [&]() {
+    while (true) {
+      if (run.stop && run.stop->load()) return;
+      const size_t k = next.fetch_add(1);
+      if (k >= todo.size()) return;
+      json row = evaluate_row(spec, todo[k]);
+      std::lock_guard<std::mutex> lock(mu);
+      jout << row.dump() << "\n" << std::flush;
+      done[todo[k]] = std::move(row);
+      ++finished;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < std::max(1u, run.threads); ++t) pool.emplace_back(worker);
+  while (run.progress && finished.load() < todo.size() && !(run.stop && run.stop->load())) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const size_t f = finished.load();
+    const double rate = secs > 0 ? static_cast<double>(f) / secs : 0.0;
+    const double eta = rate > 0 ? static_cast<double>(todo.size() - f) / rate : 0.0;
+    const int width = 30, fill = todo.empty() ? width : static_cast<int>(width * f / todo.size());
+    std::fprintf(stderr, "\r[%s%s] %zu/%zu rows  %.1f rows/s  ETA %.0f s ", std::string(static_cast<size_t>(fill), '#').c_str(),
+                 std::string(static_cast<size_t>(width - fill), ' ').c_str(), f + sum.skipped_resumed,
+                 sum.rows_this_shard, rate, eta);
+  }
+  for (auto& t : pool) t.join();
+  if (run.progress) std::fprintf(stderr, "\n");
+  jout.close();
+  sum.interrupted = done.size() < mine.size();
+  for (const auto& [i, row] : done) {
+    if (row["status"] == "error") ++sum.failed;
+    else ++sum.ok;
+  }
+  if (sum.interrupted) return sum;  // the journal keeps what finished; rerun to resume
+
+  std::vector<json> rows;
+  for (const auto& [i, row] : done) rows.push_back(row);
+  write_file_atomic(rows_file, rows_text(rows, csv));
+  const json summary = {{"schema", "capsim-sweep-summary/1"},
+                        {"grid_hash", hex(spec.grid_hash)},
+                        {"rows_total", sum.rows_total},
+                        {"shard", {{"index", run.shard.index}, {"count", run.shard.count}}},
+                        {"rows", sum.rows_this_shard},
+                        {"ok", sum.ok},
+                        {"failed", sum.failed},
+                        {"format", csv ? "csv" : "jsonl"}};
+  write_file_atomic(sum.summary_file, summary.dump(2) + "\n");
+  std::error_code ec;
+  fs::remove(journal, ec);
+  return sum;
+}
+
+void merge_parts(const std::vector<fs::path>& parts, const fs::path& out) {
+  std::vector<Issue> issues;
+  std::string hash;
+  size_t count = 0, total = 0;
+  std::vector<char> shard_seen;
+  std::map<size_t, json> rows;
+  bool csv = false;
+  for (const auto& part : parts) {
+    const fs::path sp(part.string() + ".summary.json");
+    json s;
+    try {
+      s = read_json_file(sp);
+    } catch (const InputError& e) {
+      issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+      continue;
+    }
+    const std::string h = s.value("grid_hash", std::string());
+    const size_t c = s["shard"].value("count", size_t{0}), idx = s["shard"].value("index", size_t{0});
+    if (hash.empty()) {
+      hash = h;
+      count = c;
+      total = s.value("rows_total", size_t{0});
+      shard_seen.assign(count, 0);
+      csv = s.value("format", std::string()) == "csv";
+    }
+    if (h != hash) issues.push_back({part.string(), h, "comes from a different grid (hash " + hash + " expected)", {}});
+    else if (c != count) issues.push_back({part.string(), std::to_string(c), "has a different shard count", {}});
+    else if (idx >= count || shard_seen[idx]) issues.push_back({part.string(), std::to_string(idx), "duplicates a shard", {}});
+    else shard_seen[idx] = 1;
+    if (csv) {
+      issues.push_back({part.string(), "", "merge reads JSON Lines parts; run the sweep with a .jsonl output", {}});
+      continue;
+    }
+    std::istringstream in(read_text_file(part));
+    std::string line;
+    while (std::getline(in, line))
+      if (!line.empty()) {
+        json row = json::parse(line);
+        rows[row["index"].get<size_t>()] = row;
+      }
+  }
+  for (size_t i = 0; i < shard_seen.size(); ++i)
+    if (!shard_seen[i]) issues.push_back({"shard " + std::to_string(i) + " of " + std::to_string(count), "", "is missing", {}});
+  if (issues.empty() && rows.size() != total)
+    issues.push_back({out.string(), std::to_string(rows.size()), "the parts hold " + std::to_string(rows.size()) +
+                                                                      " rows of " + std::to_string(total), {}});
+  if (!issues.empty()) throw InputError(std::move(issues));
+  std::vector<json> ordered;
+  for (const auto& [i, r] : rows) ordered.push_back(r);
+  write_file_atomic(out, rows_text(ordered, out.extension() == ".csv"));
+}
+
+}  // namespace capsim::io
