@@ -61,6 +61,7 @@ struct SweepArgs {
 
 int run_sweep(const SweepArgs& a);
 int run_merge(const std::vector<std::string>& parts, const std::string& out);
+int run_plan(const std::string& file, const std::string& format, const std::string& out);
 
 struct ValidateArgs {
   std::vector<std::string> files;

@@ -20,6 +20,7 @@
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
 #include "capsim/io/sweep.hpp"
+#include "capsim/io/plan_io.hpp"
 #include <atomic>
 #include <csignal>
 #include "capsim/io/trace.hpp"
@@ -250,24 +251,12 @@ int run_infer(const InferArgs& a) {
   const hw::RooflineCostModel cost(s.system);
   json r;
   if (a.max_qps) {
-    // Bisection on the Poisson arrival rate: the highest rate whose P99 TTFT and TPOT meet
-    // the SLA (latency grows with load, so the feasible set is an interval from zero).
+    ServingSla sla;
+    sla.ttft_p99_ms = a.ttft_p99_ms;
+    sla.tpot_p99_ms = a.tpot_p99_ms;
+    const double lo = max_qps(s, cost, sla, a.seed);
     Scenario probe = s;
     probe.inference->workload.mode = ServingWorkload::Mode::poisson;
-    auto meets = [&](double qps) {
-      probe.inference->workload.qps = qps;
-      const json m = io::serving_metrics(simulate_serving(probe, cost, a.seed));
-      return m["ttft_p99_ms"].get<double>() <= a.ttft_p99_ms && m["tpot_p99_ms"].get<double>() <= a.tpot_p99_ms;
-    };
-    double lo = 0, hi = 1;
-    while (meets(hi) && hi < 1e6) {
-      lo = hi;
-      hi *= 2;
-    }
-    for (int i = 0; i < 20 && hi - lo > 1e-3 * hi; ++i) {
-      const double mid = 0.5 * (lo + hi);
-      (meets(mid) ? lo : hi) = mid;
-    }
     probe.inference->workload.qps = std::max(lo, 1e-6);
     r = io::serving_report(probe, simulate_serving(probe, cost, a.seed));
     r["max_qps"] = {{"qps", lo}, {"ttft_p99_ms", a.ttft_p99_ms}, {"tpot_p99_ms", a.tpot_p99_ms}};
@@ -351,6 +340,45 @@ int run_search(const SearchArgs& a) {
   }
   table += fmt::format("  pareto front (GPUs, tokens/s, memory headroom): {} layouts\n", r.pareto.size());
   emit(resolve_format(a.format) == "json" ? io::dump(j) : table, a.out);
+  return 0;
+}
+
+int run_plan(const std::string& file, const std::string& format, const std::string& out) {
+  const io::PlanRequest req = io::load_plan(file);
+  const CostModelFactory costs = [](const SystemSpec& s) -> std::unique_ptr<CostModel> {
+    return std::make_unique<hw::RooflineCostModel>(s);
+  };
+  json r;
+  std::string table;
+  if (req.training) {
+    const auto options = plan_training(req.base, req.offers, req.train_goal, costs, std::max(1u, std::thread::hardware_concurrency()));
+    r = io::training_plan_json(req, options);
+    table = fmt::format("plan: train {} on {:.3g} tokens\n  {:<16} {:>6} {:>8} {:>10} {:>12} {:>10}  layout\n", req.base.model.name,
+                        req.train_goal.tokens, "gpu", "gpus", "days", "GPU-hours", "cost USD", "MWh");
+    for (const auto& o : options) {
+      if (o.layout.num_gpus == 0) {
+        table += fmt::format("  {:<16} {}\n", o.gpu, o.reason);
+        continue;
+      }
+      const auto& t = o.layout.plan;
+      table += fmt::format("  {:<16} {:>6} {:>8.1f} {:>10.3g} {:>12.3g} {:>10.3g}  tp {} pp {} dp {} cp {} zero {} mb {} {}{}\n", o.gpu,
+                           o.layout.num_gpus, o.days, o.gpu_hours, o.cost_usd, o.energy_mwh, t.tp, t.pp, t.dp, t.cp,
+                           t.zero.value_or(0), t.micro_batch.value_or(1), to_string(t.recompute.value_or(Recompute::none)),
+                           o.feasible ? "" : "  (" + o.reason + ")");
+    }
+  } else {
+    const auto options = plan_serving(req.base, req.offers, req.serve_goal, costs);
+    r = io::serving_plan_json(req, options);
+    table = fmt::format("plan: serve {} at {} requests/s within P99 TTFT {} ms, TPOT {} ms\n  {:<16} {:>3} {:>6} {:>9} {:>8} {:>10} {:>12}\n",
+                        req.base.model.name, req.serve_goal.qps, req.serve_goal.sla.ttft_p99_ms, req.serve_goal.sla.tpot_p99_ms,
+                        "gpu", "tp", "weights", "qps/rep", "replicas", "USD/hour", "USD/M tokens");
+    for (const auto& o : options)
+      table += o.feasible ? fmt::format("  {:<16} {:>3} {:>6} {:>9.2f} {:>8} {:>10.2f} {:>12.3f}\n", o.gpu, o.tp,
+                                        to_string(o.weight_dtype), o.qps_per_replica, o.replicas, o.usd_per_hour,
+                                        o.usd_per_million_output_tokens)
+                          : fmt::format("  {:<16} {:>3} {:>6}  {}\n", o.gpu, o.tp, to_string(o.weight_dtype), o.reason);
+  }
+  emit(resolve_format(format) == "json" ? io::dump(r) : table, out);
   return 0;
 }
 
@@ -483,6 +511,13 @@ int main(int argc, char** argv) {
   merge->add_option("parts", merge_parts, "Part files (each with its .summary.json)")->required();
   merge->add_option("-o,--out", merge_out, "Merged rows file")->required();
 
+  std::string plan_file, plan_format, plan_out;
+  auto* plan = app.add_subcommand("plan", "Cheapest cluster to train a token budget in time, or deployment to serve traffic within an SLA");
+  plan->add_option("file", plan_file, "Plan file (model, GPU offers with prices, training or serving goal)")->required()->check(CLI::ExistingFile);
+  plan->add_option("--format", plan_format, "table or json (default: table on a terminal, else json)")
+      ->check(CLI::IsMember({"table", "json"}));
+  plan->add_option("-o,--out", plan_out, "Write the report to this file (atomically)");
+
   cli::ValidateArgs validate_args;
   auto* validate = app.add_subcommand("validate", "Predict published measurements and print the error per case and overall");
   validate->add_option("files", validate_args.files, "Validation files (capsim-validation/1)")->required()->check(CLI::ExistingFile);
@@ -502,6 +537,7 @@ int main(int argc, char** argv) {
   try {
     if (*model) return cli::run_model(model_args);
     if (*train) return cli::run_train(train_args);
+    if (*plan) return cli::run_plan(plan_file, plan_format, plan_out);
     if (*sweep) return cli::run_sweep(sweep_args);
     if (*merge) return cli::run_merge(merge_parts, merge_out);
     if (*search) return cli::run_search(search_args);

@@ -76,3 +76,47 @@ TEST(Search, DeterministicAcrossThreadCounts) {
 
 }  // namespace
 }  // namespace capsim
+
+#include "capsim/core/plan.hpp"
+#include "capsim/io/plan_io.hpp"
+
+namespace capsim {
+namespace {
+
+const CostModelFactory kCosts = [](const SystemSpec& s) -> std::unique_ptr<CostModel> {
+  return std::make_unique<hw::RooflineCostModel>(s);
+};
+
+// The same GPU offered at two prices: the cheaper offer wins at the same size and layout,
+// and the report's days, GPU-hours and cost are consistent.
+TEST(Plan, TrainingPicksTheCheaperOffer) {
+  io::PlanRequest req = io::load_plan(fs::path(CAPSIM_TEST_SOURCE_DIR) / ".." / "examples" / "plan-train-llama3-70b.json");
+  req.offers.resize(1);
+  req.offers.push_back(req.offers.front());
+  req.offers[0].usd_per_gpu_hour = 3.0;
+  req.offers[1].usd_per_gpu_hour = 2.0;
+  req.train_goal.gpu_counts = {1024, 2048};
+  const auto options = plan_training(req.base, req.offers, req.train_goal, kCosts, 2);
+  ASSERT_EQ(options.size(), 2u);
+  EXPECT_DOUBLE_EQ(options[0].cost_usd * 3.0, options[1].cost_usd * 2.0);
+  for (const auto& o : options) {
+    EXPECT_NEAR(o.gpu_hours, o.days * 24.0 * static_cast<double>(o.layout.num_gpus), 1e-6 * o.gpu_hours);
+    EXPECT_EQ(o.feasible, o.days <= req.train_goal.deadline_days);
+  }
+}
+
+TEST(Plan, ServingReplicasCoverTheTraffic) {
+  const io::PlanRequest req = io::load_plan(fs::path(CAPSIM_TEST_SOURCE_DIR) / ".." / "examples" / "plan-serve-llama3-8b.json");
+  const auto options = plan_serving(req.base, req.offers, req.serve_goal, kCosts);
+  ASSERT_FALSE(options.empty());
+  for (const auto& o : options) {
+    if (!o.feasible) continue;
+    EXPECT_GE(static_cast<double>(o.replicas) * o.qps_per_replica, req.serve_goal.qps);
+    EXPECT_LT(static_cast<double>(o.replicas - 1) * o.qps_per_replica, req.serve_goal.qps);
+  }
+  for (size_t i = 1; i < options.size(); ++i)
+    if (options[i].feasible) EXPECT_LE(options[i - 1].usd_per_hour, options[i].usd_per_hour);
+}
+
+}  // namespace
+}  // namespace capsim

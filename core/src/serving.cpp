@@ -54,6 +54,35 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   weight_bytes_ += dbl(m.vocab * m.hidden) / tp * 2.0;  // head stays in 16 bits
 }
 
+std::pair<double, double> p99_latencies(const ServingResult& r) {
+  std::vector<double> ttft, tpot;
+  for (const auto& q : r.requests) {
+    ttft.push_back(q.ttft() * 1e3);
+    if (q.output > 1) tpot.push_back(q.tpot() * 1e3);
+  }
+  return {percentile(ttft, 0.99), percentile(tpot, 0.99)};
+}
+
+double max_qps(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed) {
+  Scenario probe = s;
+  probe.inference->workload.mode = ServingWorkload::Mode::poisson;
+  auto meets = [&](double qps) {
+    probe.inference->workload.qps = qps;
+    const auto [ttft, tpot] = p99_latencies(simulate_serving(probe, cost, seed));
+    return ttft <= sla.ttft_p99_ms && tpot <= sla.tpot_p99_ms;
+  };
+  double lo = 0, hi = 0.25;
+  while (meets(hi) && hi < 1e6) {
+    lo = hi;
+    hi *= 2;
+  }
+  for (int i = 0; i < 24 && hi - lo > 1e-3 * hi; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (meets(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0.0;
   // Roofline of pre-quantized weights: tensor-core time against streaming the weights

@@ -93,6 +93,20 @@ EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt);
 ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed = 20261129,
                                bool record_timeline = false);
 
+/// Latency targets for capacity searches (milliseconds, P99).
+struct ServingSla {
+  double ttft_p99_ms = 500;
+  double tpot_p99_ms = 50;
+};
+
+/// P99 TTFT and TPOT of a run, milliseconds.
+std::pair<double, double> p99_latencies(const ServingResult& r);
+
+/// The highest Poisson arrival rate (requests/s) at which the scenario's deployment meets
+/// the SLA, by doubling then bisection (latency grows with load); 0 when even a trickle
+/// misses it.
+double max_qps(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed = 20261129);
+
 /// Linear-interpolated percentile (q in [0, 1]) of `v` (numpy's default).
 double percentile(std::vector<double> v, double q);
 

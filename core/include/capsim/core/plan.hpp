@@ -1,0 +1,75 @@
+#pragma once
+/// Procurement and sizing: for each candidate GPU type and price, the cheapest cluster
+/// and layout that trains a token budget by a deadline (or within a budget), and the
+/// cheapest deployment (TP, weight format, replicas) that serves a traffic level within
+/// an SLA.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capsim/core/cost_model.hpp"
+#include "capsim/core/scenario.hpp"
+#include "capsim/core/search.hpp"
+#include "capsim/core/serving.hpp"
+
+namespace capsim {
+
+/// Builds the cost model of a system (hwmodels provides the default one).
+using CostModelFactory = std::function<std::unique_ptr<CostModel>(const SystemSpec&)>;
+
+/// A GPU type on offer.
+struct GpuOffer {
+  SystemSpec system;        ///< gpu, gpus_per_node, nic (num_gpus is chosen by the planner)
+  double usd_per_gpu_hour = 0;
+};
+
+struct TrainingGoal {
+  double tokens = 0;          ///< tokens to train on
+  double deadline_days = 0;   ///< 0: none
+  double budget_usd = 0;      ///< 0: none
+  double pue = 1.0;
+  std::vector<int64_t> gpu_counts;  ///< cluster sizes to consider
+};
+
+struct TrainingOption {
+  std::string gpu;
+  bool feasible = false;      ///< a layout fits and meets the deadline and budget
+  std::string reason;         ///< why not, when infeasible
+  SearchCandidate layout;
+  double days = 0, gpu_hours = 0, cost_usd = 0, energy_mwh = 0;
+};
+
+/// Per GPU type, the cheapest cluster size whose fastest layout meets the goal; options
+/// sorted feasible first, then by cost.
+std::vector<TrainingOption> plan_training(const Scenario& base, const std::vector<GpuOffer>& offers,
+                                          const TrainingGoal& goal, const CostModelFactory& costs, unsigned threads);
+
+struct ServingGoal {
+  double qps = 0;
+  ServingSla sla;
+  std::vector<int64_t> tp = {1, 2, 4, 8};
+  std::vector<DType> weight_dtypes = {DType::bf16, DType::fp8, DType::int4};
+  int64_t probe_requests = 300;  ///< requests per simulated probe when finding a replica's rate
+};
+
+struct ServingOption {
+  std::string gpu;
+  int64_t tp = 1;
+  DType weight_dtype = DType::bf16;
+  double qps_per_replica = 0;
+  int64_t replicas = 0;
+  double usd_per_hour = 0;
+  double usd_per_million_output_tokens = 0;
+  bool feasible = false;
+  std::string reason;
+};
+
+/// Every (GPU type, TP, weight format) whose replica fits and meets the SLA at some rate:
+/// replicas = ceil(qps / rate per replica); cheapest per hour first.
+std::vector<ServingOption> plan_serving(const Scenario& base, const std::vector<GpuOffer>& offers,
+                                        const ServingGoal& goal, const CostModelFactory& costs);
+
+}  // namespace capsim

@@ -1,0 +1,207 @@
+#include "capsim/io/plan_io.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "capsim/io/json_read.hpp"
+#include "capsim/io/presets.hpp"
+
+namespace capsim::io {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool dtype_of(const std::string& s, DType& d) {
+  if (s == "bf16") d = DType::bf16;
+  else if (s == "fp16") d = DType::fp16;
+  else if (s == "fp8") d = DType::fp8;
+  else if (s == "int8") d = DType::int8;
+  else if (s == "int4") d = DType::int4;
+  else return false;
+  return true;
+}
+
+void read_length_spec(const json& v, const std::string& ptr, LengthDist& d, std::vector<Issue>& issues) {
+  if (v.is_number()) {
+    d = {LengthDist::Kind::fixed, v.get<double>(), 0, 0};
+    return;
+  }
+  ObjectReader r(v, ptr, issues);
+  std::string dist = "fixed";
+  r.number("mean", d.mean, true, 1);
+  r.choice("dist", dist, {"fixed", "uniform", "sharegpt"});
+  d.kind = dist == "uniform" ? LengthDist::Kind::uniform : dist == "sharegpt" ? LengthDist::Kind::sharegpt : LengthDist::Kind::fixed;
+  r.number("min", d.min, d.kind == LengthDist::Kind::uniform, 1);
+  r.number("max", d.max, d.kind == LengthDist::Kind::uniform, 1);
+  r.finish();
+}
+
+}  // namespace
+
+PlanRequest load_plan(const fs::path& path) {
+  const json doc = read_json_file(path);
+  std::vector<Issue> issues;
+  PlanRequest req;
+  ObjectReader top(doc, "", issues);
+  top.allow("schema");
+  top.allow("description");
+  top.string("id", req.base.id);
+  if (const json* m = top.get("model")) {
+    try {
+      req.base.model = m->is_string() ? load_model(m->get<std::string>(), "/model", path.parent_path())
+                                      : model_from_hf_config(*m, "/model", "model");
+    } catch (const InputError& e) {
+      issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+    }
+  } else {
+    issues.push_back({"/model", "", "is required", {}});
+  }
+  if (const json* o = top.get("offers"); o && o->is_array() && !o->empty()) {
+    for (size_t i = 0; i < o->size(); ++i) {
+      const std::string ptr = "/offers/" + std::to_string(i);
+      ObjectReader r((*o)[i], ptr, issues);
+      GpuOffer offer;
+      std::string gpu;
+      if (r.string("gpu", gpu, true)) {
+        try {
+          offer.system.gpu = load_gpu(gpu, r.at("gpu"));
+        } catch (const InputError& e) {
+          issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+        }
+      }
+      r.number("usd_per_gpu_hour", offer.usd_per_gpu_hour, true, 0);
+      offer.system.gpus_per_node = 8;
+      r.integer("gpus_per_node", offer.system.gpus_per_node);
+      offer.system.nic_gbps_per_gpu = 400;
+      r.number("nic_gbps_per_gpu", offer.system.nic_gbps_per_gpu, false, 0);
+      r.finish();
+      req.offers.push_back(offer);
+    }
+  } else {
+    issues.push_back({"/offers", "", "is required: a non-empty list of {gpu, usd_per_gpu_hour[, gpus_per_node, nic_gbps_per_gpu]}", {}});
+  }
+  const json* tr = top.get("training");
+  const json* sv = top.get("serving");
+  if ((tr != nullptr) == (sv != nullptr)) issues.push_back({"", "", "needs exactly one of \"training\" and \"serving\"", {}});
+  if (tr) {
+    req.training = true;
+    ObjectReader r(*tr, "/training", issues);
+    TrainingPlan t;
+    t.micro_batch = 1;
+    bool chinchilla = false;
+    r.boolean("chinchilla", chinchilla);
+    r.number("tokens", req.train_goal.tokens, !chinchilla, 1);
+    r.number("deadline_days", req.train_goal.deadline_days, false, 0);
+    r.number("budget_usd", req.train_goal.budget_usd, false, 0);
+    r.number("pue", req.train_goal.pue, false, 1.0);
+    r.integer("global_batch", t.global_batch, true);
+    r.integer("seq_len", t.seq_len, true);
+    std::string prec = "bf16";
+    if (r.choice("precision", prec, {"fp16", "bf16", "fp8"})) dtype_of(prec, t.precision);
+    if (const json* g = r.get("gpu_counts")) {
+      if (!g->is_array()) issues.push_back({r.at("gpu_counts"), brief(*g), "must be a list of GPU counts", {}});
+      else
+        for (const auto& v : *g) req.train_goal.gpu_counts.push_back(v.get<int64_t>());
+    } else {
+      for (int64_t n = 8; n <= 16384; n *= 2) req.train_goal.gpu_counts.push_back(n);
+    }
+    r.finish();
+    if (chinchilla && req.base.model.layers > 0)
+      /// Compute-optimal data: about 20 tokens per parameter (Hoffmann et al. 2022, Table 3).
+      req.train_goal.tokens = 20.0 * static_cast<double>(count_params(req.base.model).total);
+    req.base.training = t;
+  }
+  if (sv) {
+    req.training = false;
+    ObjectReader r(*sv, "/serving", issues);
+    InferencePlan p;
+    r.number("qps", req.serve_goal.qps, true, 0);
+    r.number("ttft_p99_ms", req.serve_goal.sla.ttft_p99_ms, false, 0);
+    r.number("tpot_p99_ms", req.serve_goal.sla.tpot_p99_ms, false, 0);
+    if (const json* v = r.get("input_tokens")) read_length_spec(*v, r.at("input_tokens"), p.workload.input_tokens, issues);
+    else issues.push_back({r.at("input_tokens"), "", "is required", {}});
+    if (const json* v = r.get("output_tokens")) read_length_spec(*v, r.at("output_tokens"), p.workload.output_tokens, issues);
+    else issues.push_back({r.at("output_tokens"), "", "is required", {}});
+    if (const json* t = r.get("tp")) {
+      req.serve_goal.tp.clear();
+      for (const auto& v : *t) req.serve_goal.tp.push_back(v.get<int64_t>());
+    }
+    if (const json* w = r.get("weight_dtypes")) {
+      req.serve_goal.weight_dtypes.clear();
+      for (size_t i = 0; i < w->size(); ++i) {
+        DType d{};
+        if (!(*w)[i].is_string() || !dtype_of((*w)[i].get<std::string>(), d))
+          issues.push_back({r.at("weight_dtypes") + "/" + std::to_string(i), brief((*w)[i]), "must be bf16, fp16, fp8, int8 or int4", {}});
+        else
+          req.serve_goal.weight_dtypes.push_back(d);
+      }
+    }
+    r.finish();
+    p.workload.mode = ServingWorkload::Mode::poisson;
+    req.base.inference = p;
+  }
+  top.finish();
+  if (!issues.empty()) throw InputError(std::move(issues));
+  return req;
+}
+
+json training_plan_json(const PlanRequest& req, const std::vector<TrainingOption>& options) {
+  json j;
+  j["schema"] = "capsim-plan-report/1";
+  j["kind"] = "training";
+  j["model"] = req.base.model.name;
+  j["goal"] = {{"tokens", req.train_goal.tokens}, {"deadline_days", req.train_goal.deadline_days},
+               {"budget_usd", req.train_goal.budget_usd}, {"pue", req.train_goal.pue}};
+  j["power_model"] = "GPU board power at TDP x PUE; hosts and network excluded";
+  json opts = json::array();
+  for (const auto& o : options) {
+    json x = {{"gpu", o.gpu}, {"feasible", o.feasible}};
+    if (!o.reason.empty()) x["reason"] = o.reason;
+    if (o.layout.num_gpus > 0) {
+      const auto& t = o.layout.plan;
+      x["num_gpus"] = o.layout.num_gpus;
+      x["layout"] = {{"tp", t.tp}, {"pp", t.pp}, {"vpp", t.vpp.value_or(1)}, {"dp", t.dp}, {"cp", t.cp}, {"ep", t.ep},
+                     {"zero", t.zero.value_or(0)}, {"micro_batch", t.micro_batch.value_or(1)},
+                     {"recompute", std::string(to_string(t.recompute.value_or(Recompute::none)))}};
+      x["step_s"] = o.layout.step_s;
+      x["tokens_per_s"] = o.layout.tokens_per_s;
+      x["mfu"] = o.layout.mfu;
+      x["days"] = o.days;
+      x["gpu_hours"] = o.gpu_hours;
+      x["cost_usd"] = o.cost_usd;
+      x["energy_mwh"] = o.energy_mwh;
+    }
+    opts.push_back(x);
+  }
+  j["options"] = opts;
+  return j;
+}
+
+json serving_plan_json(const PlanRequest& req, const std::vector<ServingOption>& options) {
+  json j;
+  j["schema"] = "capsim-plan-report/1";
+  j["kind"] = "serving";
+  j["model"] = req.base.model.name;
+  j["goal"] = {{"qps", req.serve_goal.qps},
+               {"ttft_p99_ms", req.serve_goal.sla.ttft_p99_ms},
+               {"tpot_p99_ms", req.serve_goal.sla.tpot_p99_ms}};
+  json opts = json::array();
+  for (const auto& o : options) {
+    json x = {{"gpu", o.gpu}, {"tp", o.tp}, {"weight_dtype", std::string(to_string(o.weight_dtype))}, {"feasible", o.feasible}};
+    if (o.feasible) {
+      x["qps_per_replica"] = o.qps_per_replica;
+      x["replicas"] = o.replicas;
+      x["gpus"] = o.replicas * o.tp;
+      x["usd_per_hour"] = o.usd_per_hour;
+      x["usd_per_million_output_tokens"] = o.usd_per_million_output_tokens;
+    } else {
+      x["reason"] = o.reason;
+    }
+    opts.push_back(x);
+  }
+  j["options"] = opts;
+  return j;
+}
+
+}  // namespace capsim::io
