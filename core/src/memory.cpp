@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "capsim/core/layout.hpp"
+#include "eval_cache_impl.hpp"
 
 namespace capsim {
 
@@ -78,7 +79,7 @@ std::vector<std::vector<int64_t>> stage_layer_ids(const ModelSpec& m, const Trai
   return ranks;
 }
 
-TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t) {
+TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, EvalCache* cache) {
   TrainingMemory out;
   const int64_t vpp = t.vpp.value_or(1);
   const int64_t etp = t.etp.value_or(1);
@@ -110,21 +111,51 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
   sc_full.recompute = Recompute::none;
   const double tokens = dbl(mb) * dbl(t.seq_len) / dbl(t.cp);
 
-  // Layers come in at most two kinds (dense, MoE); lower and measure each kind once.
-  struct KindCost {
-    bool set = false;
-    double act = 0, act_full = 0;
-  } kinds[2];
-  auto kind_cost = [&](int64_t id) -> const KindCost& {
-    KindCost& k = kinds[m.is_moe_layer(id) ? 1 : 0];
-    if (!k.set) {
-      const auto ops = lower_layer(m, id, lo);
-      k.act = layer_activation_bytes(ops, lo, m, sc);
-      k.act_full = layer_activation_bytes(ops, lo, m, sc_full);
-      k.set = true;
+  // Layers come in at most two kinds (dense, MoE); lower and measure each kind once (once
+  // per cache for layouts that share these fields).
+  MemVal local;
+  MemVal* mv = &local;
+  if (cache) {
+    const MemKey key{&m, t.tp, t.cp, etp, mb, t.seq_len, t.sp, static_cast<int>(rc),
+                     rc == Recompute::full ? t.recompute_fraction : 1.0, static_cast<int>(t.precision),
+                     static_cast<int>(t.attention)};
+    auto& entries = cache->impl().memory;
+    mv = nullptr;
+    for (auto& e : entries)
+      if (e.first == key) mv = &e.second;
+    if (!mv) {
+      entries.emplace_back(key, MemVal{});
+      mv = &entries.back().second;
+      mv->embedding = -1;
     }
-    return k;
+  } else {
+    mv->embedding = -1;
+  }
+  struct KindCost {
+    double act, act_full;
   };
+  auto kind_cost = [&](int64_t id) -> KindCost {
+    const int k = m.is_moe_layer(id) ? 1 : 0;
+    if (!mv->have[k]) {
+      const auto ops = lower_layer(m, id, lo);
+      mv->act[k] = layer_activation_bytes(ops, lo, m, sc);
+      mv->act_full[k] = layer_activation_bytes(ops, lo, m, sc_full);
+      mv->have[k] = true;
+    }
+    return {mv->act[k], mv->act_full[k]};
+  };
+  if (mv->embedding < 0) {
+    ShardContext e = sc;
+    e.recompute = Recompute::none;  // neither the embedding nor the head is checkpointed
+    mv->embedding = layer_activation_bytes(lower_embedding(m, lo), lo, m, e);
+    mv->head = layer_activation_bytes(lower_head(m, lo), lo, m, e);
+  }
+  LayerParams kind_params[2] = {};
+  bool kind_seen[2] = {false, false};
+  for (int64_t i = 0; i < m.layers && !(kind_seen[0] && kind_seen[1]); ++i) {
+    const int k = m.is_moe_layer(i) ? 1 : 0;
+    if (!kind_seen[k]) kind_params[k] = layer_params(m, i), kind_seen[k] = true;
+  }
 
   const auto ranks = stage_layer_ids(m, t);
   for (int64_t r = 0; r < t.pp; ++r) {
@@ -135,7 +166,7 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
     double dense = 0, expert = 0, trainable_dense = 0, trainable_expert = 0;
     double act_total = 0, working = 0, max_layer_local = 0;
     for (int64_t id : ids) {
-      const LayerParams lp = layer_params(m, id);
+      const LayerParams& lp = kind_params[m.is_moe_layer(id) ? 1 : 0];
       const double layer_dense =
           dbl(lp.attention) / tp + dbl(lp.norms) + dbl(lp.dense_mlp) / tp + dbl(lp.router) + dbl(lp.shared_experts) / tp;
       const double layer_expert = dbl(lp.routed_experts) / dbl(t.ep * etp);
@@ -146,7 +177,7 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
         trainable_dense += lora_layer_params(m, *t.lora, id, false) / tp;
         trainable_expert += lora_layer_params(m, *t.lora, id, true) / dbl(t.ep * etp);
       }
-      const KindCost& kc = kind_cost(id);
+      const KindCost kc = kind_cost(id);
       act_total += rc == Recompute::full ? t.recompute_fraction * kc.act + (1.0 - t.recompute_fraction) * kc.act_full
                                          : kc.act;
       if (rc != Recompute::none) working = std::max(working, kc.act_full);
@@ -155,17 +186,13 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
     const bool first = r == 0 || (dual && r == t.pp - 1), last = r == t.pp - 1 || (dual && r == 0);
     if (first) {
       dense += dbl(m.vocab * m.hidden) / tp + dbl(input_embedding_params(m) - m.vocab * m.hidden);
-      ShardContext e = sc;
-      e.recompute = Recompute::none;  // the embedding is not checkpointed
-      act_total += layer_activation_bytes(lower_embedding(m, lo), lo, m, e);
+      act_total += mv->embedding;
     }
     if (last) {
       dense += dbl(final_norm_params(m));
       // Untied head; a tied head on a separate last stage keeps its own copy (Megatron-LM).
       if (!m.tied_embeddings || t.pp > 1) dense += dbl(m.vocab * m.hidden) / tp;
-      ShardContext h = sc;
-      h.recompute = Recompute::none;  // the head is not checkpointed
-      act_total += layer_activation_bytes(lower_head(m, lo), lo, m, h);
+      act_total += mv->head;
       // bf16 logits and their fp32 gradient, transient during the loss backward.
       s.logits_bytes = tokens * dbl(m.vocab) / tp * (lo.act_bytes + 4.0);
     }

@@ -124,10 +124,11 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
   std::vector<SearchCandidate> out(jobs.size());
   std::vector<char> fits(jobs.size(), 0);
   auto work = [&](size_t begin, size_t end) {
+    EvalCache cache;  // per worker: layouts sharing TP, CP, micro batch, ... share a lowering
     for (size_t i = begin; i < end; ++i) {
       SystemSpec sys = base.system;
       sys.num_gpus = jobs[i].gpus;
-      const TrainingMemory mem = training_memory(m, sys, jobs[i].plan);
+      const TrainingMemory mem = training_memory(m, sys, jobs[i].plan, &cache);
       SearchCandidate& c = out[i];
       c.plan = jobs[i].plan;
       c.num_gpus = jobs[i].gpus;
@@ -139,7 +140,7 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
       so.tp_overlap = jobs[i].plan.tp_comm_overlap;
       so.moe_imbalance = jobs[i].plan.moe_imbalance;
       so.overlap_dp = jobs[i].plan.overlap_dp;
-      const StepBreakdown st = analytical_step(m, sys, jobs[i].plan, cost, so);
+      const StepBreakdown st = analytical_step(m, sys, jobs[i].plan, cost, so, &cache);
       c.step_s = st.step_s;
       c.tokens_per_s = st.tokens_per_s;
       c.mfu = st.mfu;

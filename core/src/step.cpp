@@ -6,6 +6,7 @@
 #include "capsim/core/layout.hpp"
 #include "capsim/core/memory.hpp"
 #include "capsim/core/workload.hpp"
+#include "eval_cache_impl.hpp"
 
 namespace capsim {
 
@@ -20,18 +21,6 @@ Group place(int64_t size, int64_t stride, int64_t gpn) {
   g.per_node = stride >= gpn ? 1 : std::max<int64_t>(1, std::min(size, gpn / stride));
   return g;
 }
-
-/// Per-microbatch costs of one layer on one GPU.
-struct LayerCost {
-  double fwd = 0, bwd = 0;         ///< compute
-  double wgrad = 0;                ///< the weight-gradient GEMMs within bwd
-  double recompute = 0;            ///< extra forward under the policy
-  double attn_fwd = 0, attn_bwd = 0;
-  double tp_fwd = 0, tp_bwd = 0;   ///< TP collectives (bwd includes recompute's)
-  double cp_fwd = 0, cp_bwd = 0;   ///< CP exchange before overlap
-  double ep_fwd = 0, ep_bwd = 0;
-  double fwd_flops = 0, recompute_flops = 0;
-};
 
 struct Ctx {
   const ModelSpec& m;
@@ -215,14 +204,6 @@ Ctx make_ctx(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, c
   return c;
 }
 
-/// Layer costs, once per layer kind (dense, MoE), and the model's two ends.
-struct KindCosts {
-  LayerCost kinds[2];
-  bool have[2] = {false, false};
-  LayerCost head, emb;
-  const LayerCost& of(const ModelSpec& m, int64_t layer) const { return kinds[m.is_moe_layer(layer) ? 1 : 0]; }
-};
-
 KindCosts cost_kinds(const Ctx& c, const LoweringOptions& lo) {
   KindCosts k;
   for (int64_t i = 0; i < c.m.layers; ++i) {
@@ -330,20 +311,43 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
 }
 
 StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
-                              const CostModel& cost, const StepOptions& opt) {
+                              const CostModel& cost, const StepOptions& opt, EvalCache* cache) {
   StepBreakdown out;
   const Ctx c = make_ctx(m, sys, t, cost, opt);
   const int64_t vpp = t.vpp.value_or(1);
   const int64_t mb = num_microbatches(t);
   const int zero = t.zero.value_or(0);
-  const LoweringOptions lo = lowering_options(m, t);
-  const KindCosts kc = cost_kinds(c, lo);
+  KindCosts kc_local;
+  const KindCosts* kcp = nullptr;
+  if (cache) {
+    const StepKey key{&m, &cost, t.tp, t.cp, c.etp, t.ep, c.b, t.seq_len, sys.gpus_per_node, t.sp,
+                      static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0,
+                      static_cast<int>(t.precision), static_cast<int>(t.attention), opt.tp_overlap, opt.moe_imbalance};
+    auto& entries = cache->impl().step;
+    for (const auto& e : entries)
+      if (e.first == key) kcp = &e.second;
+    if (!kcp) {
+      entries.emplace_back(key, cost_kinds(c, lowering_options(m, t)));
+      kcp = &entries.back().second;
+    }
+  } else {
+    kc_local = cost_kinds(c, lowering_options(m, t));
+    kcp = &kc_local;
+  }
+  const KindCosts& kc = *kcp;
   const LayerCost* kinds = kc.kinds;
   const bool* have = kc.have;
   const LayerCost& head = kc.head;
   const LayerCost& emb = kc.emb;
 
   const auto ranks = stage_layer_ids(m, t);
+  // Parameters of each layer kind (every dense layer alike, every MoE layer alike).
+  LayerParams kind_params[2] = {};
+  bool kind_seen[2] = {false, false};
+  for (int64_t i = 0; i < m.layers && !(kind_seen[0] && kind_seen[1]); ++i) {
+    const int k = m.is_moe_layer(i) ? 1 : 0;
+    if (!kind_seen[k]) kind_params[k] = layer_params(m, i), kind_seen[k] = true;
+  }
   const double tp_keep = 1.0 - opt.tp_overlap;
   const bool blocking_p2p = vpp == 1 && (t.schedule == Schedule::one_f_one_b || t.schedule == Schedule::gpipe);
   double pc_p2p = 0;
@@ -374,7 +378,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       st.tp_total += lc.tp_fwd + lc.tp_bwd;
       st.cp_total += lc.cp_fwd + lc.cp_bwd;
       st.ep_total += lc.ep_fwd + lc.ep_bwd;
-      const LayerParams lp = layer_params(m, id);
+      const LayerParams& lp = kind_params[m.is_moe_layer(id) ? 1 : 0];
       params += (dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router);
     }
     if (r == 0) {
@@ -451,7 +455,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   const double grad_bytes = t.precision == DType::fp16 ? 2.0 : 4.0;  // fp32 main grads with bf16/fp8
   double expert_params = 0;
   for (int64_t id : ranks[static_cast<size_t>(out.slowest_stage)])
-    expert_params += dbl(layer_params(m, id).routed_experts) / dbl(t.ep * c.etp);
+    expert_params += dbl(kind_params[m.is_moe_layer(id) ? 1 : 0].routed_experts) / dbl(t.ep * c.etp);
   const double dense_params = crit.params;
   // Collective times of the dense and expert groups are summed first, then hidden once
   // behind the compute they overlap with.

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "capsim/core/eval_cache.hpp"
 #include "capsim/core/scenario.hpp"
 #include "capsim/core/workload.hpp"
 
@@ -54,7 +55,8 @@ struct TrainingMemory {
 /// (Rajbhandari et al. 2020: 2+2+K/N, 2+(2+K)/N, (2+2+K)/N bytes per parameter); expert
 /// weights shard over the expert-data-parallel group tp*cp*dp/(ep*etp); activations come
 /// from each operator's kept bytes times the microbatches in flight on that stage.
-TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t);
+TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
+                               EvalCache* cache = nullptr);
 
 /// Transformer layers held by each pipeline rank's virtual chunks: result[rank][chunk].
 std::vector<std::vector<int64_t>> stage_layer_ids(const ModelSpec& m, const TrainingPlan& t);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "capsim/core/cost_model.hpp"
+#include "capsim/core/eval_cache.hpp"
 #include "capsim/core/scenario.hpp"
 
 namespace capsim {
@@ -82,6 +83,6 @@ double optimizer_traffic(Optimizer o);
 
 /// Step time of a fully resolved plan.
 StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
-                              const CostModel& cost, const StepOptions& opt = {});
+                              const CostModel& cost, const StepOptions& opt = {}, EvalCache* cache = nullptr);
 
 }  // namespace capsim
