@@ -2,11 +2,37 @@
 
 #include "eval_cache_impl.hpp"
 
+#include "capsim/core/memory.hpp"
+
 namespace capsim {
 
 EvalCache::EvalCache() : impl_(std::make_unique<Impl>()) {}
 EvalCache::~EvalCache() = default;
 EvalCache::EvalCache(EvalCache&&) noexcept = default;
 EvalCache& EvalCache::operator=(EvalCache&&) noexcept = default;
+
+namespace {
+void count_kinds(const ModelSpec& m, const TrainingPlan& t, std::vector<RankKinds>& out) {
+  const auto ranks = stage_layer_ids(m, t);
+  out.assign(ranks.size(), RankKinds{});
+  for (size_t r = 0; r < ranks.size(); ++r)
+    for (int64_t id : ranks[r]) ++out[r].n[m.is_moe_layer(id) ? 1 : 0];
+}
+}  // namespace
+
+const std::vector<RankKinds>& rank_kinds(const ModelSpec& m, const TrainingPlan& t, EvalCache* cache,
+                                         std::vector<RankKinds>& scratch) {
+  if (!cache || !t.stage_layers.empty()) {
+    count_kinds(m, t, scratch);
+    return scratch;
+  }
+  const StageKey key{&m, t.pp, t.vpp.value_or(1), t.schedule == Schedule::dualpipe};
+  auto& entries = cache->impl().stages;
+  for (const auto& e : entries)
+    if (e.first == key) return e.second;
+  entries.emplace_back(key, std::vector<RankKinds>{});
+  count_kinds(m, t, entries.back().second);
+  return entries.back().second;
+}
 
 }  // namespace capsim

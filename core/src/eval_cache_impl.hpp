@@ -2,12 +2,16 @@
 // Private to core: what EvalCache holds, shared by memory.cpp and step.cpp.
 
 #include <cstdint>
+#include <cstring>
+#include <deque>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "capsim/core/cost_model.hpp"
 #include "capsim/core/eval_cache.hpp"
 #include "capsim/core/model.hpp"
+#include "capsim/core/scenario.hpp"
 
 namespace capsim {
 
@@ -28,6 +32,8 @@ struct KindCosts {
   LayerCost kinds[2];
   bool have[2] = {false, false};
   LayerCost head, emb;
+  int64_t count[2] = {0, 0};        ///< layers of each kind in the model
+  double fwd_flops_per_token = 0;   ///< forward_flops_per_token at the plan's sequence length
   const LayerCost& of(const ModelSpec& m, int64_t layer) const { return kinds[m.is_moe_layer(layer) ? 1 : 0]; }
 };
 
@@ -41,6 +47,11 @@ struct MemKey {
   double recompute_fraction;
   int precision, attention;
   bool operator==(const MemKey&) const = default;
+  template <class F>
+  void visit(F f) const {
+    f(model), f(tp), f(cp), f(etp), f(micro_batch), f(seq_len), f(sp), f(recompute), f(recompute_fraction),
+        f(precision), f(attention);
+  }
 };
 
 struct MemVal {
@@ -60,11 +71,52 @@ struct StepKey {
   int precision, attention;
   double tp_overlap, moe_imbalance;
   bool operator==(const StepKey&) const = default;
+  template <class F>
+  void visit(F f) const {
+    f(model), f(cost), f(tp), f(cp), f(etp), f(ep), f(micro_batch), f(seq_len), f(gpus_per_node), f(sp),
+        f(recompute), f(recompute_fraction), f(precision), f(attention), f(tp_overlap), f(moe_imbalance);
+  }
+};
+
+/// Layers of each kind (dense, MoE) one pipeline rank holds.
+struct RankKinds {
+  int64_t n[2] = {0, 0};
+  int64_t layers() const { return n[0] + n[1]; }
+};
+
+/// The plan fields the assignment of layers to pipeline ranks depends on (an explicit
+/// `stage_layers` list is never cached).
+struct StageKey {
+  const ModelSpec* model;
+  int64_t pp, vpp;
+  bool dualpipe;
+  bool operator==(const StageKey&) const = default;
+};
+
+/// FNV-1a over a key's fields.
+struct KeyHash {
+  template <class K>
+  size_t operator()(const K& k) const {
+    uint64_t h = 1469598103934665603ull;
+    k.visit([&](auto v) {
+      uint64_t x = 0;
+      static_assert(sizeof(v) <= sizeof(x));
+      std::memcpy(&x, &v, sizeof(v));
+      h = (h ^ x) * 1099511628211ull;
+    });
+    return static_cast<size_t>(h);
+  }
 };
 
 struct EvalCache::Impl {
-  std::vector<std::pair<MemKey, MemVal>> memory;
-  std::vector<std::pair<StepKey, KindCosts>> step;
+  std::unordered_map<MemKey, MemVal, KeyHash> memory;  ///< node-based: pointers stay valid
+  std::unordered_map<StepKey, KindCosts, KeyHash> step;
+  std::deque<std::pair<StageKey, std::vector<RankKinds>>> stages;  ///< deque: references stay valid
 };
+
+/// Dense and MoE layer counts per pipeline rank (from stage_layer_ids), through the cache
+/// when one is given; `scratch` holds the result otherwise.
+const std::vector<RankKinds>& rank_kinds(const ModelSpec& m, const TrainingPlan& t, EvalCache* cache,
+                                         std::vector<RankKinds>& scratch);
 
 }  // namespace capsim

@@ -28,14 +28,13 @@ double grad_bucket_elements(int64_t dp) { return std::max(40e6, 1e6 * dbl(dp)); 
 
 /// LoRA adapter parameters of one layer: rank*(in+out) per targeted projection. With
 /// `experts`, only the adapters on routed experts' projections; else the rest.
-double lora_layer_params(const ModelSpec& m, const LoraSpec& l, int64_t layer, bool experts) {
+double lora_layer_params(const ModelSpec& m, const LoraSpec& l, bool moe, bool experts) {
   const int64_t h = m.hidden;
   const int64_t q = m.q_width();
   const int64_t kv = m.mla ? 0 : m.kv_heads * m.head_dim;
   const int64_t o_in = m.mla ? m.heads * m.mla->v_head_dim : q;
-  const int64_t inner = m.is_moe_layer(layer) ? m.moe->expert_intermediate : m.intermediate;
-  const double copies = m.is_moe_layer(layer) ? dbl(m.moe->num_experts) : 1.0;
-  const bool moe = m.is_moe_layer(layer);
+  const int64_t inner = moe ? m.moe->expert_intermediate : m.intermediate;
+  const double copies = moe ? dbl(m.moe->num_experts) : 1.0;
   double p = 0;
   for (const auto& t : l.targets) {
     const bool mlp = t == "gate_proj" || t == "up_proj" || t == "down_proj";
@@ -120,24 +119,24 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
                      rc == Recompute::full ? t.recompute_fraction : 1.0, static_cast<int>(t.precision),
                      static_cast<int>(t.attention)};
     auto& entries = cache->impl().memory;
-    mv = nullptr;
-    for (auto& e : entries)
-      if (e.first == key) mv = &e.second;
-    if (!mv) {
-      entries.emplace_back(key, MemVal{});
-      mv = &entries.back().second;
-      mv->embedding = -1;
-    }
+    auto [it, inserted] = entries.try_emplace(key);
+    mv = &it->second;
+    if (inserted) mv->embedding = -1;
   } else {
     mv->embedding = -1;
+  }
+  LayerParams kind_params[2] = {};
+  int64_t kind_layer[2] = {-1, -1};  // the first layer of each kind
+  for (int64_t i = 0; i < m.layers && (kind_layer[0] < 0 || kind_layer[1] < 0); ++i) {
+    const int k = m.is_moe_layer(i) ? 1 : 0;
+    if (kind_layer[k] < 0) kind_params[k] = layer_params(m, i), kind_layer[k] = i;
   }
   struct KindCost {
     double act, act_full;
   };
-  auto kind_cost = [&](int64_t id) -> KindCost {
-    const int k = m.is_moe_layer(id) ? 1 : 0;
+  auto kind_cost = [&](int k) -> KindCost {
     if (!mv->have[k]) {
-      const auto ops = lower_layer(m, id, lo);
+      const auto ops = lower_layer(m, kind_layer[k], lo);
       mv->act[k] = layer_activation_bytes(ops, lo, m, sc);
       mv->act_full[k] = layer_activation_bytes(ops, lo, m, sc_full);
       mv->have[k] = true;
@@ -150,36 +149,35 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
     mv->embedding = layer_activation_bytes(lower_embedding(m, lo), lo, m, e);
     mv->head = layer_activation_bytes(lower_head(m, lo), lo, m, e);
   }
-  LayerParams kind_params[2] = {};
-  bool kind_seen[2] = {false, false};
-  for (int64_t i = 0; i < m.layers && !(kind_seen[0] && kind_seen[1]); ++i) {
-    const int k = m.is_moe_layer(i) ? 1 : 0;
-    if (!kind_seen[k]) kind_params[k] = layer_params(m, i), kind_seen[k] = true;
-  }
 
-  const auto ranks = stage_layer_ids(m, t);
+  std::vector<RankKinds> scratch;
+  const std::vector<RankKinds>& ranks = rank_kinds(m, t, cache, scratch);
+  out.stages.reserve(static_cast<size_t>(t.pp));
   for (int64_t r = 0; r < t.pp; ++r) {
     StageMemory s;
     s.stage = r;
-    const auto& ids = ranks[static_cast<size_t>(r)];
-    s.layers = static_cast<int64_t>(ids.size());
+    const RankKinds& rk = ranks[static_cast<size_t>(r)];
+    s.layers = rk.layers();
     double dense = 0, expert = 0, trainable_dense = 0, trainable_expert = 0;
     double act_total = 0, working = 0, max_layer_local = 0;
-    for (int64_t id : ids) {
-      const LayerParams& lp = kind_params[m.is_moe_layer(id) ? 1 : 0];
+    // Every layer of a kind is alike, so each kind counts once times its number of layers.
+    for (int k = 0; k < 2; ++k) {
+      if (rk.n[k] == 0) continue;
+      const double n = dbl(rk.n[k]);
+      const LayerParams& lp = kind_params[k];
       const double layer_dense =
           dbl(lp.attention) / tp + dbl(lp.norms) + dbl(lp.dense_mlp) / tp + dbl(lp.router) + dbl(lp.shared_experts) / tp;
       const double layer_expert = dbl(lp.routed_experts) / dbl(t.ep * etp);
-      dense += layer_dense;
-      expert += layer_expert;
+      dense += n * layer_dense;
+      expert += n * layer_expert;
       max_layer_local = std::max(max_layer_local, layer_dense + layer_expert);
       if (lora) {
-        trainable_dense += lora_layer_params(m, *t.lora, id, false) / tp;
-        trainable_expert += lora_layer_params(m, *t.lora, id, true) / dbl(t.ep * etp);
+        trainable_dense += n * lora_layer_params(m, *t.lora, k == 1, false) / tp;
+        trainable_expert += n * lora_layer_params(m, *t.lora, k == 1, true) / dbl(t.ep * etp);
       }
-      const KindCost kc = kind_cost(id);
-      act_total += rc == Recompute::full ? t.recompute_fraction * kc.act + (1.0 - t.recompute_fraction) * kc.act_full
-                                         : kc.act;
+      const KindCost kc = kind_cost(k);
+      act_total += n * (rc == Recompute::full ? t.recompute_fraction * kc.act + (1.0 - t.recompute_fraction) * kc.act_full
+                                              : kc.act);
       if (rc != Recompute::none) working = std::max(working, kc.act_full);
     }
     const bool dual = t.schedule == Schedule::dualpipe;

@@ -125,8 +125,8 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
   std::vector<char> fits(jobs.size(), 0);
   auto work = [&](size_t begin, size_t end) {
     EvalCache cache;  // per worker: layouts sharing TP, CP, micro batch, ... share a lowering
+    SystemSpec sys = base.system;
     for (size_t i = begin; i < end; ++i) {
-      SystemSpec sys = base.system;
       sys.num_gpus = jobs[i].gpus;
       const TrainingMemory mem = training_memory(m, sys, jobs[i].plan, &cache);
       SearchCandidate& c = out[i];

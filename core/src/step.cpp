@@ -208,6 +208,7 @@ KindCosts cost_kinds(const Ctx& c, const LoweringOptions& lo) {
   KindCosts k;
   for (int64_t i = 0; i < c.m.layers; ++i) {
     const int kind = c.m.is_moe_layer(i) ? 1 : 0;
+    ++k.count[kind];
     if (!k.have[kind]) {
       k.kinds[kind] = layer_cost(c, lower_layer(c.m, i, lo), kind == 1);
       k.have[kind] = true;
@@ -217,6 +218,7 @@ KindCosts cost_kinds(const Ctx& c, const LoweringOptions& lo) {
   head_ctx.rc = Recompute::none;
   k.head = layer_cost(head_ctx, lower_head(c.m, lo), false);
   k.emb = layer_cost(head_ctx, lower_embedding(c.m, lo), false);
+  k.fwd_flops_per_token = forward_flops_per_token(c.m, c.t.seq_len);
   return k;
 }
 
@@ -324,12 +326,9 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
                       static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0,
                       static_cast<int>(t.precision), static_cast<int>(t.attention), opt.tp_overlap, opt.moe_imbalance};
     auto& entries = cache->impl().step;
-    for (const auto& e : entries)
-      if (e.first == key) kcp = &e.second;
-    if (!kcp) {
-      entries.emplace_back(key, cost_kinds(c, lowering_options(m, t)));
-      kcp = &entries.back().second;
-    }
+    auto it = entries.find(key);
+    if (it == entries.end()) it = entries.emplace(key, cost_kinds(c, lowering_options(m, t))).first;
+    kcp = &it->second;
   } else {
     kc_local = cost_kinds(c, lowering_options(m, t));
     kcp = &kc_local;
@@ -340,7 +339,8 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   const LayerCost& head = kc.head;
   const LayerCost& emb = kc.emb;
 
-  const auto ranks = stage_layer_ids(m, t);
+  std::vector<RankKinds> rank_scratch;
+  const std::vector<RankKinds>& ranks = rank_kinds(m, t, cache, rank_scratch);
   // Parameters of each layer kind (every dense layer alike, every MoE layer alike).
   LayerParams kind_params[2] = {};
   bool kind_seen[2] = {false, false};
@@ -363,23 +363,27 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   for (int64_t r = 0; r < t.pp; ++r) {
     StageTime st{};
     double params = 0;
-    for (int64_t id : ranks[static_cast<size_t>(r)]) {
-      const LayerCost& lc = kinds[m.is_moe_layer(id) ? 1 : 0];
+    // Every layer of a kind costs the same: each kind counts once times its layers.
+    const RankKinds& rk = ranks[static_cast<size_t>(r)];
+    for (int k = 0; k < 2; ++k) {
+      if (rk.n[k] == 0) continue;
+      const double n = dbl(rk.n[k]);
+      const LayerCost& lc = kinds[k];
       const double cp_f = std::max(0.0, lc.cp_fwd - lc.attn_fwd);
       const double cp_b = std::max(0.0, lc.cp_bwd - lc.attn_bwd);
-      st.fwd += lc.fwd + tp_keep * lc.tp_fwd + cp_f + lc.ep_fwd;
-      st.bwd += lc.bwd + lc.recompute + tp_keep * lc.tp_bwd + cp_b + lc.ep_bwd;
-      st.compute += lc.fwd + lc.bwd;
-      st.wgrad += lc.wgrad;
-      st.recompute += lc.recompute;
-      st.tp += tp_keep * (lc.tp_fwd + lc.tp_bwd);
-      st.cp += cp_f + cp_b;
-      st.ep += lc.ep_fwd + lc.ep_bwd;
-      st.tp_total += lc.tp_fwd + lc.tp_bwd;
-      st.cp_total += lc.cp_fwd + lc.cp_bwd;
-      st.ep_total += lc.ep_fwd + lc.ep_bwd;
-      const LayerParams& lp = kind_params[m.is_moe_layer(id) ? 1 : 0];
-      params += (dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router);
+      st.fwd += n * (lc.fwd + tp_keep * lc.tp_fwd + cp_f + lc.ep_fwd);
+      st.bwd += n * (lc.bwd + lc.recompute + tp_keep * lc.tp_bwd + cp_b + lc.ep_bwd);
+      st.compute += n * (lc.fwd + lc.bwd);
+      st.wgrad += n * lc.wgrad;
+      st.recompute += n * lc.recompute;
+      st.tp += n * tp_keep * (lc.tp_fwd + lc.tp_bwd);
+      st.cp += n * (cp_f + cp_b);
+      st.ep += n * (lc.ep_fwd + lc.ep_bwd);
+      st.tp_total += n * (lc.tp_fwd + lc.tp_bwd);
+      st.cp_total += n * (lc.cp_fwd + lc.cp_bwd);
+      st.ep_total += n * (lc.ep_fwd + lc.ep_bwd);
+      const LayerParams& lp = kind_params[k];
+      params += n * ((dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router));
     }
     if (r == 0) {
       st.fwd += emb.fwd;
@@ -454,8 +458,9 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   // Data parallel: gradients and (ZeRO >= 1) parameters of the critical stage.
   const double grad_bytes = t.precision == DType::fp16 ? 2.0 : 4.0;  // fp32 main grads with bf16/fp8
   double expert_params = 0;
-  for (int64_t id : ranks[static_cast<size_t>(out.slowest_stage)])
-    expert_params += dbl(kind_params[m.is_moe_layer(id) ? 1 : 0].routed_experts) / dbl(t.ep * c.etp);
+  const RankKinds& crit_rank = ranks[static_cast<size_t>(out.slowest_stage)];
+  for (int k = 0; k < 2; ++k)
+    expert_params += dbl(crit_rank.n[k]) * dbl(kind_params[k].routed_experts) / dbl(t.ep * c.etp);
   const double dense_params = crit.params;
   // Collective times of the dense and expert groups are summed first, then hidden once
   // behind the compute they overlap with.
@@ -463,7 +468,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     double ag = 0, rs = 0;                // ZeRO-3: per layer, per microbatch
     double grads = 0, gather = 0, last = 0;  // ZeRO 0-2: per step
   } dp;
-  const double stage_layers = std::max(1.0, dbl(ranks[static_cast<size_t>(out.slowest_stage)].size()));
+  const double stage_layers = std::max(1.0, dbl(crit_rank.layers()));
   // Buckets per chunk as the discrete-event engine splits them.
   const double bucket_elems = std::max(40e6, 1e6 * dbl(c.g.dp.size));
   const double chunk_params = (dense_params + expert_params) / dbl(vpp);
@@ -534,14 +539,10 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   const double tokens_step = dbl(t.global_batch) * dbl(t.seq_len);
   out.tokens_per_s = tokens_step / out.step_s;
   out.tokens_per_s_per_gpu = out.tokens_per_s / dbl(sys.num_gpus);
-  out.model_flops_per_step = 3.0 * forward_flops_per_token(m, t.seq_len) * tokens_step;
+  out.model_flops_per_step = 3.0 * kc.fwd_flops_per_token * tokens_step;
   double recompute_flops_per_token = 0;
   for (int k = 0; k < 2; ++k)
-    if (have[k]) {
-      int64_t count = 0;
-      for (int64_t i = 0; i < m.layers; ++i) count += (m.is_moe_layer(i) ? 1 : 0) == k ? 1 : 0;
-      recompute_flops_per_token += dbl(count) * kinds[k].recompute_flops * dbl(t.tp) / c.tokens;
-    }
+    if (have[k]) recompute_flops_per_token += dbl(kc.count[k]) * kinds[k].recompute_flops * dbl(t.tp) / c.tokens;
   out.hardware_flops_per_step = out.model_flops_per_step + recompute_flops_per_token * tokens_step;
   out.model_tflops_per_gpu = out.model_flops_per_step / out.step_s / dbl(sys.num_gpus) / 1e12;
   const double peak = sys.gpu.peak(t.precision == DType::fp16 ? DType::fp16 : DType::bf16).value;
