@@ -80,6 +80,14 @@ std::vector<std::vector<int64_t>> stage_layer_ids(const ModelSpec& m, const Trai
 
 TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, EvalCache* cache) {
   TrainingMemory out;
+  training_memory(m, sys, t, out, cache);
+  return out;
+}
+
+void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, TrainingMemory& out,
+                     EvalCache* cache) {
+  out.stages.clear();
+  out.peak_stage = 0;
   const int64_t vpp = t.vpp.value_or(1);
   const int64_t etp = t.etp.value_or(1);
   const int zero = t.zero.value_or(0);
@@ -251,7 +259,6 @@ TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const 
   out.peak_stage = 0;
   for (size_t i = 1; i < out.stages.size(); ++i)
     if (out.stages[i].total_bytes > out.stages[out.peak_stage].total_bytes) out.peak_stage = i;
-  return out;
 }
 
 InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p,

@@ -22,16 +22,37 @@ std::vector<int64_t> divisors(int64_t n) {
   return out;
 }
 
-/// A total order on plans, for deterministic ties.
-auto plan_key(const TrainingPlan& t) {
-  return std::make_tuple(t.tp, t.pp, t.vpp.value_or(1), t.dp, t.cp, t.ep, t.etp.value_or(1), t.zero.value_or(0),
-                         t.micro_batch.value_or(1), static_cast<int>(t.recompute.value_or(Recompute::none)),
-                         static_cast<int>(t.schedule));
-}
-
+/// One layout to cost: the searched fields only, applied to the base plan when costed.
 struct Job {
-  TrainingPlan plan;
-  int64_t gpus;
+  int64_t gpus, tp, cp, pp, dp, vpp, ep, etp, micro_batch;
+  int zero;
+  Recompute recompute;
+  Schedule schedule;
+  void apply(TrainingPlan& t) const {
+    t.tp = tp;
+    t.cp = cp;
+    t.pp = pp;
+    t.dp = dp;
+    t.vpp = vpp;
+    t.ep = ep;
+    t.etp = etp;
+    t.sp = tp > 1;
+    t.zero = zero;
+    t.micro_batch = micro_batch;
+    t.recompute = recompute;
+    t.recompute_fraction = 1.0;
+    t.schedule = schedule;
+  }
+  auto key() const {
+    return std::make_tuple(tp, pp, vpp, dp, cp, ep, etp, zero, micro_batch, static_cast<int>(recompute),
+                           static_cast<int>(schedule));
+  }
+};
+
+/// What costing one job yields.
+struct Costed {
+  double step_s = 0, tokens_per_s = 0, mfu = 0, peak_bytes = 0, capacity_bytes = 0;
+  bool fits = false;
 };
 
 }  // namespace
@@ -94,22 +115,7 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
                   for (int z : opt.zero)
                     for (Recompute rc : opt.recompute)
                       for (Schedule sch : schedules) {
-                        TrainingPlan t = b;
-                        t.tp = tp;
-                        t.cp = cp;
-                        t.pp = pp;
-                        t.dp = dp;
-                        t.vpp = v;
-                        t.ep = ep;
-                        t.etp = etp;
-                        t.sp = tp > 1;
-                        t.zero = z;
-                        t.micro_batch = mb;
-                        t.recompute = rc;
-                        t.recompute_fraction = 1.0;
-                        t.schedule = sch;
-                        t.stage_layers.clear();
-                        jobs.push_back({t, n});
+                        jobs.push_back({n, tp, cp, pp, dp, v, ep, etp, mb, z, rc, sch});
                       }
                 }
             }
@@ -120,31 +126,32 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
   }
   res.enumerated = static_cast<int64_t>(jobs.size()) + res.pruned_divisibility;
 
-  // Cost in parallel; each worker writes only its own slots.
-  std::vector<SearchCandidate> out(jobs.size());
-  std::vector<char> fits(jobs.size(), 0);
+  // Cost in parallel; each worker writes only its own slots. The inner loop allocates
+  // nothing once the worker's cache is warm: the plan, system and memory result are reused.
+  std::vector<Costed> out(jobs.size());
   auto work = [&](size_t begin, size_t end) {
     EvalCache cache;  // per worker: layouts sharing TP, CP, micro batch, ... share a lowering
     SystemSpec sys = base.system;
+    TrainingPlan t = b;
+    t.stage_layers.clear();
+    TrainingMemory mem;
+    StepOptions so;
+    so.tp_overlap = b.tp_comm_overlap;
+    so.moe_imbalance = b.moe_imbalance;
+    so.overlap_dp = b.overlap_dp;
     for (size_t i = begin; i < end; ++i) {
       sys.num_gpus = jobs[i].gpus;
-      const TrainingMemory mem = training_memory(m, sys, jobs[i].plan, &cache);
-      SearchCandidate& c = out[i];
-      c.plan = jobs[i].plan;
-      c.num_gpus = jobs[i].gpus;
-      c.peak_memory_bytes = mem.peak().total_bytes;
+      jobs[i].apply(t);
+      training_memory(m, sys, t, mem, &cache);
+      Costed& c = out[i];
+      c.peak_bytes = mem.peak().total_bytes;
       c.capacity_bytes = mem.peak().capacity_bytes;
       if (!mem.fits()) continue;
-      fits[i] = 1;
-      StepOptions so;
-      so.tp_overlap = jobs[i].plan.tp_comm_overlap;
-      so.moe_imbalance = jobs[i].plan.moe_imbalance;
-      so.overlap_dp = jobs[i].plan.overlap_dp;
-      const StepBreakdown st = analytical_step(m, sys, jobs[i].plan, cost, so, &cache);
+      c.fits = true;
+      const StepBreakdown st = analytical_step(m, sys, t, cost, so, &cache);
       c.step_s = st.step_s;
       c.tokens_per_s = st.tokens_per_s;
       c.mfu = st.mfu;
-      c.gpu_seconds_per_step = st.step_s * static_cast<double>(jobs[i].gpus);
     }
   };
   const unsigned threads = std::max(1u, opt.threads);
@@ -159,35 +166,50 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
     }
     for (auto& th : pool) th.join();
   }
-  std::vector<SearchCandidate> feasible;
+  std::vector<uint32_t> feasible;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    if (fits[i]) feasible.push_back(out[i]);
+    if (out[i].fits) feasible.push_back(static_cast<uint32_t>(i));
     else ++res.pruned_memory;
   }
   res.evaluated = static_cast<int64_t>(feasible.size());
   res.feasible = res.evaluated;
-  auto better = [&](const SearchCandidate& x, const SearchCandidate& y) {
-    const double kx = opt.rank_by_cost ? x.gpu_seconds_per_step : x.step_s;
-    const double ky = opt.rank_by_cost ? y.gpu_seconds_per_step : y.step_s;
+  auto gpu_s = [&](uint32_t i) { return out[i].step_s * static_cast<double>(jobs[i].gpus); };
+  auto better = [&](uint32_t x, uint32_t y) {
+    const double kx = opt.rank_by_cost ? gpu_s(x) : out[x].step_s;
+    const double ky = opt.rank_by_cost ? gpu_s(y) : out[y].step_s;
     if (kx != ky) return kx < ky;
-    if (x.num_gpus != y.num_gpus) return x.num_gpus < y.num_gpus;
-    return plan_key(x.plan) < plan_key(y.plan);
+    if (jobs[x].gpus != jobs[y].gpus) return jobs[x].gpus < jobs[y].gpus;
+    return jobs[x].key() < jobs[y].key();
+  };
+  auto candidate = [&](uint32_t i) {
+    SearchCandidate c;
+    c.plan = b;
+    c.plan.stage_layers.clear();
+    jobs[i].apply(c.plan);
+    c.num_gpus = jobs[i].gpus;
+    c.step_s = out[i].step_s;
+    c.tokens_per_s = out[i].tokens_per_s;
+    c.mfu = out[i].mfu;
+    c.peak_memory_bytes = out[i].peak_bytes;
+    c.capacity_bytes = out[i].capacity_bytes;
+    c.gpu_seconds_per_step = gpu_s(i);
+    return c;
   };
   std::sort(feasible.begin(), feasible.end(), better);
-  res.top.assign(feasible.begin(), feasible.begin() + static_cast<std::ptrdiff_t>(std::min(opt.top_k, feasible.size())));
+  for (size_t k = 0; k < std::min(opt.top_k, feasible.size()); ++k) res.top.push_back(candidate(feasible[k]));
   // Pareto front over (fewer GPUs, more tokens/s, more headroom); feasible is sorted by
   // step time, so a candidate is dominated only by one already on the front.
-  for (const SearchCandidate& c : feasible) {
-    const double head = c.capacity_bytes - c.peak_memory_bytes;
+  for (uint32_t i : feasible) {
+    const double head = out[i].capacity_bytes - out[i].peak_bytes;
     bool dominated = false;
     for (const SearchCandidate& f : res.pareto) {
       const double fh = f.capacity_bytes - f.peak_memory_bytes;
-      if (f.num_gpus <= c.num_gpus && f.tokens_per_s >= c.tokens_per_s && fh >= head) {
+      if (f.num_gpus <= jobs[i].gpus && f.tokens_per_s >= out[i].tokens_per_s && fh >= head) {
         dominated = true;
         break;
       }
     }
-    if (!dominated) res.pareto.push_back(c);
+    if (!dominated) res.pareto.push_back(candidate(i));
   }
   return res;
 }

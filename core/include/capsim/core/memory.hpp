@@ -41,6 +41,7 @@ struct StageMemory {
   double recompute_working_bytes = 0;
   double cuda_context_bytes = 0;
   double allocator_reserve_bytes = 0;
+  bool operator==(const StageMemory&) const = default;
 };
 
 struct TrainingMemory {
@@ -48,6 +49,7 @@ struct TrainingMemory {
   size_t peak_stage = 0;  ///< index of the stage that needs most
   const StageMemory& peak() const { return stages[peak_stage]; }
   bool fits() const { return peak().fits; }
+  bool operator==(const TrainingMemory&) const = default;
 };
 
 /// Training memory per pipeline stage. `t` must be fully resolved (no auto fields).
@@ -57,6 +59,10 @@ struct TrainingMemory {
 /// from each operator's kept bytes times the microbatches in flight on that stage.
 TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
                                EvalCache* cache = nullptr);
+/// The same into `out`, reusing its storage: with a warm cache, no allocation once `out`
+/// has held as many stages.
+void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, TrainingMemory& out,
+                     EvalCache* cache = nullptr);
 
 /// Transformer layers held by each pipeline rank's virtual chunks: result[rank][chunk].
 std::vector<std::vector<int64_t>> stage_layer_ids(const ModelSpec& m, const TrainingPlan& t);
