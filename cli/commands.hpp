@@ -16,6 +16,7 @@ struct ModelArgs {
 
 struct TrainArgs {
   std::string scenario;
+  std::string calibration;  ///< profile JSON (capsim calibrate fit)
   std::string engine = "analytical";
   std::string trace;
   std::vector<std::string> sets;
@@ -25,6 +26,7 @@ struct TrainArgs {
 
 struct InferArgs {
   std::string scenario;
+  std::string calibration;  ///< profile JSON (capsim calibrate fit)
   std::vector<std::string> sets;
   std::string format;
   std::string out;
@@ -39,6 +41,7 @@ int run_infer(const InferArgs& a);
 
 struct SearchArgs {
   std::string scenario;
+  std::string calibration;  ///< profile JSON (capsim calibrate fit)
   std::vector<std::string> sets;
   std::vector<int64_t> gpus;
   size_t top = 10;
@@ -54,6 +57,7 @@ int run_search(const SearchArgs& a);
 
 struct SweepArgs {
   std::string file;
+  std::string calibration;  ///< profile JSON (capsim calibrate fit)
   std::string out;
   std::string shard;
   unsigned threads = 0;
@@ -65,11 +69,22 @@ int run_plan(const std::string& file, const std::string& format, const std::stri
 
 struct ValidateArgs {
   std::vector<std::string> files;
+  std::string calibration;  ///< profile JSON (capsim calibrate fit)
   std::string format;
   std::string out;
 };
 
 int run_validate(const ValidateArgs& a);
+
+struct CalibrateArgs {
+  std::vector<std::string> inputs;
+  std::string out;
+  std::string op;      ///< import-nccl-tests: the collective when the log does not say
+  std::string format;
+};
+int run_calibrate_fit(const CalibrateArgs& a);
+int run_calibrate_import(const CalibrateArgs& a);
+int run_calibrate_show(const CalibrateArgs& a);
 int run_model(const ModelArgs& a);
 int run_train(const TrainArgs& a);
 int run_memory(const TrainArgs& a);

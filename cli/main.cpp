@@ -15,6 +15,7 @@
 #include <thread>
 #include "capsim/core/serving.hpp"
 #include "capsim/core/train.hpp"
+#include "capsim/io/calibration_io.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
@@ -160,6 +161,17 @@ std::string resolve_format(const std::string& f) {
 
 }  // namespace
 
+/// The profile named by --calibration, if any.
+std::optional<CalibrationProfile> load_calibration(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  CalibrationProfile p = io::read_profile(path);
+  return p;
+}
+
+void add_calibration(json& r, const std::optional<CalibrationProfile>& cal) {
+  if (cal) r["calibration"] = io::calibration_json(*cal);
+}
+
 int run_model(const ModelArgs& a) {
   const ModelSpec m = io::load_model(a.name, "model");
   const json r = io::model_report(m, a.seq_len);
@@ -170,7 +182,9 @@ int run_model(const ModelArgs& a) {
 int run_train(const TrainArgs& a) {
   const Scenario s = io::load_scenario(a.scenario, a.sets);
   if (!s.training) throw InputError({{"/kind", "\"inference\"", "capsim train needs a training scenario", {}}});
-  const hw::RooflineCostModel cost(s.system);
+  const auto cal = load_calibration(a.calibration);
+  const io::CostModels costs(s.system, cal ? &*cal : nullptr);
+  const CostModel& cost = costs.get();
   TrainEvaluation ev = evaluate_training(s, &cost);
   json r;
   if (a.engine == "des") {
@@ -190,6 +204,7 @@ int run_train(const TrainArgs& a) {
     r = io::train_report(s, ev);
     r["engine"] = "analytical";
   }
+  add_calibration(r, cal);
   for (const auto& w : ev.warnings) fmt::print(stderr, "warning: {}\n", w);
   emit(resolve_format(a.format) == "json" ? io::dump(r) : train_table(r), a.out);
   return 0;
@@ -248,7 +263,9 @@ std::string serving_table(const json& r) {
 int run_infer(const InferArgs& a) {
   Scenario s = io::load_scenario(a.scenario, a.sets);
   if (!s.inference) throw InputError({{"/kind", "\"training\"", "capsim infer needs an inference scenario", {}}});
-  const hw::RooflineCostModel cost(s.system);
+  const auto cal = load_calibration(a.calibration);
+  const io::CostModels costs(s.system, cal ? &*cal : nullptr);
+  const CostModel& cost = costs.get();
   json r;
   if (a.max_qps) {
     ServingSla sla;
@@ -265,6 +282,7 @@ int run_infer(const InferArgs& a) {
     r = io::serving_report(s, sr);
     if (!a.trace.empty()) io::write_file_atomic(a.trace, io::serving_trace(sr));
   }
+  add_calibration(r, cal);
   emit(resolve_format(a.format) == "json" ? io::dump(r) : serving_table(r), a.out);
   return 0;
 }
@@ -288,7 +306,9 @@ json candidate_json(const SearchCandidate& c) {
 int run_search(const SearchArgs& a) {
   const Scenario s = io::load_scenario(a.scenario, a.sets);
   if (!s.training) throw InputError({{"/kind", "\"inference\"", "capsim search needs a training scenario", {}}});
-  const hw::RooflineCostModel cost(s.system);
+  const auto cal = load_calibration(a.calibration);
+  const io::CostModels costs(s.system, cal ? &*cal : nullptr);
+  const CostModel& cost = costs.get();
   SearchOptions opt;
   opt.gpu_counts = a.gpus;
   opt.top_k = a.top;
@@ -327,6 +347,7 @@ int run_search(const SearchArgs& a) {
   json pareto = json::array();
   for (const auto& c : r.pareto) pareto.push_back(candidate_json(c));
   j["pareto"] = pareto;
+  add_calibration(j, cal);
   std::string table = fmt::format("search {}: {} layouts enumerated, {} pruned by divisibility, {} by memory, {} costed\n",
                                   s.id, r.enumerated, r.pruned_divisibility, r.pruned_memory, r.evaluated);
   table += "  rank  gpus  tp pp vpp  dp cp ep zero mb recompute  schedule      step s   tokens/s   MFU   memory\n";
@@ -395,6 +416,8 @@ int run_sweep(const SweepArgs& a) {
   run.threads = a.threads > 0 ? a.threads : std::max(1u, std::thread::hardware_concurrency());
   run.progress = ::isatty(::fileno(stderr)) != 0;
   run.stop = &g_stop;
+  const auto cal = load_calibration(a.calibration);
+  run.calibration = cal ? &*cal : nullptr;
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
   const io::SweepSummary s = io::run_sweep(spec, run);
@@ -417,7 +440,9 @@ int run_merge(const std::vector<std::string>& parts, const std::string& out) {
 
 int run_validate(const ValidateArgs& a) {
   std::vector<std::filesystem::path> files(a.files.begin(), a.files.end());
-  const json r = io::run_validation(files);
+  const auto cal = load_calibration(a.calibration);
+  json r = io::run_validation(files, cal ? &*cal : nullptr);
+  add_calibration(r, cal);
   emit(resolve_format(a.format) == "json" ? io::dump(r) : io::validation_table(r), a.out);
   return 0;
 }
@@ -447,6 +472,8 @@ int main(int argc, char** argv) {
 
   cli::TrainArgs train_args;
   auto* train = app.add_subcommand("train", "Memory per GPU (and resolved layout) of a training scenario");
+  train->add_option("--calibration", train_args.calibration, "Calibration profile (capsim calibrate fit) in front of the default cost model")
+      ->check(CLI::ExistingFile);
   train->add_option("scenario", train_args.scenario, "Scenario JSON file")->required();
   train->add_option("--set", train_args.sets, "Override a scenario key before validation: path=value")
       ->allow_extra_args(false);
@@ -468,6 +495,8 @@ int main(int argc, char** argv) {
 
   cli::InferArgs infer_args;
   auto* infer = app.add_subcommand("infer", "Serving latency percentiles and throughput of an inference scenario");
+  infer->add_option("--calibration", infer_args.calibration, "Calibration profile (capsim calibrate fit) in front of the default cost model")
+      ->check(CLI::ExistingFile);
   infer->add_option("scenario", infer_args.scenario, "Scenario JSON file (kind inference)")->required();
   infer->add_option("--set", infer_args.sets, "Override a scenario key before validation: path=value")->allow_extra_args(false);
   infer->add_flag("--max-qps", infer_args.max_qps, "Find the highest Poisson arrival rate that meets the SLA");
@@ -483,6 +512,8 @@ int main(int argc, char** argv) {
 
   cli::SearchArgs search_args;
   auto* search = app.add_subcommand("search", "Every training layout for the scenario's model, GPU and batch, ranked");
+  search->add_option("--calibration", search_args.calibration, "Calibration profile (capsim calibrate fit) in front of the default cost model")
+      ->check(CLI::ExistingFile);
   search->add_option("scenario", search_args.scenario, "Training scenario (model, system, global batch, seq_len)")->required();
   search->add_option("--set", search_args.sets, "Override a scenario key before validation: path=value")->allow_extra_args(false);
   search->add_option("--gpus", search_args.gpus, "GPU counts to try (default: the scenario's)")->delimiter(',');
@@ -498,6 +529,8 @@ int main(int argc, char** argv) {
 
   cli::SweepArgs sweep_args;
   auto* sweep = app.add_subcommand("sweep", "Run a grid of scenarios (a base and axes) on all cores into JSONL or CSV rows");
+  sweep->add_option("--calibration", sweep_args.calibration, "Calibration profile (capsim calibrate fit) in front of the default cost model")
+      ->check(CLI::ExistingFile);
   sweep->add_option("file", sweep_args.file, "Sweep file (base scenario and axes)")->required()->check(CLI::ExistingFile);
   sweep->add_option("-o,--out", sweep_args.out, "Rows file, .jsonl or .csv (a .summary.json is written beside it)")->required();
   sweep->add_option("--shard", sweep_args.shard,
@@ -520,10 +553,30 @@ int main(int argc, char** argv) {
 
   cli::ValidateArgs validate_args;
   auto* validate = app.add_subcommand("validate", "Predict published measurements and print the error per case and overall");
+  validate->add_option("--calibration", validate_args.calibration, "Calibration profile (capsim calibrate fit) in front of the default cost model")
+      ->check(CLI::ExistingFile);
   validate->add_option("files", validate_args.files, "Validation files (capsim-validation/1)")->required()->check(CLI::ExistingFile);
   validate->add_option("--format", validate_args.format, "table or json (default: table on a terminal, else json)")
       ->check(CLI::IsMember({"table", "json"}));
   validate->add_option("-o,--out", validate_args.out, "Write the report to this file (atomically)");
+
+  auto* calibrate = app.add_subcommand("calibrate", "Fit microbenchmark measurements into a profile; import nccl-tests logs");
+  calibrate->require_subcommand(1);
+  cli::CalibrateArgs fit_args, import_args, show_args;
+  auto* cal_fit = calibrate->add_subcommand("fit", "Fit raw measurement files into a calibration profile");
+  cal_fit->add_option("raw", fit_args.inputs, "Raw measurement files (capsim-calibrate or import-nccl-tests output)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cal_fit->add_option("-o,--out", fit_args.out, "Profile JSON to write (atomically)")->required();
+  auto* cal_import = calibrate->add_subcommand("import-nccl-tests", "nccl-tests output (text or -J JSON) into a raw measurement file");
+  cal_import->add_option("logs", import_args.inputs, "nccl-tests logs")->required()->check(CLI::ExistingFile);
+  cal_import->add_option("-o,--out", import_args.out, "Raw measurement file to write (atomically)")->required();
+  cal_import->add_option("--op", import_args.op, "The collective, when a log does not say")
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"}));
+  auto* cal_show = calibrate->add_subcommand("show", "What a profile measured, its fits and residuals, and where it extrapolates");
+  cal_show->add_option("profile", show_args.inputs, "Profile JSON")->required()->check(CLI::ExistingFile);
+  cal_show->add_option("--format", show_args.format, "table or json (default: table on a terminal, else json)")
+      ->check(CLI::IsMember({"table", "json"}));
 
   std::string list_what;
   auto* list = app.add_subcommand("list", "List presets");
@@ -545,6 +598,9 @@ int main(int argc, char** argv) {
     if (*validate) return cli::run_validate(validate_args);
     if (*memory) return cli::run_memory(memory_args);
     if (*list) return cli::run_list(list_what);
+    if (*cal_fit) return cli::run_calibrate_fit(fit_args);
+    if (*cal_import) return cli::run_calibrate_import(import_args);
+    if (*cal_show) return cli::run_calibrate_show(show_args);
   } catch (const InputError& e) {
     fmt::print(stderr, "capsim: {} problem{} in the input:\n", e.issues().size(), e.issues().size() == 1 ? "" : "s");
     for (const auto& i : e.issues()) fmt::print(stderr, "  {}\n", format_issue(i));

@@ -1,5 +1,7 @@
 #include "capsim/io/sweep.hpp"
 
+#include "capsim/io/calibration_io.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -59,7 +61,7 @@ const std::vector<std::string> kTrainOutputs = {"time.step_s", "throughput.token
 const std::vector<std::string> kServeOutputs = {"metrics.ttft_p99_ms", "metrics.tpot_p99_ms", "metrics.throughput_tokens_per_s",
                                                 "metrics.requests_per_s"};
 
-json evaluate_row(const SweepSpec& spec, size_t index) {
+json evaluate_row(const SweepSpec& spec, size_t index, const CalibrationProfile* calibration) {
   json row;
   row["index"] = index;
   json inputs = json::object();
@@ -80,7 +82,8 @@ json evaluate_row(const SweepSpec& spec, size_t index) {
     json doc = parse_json(spec.base_text, "base");
     apply_overrides(doc, sets);
     const Scenario sc = scenario_from_json(doc, spec.base_dir);
-    const hw::RooflineCostModel cost(sc.system);
+    const CostModels costs(sc.system, calibration);
+    const CostModel& cost = costs.get();
     json report;
     if (sc.training) {
       report = train_report(sc, evaluate_training(sc, &cost));
@@ -379,7 +382,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
       if (run.stop && run.stop->load()) return;
       const size_t k = next.fetch_add(1);
       if (k >= todo.size()) return;
-      json row = evaluate_row(spec, todo[k]);
+      json row = evaluate_row(spec, todo[k], run.calibration);
       std::lock_guard<std::mutex> lock(mu);
       jout << row.dump() << "\n" << std::flush;
       done[todo[k]] = std::move(row);

@@ -1,5 +1,7 @@
 #include "capsim/io/validation.hpp"
 
+#include "capsim/io/calibration_io.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -36,9 +38,10 @@ ErrorSummary summarize_errors(std::vector<double> e) {
 namespace {
 
 /// Predict every training metric the case measured.
-json predict_training(const Scenario& sc, const json& measured, json& resolved, std::string& reason) {
-  const hw::RooflineCostModel cost(sc.system);
-  const TrainEvaluation ev = evaluate_training(sc, &cost);
+json predict_training(const Scenario& sc, const json& measured, json& resolved, std::string& reason,
+                      const CalibrationProfile* calibration) {
+  const CostModels costs(sc.system, calibration);
+  const TrainEvaluation ev = evaluate_training(sc, &costs.get());
   json out = json::object();
   const json report = train_report(sc, ev);
   resolved = report["resolved"];
@@ -53,7 +56,7 @@ json predict_training(const Scenario& sc, const json& measured, json& resolved, 
 
 }  // namespace
 
-json run_validation(const std::vector<std::filesystem::path>& files) {
+json run_validation(const std::vector<std::filesystem::path>& files, const CalibrationProfile* calibration) {
   json cases = json::array();
   json summary = json::object();
   for (const auto& path : files) {
@@ -74,10 +77,10 @@ json run_validation(const std::vector<std::filesystem::path>& files) {
       try {
         const Scenario sc = scenario_from_json(c, path.parent_path());
         if (sc.training) {
-          predicted = predict_training(sc, measured, resolved, reason);
+          predicted = predict_training(sc, measured, resolved, reason, calibration);
         } else {
-          const hw::RooflineCostModel cost(sc.system);
-          const ServingResult sr = simulate_serving(sc, cost);
+          const CostModels costs(sc.system, calibration);
+          const ServingResult sr = simulate_serving(sc, costs.get());
           const json all = serving_metrics(sr);
           resolved = serving_report(sc, sr)["resolved"];
           for (auto it = measured.begin(); it != measured.end(); ++it)

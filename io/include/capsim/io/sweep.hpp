@@ -5,6 +5,8 @@
 /// `capsim merge` joins the parts after checking they belong to one grid and cover it.
 
 #include <atomic>
+
+#include "capsim/core/calibration.hpp"
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -48,6 +50,7 @@ struct SweepRun {
   unsigned threads = 1;
   bool progress = false;       ///< draw a progress bar on stderr
   std::atomic<bool>* stop = nullptr;  ///< set to stop early (rows done so far stay journaled)
+  const CalibrationProfile* calibration = nullptr;  ///< cost model profile for every row
 };
 
 struct SweepSummary {

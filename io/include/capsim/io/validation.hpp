@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "capsim/core/calibration.hpp"
+
 namespace capsim::io {
 
 /// Median, 90th percentile and largest of |errors| (linear interpolation between ranks).
@@ -20,7 +22,8 @@ ErrorSummary summarize_errors(std::vector<double> abs_errors);
 /// Run every case of the given files. JSON: `cases[]` (id, file, status, predicted,
 /// measured, error, resolved, reason) and `summary` keyed by file then metric
 /// (n, median_abs_error, p90_abs_error, max_abs_error, unsupported).
-nlohmann::json run_validation(const std::vector<std::filesystem::path>& files);
+nlohmann::json run_validation(const std::vector<std::filesystem::path>& files,
+                              const CalibrationProfile* calibration = nullptr);
 
 /// The table a person reads: per case predicted, measured, error; per metric the summary.
 std::string validation_table(const nlohmann::json& report);

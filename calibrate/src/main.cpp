@@ -1,0 +1,261 @@
+// capsim-calibrate: measures GEMM, attention, memory, launch and NCCL performance on this
+// machine's GPUs and writes the raw measurement file of docs/calibration.md.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "suites.hpp"
+
+namespace cal = capsim::calibrate;
+
+namespace {
+
+const char* const kUsage =
+    "usage: capsim-calibrate -o RAW.jsonl [--quick] [--resume] [--only SUITES] [--gemm-shapes FILE]\n"
+    "                        [--l2-flush] [--device N]\n"
+    "  -o, --output FILE   raw measurement file (JSON Lines, capsim-calibration-raw/1)\n"
+    "  --quick             small grids and capped repeats (under 5 minutes on one GPU)\n"
+    "  --resume            keep FILE's lines and skip the measurements already there\n"
+    "  --only SUITES       comma list of gemm,attention,memory,launch,nccl (default: all)\n"
+    "  --gemm-shapes FILE  extra GEMM shapes, one \"dtype m n k\" per line (dtype bf16|fp16|fp8|int8)\n"
+    "  --l2-flush          write 2x the L2 size before each timed launch\n"
+    "  --device N          GPU for the single-GPU suites (default 0)\n"
+    "exit: 0 done, 1 write or CUDA failure, 2 bad arguments, 3 no GPU, 4 driver too old\n";
+
+const std::vector<std::string> kSuites = {"gemm", "attention", "memory", "launch", "nccl"};
+
+struct Options {
+  std::string output;
+  bool quick = false;
+  bool resume = false;
+  bool l2_flush = false;
+  int device = 0;
+  std::set<std::string> only;
+  std::string gemm_shapes;
+};
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "capsim-calibrate: %s\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+/// Parses argv; returns -1 when fine, else the exit code (0 for --help).
+int parse_args(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto value = [&](std::string* out) {
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "-o" || a == "--output") {
+      if (!value(&o->output)) return usage_error(a + " needs a file");
+    } else if (a == "--quick") {
+      o->quick = true;
+    } else if (a == "--resume") {
+      o->resume = true;
+    } else if (a == "--l2-flush") {
+      o->l2_flush = true;
+    } else if (a == "--device") {
+      if (!value(&v)) return usage_error("--device needs a number");
+      char* end = nullptr;
+      const long d = std::strtol(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || d < 0 || d > 1024) return usage_error("--device: bad number '" + v + "'");
+      o->device = static_cast<int>(d);
+    } else if (a == "--only") {
+      if (!value(&v)) return usage_error("--only needs a list");
+      std::stringstream ss(v);
+      std::string name;
+      while (std::getline(ss, name, ',')) {
+        bool known = false;
+        for (const auto& s : kSuites) known = known || s == name;
+        if (!known) return usage_error("--only: unknown suite '" + name + "' (valid: gemm,attention,memory,launch,nccl)");
+        o->only.insert(name);
+      }
+    } else if (a == "--gemm-shapes") {
+      if (!value(&o->gemm_shapes)) return usage_error("--gemm-shapes needs a file");
+    } else {
+      return usage_error("unknown argument '" + a + "'");
+    }
+  }
+  if (o->output.empty()) return usage_error("-o FILE is required");
+  if (o->only.empty()) o->only.insert(kSuites.begin(), kSuites.end());
+  return -1;
+}
+
+/// Reads "dtype m n k" lines ('#' starts a comment); false with `why` naming the bad line.
+bool read_gemm_shapes(const std::string& path, std::vector<cal::GemmRequest>* out, std::string* why) {
+  std::ifstream in(path);
+  if (!in) {
+    *why = "--gemm-shapes: cannot read " + path;
+    return false;
+  }
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::string dtype;
+    if (!(words >> dtype)) continue;
+    cal::GemmRequest r;
+    std::string rest;
+    if (!cal::parse_dtype(dtype, &r.dtype) || !(words >> r.m >> r.n >> r.k) || (words >> rest) || r.m <= 0 ||
+        r.n <= 0 || r.k <= 0) {
+      *why = path + ":" + std::to_string(number) + ": expected \"dtype m n k\" with dtype bf16|fp16|fp8|int8";
+      return false;
+    }
+    out->push_back(r);
+  }
+  return true;
+}
+
+/// "13.0" from 13000 (CUDA's major*1000 + minor*10).
+std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+
+/// "9.12.0" from 91200: cuBLAS, cuDNN 9 and NCCL >= 2.9 all encode major*10000 + minor*100 + patch.
+std::string library_version(long long v) {
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+cal::JsonLine header(const Options& o, const cudaDeviceProp& prop, int count, const cal::Monitor& monitor,
+                     int runtime) {
+  cal::JsonLine h;
+  h.add("schema", "capsim-calibration-raw/1").add("kind", "header").add("source", "capsim-calibrate");
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) h.add("host", host);
+  h.add("gpu", prop.name).add("gpu_count", count);
+  if (const std::string d = cal::driver_version(monitor); !d.empty()) h.add("driver", d);
+  h.add("cuda_runtime", cuda_version(runtime));
+  h.add("cublas", library_version(static_cast<long long>(cublasLtGetVersion())));
+  h.add("cudnn", library_version(static_cast<long long>(cudnnGetVersion())));
+  int nccl = 0;
+  if (ncclGetVersion(&nccl) == ncclSuccess) h.add("nccl", library_version(nccl));
+  h.add("created", utc_now()).add("quick", o.quick);
+  return h;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (const int rc = parse_args(argc, argv, &o); rc >= 0) return rc;
+
+  cal::Context ctx;
+  if (!o.gemm_shapes.empty()) {
+    std::string why;
+    if (!read_gemm_shapes(o.gemm_shapes, &ctx.extra_gemms, &why)) return usage_error(why);
+  }
+
+  int count = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "capsim-calibrate: no CUDA GPU visible (%s)\n",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0");
+    return 3;
+  }
+  int driver = 0;
+  int runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  if (driver < runtime) {
+    std::fprintf(stderr, "capsim-calibrate: driver supports CUDA %s, runtime needs %s; update the driver\n",
+                 cuda_version(driver).c_str(), cuda_version(runtime).c_str());
+    return 4;
+  }
+  if (o.device >= count) return usage_error("--device " + std::to_string(o.device) + ": only " +
+                                            std::to_string(count) + " GPU(s) visible");
+
+  cal::RawFile raw(o.output);
+  if (o.resume) {
+    std::string why;
+    if (!raw.load(&why)) {
+      std::fprintf(stderr, "capsim-calibrate: --resume: %s\n", why.c_str());
+      return 1;
+    }
+  }
+
+  cudaSetDevice(o.device);
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, o.device);
+  cal::Monitor monitor;
+  const bool have_monitor = monitor.init();
+  if (!have_monitor) std::fprintf(stderr, "capsim-calibrate: NVML unavailable; clock, power and temperature not logged\n");
+
+  if (!raw.has_header()) {
+    std::string why;
+    if (!raw.append(header(o, prop, count, monitor, runtime), &why)) {
+      std::fprintf(stderr, "capsim-calibrate: %s\n", why.c_str());
+      return 1;
+    }
+  }
+
+  cal::Cupti cupti;
+  cupti.init();
+
+  ctx.device = o.device;
+  ctx.device_count = count;
+  ctx.compute_capability = prop.major * 10 + prop.minor;
+  ctx.quick = o.quick;
+  ctx.timing = o.quick ? cal::quick_config() : cal::full_config();
+  ctx.timing.l2_flush = o.l2_flush;
+  ctx.raw = &raw;
+  ctx.cupti = &cupti;
+  ctx.monitor = have_monitor ? &monitor : nullptr;
+  /// 32 MiB workspace: what PyTorch gives cuBLASLt on Hopper (CUBLASLT_WORKSPACE_SIZE default).
+  ctx.workspace_bytes = size_t{32} << 20;
+  if (cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking) != cudaSuccess ||
+      cublasLtCreate(&ctx.lt) != CUBLAS_STATUS_SUCCESS ||
+      cudaMalloc(&ctx.workspace, ctx.workspace_bytes) != cudaSuccess) {
+    std::fprintf(stderr, "capsim-calibrate: CUDA setup failed on GPU %d (%s)\n", o.device,
+                 cudaGetErrorString(cudaGetLastError()));
+    return 1;
+  }
+
+  std::fprintf(stderr, "capsim-calibrate: %s (sm_%d), %d GPU(s), writing %s\n", prop.name, ctx.compute_capability,
+               count, o.output.c_str());
+  struct Suite {
+    const char* name;
+    bool (*run)(cal::Context&);
+  };
+  const Suite suites[] = {{"launch", cal::run_launch},
+                          {"memory", cal::run_memory},
+                          {"gemm", cal::run_gemm},
+                          {"attention", cal::run_attention},
+                          {"nccl", cal::run_nccl}};
+  for (const Suite& s : suites) {
+    if (o.only.count(s.name) == 0) continue;
+    const size_t before = raw.measurements();
+    std::fprintf(stderr, "capsim-calibrate: %s ...\n", s.name);
+    if (!s.run(ctx)) return 1;
+    std::fprintf(stderr, "capsim-calibrate: %s: %zu measurement(s)\n", s.name, raw.measurements() - before);
+  }
+
+  cudaFree(ctx.workspace);
+  cublasLtDestroy(ctx.lt);
+  cudaStreamDestroy(ctx.stream);
+  return 0;
+}

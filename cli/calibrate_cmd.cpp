@@ -1,0 +1,110 @@
+// capsim calibrate fit | import-nccl-tests | show
+#include <fmt/core.h>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "capsim/io/calibration_io.hpp"
+#include "capsim/io/json_read.hpp"
+#include "commands.hpp"
+
+namespace capsim::cli {
+
+namespace {
+
+std::string human_bytes(double b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (b >= 1024 && i < 4) b /= 1024, ++i;
+  return fmt::format("{:.0f} {}", b, unit[i]);
+}
+
+}  // namespace
+
+int run_calibrate_import(const CalibrateArgs& a) {
+  std::optional<CalOp> op;
+  if (!a.op.empty()) op = parse_cal_op(a.op);
+  RawFile all;
+  all.header.source = "nccl-tests";
+  std::vector<Issue> issues;
+  for (const auto& f : a.inputs) {
+    try {
+      RawFile r = io::import_nccl_tests(f, op);
+      if (all.header.gpu.empty()) all.header.gpu = r.header.gpu;
+      if (all.header.nccl.empty()) all.header.nccl = r.header.nccl;
+      all.header.gpu_count = std::max(all.header.gpu_count, r.header.gpu_count);
+      all.rows.insert(all.rows.end(), r.rows.begin(), r.rows.end());
+      fmt::print(stderr, "{}: {} measurements\n", f, r.rows.size());
+    } catch (const InputError& e) {
+      issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+    }
+  }
+  if (!issues.empty()) throw InputError(issues);
+  io::write_file_atomic(a.out, io::raw_to_text(all));
+  return 0;
+}
+
+int run_calibrate_fit(const CalibrateArgs& a) {
+  std::vector<RawFile> raws;
+  std::vector<Issue> issues;
+  for (const auto& f : a.inputs) {
+    try {
+      raws.push_back(io::read_raw(f));
+    } catch (const InputError& e) {
+      issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+    }
+  }
+  if (!issues.empty()) throw InputError(issues);
+  const CalibrationProfile p = fit_profile(raws, std::filesystem::path(a.out).stem().string());
+  if (p.gemm.empty() && p.attention.empty() && p.collectives.empty() && !p.hbm_gbps && !p.launch_s)
+    throw InputError({{a.inputs.front(), "", "holds no measurement to fit", "see docs/calibration.md"}});
+  io::write_file_atomic(a.out, io::profile_to_json(p));
+  for (const auto& c : p.collectives)
+    fmt::print(stderr, "{} x{} {}: alpha {:.1f} us, busbw {:.1f} GB/s, MAPE {:.1f}%, leave-one-out {:.1f}%\n", to_string(c.op),
+               c.ranks, c.inter ? "inter" : "intra", c.alpha_s * 1e6, c.busbw_gbps, 100 * c.error.mape, 100 * c.error.loo_mape);
+  return 0;
+}
+
+int run_calibrate_show(const CalibrateArgs& a) {
+  const CalibrationProfile p = io::read_profile(a.inputs.front());
+  const std::string format = a.format.empty() ? (::isatty(::fileno(stdout)) ? "table" : "json") : a.format;
+  if (format == "json") {
+    fmt::print("{}", io::profile_to_json(p));
+    return 0;
+  }
+  std::string s = fmt::format("calibration profile {} (GPU {})\n", p.name, p.gpu.empty() ? "not recorded" : p.gpu);
+  for (const auto& h : p.sources)
+    s += fmt::format("  source {} from {}{}{}\n", h.file, h.source, h.nccl.empty() ? "" : ", NCCL " + h.nccl,
+                     h.driver.empty() ? "" : ", driver " + h.driver);
+  for (const auto& g : p.gemm) {
+    auto [mn, mx] = std::minmax_element(g.tflops.begin(), g.tflops.end());
+    s += fmt::format("  GEMM {}: {} shapes, m {}..{}, n {}..{}, k {}..{}, {:.0f}..{:.0f} TFLOP/s; outside that box the roofline answers\n",
+                     to_string(g.dtype), g.tflops.size(), *std::min_element(g.m.begin(), g.m.end()),
+                     *std::max_element(g.m.begin(), g.m.end()), *std::min_element(g.n.begin(), g.n.end()),
+                     *std::max_element(g.n.begin(), g.n.end()), *std::min_element(g.k.begin(), g.k.end()),
+                     *std::max_element(g.k.begin(), g.k.end()), *mn, *mx);
+  }
+  for (const auto& t : p.attention)
+    s += fmt::format("  attention {} {} d{}: seq {:.0f}..{:.0f}, {:.0f}..{:.0f} TFLOP/s\n", t.backward ? "bwd" : "fwd",
+                     t.causal ? "causal" : "full", t.head_dim, t.seq.front(), t.seq.back(),
+                     *std::min_element(t.tflops.begin(), t.tflops.end()), *std::max_element(t.tflops.begin(), t.tflops.end()));
+  if (p.hbm_gbps) s += fmt::format("  HBM streaming {:.0f} GB/s\n", *p.hbm_gbps);
+  if (p.launch_s) s += fmt::format("  kernel launch {:.2f} us\n", *p.launch_s * 1e6);
+  for (const auto& c : p.collectives) {
+    s += fmt::format("  {} over {} ranks on {} node(s): t = {:.1f} us + bytes x {:.3f}/busbw, busbw {:.1f} GB/s\n", to_string(c.op),
+                     c.ranks, c.nodes, c.alpha_s * 1e6, busbw_factor(c.op, c.ranks), c.busbw_gbps);
+    s += fmt::format("    measured {}..{} ({} sizes; the table answers inside, the fit extrapolates outside); fit MAPE {:.1f}%, "
+                     "largest {:.1f}%, leave-one-out {:.1f}%\n",
+                     human_bytes(c.size_bytes.front()), human_bytes(c.size_bytes.back()), c.size_bytes.size(),
+                     100 * c.error.mape, 100 * c.error.max_abs, 100 * c.error.loo_mape);
+    for (const auto& r : c.residuals)
+      s += fmt::format("      {:>10}  measured {:>10.1f} us  fit {:>10.1f} us  {:+6.1f}%\n", human_bytes(r.x), r.measured * 1e6,
+                       r.predicted * 1e6, 100 * r.rel_err());
+  }
+  fmt::print("{}", s);
+  return 0;
+}
+
+}  // namespace capsim::cli

@@ -1,0 +1,283 @@
+#include "capsim/core/calibration.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+namespace capsim {
+
+namespace {
+
+double dbl(int64_t v) { return static_cast<double>(v); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+/// Piecewise-linear interpolation of y over x in log-log space; x sorted, inside range.
+double loglog(const std::vector<double>& x, const std::vector<double>& y, double q) {
+  if (x.size() == 1 || q <= x.front()) return y.front();
+  if (q >= x.back()) return y.back();
+  const size_t i = static_cast<size_t>(std::upper_bound(x.begin(), x.end(), q) - x.begin());
+  const double f = (std::log(q) - std::log(x[i - 1])) / (std::log(x[i]) - std::log(x[i - 1]));
+  return std::exp(std::log(y[i - 1]) + f * (std::log(y[i]) - std::log(y[i - 1])));
+}
+
+/// Weighted least squares for t = a + b s with weights 1/t^2 (relative error).
+std::pair<double, double> ab_fit(const std::vector<double>& s, const std::vector<double>& t, size_t skip) {
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i == skip || t[i] <= 0) continue;
+    const double w = 1.0 / (t[i] * t[i]);
+    sw += w, sx += w * s[i], sy += w * t[i], sxx += w * s[i] * s[i], sxy += w * s[i] * t[i];
+  }
+  const double det = sw * sxx - sx * sx;
+  if (sw == 0) return {0, 0};
+  if (std::abs(det) <= 1e-9 * std::max(1e-300, sw * sxx)) {
+    // One size: a small message measures latency, a large one bandwidth.
+    /// 1 MiB: where NCCL all-reduce leaves its latency floor on NVLink (a100 nccl-tests log).
+    const double mean_s = sx / sw, mean_t = sy / sw;
+    return mean_s >= 1048576.0 ? std::pair{0.0, mean_t / mean_s} : std::pair{mean_t, 0.0};
+  }
+  double b = (sw * sxy - sx * sy) / det;
+  double a = (sy - b * sx) / sw;
+  // Physical constraints: neither term negative; refit the other alone.
+  if (b < 0) return {sy / sw, 0.0};
+  if (a < 0) {
+    // t = b s, weighted: minimise sum ((b s - t)/t)^2.
+    double num = 0, den = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (i == skip || t[i] <= 0) continue;
+      num += s[i] / t[i];
+      den += s[i] * s[i] / (t[i] * t[i]);
+    }
+    return {0.0, den > 0 ? num / den : 0.0};
+  }
+  return {a, b};
+}
+
+}  // namespace
+
+std::string_view to_string(CalOp op) {
+  switch (op) {
+    case CalOp::all_reduce: return "all_reduce";
+    case CalOp::all_gather: return "all_gather";
+    case CalOp::reduce_scatter: return "reduce_scatter";
+    case CalOp::all_to_all: return "all_to_all";
+    case CalOp::send_recv: return "send_recv";
+  }
+  return "?";
+}
+
+std::optional<CalOp> parse_cal_op(std::string_view s) {
+  if (s == "all_reduce" || s == "allreduce") return CalOp::all_reduce;
+  if (s == "all_gather" || s == "allgather") return CalOp::all_gather;
+  if (s == "reduce_scatter" || s == "reducescatter") return CalOp::reduce_scatter;
+  if (s == "all_to_all" || s == "alltoall") return CalOp::all_to_all;
+  if (s == "send_recv" || s == "sendrecv") return CalOp::send_recv;
+  return std::nullopt;
+}
+
+double busbw_factor(CalOp op, int64_t ranks) {
+  const double n = dbl(std::max<int64_t>(1, ranks));
+  switch (op) {
+    case CalOp::all_reduce: return 2.0 * (n - 1.0) / n;
+    case CalOp::send_recv: return 1.0;
+    default: return (n - 1.0) / n;
+  }
+}
+
+double RawMeasurement::flops() const {
+  if (kind == Kind::gemm) return 2.0 * dbl(m) * dbl(n) * dbl(k);
+  if (kind == Kind::attention) {
+    // QK^T and PV: 4 b h s_q s_kv d, half of it under a causal mask; the backward pass
+    // does 2.5 times the forward's matmul work (FlashAttention-2 paper, Sec. 4.1).
+    double f = 4.0 * dbl(batch) * dbl(heads) * dbl(seq_q) * dbl(seq_kv) * dbl(head_dim);
+    if (causal) f *= 0.5;
+    return backward ? 2.5 * f : f;
+  }
+  return 0;
+}
+
+double CollectiveFit::time(double bytes) const {
+  if (!size_bytes.empty() && bytes >= size_bytes.front() && bytes <= size_bytes.back())
+    return loglog(size_bytes, time_s, bytes);
+  const double bw = busbw_gbps * 1e9;
+  return alpha_s + (bw > 0 ? bytes * busbw_factor(op, ranks) / bw : 0.0);
+}
+
+CollectiveFit fit_collective(CalOp op, int64_t ranks, int64_t nodes, const std::vector<double>& bytes,
+                             const std::vector<double>& seconds) {
+  CollectiveFit f;
+  f.op = op;
+  f.ranks = ranks;
+  f.nodes = nodes;
+  f.inter = nodes > 1;
+  // Median time per size over repeats and in/out-of-place runs.
+  std::map<double, std::vector<double>> by_size;
+  for (size_t i = 0; i < bytes.size() && i < seconds.size(); ++i)
+    if (bytes[i] > 0 && seconds[i] > 0) by_size[bytes[i]].push_back(seconds[i]);
+  for (const auto& [b, ts] : by_size) {
+    f.size_bytes.push_back(b);
+    f.time_s.push_back(median(ts));
+  }
+  const size_t none = static_cast<size_t>(-1);
+  const auto [a, b] = ab_fit(f.size_bytes, f.time_s, none);
+  f.alpha_s = a;
+  const double factor = busbw_factor(op, ranks);
+  f.busbw_gbps = b > 0 ? factor / b / 1e9 : 0.0;
+  double sum = 0, loo = 0;
+  for (size_t i = 0; i < f.size_bytes.size(); ++i) {
+    FitPoint p{f.size_bytes[i], f.time_s[i], a + b * f.size_bytes[i]};
+    sum += std::abs(p.rel_err());
+    f.error.max_abs = std::max(f.error.max_abs, std::abs(p.rel_err()));
+    f.residuals.push_back(p);
+    if (f.size_bytes.size() > 2) {
+      const auto [la, lb] = ab_fit(f.size_bytes, f.time_s, i);
+      loo += std::abs((la + lb * f.size_bytes[i] - f.time_s[i]) / f.time_s[i]);
+    }
+  }
+  const double np = dbl(static_cast<int64_t>(f.size_bytes.size()));
+  f.error.points = static_cast<int64_t>(f.size_bytes.size());
+  f.error.mape = np > 0 ? sum / np : 0;
+  f.error.loo_mape = np > 2 ? loo / np : 0;
+  return f;
+}
+
+std::optional<double> GemmTable::at(int64_t qm, int64_t qn, int64_t qk) const {
+  for (size_t i = 0; i < tflops.size(); ++i)
+    if (m[i] == qm && n[i] == qn && k[i] == qk) return tflops[i];
+  // The grid cell around the query along each axis.
+  auto axis = [](const std::vector<int64_t>& v, int64_t q) -> std::optional<std::pair<int64_t, int64_t>> {
+    std::vector<int64_t> u(v);
+    std::sort(u.begin(), u.end());
+    u.erase(std::unique(u.begin(), u.end()), u.end());
+    if (u.empty() || q < u.front() || q > u.back()) return std::nullopt;
+    auto it = std::lower_bound(u.begin(), u.end(), q);
+    if (*it == q) return std::make_pair(q, q);
+    return std::make_pair(*(it - 1), *it);
+  };
+  const auto am = axis(m, qm), an = axis(n, qn), ak = axis(k, qk);
+  if (!am || !an || !ak) return std::nullopt;
+  auto find = [&](int64_t a, int64_t b, int64_t c) -> std::optional<double> {
+    for (size_t i = 0; i < tflops.size(); ++i)
+      if (m[i] == a && n[i] == b && k[i] == c) return tflops[i];
+    return std::nullopt;
+  };
+  auto frac = [](std::pair<int64_t, int64_t> p, int64_t q) {
+    return p.first == p.second ? 0.0 : (std::log2(dbl(q)) - std::log2(dbl(p.first))) /
+                                           (std::log2(dbl(p.second)) - std::log2(dbl(p.first)));
+  };
+  const double fm = frac(*am, qm), fn = frac(*an, qn), fk = frac(*ak, qk);
+  double v = 0;
+  for (int c = 0; c < 8; ++c) {
+    const int64_t a = c & 1 ? am->second : am->first, b = c & 2 ? an->second : an->first,
+                  d = c & 4 ? ak->second : ak->first;
+    const double w = (c & 1 ? fm : 1 - fm) * (c & 2 ? fn : 1 - fn) * (c & 4 ? fk : 1 - fk);
+    if (w == 0) continue;
+    const auto r = find(a, b, d);
+    if (!r) return std::nullopt;  // incomplete cell: do not guess
+    v += w * *r;
+  }
+  return v;
+}
+
+std::optional<double> AttentionTable::at(double s) const {
+  if (seq.empty() || s < seq.front() || s > seq.back()) return std::nullopt;
+  return loglog(seq, tflops, s);
+}
+
+const GemmTable* CalibrationProfile::gemm_table(DType d) const {
+  for (const auto& g : gemm)
+    if (g.dtype == d) return &g;
+  return nullptr;
+}
+
+const CollectiveFit* CalibrationProfile::collective(CalOp op, int64_t ranks, bool inter) const {
+  for (const auto& c : collectives)
+    if (c.op == op && c.ranks == ranks && c.inter == inter) return &c;
+  return nullptr;
+}
+
+const AttentionTable* CalibrationProfile::attention_table(bool backward, bool causal, int64_t head_dim) const {
+  for (const auto& a : attention)
+    if (a.backward == backward && a.causal == causal && a.head_dim == head_dim) return &a;
+  return nullptr;
+}
+
+CalibrationProfile fit_profile(const std::vector<RawFile>& raws, const std::string& name) {
+  CalibrationProfile p;
+  p.name = name;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::vector<double>> gemm;  // dtype,m,n,k -> TFLOP/s
+  std::map<std::tuple<bool, bool, int64_t, int64_t>, std::vector<double>> attn;    // bwd,causal,d,seq
+  std::map<std::tuple<int, int64_t, int64_t>, std::pair<std::vector<double>, std::vector<double>>> coll;
+  std::vector<double> bw_large, bw_any, launch;
+  for (const RawFile& r : raws) {
+    p.sources.push_back(r.header);
+    if (p.gpu.empty()) p.gpu = r.header.gpu;
+    for (const RawMeasurement& x : r.rows) {
+      if (x.time_s <= 0) continue;
+      switch (x.kind) {
+        case RawMeasurement::Kind::gemm:
+          gemm[{static_cast<int>(x.dtype), x.m, x.n, x.k}].push_back(x.flops() / x.time_s / 1e12);
+          break;
+        case RawMeasurement::Kind::attention:
+          // Fused kernels only (op names a stand-in otherwise); prefill/training shapes
+          // (decode shapes are memory-bound).
+          if (x.seq_q == x.seq_kv && (x.op.empty() || x.op == "cudnn"))
+            attn[{x.backward, x.causal, x.head_dim, x.seq_q}].push_back(x.flops() / x.time_s / 1e12);
+          break;
+        case RawMeasurement::Kind::memory:
+          bw_any.push_back(x.bytes / x.time_s / 1e9);
+          /// 256 MiB and up: far beyond any L2 (50-60 MB on Hopper), so HBM streams.
+          if (x.bytes >= 256.0 * 1024 * 1024) bw_large.push_back(x.bytes / x.time_s / 1e9);
+          break;
+        case RawMeasurement::Kind::launch: launch.push_back(x.time_s); break;
+        case RawMeasurement::Kind::collective: {
+          auto& v = coll[{static_cast<int>(x.coll), x.ranks, x.nodes}];
+          v.first.push_back(x.bytes);
+          v.second.push_back(x.time_s);
+          break;
+        }
+      }
+    }
+  }
+  for (const auto& [key, vals] : gemm) {
+    const DType d = static_cast<DType>(std::get<0>(key));
+    auto it = std::find_if(p.gemm.begin(), p.gemm.end(), [&](const GemmTable& g) { return g.dtype == d; });
+    if (it == p.gemm.end()) {
+      p.gemm.push_back(GemmTable{});
+      p.gemm.back().dtype = d;
+      it = p.gemm.end() - 1;
+    }
+    it->m.push_back(std::get<1>(key));
+    it->n.push_back(std::get<2>(key));
+    it->k.push_back(std::get<3>(key));
+    it->tflops.push_back(median(vals));
+  }
+  for (const auto& [key, vals] : attn) {
+    auto [bwd, causal, d, s] = key;
+    AttentionTable* t = nullptr;
+    for (auto& a : p.attention)
+      if (a.backward == bwd && a.causal == causal && a.head_dim == d) t = &a;
+    if (!t) {
+      p.attention.push_back(AttentionTable{bwd, causal, d, {}, {}});
+      t = &p.attention.back();
+    }
+    t->seq.push_back(dbl(s));
+    t->tflops.push_back(median(vals));
+  }
+  if (!bw_large.empty()) p.hbm_gbps = median(bw_large);
+  else if (!bw_any.empty()) p.hbm_gbps = *std::max_element(bw_any.begin(), bw_any.end());
+  if (!launch.empty()) p.launch_s = median(launch);
+  for (const auto& [key, v] : coll)
+    p.collectives.push_back(fit_collective(static_cast<CalOp>(std::get<0>(key)), std::get<1>(key), std::get<2>(key),
+                                           v.first, v.second));
+  return p;
+}
+
+}  // namespace capsim

@@ -1,0 +1,103 @@
+#include "capsim/hw/calibrated.hpp"
+
+#include <algorithm>
+
+namespace capsim::hw {
+
+namespace {
+double dbl(int64_t v) { return static_cast<double>(v); }
+CalOp cal_op(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::all_reduce: return CalOp::all_reduce;
+    case CollectiveKind::all_gather: return CalOp::all_gather;
+    case CollectiveKind::reduce_scatter: return CalOp::reduce_scatter;
+    case CollectiveKind::all_to_all: return CalOp::all_to_all;
+  }
+  return CalOp::all_reduce;
+}
+}  // namespace
+
+std::optional<double> CalibratedCostModel::gemm_time(int64_t m, int64_t n, int64_t k, DType dtype,
+                                                     int64_t batch) const {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return std::nullopt;
+  const GemmTable* t = p_.gemm_table(dtype);
+  if (!t) return std::nullopt;
+  const auto rate = t->at(m, n, k);
+  if (!rate || *rate <= 0) return std::nullopt;
+  const double s = 2.0 * dbl(m) * dbl(n) * dbl(k) * dbl(batch) / (*rate * 1e12);
+  return std::max(s, p_.launch_s.value_or(0.0));
+}
+
+Seconds CalibratedCostModel::gemm(int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch) const {
+  if (auto t = gemm_time(m, n, k, dtype, batch)) return Seconds(*t);
+  return base_.gemm(m, n, k, dtype, batch);
+}
+
+Seconds CalibratedCostModel::gemm_compute(int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch) const {
+  if (auto t = gemm_time(m, n, k, dtype, batch)) return Seconds(*t);
+  return base_.gemm_compute(m, n, k, dtype, batch);
+}
+
+Seconds CalibratedCostModel::attention(const AttentionShape& a, bool backward) const {
+  if (a.kernel == AttentionKernel::fused && a.q_len == a.kv_len && a.qk_dim == a.v_dim) {
+    if (const AttentionTable* t = p_.attention_table(backward, a.causal, a.qk_dim)) {
+      if (auto rate = t->at(dbl(a.q_len)); rate && *rate > 0) {
+        RawMeasurement m;
+        m.kind = RawMeasurement::Kind::attention;
+        m.backward = backward, m.causal = a.causal, m.batch = a.batch, m.heads = a.heads;
+        m.seq_q = a.q_len, m.seq_kv = a.kv_len, m.head_dim = a.qk_dim;
+        return Seconds(std::max(m.flops() / (*rate * 1e12), p_.launch_s.value_or(0.0)));
+      }
+    }
+  }
+  return base_.attention(a, backward);
+}
+
+Seconds CalibratedCostModel::memory_bound(Bytes bytes) const {
+  if (p_.hbm_gbps && *p_.hbm_gbps > 0 && bytes.value > 0) {
+    const double launch = p_.launch_s ? *p_.launch_s : base_.memory_bound(Bytes(1)).value;
+    return Seconds(std::max(launch, bytes.value / (*p_.hbm_gbps * 1e9)));
+  }
+  return base_.memory_bound(bytes);
+}
+
+Seconds CalibratedCostModel::collective(CollectiveKind kind, Bytes bytes, const Group& group) const {
+  if (group.size > 1 && bytes.value > 0)
+    if (const CollectiveFit* f = p_.collective(cal_op(kind), group.size, group.nodes() > 1))
+      return Seconds(f->time(bytes.value));
+  return base_.collective(kind, bytes, group);
+}
+
+Seconds CalibratedCostModel::p2p(Bytes bytes, bool cross_node) const {
+  // A send/recv measurement of any group size times one pair's transfer (nccl-tests'
+  // sendrecv has every rank send to the next); a 2-rank one is preferred.
+  if (bytes.value > 0) {
+    const CollectiveFit* f = p_.collective(CalOp::send_recv, 2, cross_node);
+    for (const auto& c : p_.collectives)
+      if (!f && c.op == CalOp::send_recv && c.inter == cross_node) f = &c;
+    if (f) return Seconds(f->time(bytes.value));
+  }
+  return base_.p2p(bytes, cross_node);
+}
+
+std::vector<std::pair<std::string, std::string>> CalibratedCostModel::provenance() const {
+  auto out = base_.provenance();
+  const std::string tag = "calibration:" + p_.name;
+  auto set = [&](const std::string& key) {
+    for (auto& [k, v] : out)
+      if (k == key) {
+        v = tag;
+        return;
+      }
+    out.emplace_back(key, tag);
+  };
+  for (const auto& g : p_.gemm) set("gemm_" + std::string(to_string(g.dtype)));
+  if (!p_.attention.empty()) set("attention_fwd"), set("attention_bwd");
+  if (p_.hbm_gbps) set("hbm");
+  if (p_.launch_s) set("kernel_launch");
+  for (const auto& c : p_.collectives)
+    set(std::string(to_string(c.op)) + "_" + std::to_string(c.ranks) + (c.inter ? "_inter" : "_intra"));
+  return out;
+}
+
+}  // namespace capsim::hw

@@ -1,0 +1,241 @@
+// Calibration: published nccl-tests logs import to their printed bus bandwidths, fits
+// recover known parameters from noisy synthetic measurements, and a profile changes
+// predictions exactly where it measured and nowhere else.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "capsim/core/calibration.hpp"
+#include "capsim/core/train.hpp"
+#include "capsim/hw/calibrated.hpp"
+#include "capsim/hw/roofline.hpp"
+#include "capsim/io/calibration_io.hpp"
+#include "capsim/io/json_read.hpp"
+#include "capsim/io/presets.hpp"
+#include "capsim/io/scenario_io.hpp"
+
+namespace capsim {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kLogs = fs::path(CAPSIM_TEST_SOURCE_DIR) / "data" / "nccl-tests";
+
+struct LogCase {
+  const char* file;
+  CalOp op;
+  int64_t ranks, nodes;
+  double last_oop_busbw, last_ip_busbw;  // SOURCES.md, "largest-size busbw"
+};
+
+class NcclTestsImport : public ::testing::TestWithParam<LogCase> {};
+
+TEST_P(NcclTestsImport, LargestSizeBusBandwidthAndGroup) {
+  const LogCase c = GetParam();
+  const RawFile r = io::import_nccl_tests(kLogs / c.file);
+  std::vector<RawMeasurement> rows;
+  for (const auto& m : r.rows)
+    if (m.coll == c.op) rows.push_back(m);
+  ASSERT_GE(rows.size(), 2u);
+  EXPECT_EQ(rows.back().ranks, c.ranks);
+  EXPECT_EQ(rows.back().nodes, c.nodes);
+  const RawMeasurement& oop = rows[rows.size() - 2];
+  const RawMeasurement& ip = rows.back();
+  EXPECT_FALSE(oop.in_place);
+  EXPECT_TRUE(ip.in_place);
+  EXPECT_DOUBLE_EQ(oop.busbw_gbps, c.last_oop_busbw);
+  EXPECT_DOUBLE_EQ(ip.busbw_gbps, c.last_ip_busbw);
+  // The time column reproduces the printed bus bandwidth (to its rounding) from 64 KiB up.
+  for (const auto& m : rows)
+    if (m.bytes >= 65536 && m.busbw_gbps > 1)
+      EXPECT_NEAR(m.bytes / m.time_s / 1e9 * busbw_factor(c.op, c.ranks), m.busbw_gbps, 0.01 * m.busbw_gbps + 0.01)
+          << c.file << " at " << m.bytes << " B";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PublishedLogs, NcclTestsImport,
+    ::testing::Values(LogCase{"dgx-h100-8gpu-allreduce-nvls.txt", CalOp::all_reduce, 8, 1, 479.90, 479.99},
+                      LogCase{"a100-8gpu-nvlink-allreduce.txt", CalOp::all_reduce, 8, 1, 232.44, 231.59},
+                      LogCase{"a100-8gpu-nvlink-allreduce-mpi-noisy.txt", CalOp::all_reduce, 8, 1, 232.81, 232.93},
+                      LogCase{"hgx-h100-2node-ib-allreduce.txt", CalOp::all_reduce, 16, 2, 469.21, 469.10},
+                      LogCase{"abci-a100-2node-ib-sharp-allreduce-oldformat.txt", CalOp::all_reduce, 16, 2, 105.46, 105.51},
+                      LogCase{"oci-a100-2node-rdma-allreduce.txt", CalOp::all_reduce, 16, 2, 237.94, 237.52},
+                      LogCase{"h100-1node-8gpu-5coll-ge32MB.txt", CalOp::all_reduce, 8, 1, 482.27, 482.12},
+                      LogCase{"h100-1node-8gpu-5coll-ge32MB.txt", CalOp::all_gather, 8, 1, 361.86, 366.03},
+                      LogCase{"h100-1node-8gpu-5coll-ge32MB.txt", CalOp::reduce_scatter, 8, 1, 364.76, 365.09},
+                      LogCase{"h100-1node-8gpu-5coll-ge32MB.txt", CalOp::all_to_all, 8, 1, 348.03, 347.25},
+                      LogCase{"h100-1node-8gpu-5coll-ge32MB.txt", CalOp::send_recv, 8, 1, 367.25, 367.23},
+                      LogCase{"h100-10node-80gpu-5coll-ge32MB.txt", CalOp::all_reduce, 80, 10, 320.54, 322.70},
+                      LogCase{"h100-10node-80gpu-5coll-ge32MB.txt", CalOp::all_to_all, 80, 10, 50.38, 50.58},
+                      LogCase{"h100-10node-80gpu-5coll-ge32MB.txt", CalOp::send_recv, 80, 10, 15.22, 15.23},
+                      LogCase{"t4-2gpu-allreduce-J.json", CalOp::all_reduce, 2, 1, 5.731221, 5.717374}));
+
+TEST(NcclTestsImport, HeaderFacts) {
+  const RawFile r = io::import_nccl_tests(kLogs / "hgx-h100-2node-ib-allreduce.txt");
+  EXPECT_EQ(r.header.source, "nccl-tests");
+  EXPECT_EQ(r.header.nccl, "2.26.2");
+  EXPECT_EQ(io::import_nccl_tests(kLogs / "t4-2gpu-allreduce-J.json").header.nccl, "2.29.3");
+  EXPECT_EQ(io::import_nccl_tests(kLogs / "h100-1node-8gpu-5coll-ge32MB.txt").header.gpu, "NVIDIA H100 80GB HBM3");
+}
+
+TEST(NcclTestsImport, RoundTripsThroughTheRawFormat) {
+  const RawFile r = io::import_nccl_tests(kLogs / "h100-10node-80gpu-5coll-ge32MB.txt");
+  const fs::path tmp = fs::temp_directory_path() / "capsim-test-raw.jsonl";
+  io::write_file_atomic(tmp, io::raw_to_text(r));
+  const RawFile back = io::read_raw(tmp);
+  EXPECT_EQ(back.rows, r.rows);
+  fs::remove(tmp);
+}
+
+TEST(NcclTestsImport, UnnamedAmbiguousCollectiveAsksForOp) {
+  // An all-gather table with its "Collective test starting" line removed: all-gather and
+  // all-to-all share busbw = algbw (n-1)/n and no reduction.
+  std::string text = io::read_text_file(kLogs / "h100-1node-8gpu-5coll-ge32MB.txt");
+  const size_t a = text.find("# Collective test starting: all_gather_perf");
+  const size_t b = text.find("# Collective test concluded: all_gather_perf");
+  std::string section = text.substr(a, b - a);
+  section.erase(0, section.find('\n') + 1);
+  const fs::path tmp = fs::temp_directory_path() / "capsim-test-ag.txt";
+  io::write_file_atomic(tmp, section);
+  try {
+    (void)io::import_nccl_tests(tmp);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_EQ(format_issue(e.issues()[0]),
+              tmp.string() + ": cannot tell which collective a table measured (all_gather and all_to_all look alike); pass --op");
+  }
+  EXPECT_EQ(io::import_nccl_tests(tmp, CalOp::all_gather).rows.front().coll, CalOp::all_gather);
+  fs::remove(tmp);
+}
+
+TEST(RawFile, BadLinesAllReported) {
+  const fs::path tmp = fs::temp_directory_path() / "capsim-test-bad.jsonl";
+  io::write_file_atomic(tmp,
+                        "{\"schema\":\"capsim-calibration-raw/1\",\"kind\":\"header\",\"source\":\"capsim-calibrate\"}\n"
+                        "{\"kind\":\"gemm\",\"dtype\":\"bf17\",\"m\":1,\"n\":1,\"k\":1,\"time_s\":1e-3}\n"
+                        "{\"kind\":\"collective\",\"op\":\"all_reduce\",\"ranks\":1,\"bytes\":8,\"time_s\":-1}\n"
+                        "{\"kind\":\"gemm\",\"dtype\":\"bf16\",\"m\":1,\"n\":1\n");
+  try {
+    (void)io::read_raw(tmp);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    std::vector<std::string> got;
+    for (const auto& i : e.issues()) got.push_back(format_issue(i));
+    const std::string f = tmp.string();
+    EXPECT_EQ(got, (std::vector<std::string>{
+                       f + ":2/dtype: unknown dtype (got bf17); one of bf16, fp16, fp8, int8",
+                       f + ":3/time_s: must be finite and >= 0 (got -1)",
+                       f + ":3/ranks: must be at least 2 (got 1)",
+                       f + ":4: is not a JSON object (a line cut short?)",
+                   }));
+  }
+  fs::remove(tmp);
+}
+
+TEST(CollectiveFit, RecoversLatencyAndBandwidthFromNoisyMeasurements) {
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<double> noise(-0.03, 0.03);
+  for (auto [op, ranks, alpha, busbw] : {std::tuple{CalOp::all_reduce, 8, 20e-6, 300.0},
+                                         std::tuple{CalOp::all_gather, 16, 45e-6, 90.0},
+                                         std::tuple{CalOp::all_to_all, 64, 300e-6, 40.0}}) {
+    std::vector<double> bytes, secs;
+    for (double b = 8; b <= 4.0 * (1ull << 30); b *= 2)
+      for (int rep = 0; rep < 3; ++rep) {
+        bytes.push_back(b);
+        secs.push_back((alpha + b * busbw_factor(op, ranks) / (busbw * 1e9)) * (1 + noise(rng)));
+      }
+    const CollectiveFit f = fit_collective(op, ranks, ranks > 8 ? ranks / 8 : 1, bytes, secs);
+    EXPECT_NEAR(f.alpha_s, alpha, 0.05 * alpha) << to_string(op);
+    EXPECT_NEAR(f.busbw_gbps, busbw, 0.03 * busbw) << to_string(op);
+    EXPECT_LT(f.error.mape, 0.03);
+    EXPECT_LT(f.error.loo_mape, 0.035);
+    EXPECT_EQ(f.error.points, 30);
+    // Outside the measured sizes the latency-bandwidth line extrapolates.
+    EXPECT_NEAR(f.time(64.0 * (1ull << 30)), f.alpha_s + 64.0 * (1ull << 30) * busbw_factor(op, ranks) / (f.busbw_gbps * 1e9), 1e-12);
+  }
+}
+
+TEST(GemmTable, MeasuredPointsExactInterpolatedInsideNothingOutside) {
+  GemmTable t;
+  t.dtype = DType::bf16;
+  // Rate rises with every dimension: 100 + 10 log2(m n k / 2^27).
+  for (int64_t m : {512, 2048, 8192})
+    for (int64_t n : {512, 2048, 8192})
+      for (int64_t k : {512, 2048, 8192}) {
+        t.m.push_back(m), t.n.push_back(n), t.k.push_back(k);
+        t.tflops.push_back(100 + 10 * std::log2(static_cast<double>(m * n * k) / 134217728.0));
+      }
+  EXPECT_DOUBLE_EQ(*t.at(2048, 2048, 2048), 100 + 10 * std::log2(8589934592.0 / 134217728.0));
+  // Linear in log2 of each dimension, so the interpolation is exact for this rate.
+  EXPECT_NEAR(*t.at(1024, 4096, 2048), 100 + 10 * std::log2(1024.0 * 4096 * 2048 / 134217728.0), 1e-9);
+  // Monotone between corners.
+  EXPECT_LT(*t.at(1024, 2048, 2048), *t.at(1536, 2048, 2048));
+  EXPECT_FALSE(t.at(256, 2048, 2048).has_value());
+  EXPECT_FALSE(t.at(2048, 2048, 16384).has_value());
+}
+
+Scenario tp8_scenario() {
+  return io::load_scenario(fs::path(CAPSIM_TEST_SOURCE_DIR) / ".." / "examples" / "llama3-8b-h100.json",
+                           {"training.tp=8", "training.dp=8", "training.pp=1", "training.cp=1", "training.sp=false"});
+}
+
+TEST(CalibratedCostModel, ChangesOnlyWhatTheProfileMeasured) {
+  const Scenario s = tp8_scenario();
+  const hw::RooflineCostModel base(s.system);
+  CalibrationProfile p;
+  p.name = "ar8";
+  p.collectives.push_back(fit_collective(CalOp::all_reduce, 8, 1, {1e3, 1e6, 1e9}, {30e-6, 40e-6, 5e-3}));
+  const hw::CalibratedCostModel cal(base, p);
+  const Group node8{8, 8}, two_nodes{16, 8};
+  for (double b : {1e4, 1e7, 1e8}) {
+    EXPECT_DOUBLE_EQ(cal.collective(CollectiveKind::all_reduce, Bytes(b), node8).value, p.collectives[0].time(b));
+    EXPECT_NE(cal.collective(CollectiveKind::all_reduce, Bytes(b), node8).value,
+              base.collective(CollectiveKind::all_reduce, Bytes(b), node8).value);
+    EXPECT_EQ(cal.collective(CollectiveKind::all_gather, Bytes(b), node8).value,
+              base.collective(CollectiveKind::all_gather, Bytes(b), node8).value);
+    EXPECT_EQ(cal.collective(CollectiveKind::all_reduce, Bytes(b), two_nodes).value,
+              base.collective(CollectiveKind::all_reduce, Bytes(b), two_nodes).value);
+    EXPECT_EQ(cal.p2p(Bytes(b), false).value, base.p2p(Bytes(b), false).value);
+    EXPECT_EQ(cal.memory_bound(Bytes(b)).value, base.memory_bound(Bytes(b)).value);
+  }
+  EXPECT_EQ(cal.gemm(4096, 4096, 4096, DType::bf16).value, base.gemm(4096, 4096, 4096, DType::bf16).value);
+  AttentionShape a;
+  a.q_len = a.kv_len = 4096;
+  EXPECT_EQ(cal.attention(a, false).value, base.attention(a, false).value);
+
+  // A TP=8 step without sequence parallelism (TP all-reduces): TP communication moves,
+  // compute does not.
+  const TrainEvaluation e0 = evaluate_training(s, &base), e1 = evaluate_training(s, &cal);
+  ASSERT_TRUE(e0.step && e1.step);
+  EXPECT_EQ(e0.step->compute_s, e1.step->compute_s);
+  EXPECT_EQ(e0.step->recompute_s, e1.step->recompute_s);
+  EXPECT_NE(e0.step->total_tp_s, e1.step->total_tp_s);
+  bool tagged = false;
+  for (const auto& [k, v] : cal.provenance())
+    if (k == "all_reduce_8_intra") tagged = v == "calibration:ar8";
+  EXPECT_TRUE(tagged);
+}
+
+TEST(CalibrationProfile, JsonRoundTripKeepsPredictions) {
+  RawFile raw = io::import_nccl_tests(kLogs / "h100-1node-8gpu-5coll-ge32MB.txt");
+  RawMeasurement g;
+  g.kind = RawMeasurement::Kind::gemm;
+  g.m = g.n = g.k = 4096;
+  g.time_s = 2.0 * 4096.0 * 4096 * 4096 / 700e12;
+  raw.rows.push_back(g);
+  const CalibrationProfile p = fit_profile({raw}, "h100");
+  const fs::path tmp = fs::temp_directory_path() / "capsim-test-profile.json";
+  io::write_file_atomic(tmp, io::profile_to_json(p));
+  const CalibrationProfile q = io::read_profile(tmp);
+  fs::remove(tmp);
+  ASSERT_EQ(q.collectives.size(), 5u);
+  for (size_t i = 0; i < 5; ++i)
+    for (double b : {1e6, 1e8, 3e9, 1e11}) EXPECT_DOUBLE_EQ(p.collectives[i].time(b), q.collectives[i].time(b));
+  ASSERT_TRUE(q.gemm_table(DType::bf16));
+  EXPECT_NEAR(*q.gemm_table(DType::bf16)->at(4096, 4096, 4096), 700.0, 1e-6);
+}
+
+}  // namespace
+}  // namespace capsim
