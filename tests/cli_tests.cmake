@@ -132,3 +132,36 @@ add_test(NAME cli.sweep_shards_merge_equal_unsharded
          COMMAND ${CMAKE_COMMAND} -DCAPSIM=$<TARGET_FILE:capsim> -DSWEEP=${CMAKE_CURRENT_SOURCE_DIR}/sweeps/small.json
                  -DWORK=${CMAKE_CURRENT_BINARY_DIR}/shard-merge -DN=3 -P ${CMAKE_CURRENT_SOURCE_DIR}/shard_merge.cmake)
 set_tests_properties(cli.sweep_shards_merge_equal_unsharded PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
+
+# Calibration: import published nccl-tests logs, fit them, show and use the profile.
+set(capsim_logs ${CMAKE_CURRENT_SOURCE_DIR}/data/nccl-tests)
+capsim_cli_expect(NAME cli.calibrate.import EXIT_CODE 0
+  CMD calibrate import-nccl-tests ${capsim_logs}/h100-1node-8gpu-5coll-ge32MB.txt ${capsim_logs}/dgx-h100-8gpu-allreduce-nvls.txt
+      -o ${CMAKE_CURRENT_BINARY_DIR}/h100-nccl.jsonl
+  STDERR "h100-1node-8gpu-5coll-ge32MB.txt: 100 measurements" "dgx-h100-8gpu-allreduce-nvls.txt: 64 measurements"
+  OUT_FILE ${CMAKE_CURRENT_BINARY_DIR}/h100-nccl.jsonl FILE_CONTAINS "\"schema\":\"capsim-calibration-raw/1\"" "\"op\":\"all_to_all\"")
+capsim_cli_expect(NAME cli.calibrate.fit EXIT_CODE 0
+  CMD calibrate fit ${CMAKE_CURRENT_BINARY_DIR}/h100-nccl.jsonl -o ${CMAKE_CURRENT_BINARY_DIR}/h100-nccl-profile.json
+  STDERR "all_gather x8 intra: alpha" "leave-one-out"
+  OUT_FILE ${CMAKE_CURRENT_BINARY_DIR}/h100-nccl-profile.json FILE_CONTAINS "\"schema\": \"capsim-calibration-profile/1\"")
+set_tests_properties(cli.calibrate.fit PROPERTIES DEPENDS cli.calibrate.import)
+capsim_cli_expect(NAME cli.calibrate.show EXIT_CODE 0
+  CMD calibrate show ${CMAKE_CURRENT_BINARY_DIR}/h100-nccl-profile.json --format table
+  STDOUT "all_reduce over 8 ranks on 1 node(s)" "the fit extrapolates outside")
+set_tests_properties(cli.calibrate.show PROPERTIES DEPENDS cli.calibrate.fit)
+capsim_cli_expect(NAME cli.calibrate.train EXIT_CODE 0
+  CMD train ${CMAKE_CURRENT_SOURCE_DIR}/../examples/llama3-8b-h100.json --format json
+      --calibration ${CMAKE_CURRENT_BINARY_DIR}/h100-nccl-profile.json
+  STDOUT "\"calibration\"" "\"profile\": \"h100-nccl-profile\"" "all_gather_8_intra")
+set_tests_properties(cli.calibrate.train PROPERTIES DEPENDS cli.calibrate.fit)
+capsim_cli_expect(NAME cli.calibrate.not_a_profile
+  CMD train ${CMAKE_CURRENT_SOURCE_DIR}/../examples/llama3-8b-h100.json --calibration ${capsim_logs}/t4-2gpu-allreduce-J.json
+  STDERR "/schema: must be \"capsim-calibration-profile/1\"" "make one with capsim calibrate fit")
+capsim_cli_expect(NAME cli.calibrate.fit_not_raw
+  CMD calibrate fit ${capsim_logs}/a100-8gpu-nvlink-allreduce.txt -o ${CMAKE_CURRENT_BINARY_DIR}/never.json
+  STDERR "a100-8gpu-nvlink-allreduce.txt:1: first line must be the header with schema" "convert it with capsim calibrate import-nccl-tests")
+if(TARGET capsim-calibrate)
+  # No GPU on the test machine: one line and exit code 3 (a GPU machine skips this test).
+  add_test(NAME cli.calibrate.no_gpu COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:capsim-calibrate>$<SEMICOLON>-o$<SEMICOLON>${CMAKE_CURRENT_BINARY_DIR}/never.jsonl"
+           -DEXIT_CODE=3 "-DSTDERR_CONTAINS=capsim-calibrate: no CUDA GPU visible" -P ${capsim_expect})
+endif()

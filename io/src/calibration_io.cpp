@@ -140,6 +140,10 @@ RawFile read_raw(const std::filesystem::path& path) {
     try {
       j = json::parse(line);
     } catch (const json::parse_error& e) {
+      if (!header)
+        throw InputError({{where, "", std::string("first line must be the header with schema \"") + kRawSchema +
+                                          "\"; it is not JSON",
+                           "an nccl-tests log? convert it with capsim calibrate import-nccl-tests"}});
       issues.push_back({where, "", "is not a JSON object (a line cut short?)", ""});
       continue;
     }
