@@ -85,6 +85,7 @@ struct CalibrateArgs {
 int run_calibrate_fit(const CalibrateArgs& a);
 int run_calibrate_import(const CalibrateArgs& a);
 int run_calibrate_show(const CalibrateArgs& a);
+int run_calibrate_shapes(const CalibrateArgs& a);
 int run_model(const ModelArgs& a);
 int run_train(const TrainArgs& a);
 int run_memory(const TrainArgs& a);

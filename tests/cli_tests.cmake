@@ -165,3 +165,7 @@ if(TARGET capsim-calibrate)
   add_test(NAME cli.calibrate.no_gpu COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:capsim-calibrate>$<SEMICOLON>-o$<SEMICOLON>${CMAKE_CURRENT_BINARY_DIR}/never.jsonl"
            -DEXIT_CODE=3 "-DSTDERR_CONTAINS=capsim-calibrate: no CUDA GPU visible" -P ${capsim_expect})
 endif()
+capsim_cli_expect(NAME cli.calibrate.shapes EXIT_CODE 0
+  CMD calibrate shapes ${CMAKE_CURRENT_SOURCE_DIR}/../examples/llama3-8b-h100.json
+  STDOUT "# GEMM shapes scenario llama3-8b-h100-64gpu costs" "bf16 4096 3072 "
+  STDERR "GEMM shapes")
