@@ -169,3 +169,5 @@ capsim_cli_expect(NAME cli.calibrate.shapes EXIT_CODE 0
   CMD calibrate shapes ${CMAKE_CURRENT_SOURCE_DIR}/../examples/llama3-8b-h100.json
   STDOUT "# GEMM shapes scenario llama3-8b-h100-64gpu costs" "bf16 4096 3072 "
   STDERR "GEMM shapes")
+get_property(capsim_cli_tests GLOBAL PROPERTY capsim_cli_tests)
+set_tests_properties(${capsim_cli_tests} PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
