@@ -2,7 +2,10 @@
 #include <fmt/core.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -11,6 +14,7 @@
 #include "capsim/hw/recording.hpp"
 #include "capsim/hw/roofline.hpp"
 #include "capsim/io/calibration_io.hpp"
+#include "capsim/io/presets.hpp"
 #include "capsim/io/scenario_io.hpp"
 #include "capsim/io/json_read.hpp"
 #include "commands.hpp"
@@ -91,6 +95,98 @@ int run_calibrate_shapes(const CalibrateArgs& a) {
   if (a.out.empty()) fmt::print("{}", text);
   else io::write_file_atomic(a.out, text);
   fmt::print(stderr, "{} GEMM shapes\n", rec.shapes().size());
+  return 0;
+}
+
+int run_calibrate_compare(const CalibrateArgs& a) {
+  SystemSpec sys;
+  sys.gpu = io::load_gpu(a.gpu, "--gpu");
+  sys.gpus_per_node = a.gpus_per_node;
+  sys.nic_gbps_per_gpu = a.nic_gbps;
+  const hw::RooflineCostModel model(sys);
+  struct Group {
+    std::vector<double> err;  // signed relative error of the default model
+  };
+  std::map<std::string, Group> groups;
+  std::vector<Issue> issues;
+  for (const auto& f : a.inputs) {
+    RawFile raw;
+    try {
+      raw = io::read_raw(f);
+    } catch (const InputError& e) {
+      issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+      continue;
+    }
+    for (const RawMeasurement& m : raw.rows) {
+      if (m.time_s <= 0) continue;
+      double pred = 0;
+      std::string key;
+      switch (m.kind) {
+        case RawMeasurement::Kind::gemm:
+          pred = model.gemm(m.m, m.n, m.k, m.dtype).value;
+          key = "gemm " + std::string(to_string(m.dtype));
+          break;
+        case RawMeasurement::Kind::memory:
+          pred = model.memory_bound(Bytes(m.bytes)).value;
+          key = "memory " + m.op;
+          break;
+        case RawMeasurement::Kind::attention: {
+          if (!m.op.empty()) continue;  // not a fused kernel
+          AttentionShape s;
+          s.batch = m.batch, s.heads = m.heads, s.kv_heads = m.kv_heads, s.q_len = m.seq_q, s.kv_len = m.seq_kv;
+          s.qk_dim = s.v_dim = m.head_dim, s.causal = m.causal;
+          pred = model.attention(s, m.backward).value;
+          key = std::string("attention ") + (m.backward ? "bwd" : "fwd");
+          break;
+        }
+        case RawMeasurement::Kind::launch: continue;
+        case RawMeasurement::Kind::collective: {
+          const int64_t per_node = std::max<int64_t>(1, m.ranks / std::max<int64_t>(1, m.nodes));
+          const capsim::Group g{m.ranks, per_node};
+          if (m.coll == CalOp::send_recv) {
+            pred = model.p2p(Bytes(m.bytes), m.nodes > 1).value;
+          } else {
+            const CollectiveKind k = m.coll == CalOp::all_reduce       ? CollectiveKind::all_reduce
+                                     : m.coll == CalOp::all_gather     ? CollectiveKind::all_gather
+                                     : m.coll == CalOp::reduce_scatter ? CollectiveKind::reduce_scatter
+                                                                       : CollectiveKind::all_to_all;
+            pred = model.collective(k, Bytes(m.bytes), g).value;
+          }
+          key = fmt::format("{} x{} on {} node(s)", to_string(m.coll), m.ranks, m.nodes);
+          // Sizes under 1 MiB are latency-bound; report them apart from bandwidth-bound ones.
+          key += m.bytes < 1048576.0 ? ", < 1 MiB" : ", >= 1 MiB";
+          break;
+        }
+      }
+      groups[key].err.push_back((pred - m.time_s) / m.time_s);
+    }
+  }
+  if (!issues.empty()) throw InputError(issues);
+  nlohmann::json j = nlohmann::json::object();
+  j["gpu"] = a.gpu;
+  std::string t = fmt::format("default model ({}, {} GPUs/node, NIC {} Gb/s) against the measurements\n", a.gpu,
+                              a.gpus_per_node, a.nic_gbps);
+  t += fmt::format("  {:<44} {:>6} {:>10} {:>10} {:>10}\n", "case", "points", "median|e|", "p90|e|", "bias");
+  std::vector<double> all;
+  for (auto& [k, g] : groups) {
+    std::vector<double> abs;
+    for (double e : g.err) abs.push_back(std::abs(e)), all.push_back(std::abs(e));
+    std::vector<double> sorted = g.err;
+    std::sort(sorted.begin(), sorted.end());
+    std::sort(abs.begin(), abs.end());
+    auto pct = [](const std::vector<double>& v, double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
+    t += fmt::format("  {:<44} {:>6} {:>9.1f}% {:>9.1f}% {:>+9.1f}%\n", k, g.err.size(), 100 * pct(abs, 0.5), 100 * pct(abs, 0.9),
+                     100 * pct(sorted, 0.5));
+    j["cases"][k] = {{"points", g.err.size()}, {"median_abs_rel_err", pct(abs, 0.5)}, {"p90_abs_rel_err", pct(abs, 0.9)},
+                     {"median_rel_err", pct(sorted, 0.5)}};
+  }
+  if (!all.empty()) {
+    std::sort(all.begin(), all.end());
+    t += fmt::format("  overall median |error| {:.1f}% over {} points\n", 100 * all[all.size() / 2], all.size());
+    j["overall_median_abs_rel_err"] = all[all.size() / 2];
+  }
+  const std::string format = a.format.empty() ? (::isatty(::fileno(stdout)) ? "table" : "json") : a.format;
+  fmt::print("{}", format == "json" ? j.dump(2) + "\n" : t);
   return 0;
 }
 

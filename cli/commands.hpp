@@ -81,7 +81,11 @@ struct CalibrateArgs {
   std::string out;
   std::string op;      ///< import-nccl-tests: the collective when the log does not say
   std::string format;
+  std::string gpu;            ///< compare: GPU preset
+  int64_t gpus_per_node = 8;  ///< compare
+  double nic_gbps = 400;      ///< compare: scale-out Gb/s per GPU
 };
+int run_calibrate_compare(const CalibrateArgs& a);
 int run_calibrate_fit(const CalibrateArgs& a);
 int run_calibrate_import(const CalibrateArgs& a);
 int run_calibrate_show(const CalibrateArgs& a);

@@ -562,7 +562,7 @@ int main(int argc, char** argv) {
 
   auto* calibrate = app.add_subcommand("calibrate", "Fit microbenchmark measurements into a profile; import nccl-tests logs");
   calibrate->require_subcommand(1);
-  cli::CalibrateArgs fit_args, import_args, show_args, shapes_args;
+  cli::CalibrateArgs fit_args, import_args, show_args, shapes_args, compare_args;
   auto* cal_fit = calibrate->add_subcommand("fit", "Fit raw measurement files into a calibration profile");
   cal_fit->add_option("raw", fit_args.inputs, "Raw measurement files (capsim-calibrate or import-nccl-tests output)")
       ->required()
@@ -581,6 +581,14 @@ int main(int argc, char** argv) {
   auto* cal_shapes = calibrate->add_subcommand("shapes", "The GEMM shapes a scenario costs, for capsim-calibrate --gemm-shapes");
   cal_shapes->add_option("scenario", shapes_args.inputs, "Scenario JSON file")->required()->check(CLI::ExistingFile);
   cal_shapes->add_option("-o,--out", shapes_args.out, "Write the shapes here (atomically) instead of stdout");
+
+  auto* cal_compare = calibrate->add_subcommand("compare", "How far the default (uncalibrated) model is from raw measurements");
+  cal_compare->add_option("raw", compare_args.inputs, "Raw measurement files")->required()->check(CLI::ExistingFile);
+  cal_compare->add_option("--gpu", compare_args.gpu, "GPU preset the measurements ran on (capsim list gpus)")->required();
+  cal_compare->add_option("--gpus-per-node", compare_args.gpus_per_node, "GPUs per node (default 8)")->check(CLI::PositiveNumber);
+  cal_compare->add_option("--nic-gbps", compare_args.nic_gbps, "Scale-out line rate per GPU, Gb/s (default 400)")->check(CLI::PositiveNumber);
+  cal_compare->add_option("--format", compare_args.format, "table or json (default: table on a terminal, else json)")
+      ->check(CLI::IsMember({"table", "json"}));
 
   std::string list_what;
   auto* list = app.add_subcommand("list", "List presets");
@@ -606,6 +614,7 @@ int main(int argc, char** argv) {
     if (*cal_import) return cli::run_calibrate_import(import_args);
     if (*cal_show) return cli::run_calibrate_show(show_args);
     if (*cal_shapes) return cli::run_calibrate_shapes(shapes_args);
+    if (*cal_compare) return cli::run_calibrate_compare(compare_args);
   } catch (const InputError& e) {
     fmt::print(stderr, "capsim: {} problem{} in the input:\n", e.issues().size(), e.issues().size() == 1 ? "" : "s");
     for (const auto& i : e.issues()) fmt::print(stderr, "  {}\n", format_issue(i));

@@ -171,3 +171,7 @@ capsim_cli_expect(NAME cli.calibrate.shapes EXIT_CODE 0
   STDERR "GEMM shapes")
 get_property(capsim_cli_tests GLOBAL PROPERTY capsim_cli_tests)
 set_tests_properties(${capsim_cli_tests} PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
+capsim_cli_expect(NAME cli.calibrate.compare EXIT_CODE 0
+  CMD calibrate compare ${CMAKE_CURRENT_BINARY_DIR}/h100-nccl.jsonl --gpu h100-sxm5-80gb --format table
+  STDOUT "default model (h100-sxm5-80gb, 8 GPUs/node, NIC 400 Gb/s) against the measurements" "all_to_all x8 on 1 node(s), >= 1 MiB" "overall median |error|")
+set_tests_properties(cli.calibrate.compare PROPERTIES DEPENDS cli.calibrate.import LABELS cli)

@@ -167,9 +167,9 @@ double RooflineCostModel::latency(CollectiveKind kind, const Group& group) const
   const double n = dbl(group.size), nodes = dbl(group.nodes());
   const double steps = kind == CollectiveKind::all_reduce ? 2.0 * (n - 1.0) : n - 1.0;
   const double inter = kind == CollectiveKind::all_reduce ? 2.0 * (nodes - 1.0) : nodes - 1.0;
-  const double ring = nccl_.base_us + (steps - inter) * nccl_.nvlink_ring_hop_us + inter * nccl_.net_ring_hop_us;
+  const double ring = nccl_.ring_base_us + (steps - inter) * nccl_.nvlink_ring_hop_us + inter * nccl_.net_ring_hop_us;
   if (kind != CollectiveKind::all_reduce) return ring * 1e-6;
-  const double tree = nccl_.base_us + 2.0 * (dbl(group.per_node - 1) * nccl_.nvlink_tree_hop_us +
+  const double tree = nccl_.tree_base_us + 2.0 * (dbl(group.per_node - 1) * nccl_.nvlink_tree_hop_us +
                                              std::log2(std::max(1.0, nodes)) * nccl_.net_tree_hop_us);
   return std::min(ring, tree) * 1e-6;
 }
@@ -196,11 +196,11 @@ Seconds RooflineCostModel::p2p(Bytes bytes, bool cross_node) const {
   if (cross_node) {
     const double nic = sys_.nic_gbps_per_gpu / 8.0 * kGB * e.nic_efficiency.value;
     const double frac = std::max(1e-6, e.busbw_curve_network.at(bytes.value));
-    return Seconds(std::max((nccl_.base_us + nccl_.net_ring_hop_us) * 1e-6, bytes.value / (nic * frac)));
+    return Seconds(std::max((nccl_.ring_base_us + nccl_.net_ring_hop_us) * 1e-6, bytes.value / (nic * frac)));
   }
   // One NVLink peer at the ring all-reduce bus bandwidth (the per-link achievable rate).
   const double frac = std::max(1e-6, e.busbw_curve_nvlink.at(bytes.value));
-  return Seconds(std::max((nccl_.base_us + nccl_.nvlink_ring_hop_us) * 1e-6,
+  return Seconds(std::max((nccl_.ring_base_us + nccl_.nvlink_ring_hop_us) * 1e-6,
                           bytes.value / (e.allreduce_busbw_gbps.value * kGB * frac)));
 }
 

@@ -7,14 +7,18 @@
 
 namespace capsim::hw {
 
-/// NCCL's default tuning constants (src/graph/tuning.cc, "nccl_tuning" in hardware.json):
-/// base latency of the Simple protocol and per-hop latencies, microseconds.
+/// NCCL's default tuning constants (src/graph/tuning.cc, "nccl_tuning" in hardware.json),
+/// microseconds. The latency floor is the LL protocol's, which NCCL picks for small
+/// messages: 8 H100s, ring LL all-reduce 6.6 + 14 x 0.6 = 15.0 us against 13.7-17 us
+/// measured below 4 KiB (dgx-h100-8gpu-allreduce-nvls nccl-tests log); 2 nodes of 8,
+/// 6.6 + 28 x 0.6 + 2 x 2.7 = 28.8 us against about 30 us (hgx-h100-2node-ib log).
 struct NcclLatency {
-  double base_us = 8.4;             ///< ring/tree Simple base latency
-  double nvlink_ring_hop_us = 3.4;  ///< NVLink, ring, Simple
-  double nvlink_tree_hop_us = 4.0;  ///< NVLink, tree, Simple
-  double net_ring_hop_us = 14.0;    ///< network, ring, Simple
-  double net_tree_hop_us = 14.0;    ///< network, tree, Simple
+  double ring_base_us = 6.6;        ///< ring, LL
+  double tree_base_us = 6.8;        ///< tree, LL
+  double nvlink_ring_hop_us = 0.6;  ///< NVLink, ring, LL
+  double nvlink_tree_hop_us = 0.6;  ///< NVLink, tree, LL
+  double net_ring_hop_us = 2.7;     ///< network, ring, LL
+  double net_tree_hop_us = 5.0;     ///< network, tree, LL
 };
 
 /// Every kernel occupies its stream for at least a host launch (3.25 us, see roofline.cpp),
