@@ -168,8 +168,16 @@ std::optional<CalibrationProfile> load_calibration(const std::string& path) {
   return p;
 }
 
-void add_calibration(json& r, const std::optional<CalibrationProfile>& cal) {
-  if (cal) r["calibration"] = io::calibration_json(*cal);
+void add_calibration(json& r, const std::optional<CalibrationProfile>& cal, const GpuSpec* gpu = nullptr) {
+  if (!cal) return;
+  r["calibration"] = io::calibration_json(*cal);
+  if (gpu) {
+    const bool used = io::profile_matches(*cal, *gpu);
+    r["calibration"]["applied"] = used;
+    if (!used)
+      fmt::print(stderr, "warning: calibration profile {} was measured on {}, not {}; the default model answers\n", cal->name,
+                 cal->gpu, gpu->id);
+  }
 }
 
 int run_model(const ModelArgs& a) {
@@ -204,7 +212,7 @@ int run_train(const TrainArgs& a) {
     r = io::train_report(s, ev);
     r["engine"] = "analytical";
   }
-  add_calibration(r, cal);
+  add_calibration(r, cal, &s.system.gpu);
   for (const auto& w : ev.warnings) fmt::print(stderr, "warning: {}\n", w);
   emit(resolve_format(a.format) == "json" ? io::dump(r) : train_table(r), a.out);
   return 0;
@@ -282,7 +290,7 @@ int run_infer(const InferArgs& a) {
     r = io::serving_report(s, sr);
     if (!a.trace.empty()) io::write_file_atomic(a.trace, io::serving_trace(sr));
   }
-  add_calibration(r, cal);
+  add_calibration(r, cal, &s.system.gpu);
   emit(resolve_format(a.format) == "json" ? io::dump(r) : serving_table(r), a.out);
   return 0;
 }
@@ -347,7 +355,7 @@ int run_search(const SearchArgs& a) {
   json pareto = json::array();
   for (const auto& c : r.pareto) pareto.push_back(candidate_json(c));
   j["pareto"] = pareto;
-  add_calibration(j, cal);
+  add_calibration(j, cal, &s.system.gpu);
   std::string table = fmt::format("search {}: {} layouts enumerated, {} pruned by divisibility, {} by memory, {} costed\n",
                                   s.id, r.enumerated, r.pruned_divisibility, r.pruned_memory, r.evaluated);
   table += "  rank  gpus  tp pp vpp  dp cp ep zero mb recompute  schedule      step s   tokens/s   MFU   memory\n";

@@ -1,4 +1,5 @@
 // GEMM suite: cuBLASLt, heuristic's top algorithm, C[m,n] = A[m,k] B[k,n] with A transposed (TN).
+#include <cmath>
 #include <cstdio>
 #include <set>
 #include <tuple>
@@ -18,6 +19,14 @@ size_t usable_memory() {
 }
 
 bool record(Context& ctx, JsonLine line, const Stats& stats) {
+  if (!std::isfinite(stats.median_s) || stats.median_s <= 0) {
+    // A failed launch (or events that did not complete) gives no time; writing 0 or null
+    // would poison the fit, so the measurement is left out and a --resume run retries it.
+    const cudaError_t e = cudaGetLastError();
+    std::fprintf(stderr, "capsim-calibrate: %s not recorded: measurement failed (%s)\n", line.str().c_str(),
+                 cudaGetErrorString(e));
+    return true;
+  }
   line.add("time_s", stats.median_s).add("p10_s", stats.p10_s).add("p90_s", stats.p90_s).add("repeats", stats.repeats);
   if (stats.cupti_kernel_s) line.add("cupti_kernel_s", *stats.cupti_kernel_s);
   if (ctx.monitor != nullptr) {
@@ -68,7 +77,12 @@ bool run_gemm(Context& ctx) {
     line.add("kind", "gemm").add("dtype", dtype_name(r.dtype)).add("m", r.m).add("n", r.n).add("k", r.k);
     if (ctx.raw->has(line)) continue;
     const MatmulShape shape{r.dtype, true, false, r.m, r.n, r.k, 1};
-    if (matmul_bytes(shape) > usable_memory()) continue;
+    if (matmul_bytes(shape) > usable_memory()) {
+      std::fprintf(stderr, "capsim-calibrate: gemm %s %lld %lld %lld skipped: %zu bytes do not fit\n",
+                   dtype_name(r.dtype), static_cast<long long>(r.m), static_cast<long long>(r.n),
+                   static_cast<long long>(r.k), matmul_bytes(shape));
+      continue;
+    }
     std::string why;
     const auto mm = Matmul::create(ctx.lt, shape, ctx.workspace, ctx.workspace_bytes, ctx.stream, &why);
     if (!mm) {

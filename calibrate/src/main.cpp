@@ -171,21 +171,30 @@ int main(int argc, char** argv) {
     if (!read_gemm_shapes(o.gemm_shapes, &ctx.extra_gemms, &why)) return usage_error(why);
   }
 
-  int count = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0) {
-    std::fprintf(stderr, "capsim-calibrate: no CUDA GPU visible (%s)\n",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0");
-    return 3;
-  }
+  // The versions first: with a driver older than the runtime, cudaGetDeviceCount fails with
+  // cudaErrorInsufficientDriver, which must read as "driver too old" (4), not "no GPU" (3).
+  // cudaDriverGetVersion gives 0 when no driver is installed at all (then: no GPU).
   int driver = 0;
   int runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
-  if (driver < runtime) {
+  int count = 0;
+  const cudaError_t count_error = cudaGetDeviceCount(&count);
+  // Same major version: CUDA's minor-version compatibility lets a 13.x runtime run on any
+  // 13.0+ driver, so only a failed start or an older major counts as too old.
+  if (driver > 0 && (count_error == cudaErrorInsufficientDriver || driver / 1000 < runtime / 1000)) {
     std::fprintf(stderr, "capsim-calibrate: driver supports CUDA %s, runtime needs %s; update the driver\n",
                  cuda_version(driver).c_str(), cuda_version(runtime).c_str());
     return 4;
   }
+  if (count_error != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "capsim-calibrate: no CUDA GPU visible (%s)\n",
+                 count_error != cudaSuccess ? cudaGetErrorString(count_error) : "device count is 0");
+    return 3;
+  }
+  if (driver < runtime)
+    std::fprintf(stderr, "capsim-calibrate: note: driver supports CUDA %s, runtime is %s (minor-version compatibility)\n",
+                 cuda_version(driver).c_str(), cuda_version(runtime).c_str());
   if (o.device >= count) return usage_error("--device " + std::to_string(o.device) + ": only " +
                                             std::to_string(count) + " GPU(s) visible");
 

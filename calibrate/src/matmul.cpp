@@ -143,12 +143,22 @@ std::unique_ptr<Matmul> Matmul::create(cublasLtHandle_t handle, const MatmulShap
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, mm->op_, mm->a_desc_, mm->b_desc_, mm->d_desc_,
                                                            mm->d_desc_, pref, 1, &result, &returned);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || returned == 0) {
+  if (st != CUBLAS_STATUS_SUCCESS || returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
     *why = "cuBLASLt heuristic offers no algorithm";
     return nullptr;
   }
   mm->algo_ = result.algo;
-  cudaStreamSynchronize(stream);
+  // One checked run: a matmul that cuBLASLt refuses at launch (or that faults) would otherwise
+  // be timed as an empty stream and recorded as a near-zero time.
+  if (const cublasStatus_t rs = mm->launch(stream); rs != CUBLAS_STATUS_SUCCESS) {
+    cudaStreamSynchronize(stream);
+    *why = std::string("cublasLtMatmul failed: ") + cublasLtGetStatusString(rs);
+    return nullptr;
+  }
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+    *why = std::string("matmul failed on the GPU: ") + cudaGetErrorString(e);
+    return nullptr;
+  }
   return mm;
 }
 
@@ -163,7 +173,9 @@ Matmul::~Matmul() {
   cudaFree(scales_);
 }
 
-void Matmul::run(cudaStream_t stream) const {
+void Matmul::run(cudaStream_t stream) const { launch(stream); }
+
+cublasStatus_t Matmul::launch(cudaStream_t stream) const {
   const float alpha_f = 1.0f;
   const float beta_f = 0.0f;
   const int32_t alpha_i = 1;
@@ -171,8 +183,8 @@ void Matmul::run(cudaStream_t stream) const {
   const bool integer = shape_.dtype == Dtype::int8;
   const void* alpha = integer ? static_cast<const void*>(&alpha_i) : static_cast<const void*>(&alpha_f);
   const void* beta = integer ? static_cast<const void*>(&beta_i) : static_cast<const void*>(&beta_f);
-  cublasLtMatmul(handle_, op_, alpha, a_, a_desc_, b_, b_desc_, beta, d_, d_desc_, d_, d_desc_, &algo_, workspace_,
-                 workspace_bytes_, stream);
+  return cublasLtMatmul(handle_, op_, alpha, a_, a_desc_, b_, b_desc_, beta, d_, d_desc_, d_, d_desc_, &algo_,
+                        workspace_, workspace_bytes_, stream);
 }
 
 }  // namespace capsim::calibrate

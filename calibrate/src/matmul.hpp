@@ -46,6 +46,8 @@ class Matmul {
 
   /// Enqueues the matmul on `stream`.
   void run(cudaStream_t stream) const;
+  /// Enqueues the matmul on `stream` and returns cuBLASLt's status.
+  cublasStatus_t launch(cudaStream_t stream) const;
 
  private:
   Matmul() = default;

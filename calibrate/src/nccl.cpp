@@ -46,6 +46,13 @@ struct Group {
   size_t max_bytes = 0;
 
   ~Group() {
+    // Finalize every rank in one group before destroying: one thread owns all ranks here, and
+    // a blocking finalize (or a destroy that finalizes) of one rank waits for its peers.
+    if (!comms.empty()) {
+      ncclGroupStart();
+      for (ncclComm_t c : comms) ncclCommFinalize(c);
+      ncclGroupEnd();
+    }
     for (int r = 0; r < ranks; ++r) {
       cudaSetDevice(r);
       if (r < static_cast<int>(send.size())) cudaFree(send[r]);
@@ -182,14 +189,16 @@ bool run_nccl(Context& ctx) {
         const double one = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const int inner = one > 0 ? std::max(1, std::min(cfg.max_inner, static_cast<int>(cfg.target_batch_s / one)))
                                   : cfg.max_inner;
-        const Stats s = sample_until_stable(
+        bool failed = false;
+        Stats s = sample_until_stable(
             [&] {
               const auto start = std::chrono::steady_clock::now();
-              for (int i = 0; i < inner; ++i) launch(g, op, bytes);
+              for (int i = 0; i < inner; ++i) failed = launch(g, op, bytes) != ncclSuccess || failed;
               sync_all(g);
               return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / inner;
             },
             cfg);
+        if (failed) s.median_s = 0;  // record() leaves it out
         const double algbw = static_cast<double>(bytes) / s.median_s / 1e9;
         line.add("algbw_gbps", algbw).add("busbw_gbps", algbw * bus_factor(op, ranks));
         Context rank0 = ctx;

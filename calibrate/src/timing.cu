@@ -117,7 +117,10 @@ L2Flush& l2_flush_buffer() {
     cudaGetDevice(&device);
     cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
     f.bytes = 2 * static_cast<size_t>(std::max(l2, 1 << 20));  // 2x L2: evicts all of it
-    if (cudaMalloc(&f.buffer, f.bytes) != cudaSuccess) f.buffer = nullptr;
+    if (cudaMalloc(&f.buffer, f.bytes) != cudaSuccess) {
+      cudaGetLastError();  // not sticky: clear it, or the next timed batch reads as failed
+      f.buffer = nullptr;
+    }
   }
   return f;
 }
@@ -191,18 +194,22 @@ Stats sample_until_stable(const std::function<double()>& one_sample, const Timin
 
 Stats time_launches(const std::function<void(cudaStream_t)>& launch, cudaStream_t stream, const TimingConfig& cfg,
                     Cupti* cupti) {
+  cudaGetLastError();  // a stale, non-sticky error from earlier set-up is not this measurement's
   cudaEvent_t start = nullptr;
   cudaEvent_t stop = nullptr;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
+  bool failed = false;  ///< a launch or the events failed: the numbers are not to be recorded
   const auto timed_batch = [&](int inner) {
     if (cfg.l2_flush) flush_l2(stream);
     cudaEventRecord(start, stream);
     for (int i = 0; i < inner; ++i) launch(stream);
     cudaEventRecord(stop, stream);
-    cudaEventSynchronize(stop);
     float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
+    // Event status, not cudaGetLastError: libraries may leave a harmless runtime error behind,
+    // while a faulting kernel makes the (sticky) error show up here.
+    if (cudaEventSynchronize(stop) != cudaSuccess || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess)
+      failed = true;
     return static_cast<double>(ms) * 1e-3 / inner;
   };
 
@@ -221,6 +228,12 @@ Stats time_launches(const std::function<void(cudaStream_t)>& launch, cudaStream_
                     : cfg.max_inner;
   }
   Stats s = sample_until_stable([&] { return timed_batch(inner); }, cfg);
+  if (failed) {
+    s.median_s = s.p10_s = s.p90_s = std::nan("");
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return s;
+  }
 
   if (cupti != nullptr && cupti->ok()) {
     /// Up to 20 operations under CUPTI: enough to average out one-off kernels, cheap when slow.

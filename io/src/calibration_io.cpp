@@ -1,6 +1,7 @@
 #include "capsim/io/calibration_io.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -556,9 +557,29 @@ CalibrationProfile read_profile(const std::filesystem::path& path) {
 
 namespace capsim::io {
 
+namespace {
+/// The GPU model token ("a100", "h100", "h200", "h800", "b200", ...) in a name or id.
+std::string gpu_token(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (size_t i = 0; i + 3 < s.size(); ++i)
+    if ((s[i] == 'a' || s[i] == 'h' || s[i] == 'b' || s[i] == 'l') && std::isdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isdigit(static_cast<unsigned char>(s[i + 2])) && std::isdigit(static_cast<unsigned char>(s[i + 3])) &&
+        (i == 0 || !std::isalnum(static_cast<unsigned char>(s[i - 1]))))
+      return s.substr(i, 4);
+  return "";
+}
+}  // namespace
+
+bool profile_matches(const CalibrationProfile& p, const GpuSpec& gpu) {
+  const std::string want = gpu_token(p.gpu);
+  if (want.empty()) return true;  // the profile does not say: the user vouches for it
+  const std::string have = gpu_token(gpu.id).empty() ? gpu_token(gpu.name) : gpu_token(gpu.id);
+  return want == have;
+}
+
 CostModels::CostModels(const SystemSpec& sys, const CalibrationProfile* profile)
     : base_(std::make_unique<hw::RooflineCostModel>(sys)) {
-  if (profile) cal_ = std::make_unique<hw::CalibratedCostModel>(*base_, *profile);
+  if (profile && profile_matches(*profile, sys.gpu)) cal_ = std::make_unique<hw::CalibratedCostModel>(*base_, *profile);
 }
 
 const CostModel& CostModels::get() const {

@@ -35,11 +35,17 @@ CalibrationProfile read_profile(const std::filesystem::path& path);
 
 namespace capsim::io {
 
-/// The cost model a command uses: the roofline, behind a calibration profile when given.
+/// Whether a profile was measured on this GPU model (a100, h100, h200, ... in its recorded
+/// GPU name against the preset); a profile that names no GPU matches every GPU.
+bool profile_matches(const CalibrationProfile& p, const GpuSpec& gpu);
+
+/// The cost model a command uses: the roofline, behind a calibration profile when one is
+/// given and was measured on the system's GPU model.
 class CostModels {
  public:
   CostModels(const SystemSpec& sys, const CalibrationProfile* profile);
   const CostModel& get() const;
+  bool calibrated() const { return cal_ != nullptr; }
 
  private:
   std::unique_ptr<hw::RooflineCostModel> base_;
