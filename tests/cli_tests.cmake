@@ -175,3 +175,10 @@ capsim_cli_expect(NAME cli.calibrate.compare EXIT_CODE 0
   CMD calibrate compare ${CMAKE_CURRENT_BINARY_DIR}/h100-nccl.jsonl --gpu h100-sxm5-80gb --format table
   STDOUT "default model (h100-sxm5-80gb, 8 GPUs/node, NIC 400 Gb/s) against the measurements" "all_to_all x8 on 1 node(s), >= 1 MiB" "overall median |error|")
 set_tests_properties(cli.calibrate.compare PROPERTIES DEPENDS cli.calibrate.import LABELS cli)
+capsim_cli_expect(NAME cli.plan.no_default_price
+  CMD plan ${capsim_scenarios}/plan-no-default-price.json
+  STDERR "/offers/0/usd_per_gpu_hour: is required: no default price for h800-sxm5-80gb; defaults (data/prices.json) cover a100-sxm4-40gb, h100-sxm5-80gb, h200-sxm-141gb")
+capsim_cli_expect(NAME cli.plan.default_prices EXIT_CODE 0
+  CMD plan ${CMAKE_CURRENT_SOURCE_DIR}/../examples/plan-serve-llama3-8b.json --format json
+  STDOUT "\"usd_per_gpu_hour\": 4.916" "Amazon EC2 Capacity Blocks for ML pricing")
+set_tests_properties(cli.plan.no_default_price cli.plan.default_prices PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)

@@ -1,6 +1,7 @@
 #include "capsim/io/plan_io.hpp"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
@@ -11,6 +12,32 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
+
+/// Default $/GPU-hour from data/prices.json: price and "title (url)" of its source.
+std::optional<std::pair<double, std::string>> default_price(const std::string& gpu) {
+  const json d = read_json_file(data_dir() / "prices.json");
+  const json& p = d.at("prices");
+  if (!p.contains(gpu)) return std::nullopt;
+  const json& src = d.at("sources").at(p[gpu].at("source").get<std::string>());
+  return std::make_pair(p[gpu].at("usd_per_gpu_hour").get<double>(),
+                        src.at("title").get<std::string>() + " (" + src.at("url").get<std::string>() + "); " +
+                            p[gpu].value("note", ""));
+}
+
+std::string default_price_ids() {
+  const json d = read_json_file(data_dir() / "prices.json");
+  std::string out;
+  for (auto it = d.at("prices").begin(); it != d.at("prices").end(); ++it) out += (out.empty() ? "" : ", ") + it.key();
+  return out;
+}
+
+json prices_json(const PlanRequest& req) {
+  json a = json::array();
+  for (const auto& o : req.offers)
+    a.push_back({{"gpu", o.system.gpu.id}, {"usd_per_gpu_hour", o.usd_per_gpu_hour}, {"source", o.price_source}});
+  return a;
+}
+
 
 bool dtype_of(const std::string& s, DType& d) {
   if (s == "bf16") d = DType::bf16;
@@ -70,7 +97,18 @@ PlanRequest load_plan(const fs::path& path) {
           issues.insert(issues.end(), e.issues().begin(), e.issues().end());
         }
       }
-      r.number("usd_per_gpu_hour", offer.usd_per_gpu_hour, true, 0);
+      if ((*o)[i].is_object() && (*o)[i].contains("usd_per_gpu_hour")) {
+        r.number("usd_per_gpu_hour", offer.usd_per_gpu_hour, true, 0);
+        offer.price_source = "plan file";
+      } else if (!gpu.empty()) {
+        if (const auto d = default_price(gpu)) {
+          offer.usd_per_gpu_hour = d->first;
+          offer.price_source = d->second;
+        } else {
+          issues.push_back({ptr + "/usd_per_gpu_hour", "", "is required: no default price for " + gpu,
+                            "defaults (data/prices.json) cover " + default_price_ids()});
+        }
+      }
       offer.system.gpus_per_node = 8;
       r.integer("gpus_per_node", offer.system.gpus_per_node);
       offer.system.nic_gbps_per_gpu = 400;
@@ -154,6 +192,7 @@ json training_plan_json(const PlanRequest& req, const std::vector<TrainingOption
   j["goal"] = {{"tokens", req.train_goal.tokens}, {"deadline_days", req.train_goal.deadline_days},
                {"budget_usd", req.train_goal.budget_usd}, {"pue", req.train_goal.pue}};
   j["power_model"] = "GPU board power at TDP x PUE; hosts and network excluded";
+  j["prices"] = prices_json(req);
   json opts = json::array();
   for (const auto& o : options) {
     json x = {{"gpu", o.gpu}, {"feasible", o.feasible}};
@@ -182,6 +221,7 @@ json serving_plan_json(const PlanRequest& req, const std::vector<ServingOption>&
   json j;
   j["schema"] = "capsim-plan-report/1";
   j["kind"] = "serving";
+  j["prices"] = prices_json(req);
   j["model"] = req.base.model.name;
   j["goal"] = {{"qps", req.serve_goal.qps},
                {"ttft_p99_ms", req.serve_goal.sla.ttft_p99_ms},

@@ -24,6 +24,7 @@ using CostModelFactory = std::function<std::unique_ptr<CostModel>(const SystemSp
 struct GpuOffer {
   SystemSpec system;        ///< gpu, gpus_per_node, nic (num_gpus is chosen by the planner)
   double usd_per_gpu_hour = 0;
+  std::string price_source;  ///< "plan file" or the default's source (data/prices.json)
 };
 
 struct TrainingGoal {
