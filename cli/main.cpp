@@ -398,14 +398,17 @@ int run_plan(const std::string& file, const std::string& format, const std::stri
   } else {
     const auto options = plan_serving(req.base, req.offers, req.serve_goal, costs);
     r = io::serving_plan_json(req, options);
-    table = fmt::format("plan: serve {} at {} requests/s within P99 TTFT {} ms, TPOT {} ms\n  {:<16} {:>3} {:>6} {:>9} {:>8} {:>10} {:>12}\n",
+    table = fmt::format("plan: serve {} at {} requests/s within P99 TTFT {} ms, TPOT {} ms\n  {:<16} {:>3} {:>3} {:>6} {:>8} {:>9} {:>8} {:>6} {:>10} {:>12}\n",
                         req.base.model.name, req.serve_goal.qps, req.serve_goal.sla.ttft_p99_ms, req.serve_goal.sla.tpot_p99_ms,
-                        "gpu", "tp", "weights", "qps/rep", "replicas", "USD/hour", "USD/M tokens");
-    for (const auto& o : options)
-      table += o.feasible ? fmt::format("  {:<16} {:>3} {:>6} {:>9.2f} {:>8} {:>10.2f} {:>12.3f}\n", o.gpu, o.tp,
-                                        to_string(o.weight_dtype), o.qps_per_replica, o.replicas, o.usd_per_hour,
-                                        o.usd_per_million_output_tokens)
-                          : fmt::format("  {:<16} {:>3} {:>6}  {}\n", o.gpu, o.tp, to_string(o.weight_dtype), o.reason);
+                        "gpu", "tp", "ep", "weights", "unit", "qps/unit", "units", "gpus", "USD/hour", "USD/M tokens");
+    for (const auto& o : options) {
+      const std::string unit = o.prefill > 0 ? fmt::format("{}P+{}D", o.prefill, o.decode) : "coloc";
+      table += o.feasible ? fmt::format("  {:<16} {:>3} {:>3} {:>6} {:>8} {:>9.2f} {:>8} {:>6} {:>10.2f} {:>12.3f}\n", o.gpu, o.tp, o.ep,
+                                        to_string(o.weight_dtype), unit, o.qps_per_replica, o.replicas,
+                                        o.replicas * o.gpus_per_replica, o.usd_per_hour, o.usd_per_million_output_tokens)
+                          : fmt::format("  {:<16} {:>3} {:>3} {:>6} {:>8}  {}\n", o.gpu, o.tp, o.ep, to_string(o.weight_dtype), unit,
+                                        o.reason);
+    }
   }
   emit(resolve_format(format) == "json" ? io::dump(r) : table, out);
   return 0;

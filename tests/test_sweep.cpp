@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capsim/core/search.hpp"
+#include "capsim/io/presets.hpp"
 #include "capsim/hw/roofline.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/scenario_io.hpp"
@@ -116,6 +117,29 @@ TEST(Plan, ServingReplicasCoverTheTraffic) {
   }
   for (size_t i = 1; i < options.size(); ++i)
     if (options[i].feasible) EXPECT_LE(options[i - 1].usd_per_hour, options[i].usd_per_hour);
+  // Colocated and disaggregated units both appear; a unit's GPUs count its prefill and decode replicas.
+  bool coloc = false, disagg = false;
+  for (const auto& o : options) {
+    (o.prefill > 0 ? disagg : coloc) = true;
+    EXPECT_EQ(o.gpus_per_replica, o.tp * (o.prefill > 0 ? o.prefill + o.decode : 1));
+    if (o.feasible)
+      EXPECT_NEAR(o.usd_per_hour, static_cast<double>(o.replicas * o.gpus_per_replica) *
+                                      (o.gpu == "h100-sxm5-80gb" ? 4.916 : 1.844), 1e-9);
+  }
+  EXPECT_TRUE(coloc && disagg);
+}
+
+TEST(Plan, ServingTriesExpertParallelForMoe) {
+  io::PlanRequest req = io::load_plan(fs::path(CAPSIM_TEST_SOURCE_DIR) / ".." / "examples" / "plan-serve-llama3-8b.json");
+  req.base.model = io::load_model("mixtral-8x7b");
+  req.offers.resize(1);  // h100
+  req.serve_goal.tp = {2};
+  req.serve_goal.weight_dtypes = {DType::fp8};
+  req.serve_goal.disaggregation.clear();
+  req.serve_goal.qps = 5;
+  const auto options = plan_serving(req.base, req.offers, req.serve_goal, kCosts);
+  ASSERT_EQ(options.size(), 2u);
+  EXPECT_EQ(options[0].ep + options[1].ep, 3);  // ep 1 and ep 2
 }
 
 }  // namespace

@@ -63,49 +63,61 @@ std::vector<ServingOption> plan_serving(const Scenario& base, const std::vector<
   for (const GpuOffer& offer : offers)
     for (int64_t tp : goal.tp) {
       if (tp > offer.system.gpus_per_node || base.model.heads % tp != 0) continue;
-      for (DType w : goal.weight_dtypes) {
-        if (w == DType::fp8 && offer.system.gpu.peak_fp8_tflops <= 0) continue;
-        Scenario sc = base;
-        sc.system = offer.system;
-        sc.system.num_gpus = tp;
-        InferencePlan& p = *sc.inference;
-        p.tp = tp;
-        p.pp = 1;
-        p.replicas = 1;
-        p.prefill_replicas = p.decode_replicas = 0;
-        p.weight_dtype = w;
-        p.activation_dtype = w == DType::fp8 ? DType::fp8 : DType::bf16;  // int4: W4A16
-        p.workload.num_requests = goal.probe_requests;
-        ServingOption o;
-        o.gpu = offer.system.gpu.id;
-        o.tp = tp;
-        o.weight_dtype = w;
-        const InferenceMemory mem = inference_memory(sc.model, sc.system, p);
-        if (!mem.fits) {
-          o.reason = "weights and activations leave no room for the KV cache";
-          out.push_back(o);
-          continue;
-        }
-        const auto cost = costs(sc.system);
-        try {
-          o.qps_per_replica = max_qps(sc, *cost, goal.sla);
-        } catch (const std::exception& e) {
-          o.reason = e.what();
-          out.push_back(o);
-          continue;
-        }
-        if (o.qps_per_replica <= 0) {
-          o.reason = "misses the SLA even at the lightest load";
-          out.push_back(o);
-          continue;
-        }
-        o.replicas = static_cast<int64_t>(std::ceil(goal.qps / o.qps_per_replica));
-        o.usd_per_hour = static_cast<double>(o.replicas * tp) * offer.usd_per_gpu_hour;
-        const double out_tokens_per_hour = goal.qps * p.workload.output_tokens.mean * 3600.0;
-        o.usd_per_million_output_tokens = o.usd_per_hour / out_tokens_per_hour * 1e6;
-        o.feasible = true;
-        out.push_back(o);
-      }
+      std::vector<int64_t> eps = {1};
+      if (goal.expert_parallel && base.model.moe && tp > 1 && base.model.moe->num_experts % tp == 0) eps.push_back(tp);
+      std::vector<std::pair<int64_t, int64_t>> units = {{0, 0}};
+      units.insert(units.end(), goal.disaggregation.begin(), goal.disaggregation.end());
+      for (int64_t ep : eps)
+        for (DType w : goal.weight_dtypes)
+          for (auto [np, nd] : units) {
+            if (w == DType::fp8 && offer.system.gpu.peak_fp8_tflops <= 0) continue;
+            Scenario sc = base;
+            sc.system = offer.system;
+            sc.system.num_gpus = tp;
+            InferencePlan& p = *sc.inference;
+            p.tp = tp;
+            p.pp = 1;
+            p.ep = ep;
+            p.replicas = np > 0 ? np + nd : 1;
+            p.prefill_replicas = np;
+            p.decode_replicas = nd;
+            p.weight_dtype = w;
+            p.activation_dtype = w == DType::fp8 ? DType::fp8 : DType::bf16;  // int4: W4A16
+            p.workload.num_requests = goal.probe_requests;
+            ServingOption o;
+            o.gpu = offer.system.gpu.id;
+            o.tp = tp;
+            o.ep = ep;
+            o.prefill = np;
+            o.decode = nd;
+            o.gpus_per_replica = tp * (np > 0 ? np + nd : 1);
+            o.weight_dtype = w;
+            const InferenceMemory mem = inference_memory(sc.model, sc.system, p);
+            if (!mem.fits) {
+              o.reason = "weights and activations leave no room for the KV cache";
+              out.push_back(o);
+              continue;
+            }
+            const auto cost = costs(sc.system);
+            try {
+              o.qps_per_replica = max_qps(sc, *cost, goal.sla);
+            } catch (const std::exception& e) {
+              o.reason = e.what();
+              out.push_back(o);
+              continue;
+            }
+            if (o.qps_per_replica <= 0) {
+              o.reason = "misses the SLA even at the lightest load";
+              out.push_back(o);
+              continue;
+            }
+            o.replicas = static_cast<int64_t>(std::ceil(goal.qps / o.qps_per_replica));
+            o.usd_per_hour = static_cast<double>(o.replicas * o.gpus_per_replica) * offer.usd_per_gpu_hour;
+            const double out_tokens_per_hour = goal.qps * p.workload.output_tokens.mean * 3600.0;
+            o.usd_per_million_output_tokens = o.usd_per_hour / out_tokens_per_hour * 1e6;
+            o.feasible = true;
+            out.push_back(o);
+          }
     }
   std::stable_sort(out.begin(), out.end(), [](const ServingOption& a, const ServingOption& b) {
     if (a.feasible != b.feasible) return a.feasible;

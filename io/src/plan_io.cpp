@@ -163,8 +163,28 @@ PlanRequest load_plan(const fs::path& path) {
     else issues.push_back({r.at("output_tokens"), "", "is required", {}});
     if (const json* t = r.get("tp")) {
       req.serve_goal.tp.clear();
-      for (const auto& v : *t) req.serve_goal.tp.push_back(v.get<int64_t>());
+      if (!t->is_array() || t->empty()) issues.push_back({r.at("tp"), brief(*t), "must be a non-empty list of TP sizes", {}});
+      else
+        for (size_t i = 0; i < t->size(); ++i) {
+          if ((*t)[i].is_number_integer() && (*t)[i].get<int64_t>() >= 1) req.serve_goal.tp.push_back((*t)[i].get<int64_t>());
+          else issues.push_back({r.at("tp") + "/" + std::to_string(i), brief((*t)[i]), "must be an integer >= 1", {}});
+        }
     }
+    if (const json* d = r.get("disaggregation")) {
+      // [[prefill, decode], ...] replica ratios of disaggregated units; [] = colocated only.
+      req.serve_goal.disaggregation.clear();
+      if (!d->is_array()) issues.push_back({r.at("disaggregation"), brief(*d), "must be a list of [prefill, decode] pairs", {}});
+      else
+        for (size_t i = 0; i < d->size(); ++i) {
+          const json& e = (*d)[i];
+          if (e.is_array() && e.size() == 2 && e[0].is_number_integer() && e[1].is_number_integer() && e[0].get<int64_t>() >= 1 &&
+              e[1].get<int64_t>() >= 1)
+            req.serve_goal.disaggregation.emplace_back(e[0].get<int64_t>(), e[1].get<int64_t>());
+          else
+            issues.push_back({r.at("disaggregation") + "/" + std::to_string(i), brief(e), "must be [prefill, decode] with both >= 1", {}});
+        }
+    }
+    r.boolean("expert_parallel", req.serve_goal.expert_parallel);
     if (const json* w = r.get("weight_dtypes")) {
       req.serve_goal.weight_dtypes.clear();
       for (size_t i = 0; i < w->size(); ++i) {
@@ -228,11 +248,17 @@ json serving_plan_json(const PlanRequest& req, const std::vector<ServingOption>&
                {"tpot_p99_ms", req.serve_goal.sla.tpot_p99_ms}};
   json opts = json::array();
   for (const auto& o : options) {
-    json x = {{"gpu", o.gpu}, {"tp", o.tp}, {"weight_dtype", std::string(to_string(o.weight_dtype))}, {"feasible", o.feasible}};
+    json x = {{"gpu", o.gpu},
+              {"tp", o.tp},
+              {"ep", o.ep},
+              {"weight_dtype", std::string(to_string(o.weight_dtype))},
+              {"disaggregated", o.prefill > 0 ? json{{"prefill_replicas", o.prefill}, {"decode_replicas", o.decode}} : json(nullptr)},
+              {"gpus_per_replica", o.gpus_per_replica},
+              {"feasible", o.feasible}};
     if (o.feasible) {
       x["qps_per_replica"] = o.qps_per_replica;
       x["replicas"] = o.replicas;
-      x["gpus"] = o.replicas * o.tp;
+      x["gpus"] = o.replicas * o.gpus_per_replica;
       x["usd_per_hour"] = o.usd_per_hour;
       x["usd_per_million_output_tokens"] = o.usd_per_million_output_tokens;
     } else {

@@ -53,12 +53,19 @@ struct ServingGoal {
   ServingSla sla;
   std::vector<int64_t> tp = {1, 2, 4, 8};
   std::vector<DType> weight_dtypes = {DType::bf16, DType::fp8, DType::int4};
+  /// Prefill:decode replica ratios of disaggregated units to try besides colocated
+  /// replicas (vLLM/SGLang disaggregated prefill with a KV transfer); empty = colocated only.
+  std::vector<std::pair<int64_t, int64_t>> disaggregation = {{1, 1}, {1, 2}};
+  bool expert_parallel = true;   ///< MoE models: also try EP over the TP group (ep = tp)
   int64_t probe_requests = 300;  ///< requests per simulated probe when finding a replica's rate
 };
 
 struct ServingOption {
   std::string gpu;
   int64_t tp = 1;
+  int64_t ep = 1;
+  int64_t prefill = 0, decode = 0;  ///< disaggregated unit (replicas of each role); 0 = colocated
+  int64_t gpus_per_replica = 1;     ///< tp, or tp x (prefill + decode) for a disaggregated unit
   DType weight_dtype = DType::bf16;
   double qps_per_replica = 0;
   int64_t replicas = 0;
@@ -68,7 +75,8 @@ struct ServingOption {
   std::string reason;
 };
 
-/// Every (GPU type, TP, weight format) whose replica fits and meets the SLA at some rate:
+/// Every (GPU type, TP, EP, weight format, colocated or disaggregated) whose replica (or
+/// prefill+decode unit) fits and meets the SLA at some rate:
 /// replicas = ceil(qps / rate per replica); cheapest per hour first.
 std::vector<ServingOption> plan_serving(const Scenario& base, const std::vector<GpuOffer>& offers,
                                         const ServingGoal& goal, const CostModelFactory& costs);
