@@ -10,11 +10,11 @@ mkdir -p "$out"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-gpu --target capsim capsim-calibrate
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv > "$out/nvidia-smi.csv" || true
-./build-gpu/cli/capsim calibrate shapes "$scenario" -o "$out/shapes.txt"
-./build-gpu/calibrate/capsim-calibrate --quick --gemm-shapes "$out/shapes.txt" -o "$out/raw.jsonl" \
+./build-gpu/calibrate/capsim-calibrate --quick --for "$scenario" -o "$out/raw.jsonl" \
   2> >(tee "$out/calibrate.log" >&2)
 ./build-gpu/cli/capsim calibrate fit "$out/raw.jsonl" -o "$out/profile.json"
 ./build-gpu/cli/capsim calibrate show "$out/profile.json" --format table > "$out/profile.txt"
+./build-gpu/cli/capsim calibrate compare "$out/raw.jsonl" --gpu "${CAPSIM_GPU_PRESET:-h200-sxm-141gb}" --format table > "$out/default-vs-measured.txt"
 ./build-gpu/cli/capsim train "$scenario" --format json > "$out/train-default.json"
 ./build-gpu/cli/capsim train "$scenario" --format json --calibration "$out/profile.json" > "$out/train-calibrated.json"
 echo "done: $out"

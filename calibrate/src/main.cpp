@@ -22,13 +22,15 @@ namespace cal = capsim::calibrate;
 namespace {
 
 const char* const kUsage =
-    "usage: capsim-calibrate -o RAW.jsonl [--quick] [--resume] [--only SUITES] [--gemm-shapes FILE]\n"
+    "usage: capsim-calibrate -o RAW.jsonl [--quick] [--resume] [--only SUITES] [--gemm-shapes FILE] [--for SCENARIO]\n"
     "                        [--l2-flush] [--device N]\n"
     "  -o, --output FILE   raw measurement file (JSON Lines, capsim-calibration-raw/1)\n"
     "  --quick             small grids and capped repeats (under 5 minutes on one GPU)\n"
     "  --resume            keep FILE's lines and skip the measurements already there\n"
     "  --only SUITES       comma list of gemm,attention,memory,launch,nccl (default: all)\n"
     "  --gemm-shapes FILE  extra GEMM shapes, one \"dtype m n k\" per line (dtype bf16|fp16|fp8|int8)\n"
+    "  --for SCENARIO      also the exact GEMM shapes SCENARIO costs (runs `capsim calibrate shapes`;\n"
+    "                      capsim from $CAPSIM_BIN, next to this binary's build, or PATH), kept in RAW.shapes.txt\n"
     "  --l2-flush          write 2x the L2 size before each timed launch\n"
     "  --device N          GPU for the single-GPU suites (default 0)\n"
     "exit: 0 done, 1 write or CUDA failure, 2 bad arguments, 3 no GPU, 4 driver too old\n";
@@ -43,6 +45,7 @@ struct Options {
   int device = 0;
   std::set<std::string> only;
   std::string gemm_shapes;
+  std::string for_scenario;
 };
 
 int usage_error(const std::string& message) {
@@ -89,6 +92,8 @@ int parse_args(int argc, char** argv, Options* o) {
       }
     } else if (a == "--gemm-shapes") {
       if (!value(&o->gemm_shapes)) return usage_error("--gemm-shapes needs a file");
+    } else if (a == "--for") {
+      if (!value(&o->for_scenario)) return usage_error("--for needs a scenario file");
     } else {
       return usage_error("unknown argument '" + a + "'");
     }
@@ -159,6 +164,27 @@ cal::JsonLine header(const Options& o, const cudaDeviceProp& prop, int count, co
   return h;
 }
 
+/// Single-quoted for /bin/sh.
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+/// The capsim CLI: $CAPSIM_BIN, the build tree's cli/capsim beside calibrate/, or PATH.
+std::string capsim_binary() {
+  if (const char* env = std::getenv("CAPSIM_BIN"); env && *env) return env;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.find_last_of('/'));
+    const std::string sibling = dir + "/../cli/capsim";
+    if (access(sibling.c_str(), X_OK) == 0) return sibling;
+  }
+  return "capsim";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,6 +195,15 @@ int main(int argc, char** argv) {
   if (!o.gemm_shapes.empty()) {
     std::string why;
     if (!read_gemm_shapes(o.gemm_shapes, &ctx.extra_gemms, &why)) return usage_error(why);
+  }
+  if (!o.for_scenario.empty()) {
+    const std::string shapes = o.output + ".shapes.txt";
+    const std::string cmd = shell_quote(capsim_binary()) + " calibrate shapes " + shell_quote(o.for_scenario) + " -o " +
+                            shell_quote(shapes);
+    if (std::system(cmd.c_str()) != 0)
+      return usage_error("--for: `" + cmd + "` failed (set CAPSIM_BIN to the capsim binary)");
+    std::string why;
+    if (!read_gemm_shapes(shapes, &ctx.extra_gemms, &why)) return usage_error(why);
   }
 
   // The versions first: with a driver older than the runtime, cudaGetDeviceCount fails with
