@@ -110,6 +110,23 @@ TEST(NcclTestsImport, UnnamedAmbiguousCollectiveAsksForOp) {
   fs::remove(tmp);
 }
 
+TEST(NcclTestsImport, SrunLabelPrefixesAreStripped) {
+  // The same log as `srun --label` prints it: every line starts with "<task>: ".
+  const std::string text = io::read_text_file(kLogs / "hgx-h100-2node-ib-allreduce.txt");
+  std::string labelled;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    labelled += " 0: " + text.substr(start, end == std::string::npos ? std::string::npos : end - start + 1);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  const fs::path tmp = fs::temp_directory_path() / "capsim-test-srun.txt";
+  io::write_file_atomic(tmp, labelled);
+  EXPECT_EQ(io::import_nccl_tests(tmp).rows, io::import_nccl_tests(kLogs / "hgx-h100-2node-ib-allreduce.txt").rows);
+  fs::remove(tmp);
+}
+
 TEST(RawFile, BadLinesAllReported) {
   const fs::path tmp = fs::temp_directory_path() / "capsim-test-bad.jsonl";
   io::write_file_atomic(tmp,

@@ -329,6 +329,14 @@ RawFile import_nccl_tests(const std::filesystem::path& path, std::optional<CalOp
   while (std::getline(in, line)) {
     ++no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    // `srun --label` prefixes every line with "<task>: ".
+    if (const size_t colon = line.find(": "); colon != std::string::npos && colon > 0 && colon < 8) {
+      const size_t lead = line.find_first_not_of(' ');
+      if (lead < colon && std::all_of(line.begin() + static_cast<std::ptrdiff_t>(lead),
+                                      line.begin() + static_cast<std::ptrdiff_t>(colon),
+                                      [](unsigned char c) { return std::isdigit(c); }))
+        line.erase(0, colon + 2);
+    }
     if (line.rfind("# Collective test starting:", 0) == 0) {
       if (sections.back().rank_lines > 0 || !sections.back().rows.empty()) sections.emplace_back();
       std::string name = line.substr(line.find(':') + 1);
