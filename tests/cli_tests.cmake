@@ -182,3 +182,15 @@ capsim_cli_expect(NAME cli.plan.default_prices EXIT_CODE 0
   CMD plan ${CMAKE_CURRENT_SOURCE_DIR}/../examples/plan-serve-llama3-8b.json --format json
   STDOUT "\"usd_per_gpu_hour\": 4.916" "Amazon EC2 Capacity Blocks for ML pricing")
 set_tests_properties(cli.plan.no_default_price cli.plan.default_prices PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
+capsim_cli_expect(NAME cli.calibrate.import_a100 EXIT_CODE 0
+  CMD calibrate import-nccl-tests ${capsim_logs}/a100-8gpu-nvlink-allreduce.txt -o ${CMAKE_CURRENT_BINARY_DIR}/a100-nccl.jsonl)
+capsim_cli_expect(NAME cli.calibrate.fit_a100 EXIT_CODE 0
+  CMD calibrate fit ${CMAKE_CURRENT_BINARY_DIR}/a100-nccl.jsonl -o ${CMAKE_CURRENT_BINARY_DIR}/a100-nccl-profile.json)
+capsim_cli_expect(NAME cli.calibrate.other_gpu_warns EXIT_CODE 0
+  CMD train ${CMAKE_CURRENT_SOURCE_DIR}/../examples/llama3-8b-h100.json --format json
+      --calibration ${CMAKE_CURRENT_BINARY_DIR}/a100-nccl-profile.json
+  STDERR "warning: calibration profile a100-nccl-profile was measured on NVIDIA A100-SXM4-80GB, not h100-sxm5-80gb; the default model answers"
+  STDOUT "\"applied\": false")
+set_tests_properties(cli.calibrate.fit_a100 PROPERTIES DEPENDS cli.calibrate.import_a100)
+set_tests_properties(cli.calibrate.other_gpu_warns PROPERTIES DEPENDS cli.calibrate.fit_a100)
+set_tests_properties(cli.calibrate.import_a100 cli.calibrate.fit_a100 cli.calibrate.other_gpu_warns PROPERTIES LABELS cli)
