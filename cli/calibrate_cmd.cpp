@@ -223,8 +223,9 @@ int run_calibrate_show(const CalibrateArgs& a) {
                      human_bytes(c.size_bytes.front()), human_bytes(c.size_bytes.back()), c.size_bytes.size(),
                      100 * c.error.mape, 100 * c.error.max_abs, 100 * c.error.loo_mape);
     for (const auto& r : c.residuals)
-      s += fmt::format("      {:>10}  measured {:>10.1f} us  fit {:>10.1f} us  {:+6.1f}%\n", human_bytes(r.x), r.measured * 1e6,
-                       r.predicted * 1e6, 100 * r.rel_err());
+      s += fmt::format("      {:>10}  measured {:>10.1f} us ({:>7.1f} GB/s busbw)  fit {:>10.1f} us  {:+6.1f}%\n", human_bytes(r.x),
+                       r.measured * 1e6, r.x * busbw_factor(c.op, c.ranks) / r.measured / 1e9, r.predicted * 1e6,
+                       100 * r.rel_err());
   }
   fmt::print("{}", s);
   return 0;

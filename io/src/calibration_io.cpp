@@ -473,6 +473,9 @@ std::string profile_to_json(const CalibrationProfile& p) {
   for (const auto& f : p.collectives) {
     json res = json::array();
     for (const auto& r : f.residuals) res.push_back({r.x, r.measured, r.predicted, r.rel_err()});
+    json busbw = json::array();  // derived from size_bytes and time_s (nccl-tests definition); not read back
+    for (size_t i = 0; i < f.size_bytes.size(); ++i)
+      busbw.push_back(f.size_bytes[i] * busbw_factor(f.op, f.ranks) / f.time_s[i] / 1e9);
     c.push_back({{"op", to_string(f.op)},
                  {"ranks", f.ranks},
                  {"nodes", f.nodes},
@@ -481,6 +484,7 @@ std::string profile_to_json(const CalibrationProfile& p) {
                  {"busbw_gbps", f.busbw_gbps},
                  {"size_bytes", f.size_bytes},
                  {"time_s", f.time_s},
+                 {"busbw_gbps_by_size", busbw},
                  {"residuals_bytes_measured_fit_relerr", res},
                  {"mape", f.error.mape},
                  {"max_abs_rel_err", f.error.max_abs},
