@@ -84,6 +84,7 @@ json evaluate_row(const SweepSpec& spec, size_t index, const CalibrationProfile*
     const Scenario sc = scenario_from_json(doc, spec.base_dir);
     const CostModels costs(sc.system, calibration);
     const CostModel& cost = costs.get();
+    if (calibration) row["calibrated"] = costs.calibrated();
     json report;
     if (sc.training) {
       report = train_report(sc, evaluate_training(sc, &cost));
@@ -415,7 +416,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
   std::vector<json> rows;
   for (const auto& [i, row] : done) rows.push_back(row);
   write_file_atomic(rows_file, rows_text(rows, csv));
-  const json summary = {{"schema", "capsim-sweep-summary/1"},
+  json summary = {{"schema", "capsim-sweep-summary/1"},
                         {"grid_hash", hex(spec.grid_hash)},
                         {"rows_total", sum.rows_total},
                         {"shard", {{"index", run.shard.index}, {"count", run.shard.count}}},
@@ -423,6 +424,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
                         {"ok", sum.ok},
                         {"failed", sum.failed},
                         {"format", csv ? "csv" : "jsonl"}};
+  if (run.calibration) summary["calibration"] = calibration_json(*run.calibration);
   write_file_atomic(sum.summary_file, summary.dump(2) + "\n");
   std::error_code ec;
   fs::remove(journal, ec);
