@@ -203,11 +203,13 @@ int run_calibrate_show(const CalibrateArgs& a) {
                      h.driver.empty() ? "" : ", driver " + h.driver);
   for (const auto& g : p.gemm) {
     auto [mn, mx] = std::minmax_element(g.tflops.begin(), g.tflops.end());
-    s += fmt::format("  GEMM {}: {} shapes, m {}..{}, n {}..{}, k {}..{}, {:.0f}..{:.0f} TFLOP/s; outside that box the roofline answers\n",
+    s += fmt::format("  GEMM {}: {} shapes, m {}..{}, n {}..{}, k {}..{}, {:.0f}..{:.0f} TFLOP/s; outside that box the roofline answers;"
+                     " leave-one-out {:.1f}% mean, {:.1f}% largest over {} points\n",
                      to_string(g.dtype), g.tflops.size(), *std::min_element(g.m.begin(), g.m.end()),
                      *std::max_element(g.m.begin(), g.m.end()), *std::min_element(g.n.begin(), g.n.end()),
                      *std::max_element(g.n.begin(), g.n.end()), *std::min_element(g.k.begin(), g.k.end()),
-                     *std::max_element(g.k.begin(), g.k.end()), *mn, *mx);
+                     *std::max_element(g.k.begin(), g.k.end()), *mn, *mx, 100 * g.error.loo_mape, 100 * g.error.max_abs,
+                     g.error.points);
   }
   for (const auto& t : p.attention)
     s += fmt::format("  attention {} {} d{}: seq {:.0f}..{:.0f}, {:.0f}..{:.0f} TFLOP/s\n", t.backward ? "bwd" : "fwd",

@@ -191,6 +191,16 @@ TEST(GemmTable, MeasuredPointsExactInterpolatedInsideNothingOutside) {
   EXPECT_LT(*t.at(1024, 2048, 2048), *t.at(1536, 2048, 2048));
   EXPECT_FALSE(t.at(256, 2048, 2048).has_value());
   EXPECT_FALSE(t.at(2048, 2048, 16384).has_value());
+  // A rate linear in log2 of each dimension is predicted exactly from its neighbours:
+  // every point with a neighbour on both sides of some axis counts, with no error.
+  gemm_leave_one_out(t);
+  EXPECT_EQ(t.error.points, 19);  // 27 grid points less the 8 corners
+  EXPECT_NEAR(t.error.loo_mape, 0.0, 1e-12);
+  // A bump at the centre shows up as leave-one-out error there.
+  for (size_t i = 0; i < t.tflops.size(); ++i)
+    if (t.m[i] == 2048 && t.n[i] == 2048 && t.k[i] == 2048) t.tflops[i] *= 1.2;
+  gemm_leave_one_out(t);
+  EXPECT_NEAR(t.error.max_abs, 0.2 / 1.2, 1e-9);
 }
 
 Scenario tp8_scenario() {

@@ -186,6 +186,51 @@ std::optional<double> GemmTable::at(int64_t qm, int64_t qn, int64_t qk) const {
   return v;
 }
 
+void gemm_leave_one_out(GemmTable& t) {
+  t.error = FitError{};
+  auto find = [&](int64_t a, int64_t b, int64_t c) -> std::optional<double> {
+    for (size_t i = 0; i < t.tflops.size(); ++i)
+      if (t.m[i] == a && t.n[i] == b && t.k[i] == c) return t.tflops[i];
+    return std::nullopt;
+  };
+  // The nearest measured coordinate below and above `v` on one axis, others fixed.
+  auto neighbours = [&](size_t i, int axis) -> std::optional<double> {
+    int64_t lo = 0, hi = 0;
+    for (size_t j = 0; j < t.tflops.size(); ++j) {
+      if (j == i) continue;
+      const int64_t c[3] = {t.m[j], t.n[j], t.k[j]}, q[3] = {t.m[i], t.n[i], t.k[i]};
+      bool same = true;
+      for (int a = 0; a < 3; ++a)
+        if (a != axis && c[a] != q[a]) same = false;
+      if (!same) continue;
+      if (c[axis] < q[axis] && c[axis] > lo) lo = c[axis];
+      if (c[axis] > q[axis] && (hi == 0 || c[axis] < hi)) hi = c[axis];
+    }
+    if (lo == 0 || hi == 0) return std::nullopt;
+    auto at = [&](int64_t v) {
+      return axis == 0 ? find(v, t.n[i], t.k[i]) : axis == 1 ? find(t.m[i], v, t.k[i]) : find(t.m[i], t.n[i], v);
+    };
+    const auto ylo = at(lo), yhi = at(hi);
+    if (!ylo || !yhi || *ylo <= 0 || *yhi <= 0) return std::nullopt;
+    const int64_t q = axis == 0 ? t.m[i] : axis == 1 ? t.n[i] : t.k[i];
+    const double f = (std::log(dbl(q)) - std::log(dbl(lo))) / (std::log(dbl(hi)) - std::log(dbl(lo)));
+    return *ylo + f * (*yhi - *ylo);  // as GemmTable::at: linear in log2 of each dimension
+  };
+  double sum = 0;
+  for (size_t i = 0; i < t.tflops.size(); ++i) {
+    double pred = 0;
+    int n = 0;
+    for (int axis = 0; axis < 3; ++axis)
+      if (auto p = neighbours(i, axis)) pred += *p, ++n;
+    if (n == 0 || t.tflops[i] <= 0) continue;
+    const double e = std::abs(pred / n - t.tflops[i]) / t.tflops[i];
+    sum += e;
+    t.error.max_abs = std::max(t.error.max_abs, e);
+    ++t.error.points;
+  }
+  t.error.loo_mape = t.error.points > 0 ? sum / dbl(t.error.points) : 0.0;
+}
+
 std::optional<double> AttentionTable::at(double s) const {
   if (seq.empty() || s < seq.front() || s > seq.back()) return std::nullopt;
   return loglog(seq, tflops, s);
@@ -259,6 +304,7 @@ CalibrationProfile fit_profile(const std::vector<RawFile>& raws, const std::stri
     it->k.push_back(std::get<3>(key));
     it->tflops.push_back(median(vals));
   }
+  for (GemmTable& t : p.gemm) gemm_leave_one_out(t);
   for (const auto& [key, vals] : attn) {
     auto [bwd, causal, d, s] = key;
     AttentionTable* t = nullptr;

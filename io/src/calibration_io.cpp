@@ -460,7 +460,11 @@ std::string profile_to_json(const CalibrationProfile& p) {
   for (const auto& t : p.gemm) {
     json pts = json::array();
     for (size_t i = 0; i < t.tflops.size(); ++i) pts.push_back({t.m[i], t.n[i], t.k[i], t.tflops[i]});
-    g.push_back({{"dtype", to_string(t.dtype)}, {"points_m_n_k_tflops", pts}});
+    g.push_back({{"dtype", to_string(t.dtype)},
+                 {"points_m_n_k_tflops", pts},
+                 {"loo_mape", t.error.loo_mape},
+                 {"loo_max_abs_rel_err", t.error.max_abs},
+                 {"loo_points", t.error.points}});
   }
   j["gemm"] = g;
   json a = json::array();
@@ -524,6 +528,9 @@ CalibrationProfile read_profile(const std::filesystem::path& path) {
         t.m.push_back(pt.at(0).get<int64_t>()), t.n.push_back(pt.at(1).get<int64_t>()), t.k.push_back(pt.at(2).get<int64_t>());
         t.tflops.push_back(pt.at(3).get<double>());
       }
+      t.error.loo_mape = g.value("loo_mape", 0.0);
+      t.error.max_abs = g.value("loo_max_abs_rel_err", 0.0);
+      t.error.points = g.value("loo_points", int64_t{0});
       p.gemm.push_back(t);
     }
     for (const auto& a : j.value("attention", json::array())) {

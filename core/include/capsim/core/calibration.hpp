@@ -87,6 +87,11 @@ struct GemmTable {
   DType dtype = DType::bf16;
   std::vector<int64_t> m, n, k;   ///< per point
   std::vector<double> tflops;     ///< per point (median over repeats)
+  /// Leave-one-out: each point predicted by interpolation (as `at`) between its two
+  /// neighbours along each axis (others equal) without it; mean and largest |relative
+  /// error| over the points that have neighbours on some axis. The table reproduces its
+  /// own points exactly, so this is the error to expect between measured shapes.
+  FitError error;
   /// TFLOP/s at (m, n, k): the point when measured; inside a full grid cell, trilinear
   /// interpolation in log2 space of the eight corners (monotone between them); else none
   /// (the caller falls back to the roofline).
@@ -124,5 +129,8 @@ CollectiveFit fit_collective(CalOp op, int64_t ranks, int64_t nodes, const std::
 /// The profile from raw files: GEMM and attention tables, bandwidth, launch time and one
 /// collective fit per (collective, group size, scope).
 CalibrationProfile fit_profile(const std::vector<RawFile>& raws, const std::string& name);
+
+/// Fills `t.error` (leave-one-out along the grid axes).
+void gemm_leave_one_out(GemmTable& t);
 
 }  // namespace capsim
