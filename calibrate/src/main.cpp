@@ -21,6 +21,14 @@ namespace cal = capsim::calibrate;
 
 namespace {
 
+#ifdef CAPSIM_CALIBRATE_MPI
+#define CAPSIM_MPI_USAGE                                                                                      \
+  "  under mpirun/srun (one rank per GPU): nccl over all ranks and nodes, the other suites on rank 0 only;\n" \
+  "                      only rank 0 writes FILE\n"
+#else
+#define CAPSIM_MPI_USAGE "  (built without MPI: nccl over this machine's GPUs only)\n"
+#endif
+
 const char* const kUsage =
     "usage: capsim-calibrate -o RAW.jsonl [--quick] [--resume] [--only SUITES] [--gemm-shapes FILE] [--for SCENARIO]\n"
     "                        [--l2-flush] [--device N]\n"
@@ -32,7 +40,8 @@ const char* const kUsage =
     "  --for SCENARIO      also the exact GEMM shapes SCENARIO costs (runs `capsim calibrate shapes`;\n"
     "                      capsim from $CAPSIM_BIN, next to this binary's build, or PATH), kept in RAW.shapes.txt\n"
     "  --l2-flush          write 2x the L2 size before each timed launch\n"
-    "  --device N          GPU for the single-GPU suites (default 0)\n"
+    "  --device N          GPU for the single-GPU suites (default 0; under MPI: the local rank)\n"
+    CAPSIM_MPI_USAGE
     "exit: 0 done, 1 write or CUDA failure, 2 bad arguments, 3 no GPU, 4 driver too old\n";
 
 const std::vector<std::string> kSuites = {"gemm", "attention", "memory", "launch", "nccl"};
@@ -185,18 +194,16 @@ std::string capsim_binary() {
   return "capsim";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  if (const int rc = parse_args(argc, argv, &o); rc >= 0) return rc;
-
+/// Everything after argument parsing; in MPI mode every rank runs it, rank 0 alone writes.
+int run(const Options& o, const cal::World& world) {
+  const bool talk = world.rank == 0;
   cal::Context ctx;
-  if (!o.gemm_shapes.empty()) {
+  ctx.world = world;
+  if (!o.gemm_shapes.empty() && talk) {  // rank 0 alone runs the GEMM suite; others may lack the file
     std::string why;
     if (!read_gemm_shapes(o.gemm_shapes, &ctx.extra_gemms, &why)) return usage_error(why);
   }
-  if (!o.for_scenario.empty()) {
+  if (!o.for_scenario.empty() && talk) {
     const std::string shapes = o.output + ".shapes.txt";
     const std::string cmd = shell_quote(capsim_binary()) + " calibrate shapes " + shell_quote(o.for_scenario) + " -o " +
                             shell_quote(shapes);
@@ -230,11 +237,12 @@ int main(int argc, char** argv) {
   if (driver < runtime)
     std::fprintf(stderr, "capsim-calibrate: note: driver supports CUDA %s, runtime is %s (minor-version compatibility)\n",
                  cuda_version(driver).c_str(), cuda_version(runtime).c_str());
-  if (o.device >= count) return usage_error("--device " + std::to_string(o.device) + ": only " +
+  const int device = world.size > 1 ? world.local_rank % count : o.device;
+  if (world.size == 1 && o.device >= count) return usage_error("--device " + std::to_string(o.device) + ": only " +
                                             std::to_string(count) + " GPU(s) visible");
 
   cal::RawFile raw(o.output);
-  if (o.resume) {
+  if (o.resume && talk) {
     std::string why;
     if (!raw.load(&why)) {
       std::fprintf(stderr, "capsim-calibrate: --resume: %s\n", why.c_str());
@@ -242,14 +250,14 @@ int main(int argc, char** argv) {
     }
   }
 
-  cudaSetDevice(o.device);
+  cudaSetDevice(device);
   cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, o.device);
+  cudaGetDeviceProperties(&prop, device);
   cal::Monitor monitor;
   const bool have_monitor = monitor.init();
-  if (!have_monitor) std::fprintf(stderr, "capsim-calibrate: NVML unavailable; clock, power and temperature not logged\n");
+  if (!have_monitor && talk) std::fprintf(stderr, "capsim-calibrate: NVML unavailable; clock, power and temperature not logged\n");
 
-  if (!raw.has_header()) {
+  if (!raw.has_header() && talk) {
     std::string why;
     if (!raw.append(header(o, prop, count, monitor, runtime), &why)) {
       std::fprintf(stderr, "capsim-calibrate: %s\n", why.c_str());
@@ -260,7 +268,7 @@ int main(int argc, char** argv) {
   cal::Cupti cupti;
   cupti.init();
 
-  ctx.device = o.device;
+  ctx.device = device;
   ctx.device_count = count;
   ctx.compute_capability = prop.major * 10 + prop.minor;
   ctx.quick = o.quick;
@@ -274,13 +282,17 @@ int main(int argc, char** argv) {
   if (cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking) != cudaSuccess ||
       cublasLtCreate(&ctx.lt) != CUBLAS_STATUS_SUCCESS ||
       cudaMalloc(&ctx.workspace, ctx.workspace_bytes) != cudaSuccess) {
-    std::fprintf(stderr, "capsim-calibrate: CUDA setup failed on GPU %d (%s)\n", o.device,
+    std::fprintf(stderr, "capsim-calibrate: CUDA setup failed on GPU %d (%s)\n", device,
                  cudaGetErrorString(cudaGetLastError()));
     return 1;
   }
 
-  std::fprintf(stderr, "capsim-calibrate: %s (sm_%d), %d GPU(s), writing %s\n", prop.name, ctx.compute_capability,
-               count, o.output.c_str());
+  if (talk)
+    std::fprintf(stderr, "capsim-calibrate: %s (sm_%d), %d GPU(s), writing %s\n", prop.name, ctx.compute_capability,
+                 count, o.output.c_str());
+  if (talk && world.size > 1)
+    std::fprintf(stderr, "capsim-calibrate: MPI: %d ranks on %d node(s); suites other than nccl run on rank 0 only\n",
+                 world.size, world.nodes);
   struct Suite {
     const char* name;
     bool (*run)(cal::Context&);
@@ -292,14 +304,25 @@ int main(int argc, char** argv) {
                           {"nccl", cal::run_nccl}};
   for (const Suite& s : suites) {
     if (o.only.count(s.name) == 0) continue;
+    if (!talk && std::string(s.name) != "nccl") continue;  // MPI mode: single-GPU suites on rank 0
     const size_t before = raw.measurements();
-    std::fprintf(stderr, "capsim-calibrate: %s ...\n", s.name);
+    if (talk) std::fprintf(stderr, "capsim-calibrate: %s ...\n", s.name);
     if (!s.run(ctx)) return 1;
-    std::fprintf(stderr, "capsim-calibrate: %s: %zu measurement(s)\n", s.name, raw.measurements() - before);
+    if (talk) std::fprintf(stderr, "capsim-calibrate: %s: %zu measurement(s)\n", s.name, raw.measurements() - before);
   }
 
   cudaFree(ctx.workspace);
   cublasLtDestroy(ctx.lt);
   cudaStreamDestroy(ctx.stream);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (const int rc = parse_args(argc, argv, &o); rc >= 0) return rc;
+  cal::World world;
+  if (!cal::mpi_start(&argc, &argv, &world)) return 2;
+  return cal::mpi_end(run(o, world), world);
 }
