@@ -127,6 +127,20 @@ TEST(NcclTestsImport, SrunLabelPrefixesAreStripped) {
   fs::remove(tmp);
 }
 
+TEST(NcclTestsImport, MalformedJsonIsAnInputError) {
+  const fs::path tmp = fs::temp_directory_path() / "capsim-test-badj.json";
+  io::write_file_atomic(tmp, R"({"version":3,"args":["all_reduce_perf"],"config":{"ngpus":2,"devices":[{"hostname":"a"}]},)"
+                             R"("results":[{"size":"x","out_of_place":{"time":"y"}}]})");
+  try {
+    (void)io::import_nccl_tests(tmp);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_NE(format_issue(e.issues()[0]).find(": malformed nccl-tests -J output: "), std::string::npos);
+  }
+  fs::remove(tmp);
+}
+
 TEST(RawFile, BadLinesAllReported) {
   const fs::path tmp = fs::temp_directory_path() / "capsim-test-bad.jsonl";
   io::write_file_atomic(tmp,

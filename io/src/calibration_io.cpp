@@ -305,7 +305,13 @@ RawFile import_nccl_tests(const std::filesystem::path& path, std::optional<CalOp
   std::vector<Issue> issues;
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
-    RawFile r = import_json(parse_json(text, path.string()), path, op, issues);
+    const json j = parse_json(text, path.string());
+    RawFile r;
+    try {
+      r = import_json(j, path, op, issues);
+    } catch (const json::exception& e) {
+      issues.push_back({path.string(), "", std::string("malformed nccl-tests -J output: ") + e.what(), ""});
+    }
     if (!issues.empty()) throw InputError(issues);
     return r;
   }
