@@ -186,9 +186,14 @@ double ring_factor(CollectiveKind k, int64_t n) {
   return k == CollectiveKind::all_reduce ? 2.0 * (nn - 1) / nn : (nn - 1) / nn;
 }
 
-double intra_busbw(const GpuEfficiency& e, CollectiveKind k) {
+/// The bus bandwidth inside one node for a group of n GPUs: the NVLS all-reduce figure
+/// where the part has one and the group is the whole 8-GPU node, else the ring figure.
+double intra_busbw(const GpuEfficiency& e, CollectiveKind k, int64_t n = 2) {
   switch (k) {
-    case CollectiveKind::all_reduce: return e.allreduce_busbw_gbps.value * 1e9;
+    case CollectiveKind::all_reduce:
+      return (n == 8 && e.allreduce_nvls_busbw_gbps.value > 0 ? e.allreduce_nvls_busbw_gbps.value
+                                                               : e.allreduce_busbw_gbps.value) *
+             1e9;
     case CollectiveKind::all_gather: return e.allgather_busbw_gbps.value * 1e9;
     case CollectiveKind::reduce_scatter: return e.reducescatter_busbw_gbps.value * 1e9;
     case CollectiveKind::all_to_all: return e.alltoall_busbw_gbps.value * 1e9;
@@ -211,7 +216,7 @@ TEST(Collectives, RingInsideANode) {
       const Group g{n, n};
       ASSERT_EQ(g.nodes(), 1);
       for (CollectiveKind k : kRingKinds) {
-        const double busbw = intra_busbw(e, k);
+        const double busbw = intra_busbw(e, k, n);
         EXPECT_DOUBLE_EQ(cost.bus_bandwidth(k, g), busbw) << id;
         // Large messages: the ring closed form, 2(n-1)/n S / busbw (all-reduce) or
         // (n-1)/n S / busbw (all-gather, reduce-scatter).
@@ -449,7 +454,7 @@ TEST(StepInvariants, MoreBandwidthNeverSlower) {
     SystemSpec fast = c.sys;
     GpuEfficiency& e = fast.gpu.efficiency;
     for (Sourced* bw : {&e.allreduce_busbw_gbps, &e.allgather_busbw_gbps, &e.reducescatter_busbw_gbps,
-                        &e.alltoall_busbw_gbps})
+                        &e.alltoall_busbw_gbps, &e.allreduce_nvls_busbw_gbps})
       bw->value *= 2;
     fast.nic_gbps_per_gpu *= 2;
     const ModelSpec& m = model(c.model_name);
@@ -486,7 +491,7 @@ TEST(StepInvariants, MoreBandwidthNeverSlowerMoeZero3) {
   SystemSpec fast = sys;
   GpuEfficiency& e = fast.gpu.efficiency;
   for (Sourced* bw : {&e.allreduce_busbw_gbps, &e.allgather_busbw_gbps, &e.reducescatter_busbw_gbps,
-                      &e.alltoall_busbw_gbps})
+                      &e.alltoall_busbw_gbps, &e.allreduce_nvls_busbw_gbps})
     bw->value *= 2;
   fast.nic_gbps_per_gpu *= 2;
   const StepBreakdown a = step_of(m, sys, t), b = step_of(m, fast, t);

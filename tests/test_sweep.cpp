@@ -115,16 +115,20 @@ TEST(Plan, ServingReplicasCoverTheTraffic) {
     EXPECT_GE(static_cast<double>(o.replicas) * o.qps_per_replica, req.serve_goal.qps);
     EXPECT_LT(static_cast<double>(o.replicas - 1) * o.qps_per_replica, req.serve_goal.qps);
   }
-  for (size_t i = 1; i < options.size(); ++i)
-    if (options[i].feasible) EXPECT_LE(options[i - 1].usd_per_hour, options[i].usd_per_hour);
+  for (size_t i = 1; i < options.size(); ++i) {
+    if (options[i].feasible) {
+      EXPECT_LE(options[i - 1].usd_per_hour, options[i].usd_per_hour);
+    }
+  }
   // Colocated and disaggregated units both appear; a unit's GPUs count its prefill and decode replicas.
   bool coloc = false, disagg = false;
   for (const auto& o : options) {
     (o.prefill > 0 ? disagg : coloc) = true;
     EXPECT_EQ(o.gpus_per_replica, o.tp * (o.prefill > 0 ? o.prefill + o.decode : 1));
-    if (o.feasible)
+    if (o.feasible) {
       EXPECT_NEAR(o.usd_per_hour, static_cast<double>(o.replicas * o.gpus_per_replica) *
                                       (o.gpu == "h100-sxm5-80gb" ? 4.916 : 1.844), 1e-9);
+    }
   }
   EXPECT_TRUE(coloc && disagg);
 }

@@ -145,7 +145,13 @@ double RooflineCostModel::bus_bandwidth(CollectiveKind kind, const Group& group)
   const GpuEfficiency& e = sys_.gpu.efficiency;
   double intra = 0;
   switch (kind) {
-    case CollectiveKind::all_reduce: intra = e.allreduce_busbw_gbps.value; break;
+    case CollectiveKind::all_reduce:
+      intra = e.allreduce_busbw_gbps.value;
+      // NVLS where it was measured: the full 8-GPU NVSwitch node (smaller groups keep the
+      // ring figure; no measurement of NVLS over them is at hand).
+      if (e.allreduce_nvls_busbw_gbps.value > 0 && group.size == 8 && group.nodes() == 1)
+        intra = e.allreduce_nvls_busbw_gbps.value;
+      break;
     case CollectiveKind::all_gather: intra = e.allgather_busbw_gbps.value; break;
     case CollectiveKind::reduce_scatter: intra = e.reducescatter_busbw_gbps.value; break;
     case CollectiveKind::all_to_all: intra = e.alltoall_busbw_gbps.value; break;
@@ -214,6 +220,7 @@ std::vector<std::pair<std::string, std::string>> RooflineCostModel::provenance()
       {"attention_fwd", e.attention_fwd.source},
       {"attention_bwd", e.attention_bwd.source},
       {"allreduce_busbw", e.allreduce_busbw_gbps.source},
+      {"allreduce_nvls_busbw", e.allreduce_nvls_busbw_gbps.source.empty() ? "not measured (ring figure)" : e.allreduce_nvls_busbw_gbps.source},
       {"allgather_busbw", e.allgather_busbw_gbps.source},
       {"reducescatter_busbw", e.reducescatter_busbw_gbps.source},
       {"alltoall_busbw", e.alltoall_busbw_gbps.source},

@@ -130,6 +130,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("sustained_tensor_clock", g.efficiency.sustained_tensor_clock, true);
     sourced("hbm", g.efficiency.hbm, false);
     sourced("allreduce_busbw_gbps", g.efficiency.allreduce_busbw_gbps, false);
+    sourced("allreduce_nvls_busbw_gbps", g.efficiency.allreduce_nvls_busbw_gbps, true);
     sourced("allgather_busbw_gbps", g.efficiency.allgather_busbw_gbps, false);
     sourced("reducescatter_busbw_gbps", g.efficiency.reducescatter_busbw_gbps, false);
     sourced("alltoall_busbw_gbps", g.efficiency.alltoall_busbw_gbps, false);

@@ -57,6 +57,9 @@ struct GpuEfficiency {
   AttentionEfficiency attention_fwd, attention_bwd;  ///< the architecture's best fused kernel
   AttentionEfficiency attention_fa2;  ///< FlashAttention-2 (forward+backward), e.g. PyTorch SDPA
   Sourced allreduce_busbw_gbps, allgather_busbw_gbps, reducescatter_busbw_gbps, alltoall_busbw_gbps;
+  /// All-reduce over all 8 GPUs of an NVSwitch node with NVLink SHARP (NCCL's default NVLS
+  /// algorithm where the switch supports it); 0 = not measured, the ring figure applies.
+  Sourced allreduce_nvls_busbw_gbps;
   Sourced nic_efficiency;  ///< achievable fraction of the scale-out NIC line rate
   Sourced alltoall_nic_efficiency;  ///< the same for all-to-all traffic
   BusbwCurve busbw_curve_nvlink;   ///< inside a node
