@@ -259,6 +259,13 @@ TEST(CalibratedCostModel, ChangesOnlyWhatTheProfileMeasured) {
   EXPECT_TRUE(tagged);
 }
 
+TEST(CalibrationProfile, SameInputSameBytes) {
+  const RawFile a = io::import_nccl_tests(kLogs / "h100-10node-80gpu-5coll-ge32MB.txt");
+  const RawFile b = io::import_nccl_tests(kLogs / "dgx-h100-8gpu-allreduce-nvls.txt");
+  EXPECT_EQ(io::profile_to_json(fit_profile({a, b}, "p")), io::profile_to_json(fit_profile({a, b}, "p")));
+  EXPECT_EQ(io::raw_to_text(a), io::raw_to_text(io::import_nccl_tests(kLogs / "h100-10node-80gpu-5coll-ge32MB.txt")));
+}
+
 TEST(CalibrationProfile, JsonRoundTripKeepsPredictions) {
   RawFile raw = io::import_nccl_tests(kLogs / "h100-1node-8gpu-5coll-ge32MB.txt");
   RawMeasurement g;
