@@ -11,6 +11,18 @@ EvalCache::~EvalCache() = default;
 EvalCache::EvalCache(EvalCache&&) noexcept = default;
 EvalCache& EvalCache::operator=(EvalCache&&) noexcept = default;
 
+LayerKinds layer_kinds(const ModelSpec& m) {
+  LayerKinds out;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const int k = m.is_moe_layer(i) ? 1 : 0;
+    if (out.count[k]++ == 0) {
+      out.first[k] = i;
+      out.params[k] = layer_params(m, i);
+    }
+  }
+  return out;
+}
+
 namespace {
 void count_kinds(const ModelSpec& m, const TrainingPlan& t, std::vector<RankKinds>& out) {
   const auto ranks = stage_layer_ids(m, t);

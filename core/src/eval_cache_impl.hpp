@@ -78,6 +78,15 @@ struct StepKey {
   }
 };
 
+/// The model's two layer kinds (dense, MoE): every layer of a kind is alike, so one of each
+/// stands for all. `first` is -1 for a kind the model lacks.
+struct LayerKinds {
+  int64_t first[2] = {-1, -1};
+  int64_t count[2] = {0, 0};
+  LayerParams params[2] = {};
+};
+LayerKinds layer_kinds(const ModelSpec& m);
+
 /// Layers of each kind (dense, MoE) one pipeline rank holds.
 struct RankKinds {
   int64_t n[2] = {0, 0};

@@ -133,18 +133,13 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   } else {
     mv->embedding = -1;
   }
-  LayerParams kind_params[2] = {};
-  int64_t kind_layer[2] = {-1, -1};  // the first layer of each kind
-  for (int64_t i = 0; i < m.layers && (kind_layer[0] < 0 || kind_layer[1] < 0); ++i) {
-    const int k = m.is_moe_layer(i) ? 1 : 0;
-    if (kind_layer[k] < 0) kind_params[k] = layer_params(m, i), kind_layer[k] = i;
-  }
+  const LayerKinds lk = layer_kinds(m);
   struct KindCost {
     double act, act_full;
   };
   auto kind_cost = [&](int k) -> KindCost {
     if (!mv->have[k]) {
-      const auto ops = lower_layer(m, kind_layer[k], lo);
+      const auto ops = lower_layer(m, lk.first[k], lo);
       mv->act[k] = layer_activation_bytes(ops, lo, m, sc);
       mv->act_full[k] = layer_activation_bytes(ops, lo, m, sc_full);
       mv->have[k] = true;
@@ -172,7 +167,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
     for (int k = 0; k < 2; ++k) {
       if (rk.n[k] == 0) continue;
       const double n = dbl(rk.n[k]);
-      const LayerParams& lp = kind_params[k];
+      const LayerParams& lp = lk.params[k];
       const double layer_dense =
           dbl(lp.attention) / tp + dbl(lp.norms) + dbl(lp.dense_mlp) / tp + dbl(lp.router) + dbl(lp.shared_experts) / tp;
       const double layer_expert = dbl(lp.routed_experts) / dbl(t.ep * etp);

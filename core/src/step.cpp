@@ -206,13 +206,12 @@ Ctx make_ctx(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, c
 
 KindCosts cost_kinds(const Ctx& c, const LoweringOptions& lo) {
   KindCosts k;
-  for (int64_t i = 0; i < c.m.layers; ++i) {
-    const int kind = c.m.is_moe_layer(i) ? 1 : 0;
-    ++k.count[kind];
-    if (!k.have[kind]) {
-      k.kinds[kind] = layer_cost(c, lower_layer(c.m, i, lo), kind == 1);
-      k.have[kind] = true;
-    }
+  const LayerKinds lk = layer_kinds(c.m);
+  for (int kind = 0; kind < 2; ++kind) {
+    k.count[kind] = lk.count[kind];
+    if (lk.first[kind] < 0) continue;
+    k.kinds[kind] = layer_cost(c, lower_layer(c.m, lk.first[kind], lo), kind == 1);
+    k.have[kind] = true;
   }
   Ctx head_ctx = c;
   head_ctx.rc = Recompute::none;
@@ -341,13 +340,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
 
   std::vector<RankKinds> rank_scratch;
   const std::vector<RankKinds>& ranks = rank_kinds(m, t, cache, rank_scratch);
-  // Parameters of each layer kind (every dense layer alike, every MoE layer alike).
-  LayerParams kind_params[2] = {};
-  bool kind_seen[2] = {false, false};
-  for (int64_t i = 0; i < m.layers && !(kind_seen[0] && kind_seen[1]); ++i) {
-    const int k = m.is_moe_layer(i) ? 1 : 0;
-    if (!kind_seen[k]) kind_params[k] = layer_params(m, i), kind_seen[k] = true;
-  }
+  const LayerKinds lk = layer_kinds(m);
   const double tp_keep = 1.0 - opt.tp_overlap;
   const bool blocking_p2p = vpp == 1 && (t.schedule == Schedule::one_f_one_b || t.schedule == Schedule::gpipe);
   double pc_p2p = 0;
@@ -382,7 +375,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       st.tp_total += n * (lc.tp_fwd + lc.tp_bwd);
       st.cp_total += n * (lc.cp_fwd + lc.cp_bwd);
       st.ep_total += n * (lc.ep_fwd + lc.ep_bwd);
-      const LayerParams& lp = kind_params[k];
+      const LayerParams& lp = lk.params[k];
       params += n * ((dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router));
     }
     if (r == 0) {
@@ -460,7 +453,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   double expert_params = 0;
   const RankKinds& crit_rank = ranks[static_cast<size_t>(out.slowest_stage)];
   for (int k = 0; k < 2; ++k)
-    expert_params += dbl(crit_rank.n[k]) * dbl(kind_params[k].routed_experts) / dbl(t.ep * c.etp);
+    expert_params += dbl(crit_rank.n[k]) * dbl(lk.params[k].routed_experts) / dbl(t.ep * c.etp);
   const double dense_params = crit.params;
   // Collective times of the dense and expert groups are summed first, then hidden once
   // behind the compute they overlap with.
