@@ -85,8 +85,9 @@ int run_calibrate_shapes(const CalibrateArgs& a) {
   } else {
     (void)simulate_serving(s, rec);
   }
+  const auto shapes = rec.shapes();
   std::string text = "# GEMM shapes scenario " + s.id + " costs: dtype m n k (C[m,n] = A[m,k] B[k,n])\n";
-  for (const auto& [d, m, n, k] : rec.shapes()) {
+  for (const auto& [d, m, n, k] : shapes) {
     // capsim-calibrate times the tensor-core dtypes; weight-only int4/fp4 GEMMs run as a
     // dequantizing kernel it does not reproduce, so they are listed as comments.
     const bool timed = d == DType::bf16 || d == DType::fp16 || d == DType::fp8 || d == DType::int8;
@@ -94,7 +95,7 @@ int run_calibrate_shapes(const CalibrateArgs& a) {
   }
   if (a.out.empty()) fmt::print("{}", text);
   else io::write_file_atomic(a.out, text);
-  fmt::print(stderr, "{} GEMM shapes\n", rec.shapes().size());
+  fmt::print(stderr, "{} GEMM shapes\n", shapes.size());
   return 0;
 }
 

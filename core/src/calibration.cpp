@@ -93,14 +93,15 @@ double busbw_factor(CalOp op, int64_t ranks) {
 
 double RawMeasurement::flops() const {
   if (kind == Kind::gemm) return 2.0 * dbl(m) * dbl(n) * dbl(k);
-  if (kind == Kind::attention) {
-    // QK^T and PV: 4 b h s_q s_kv d, half of it under a causal mask; the backward pass
-    // does 2.5 times the forward's matmul work (FlashAttention-2 paper, Sec. 4.1).
-    double f = 4.0 * dbl(batch) * dbl(heads) * dbl(seq_q) * dbl(seq_kv) * dbl(head_dim);
-    if (causal) f *= 0.5;
-    return backward ? 2.5 * f : f;
-  }
+  if (kind == Kind::attention) return attention_flops(batch, heads, seq_q, seq_kv, head_dim, causal, backward);
   return 0;
+}
+
+double attention_flops(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim, bool causal,
+                       bool backward) {
+  double f = 4.0 * dbl(batch) * dbl(heads) * dbl(seq_q) * dbl(seq_kv) * dbl(head_dim);
+  if (causal) f *= 0.5;
+  return backward ? 2.5 * f : f;
 }
 
 double CollectiveFit::time(double bytes) const {
@@ -152,14 +153,16 @@ std::optional<double> GemmTable::at(int64_t qm, int64_t qn, int64_t qk) const {
   for (size_t i = 0; i < tflops.size(); ++i)
     if (m[i] == qm && n[i] == qn && k[i] == qk) return tflops[i];
   // The grid cell around the query along each axis.
+  // The nearest measured values at or below and at or above q (one scan, no copies: this
+  // runs for every GEMM a calibrated model prices).
   auto axis = [](const std::vector<int64_t>& v, int64_t q) -> std::optional<std::pair<int64_t, int64_t>> {
-    std::vector<int64_t> u(v);
-    std::sort(u.begin(), u.end());
-    u.erase(std::unique(u.begin(), u.end()), u.end());
-    if (u.empty() || q < u.front() || q > u.back()) return std::nullopt;
-    auto it = std::lower_bound(u.begin(), u.end(), q);
-    if (*it == q) return std::make_pair(q, q);
-    return std::make_pair(*(it - 1), *it);
+    std::optional<int64_t> lo, hi;
+    for (int64_t x : v) {
+      if (x <= q && (!lo || x > *lo)) lo = x;
+      if (x >= q && (!hi || x < *hi)) hi = x;
+    }
+    if (!lo || !hi) return std::nullopt;
+    return std::make_pair(*lo, *hi);
   };
   const auto am = axis(m, qm), an = axis(n, qn), ak = axis(k, qk);
   if (!am || !an || !ak) return std::nullopt;

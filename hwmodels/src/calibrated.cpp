@@ -42,11 +42,8 @@ Seconds CalibratedCostModel::attention(const AttentionShape& a, bool backward) c
   if (a.kernel == AttentionKernel::fused && a.q_len == a.kv_len && a.qk_dim == a.v_dim) {
     if (const AttentionTable* t = p_.attention_table(backward, a.causal, a.qk_dim)) {
       if (auto rate = t->at(dbl(a.q_len)); rate && *rate > 0) {
-        RawMeasurement m;
-        m.kind = RawMeasurement::Kind::attention;
-        m.backward = backward, m.causal = a.causal, m.batch = a.batch, m.heads = a.heads;
-        m.seq_q = a.q_len, m.seq_kv = a.kv_len, m.head_dim = a.qk_dim;
-        return Seconds(std::max(m.flops() / (*rate * 1e12), p_.launch_s.value_or(0.0)));
+        const double flops = attention_flops(a.batch, a.heads, a.q_len, a.kv_len, a.qk_dim, a.causal, backward);
+        return Seconds(std::max(flops / (*rate * 1e12), p_.launch_s.value_or(0.0)));
       }
     }
   }

@@ -221,6 +221,11 @@ std::string raw_to_text(const RawFile& raw) {
 
 namespace {
 
+/// "2.29.3" from NCCL's 22903 (major*10000 + minor*100 + patch).
+std::string nccl_version(int64_t v) {
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
 std::vector<std::string> split_ws(const std::string& s) {
   std::istringstream in(s);
   std::vector<std::string> out;
@@ -255,7 +260,7 @@ RawFile import_json(const json& j, const std::filesystem::path& path, std::optio
   out.header.file = path.filename().string();
   if (j.contains("nccl_version") && j["nccl_version"].is_number_integer()) {
     const int64_t v = j["nccl_version"].get<int64_t>();  // e.g. 22903 = 2.29.3
-    out.header.nccl = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+    out.header.nccl = nccl_version(v);
   }
   if (!op && j.contains("args") && j["args"].is_array() && !j["args"].empty() && j["args"][0].is_string()) {
     std::string exe = j["args"][0].get<std::string>();
@@ -353,7 +358,7 @@ RawFile import_nccl_tests(const std::filesystem::path& path, std::optional<CalOp
     }
     if (auto p = line.find("nccl-library="); p != std::string::npos && out.header.nccl.empty()) {
       const int64_t v = std::atoll(line.c_str() + p + 13);
-      out.header.nccl = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+      out.header.nccl = nccl_version(v);
     }
     if (auto p = line.find("NCCL version "); p != std::string::npos && out.header.nccl.empty()) {
       std::string v = line.substr(p + 13);

@@ -20,6 +20,12 @@ std::optional<CalOp> parse_cal_op(std::string_view s);  ///< also nccl-tests nam
 /// reduce-scatter and all-to-all, 1 send/recv (nccl-tests doc/PERFORMANCE.md).
 double busbw_factor(CalOp op, int64_t ranks);
 
+/// FLOPs of one attention call: QK^T and PV, 4 b h s_q s_kv d, half of it under a causal
+/// mask; the backward pass does 2.5 times the forward's matmul work (FlashAttention-2
+/// paper, Sec. 4.1).
+double attention_flops(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim, bool causal,
+                       bool backward);
+
 struct RawHeader {
   std::string source;  ///< capsim-calibrate or nccl-tests
   std::string host, gpu, driver, cuda_runtime, cublas, cudnn, nccl, created, file;
