@@ -13,9 +13,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Default $/GPU-hour from data/prices.json: price and "title (url)" of its source.
-std::optional<std::pair<double, std::string>> default_price(const std::string& gpu) {
-  const json d = read_json_file(data_dir() / "prices.json");
+/// Default $/GPU-hour from data/prices.json (read when an offer first needs it): price and
+/// "title (url); note" of its source.
+std::optional<std::pair<double, std::string>> default_price(const json& d, const std::string& gpu) {
   const json& p = d.at("prices");
   if (!p.contains(gpu)) return std::nullopt;
   const json& src = d.at("sources").at(p[gpu].at("source").get<std::string>());
@@ -24,8 +24,7 @@ std::optional<std::pair<double, std::string>> default_price(const std::string& g
                             p[gpu].value("note", ""));
 }
 
-std::string default_price_ids() {
-  const json d = read_json_file(data_dir() / "prices.json");
+std::string default_price_ids(const json& d) {
   std::string out;
   for (auto it = d.at("prices").begin(); it != d.at("prices").end(); ++it) out += (out.empty() ? "" : ", ") + it.key();
   return out;
@@ -84,6 +83,7 @@ PlanRequest load_plan(const fs::path& path) {
   } else {
     issues.push_back({"/model", "", "is required", {}});
   }
+  json prices;  // data/prices.json, read once if an offer has no price
   if (const json* o = top.get("offers"); o && o->is_array() && !o->empty()) {
     for (size_t i = 0; i < o->size(); ++i) {
       const std::string ptr = "/offers/" + std::to_string(i);
@@ -101,12 +101,13 @@ PlanRequest load_plan(const fs::path& path) {
         r.number("usd_per_gpu_hour", offer.usd_per_gpu_hour, true, 0);
         offer.price_source = "plan file";
       } else if (!gpu.empty()) {
-        if (const auto d = default_price(gpu)) {
+        if (prices.is_null()) prices = read_json_file(data_dir() / "prices.json");
+        if (const auto d = default_price(prices, gpu)) {
           offer.usd_per_gpu_hour = d->first;
           offer.price_source = d->second;
         } else {
           issues.push_back({ptr + "/usd_per_gpu_hour", "", "is required: no default price for " + gpu,
-                            "defaults (data/prices.json) cover " + default_price_ids()});
+                            "defaults (data/prices.json) cover " + default_price_ids(prices)});
         }
       }
       offer.system.gpus_per_node = 8;
