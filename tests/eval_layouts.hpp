@@ -7,8 +7,20 @@
 #include <vector>
 
 #include "capsim/core/scenario.hpp"
+#include "capsim/io/presets.hpp"
 
 namespace capsim::testing {
+
+/// A model preset on `gpus` GPUs of a preset, 8 per node, with `nic_gbps` per GPU.
+inline Scenario on_cluster(const std::string& model, const std::string& gpu, int64_t gpus, double nic_gbps) {
+  Scenario s;
+  s.model = io::load_model(model);
+  s.system.gpu = io::load_gpu(gpu);
+  s.system.num_gpus = gpus;
+  s.system.gpus_per_node = 8;
+  s.system.nic_gbps_per_gpu = nic_gbps;
+  return s;
+}
 
 inline std::vector<TrainingPlan> spread_layouts(const ModelSpec& m, const TrainingPlan& base, int64_t gpus,
                                                 size_t count, uint32_t seed) {

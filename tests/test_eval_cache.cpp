@@ -31,12 +31,7 @@ void expect_same_step(const StepBreakdown& a, const StepBreakdown& b) {
 }
 
 void check_model(const std::string& model, int64_t gpus, int64_t global_batch) {
-  Scenario s;
-  s.model = io::load_model(model);
-  s.system.gpu = io::load_gpu("h100-sxm5-80gb");
-  s.system.num_gpus = gpus;
-  s.system.gpus_per_node = 8;
-  s.system.nic_gbps_per_gpu = 400;
+  Scenario s = testing::on_cluster(model, "h100-sxm5-80gb", gpus, 400);
   TrainingPlan base;
   base.global_batch = global_batch;
   base.seq_len = 4096;

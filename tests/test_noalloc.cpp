@@ -32,12 +32,7 @@ namespace capsim {
 namespace {
 
 void check_model(const std::string& model, int64_t gpus, int64_t global_batch) {
-  Scenario s;
-  s.model = io::load_model(model);
-  s.system.gpu = io::load_gpu("a100-sxm4-80gb");
-  s.system.num_gpus = gpus;
-  s.system.gpus_per_node = 8;
-  s.system.nic_gbps_per_gpu = 200;
+  Scenario s = testing::on_cluster(model, "a100-sxm4-80gb", gpus, 200);
   TrainingPlan base;
   base.global_batch = global_batch;
   base.seq_len = 2048;
