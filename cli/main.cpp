@@ -466,6 +466,23 @@ int run_list(const std::string& what) {
 
 }  // namespace capsim::cli
 
+namespace {
+
+/// Options several subcommands share.
+void add_format(CLI::App* c, std::string& format) {
+  c->add_option("--format", format, "table or json (default: table on a terminal, else json)")
+      ->check(CLI::IsMember({"table", "json"}));
+}
+void add_out(CLI::App* c, std::string& out) {
+  c->add_option("-o,--out", out, "Write the report to this file (atomically)");
+}
+void add_calibration_option(CLI::App* c, std::string& path) {
+  c->add_option("--calibration", path, "Calibration profile (capsim calibrate fit) in front of the default cost model")
+      ->check(CLI::ExistingFile);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace capsim;
   CLI::App app{"capsim: performance simulator and capacity planner for LLM training and inference on GPU clusters"};
@@ -477,20 +494,17 @@ int main(int argc, char** argv) {
   model->add_option("model", model_args.name, "Preset name (see `capsim list models`) or path to a config.json")
       ->required();
   model->add_option("--seq-len", model_args.seq_len, "Sequence length for FLOPs per token")->check(CLI::PositiveNumber);
-  model->add_option("--format", model_args.format, "table or json (default: table on a terminal, else json)")
-      ->check(CLI::IsMember({"table", "json"}));
-  model->add_option("-o,--out", model_args.out, "Write the report to this file (atomically)");
+  add_format(model, model_args.format);
+  add_out(model, model_args.out);
 
   cli::TrainArgs train_args;
   auto* train = app.add_subcommand("train", "Memory per GPU (and resolved layout) of a training scenario");
-  train->add_option("--calibration", train_args.calibration, "Calibration profile (capsim calibrate fit) in front of the default cost model")
-      ->check(CLI::ExistingFile);
+  add_calibration_option(train, train_args.calibration);
   train->add_option("scenario", train_args.scenario, "Scenario JSON file")->required();
   train->add_option("--set", train_args.sets, "Override a scenario key before validation: path=value")
       ->allow_extra_args(false);
-  train->add_option("--format", train_args.format, "table or json (default: table on a terminal, else json)")
-      ->check(CLI::IsMember({"table", "json"}));
-  train->add_option("-o,--out", train_args.out, "Write the report to this file (atomically)");
+  add_format(train, train_args.format);
+  add_out(train, train_args.out);
   train->add_option("--engine", train_args.engine, "analytical (closed-form bubble) or des (executes the schedule)")
       ->check(CLI::IsMember({"analytical", "des"}));
   train->add_option("--trace", train_args.trace, "With --engine des: write a Chrome/Perfetto trace JSON here");
@@ -500,14 +514,12 @@ int main(int argc, char** argv) {
   memory->add_option("scenario", memory_args.scenario, "Scenario JSON file")->required();
   memory->add_option("--set", memory_args.sets, "Override a scenario key before validation: path=value")
       ->allow_extra_args(false);
-  memory->add_option("--format", memory_args.format, "table or json (default: table on a terminal, else json)")
-      ->check(CLI::IsMember({"table", "json"}));
-  memory->add_option("-o,--out", memory_args.out, "Write the report to this file (atomically)");
+  add_format(memory, memory_args.format);
+  add_out(memory, memory_args.out);
 
   cli::InferArgs infer_args;
   auto* infer = app.add_subcommand("infer", "Serving latency percentiles and throughput of an inference scenario");
-  infer->add_option("--calibration", infer_args.calibration, "Calibration profile (capsim calibrate fit) in front of the default cost model")
-      ->check(CLI::ExistingFile);
+  add_calibration_option(infer, infer_args.calibration);
   infer->add_option("scenario", infer_args.scenario, "Scenario JSON file (kind inference)")->required();
   infer->add_option("--set", infer_args.sets, "Override a scenario key before validation: path=value")->allow_extra_args(false);
   infer->add_flag("--max-qps", infer_args.max_qps, "Find the highest Poisson arrival rate that meets the SLA");
@@ -517,14 +529,12 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   infer->add_option("--seed", infer_args.seed, "Seed for lengths and arrivals");
   infer->add_option("--trace", infer_args.trace, "Write a Chrome/Perfetto timeline of engine iterations here");
-  infer->add_option("--format", infer_args.format, "table or json (default: table on a terminal, else json)")
-      ->check(CLI::IsMember({"table", "json"}));
-  infer->add_option("-o,--out", infer_args.out, "Write the report to this file (atomically)");
+  add_format(infer, infer_args.format);
+  add_out(infer, infer_args.out);
 
   cli::SearchArgs search_args;
   auto* search = app.add_subcommand("search", "Every training layout for the scenario's model, GPU and batch, ranked");
-  search->add_option("--calibration", search_args.calibration, "Calibration profile (capsim calibrate fit) in front of the default cost model")
-      ->check(CLI::ExistingFile);
+  add_calibration_option(search, search_args.calibration);
   search->add_option("scenario", search_args.scenario, "Training scenario (model, system, global batch, seq_len)")->required();
   search->add_option("--set", search_args.sets, "Override a scenario key before validation: path=value")->allow_extra_args(false);
   search->add_option("--gpus", search_args.gpus, "GPU counts to try (default: the scenario's)")->delimiter(',');
@@ -534,14 +544,12 @@ int main(int argc, char** argv) {
   search->add_flag("--schedules", search_args.schedules, "Also try ZB-H1 and DualPipe pipeline schedules");
   search->add_option("--threads", search_args.threads, "Worker threads (default: all cores)");
   search->add_option("--des-recheck", search_args.des_recheck, "Re-check the best N with the discrete-event engine");
-  search->add_option("--format", search_args.format, "table or json (default: table on a terminal, else json)")
-      ->check(CLI::IsMember({"table", "json"}));
-  search->add_option("-o,--out", search_args.out, "Write the report to this file (atomically)");
+  add_format(search, search_args.format);
+  add_out(search, search_args.out);
 
   cli::SweepArgs sweep_args;
   auto* sweep = app.add_subcommand("sweep", "Run a grid of scenarios (a base and axes) on all cores into JSONL or CSV rows");
-  sweep->add_option("--calibration", sweep_args.calibration, "Calibration profile (capsim calibrate fit) in front of the default cost model")
-      ->check(CLI::ExistingFile);
+  add_calibration_option(sweep, sweep_args.calibration);
   sweep->add_option("file", sweep_args.file, "Sweep file (base scenario and axes)")->required()->check(CLI::ExistingFile);
   sweep->add_option("-o,--out", sweep_args.out, "Rows file, .jsonl or .csv (a .summary.json is written beside it)")->required();
   sweep->add_option("--shard", sweep_args.shard,
@@ -558,18 +566,15 @@ int main(int argc, char** argv) {
   std::string plan_file, plan_format, plan_out;
   auto* plan = app.add_subcommand("plan", "Cheapest cluster to train a token budget in time, or deployment to serve traffic within an SLA");
   plan->add_option("file", plan_file, "Plan file (model, GPU offers with prices, training or serving goal)")->required()->check(CLI::ExistingFile);
-  plan->add_option("--format", plan_format, "table or json (default: table on a terminal, else json)")
-      ->check(CLI::IsMember({"table", "json"}));
-  plan->add_option("-o,--out", plan_out, "Write the report to this file (atomically)");
+  add_format(plan, plan_format);
+  add_out(plan, plan_out);
 
   cli::ValidateArgs validate_args;
   auto* validate = app.add_subcommand("validate", "Predict published measurements and print the error per case and overall");
-  validate->add_option("--calibration", validate_args.calibration, "Calibration profile (capsim calibrate fit) in front of the default cost model")
-      ->check(CLI::ExistingFile);
+  add_calibration_option(validate, validate_args.calibration);
   validate->add_option("files", validate_args.files, "Validation files (capsim-validation/1)")->required()->check(CLI::ExistingFile);
-  validate->add_option("--format", validate_args.format, "table or json (default: table on a terminal, else json)")
-      ->check(CLI::IsMember({"table", "json"}));
-  validate->add_option("-o,--out", validate_args.out, "Write the report to this file (atomically)");
+  add_format(validate, validate_args.format);
+  add_out(validate, validate_args.out);
 
   auto* calibrate = app.add_subcommand("calibrate", "Fit microbenchmark measurements into a profile; import nccl-tests logs");
   calibrate->require_subcommand(1);
@@ -586,8 +591,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"}));
   auto* cal_show = calibrate->add_subcommand("show", "What a profile measured, its fits and residuals, and where it extrapolates");
   cal_show->add_option("profile", show_args.inputs, "Profile JSON")->required()->check(CLI::ExistingFile);
-  cal_show->add_option("--format", show_args.format, "table or json (default: table on a terminal, else json)")
-      ->check(CLI::IsMember({"table", "json"}));
+  add_format(cal_show, show_args.format);
 
   auto* cal_shapes = calibrate->add_subcommand("shapes", "The GEMM shapes a scenario costs, for capsim-calibrate --gemm-shapes");
   cal_shapes->add_option("scenario", shapes_args.inputs, "Scenario JSON file")->required()->check(CLI::ExistingFile);
@@ -598,8 +602,7 @@ int main(int argc, char** argv) {
   cal_compare->add_option("--gpu", compare_args.gpu, "GPU preset the measurements ran on (capsim list gpus)")->required();
   cal_compare->add_option("--gpus-per-node", compare_args.gpus_per_node, "GPUs per node (default 8)")->check(CLI::PositiveNumber);
   cal_compare->add_option("--nic-gbps", compare_args.nic_gbps, "Scale-out line rate per GPU, Gb/s (default 400)")->check(CLI::PositiveNumber);
-  cal_compare->add_option("--format", compare_args.format, "table or json (default: table on a terminal, else json)")
-      ->check(CLI::IsMember({"table", "json"}));
+  add_format(cal_compare, compare_args.format);
 
   std::string list_what;
   auto* list = app.add_subcommand("list", "List presets");
