@@ -48,9 +48,10 @@ TEST_P(NcclTestsImport, LargestSizeBusBandwidthAndGroup) {
   EXPECT_DOUBLE_EQ(ip.busbw_gbps, c.last_ip_busbw);
   // The time column reproduces the printed bus bandwidth (to its rounding) from 64 KiB up.
   for (const auto& m : rows)
-    if (m.bytes >= 65536 && m.busbw_gbps > 1)
+    if (m.bytes >= 65536 && m.busbw_gbps > 1) {
       EXPECT_NEAR(m.bytes / m.time_s / 1e9 * busbw_factor(c.op, c.ranks), m.busbw_gbps, 0.01 * m.busbw_gbps + 0.01)
           << c.file << " at " << m.bytes << " B";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -239,6 +239,19 @@ std::optional<double> AttentionTable::at(double s) const {
   return loglog(seq, tflops, s);
 }
 
+std::vector<std::string> CalibrationProfile::supplies() const {
+  std::vector<std::string> out;
+  for (const auto& g : gemm) out.push_back("gemm_" + std::string(to_string(g.dtype)));
+  for (const auto& a : attention)
+    out.push_back(std::string("attention_") + (a.backward ? "bwd" : "fwd") + (a.causal ? "_causal" : "") + "_d" +
+                  std::to_string(a.head_dim));
+  if (hbm_gbps) out.push_back("hbm");
+  if (launch_s) out.push_back("kernel_launch");
+  for (const auto& c : collectives)
+    out.push_back(std::string(to_string(c.op)) + "_" + std::to_string(c.ranks) + (c.inter ? "_inter" : "_intra"));
+  return out;
+}
+
 const GemmTable* CalibrationProfile::gemm_table(DType d) const {
   for (const auto& g : gemm)
     if (g.dtype == d) return &g;

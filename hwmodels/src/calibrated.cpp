@@ -88,12 +88,7 @@ std::vector<std::pair<std::string, std::string>> CalibratedCostModel::provenance
       }
     out.emplace_back(key, tag);
   };
-  for (const auto& g : p_.gemm) set("gemm_" + std::string(to_string(g.dtype)));
-  if (!p_.attention.empty()) set("attention_fwd"), set("attention_bwd");
-  if (p_.hbm_gbps) set("hbm");
-  if (p_.launch_s) set("kernel_launch");
-  for (const auto& c : p_.collectives)
-    set(std::string(to_string(c.op)) + "_" + std::to_string(c.ranks) + (c.inter ? "_inter" : "_intra"));
+  for (const auto& key : p_.supplies()) set(key);
   return out;
 }
 

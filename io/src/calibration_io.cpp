@@ -618,16 +618,7 @@ const CostModel& CostModels::get() const {
 }
 
 nlohmann::json calibration_json(const CalibrationProfile& p) {
-  json supplies = json::array();
-  for (const auto& g : p.gemm) supplies.push_back("gemm_" + std::string(to_string(g.dtype)) + " (measured shapes)");
-  for (const auto& a : p.attention)
-    supplies.push_back(std::string("attention_") + (a.backward ? "bwd" : "fwd") + (a.causal ? "_causal" : "") + "_d" +
-                       std::to_string(a.head_dim));
-  if (p.hbm_gbps) supplies.push_back("hbm");
-  if (p.launch_s) supplies.push_back("kernel_launch");
-  for (const auto& c : p.collectives)
-    supplies.push_back(std::string(to_string(c.op)) + "_" + std::to_string(c.ranks) + (c.inter ? "_inter" : "_intra"));
-  return {{"profile", p.name}, {"gpu", p.gpu}, {"supplies", supplies}};
+  return {{"profile", p.name}, {"gpu", p.gpu}, {"supplies", p.supplies()}};
 }
 
 }  // namespace capsim::io

@@ -122,6 +122,10 @@ struct CalibrationProfile {
   std::optional<double> launch_s;  ///< launch-to-launch time of an empty kernel
   std::vector<CollectiveFit> collectives;
 
+  /// Names of what the profile measured, as reports list them: gemm_<dtype>,
+  /// attention_<fwd|bwd>[_causal]_d<head dim>, hbm, kernel_launch, <collective>_<ranks>_<intra|inter>.
+  std::vector<std::string> supplies() const;
+
   const GemmTable* gemm_table(DType d) const;
   const CollectiveFit* collective(CalOp op, int64_t ranks, bool inter) const;
   const AttentionTable* attention_table(bool backward, bool causal, int64_t head_dim) const;
