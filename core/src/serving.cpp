@@ -32,6 +32,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   // Weight-only quantization (int4/int8 weights with bf16 activations) keeps bf16 tensor
   // cores and reads fewer weight bytes; W8A8 uses int8 tensor cores; fp8 uses fp8 ones.
   wbytes_ = dtype_bytes(p.weight_dtype);
+  tail_s_ = sys.gpu.efficiency.gemm_tail_us.value * 1e-6;
   if (p.activation_dtype == DType::fp8 && p.weight_dtype == DType::fp8) math_ = DType::fp8;
   else if (p.activation_dtype == DType::int8 && p.weight_dtype == DType::int8) math_ = DType::int8;
   else math_ = DType::bf16;
@@ -97,7 +98,7 @@ double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
     weight = weight * 0.5 + dbl(k) * dbl(n) * 0.5 * 0.25;
   }
   const double bytes = weight + dbl(m) * (dbl(k) + dbl(n)) * 2.0;
-  return std::max(compute, cost_.memory_bound(Bytes(bytes)).value);
+  return std::max(compute, cost_.memory_bound(Bytes(bytes)).value) + tail_s_;
 }
 
 double IterationModel::seconds(const IterationBatch& b) const {
@@ -187,7 +188,8 @@ double IterationModel::seconds(const IterationBatch& b) const {
     const double compute =
         cost_.gemm_compute(pe, inner_i * (m.gated_mlp ? 2 : 1), h, math_, static_cast<int64_t>(std::ceil(local_experts))).value +
         cost_.gemm_compute(pe, h, inner_i, math_, static_cast<int64_t>(std::ceil(local_experts))).value;
-    double experts = std::max(compute, cost_.memory_bound(Bytes(w_bytes)).value);
+    // Two grouped kernels (gate/up, then down), each with its fixed fill-and-drain time.
+    double experts = std::max(compute, cost_.memory_bound(Bytes(w_bytes)).value) + 2.0 * tail_s_;
     experts += gemm(tokens, e.num_experts, h);  // router
     if (e.shared_experts > 0) experts += dense_ffn(e.shared_experts * e.shared_intermediate);
     if (ep > 1)
@@ -199,7 +201,8 @@ double IterationModel::seconds(const IterationBatch& b) const {
   // Output head (16-bit) and sampling for the sequences that emit a token.
   if (sampled > 0) {
     const double head_bytes = dbl(m.vocab) * dbl(h) / dbl(tp) * 2.0 + dbl(sampled) * dbl(m.vocab) / dbl(tp) * 4.0;
-    t += std::max(cost_.gemm_compute(sampled, m.vocab / tp, h, DType::bf16).value, cost_.memory_bound(Bytes(head_bytes)).value);
+    t += std::max(cost_.gemm_compute(sampled, m.vocab / tp, h, DType::bf16).value, cost_.memory_bound(Bytes(head_bytes)).value) +
+         tail_s_;
   }
   return t;
 }

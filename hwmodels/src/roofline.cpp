@@ -231,6 +231,7 @@ std::vector<std::pair<std::string, std::string>> RooflineCostModel::provenance()
       {"busbw_curve_network", e.busbw_curve_network.source},
   };
   if (e.gemm_fp8.value > 0) p.push_back({"gemm_fp8", e.gemm_fp8.source});
+  if (e.gemm_tail_us.value > 0) p.push_back({"gemm_tail_us", e.gemm_tail_us.source});
   return p;
 }
 

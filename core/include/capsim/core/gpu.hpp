@@ -50,6 +50,9 @@ struct GpuEfficiency {
   Sourced gemm_bf16, gemm_fp8, gemm_int8;  ///< best large-GEMM fraction of dense peak
   std::array<double, 3> gemm_bf16_shape{}, gemm_fp8_shape{}, gemm_int8_shape{};  ///< m,n,k measured (0 = unknown)
   Sourced gemm_k_half;  ///< K at which eff(K) = K/(K+K0) is one half
+  /// Microseconds a weight-streaming GEMM kernel adds to bytes / achievable bandwidth
+  /// (pipeline fill, wave tail, epilogue); 0 = not measured, no term added.
+  Sourced gemm_tail_us;
   /// Sustained over rated tensor clock under long matrix-multiply load (power limit);
   /// 0 = not measured (rated clock). Scales compute-bound kernels, not memory-bound ones.
   Sourced sustained_tensor_clock;

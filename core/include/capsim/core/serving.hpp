@@ -45,6 +45,7 @@ class IterationModel {
   DType math_ = DType::bf16;
   double wbytes_ = 2;
   double kv_bytes_token_layer_ = 0;  ///< per GPU
+  double tail_s_ = 0;  ///< fixed time of one GEMM kernel (GpuEfficiency::gemm_tail_us)
   double weight_bytes_ = 0;
   Group tp_group_, ep_group_;
 };
