@@ -294,6 +294,7 @@ class UniformStageCost final : public CostModel {
   Seconds memory_bound(Bytes) const override { return Seconds(0); }
   Seconds collective(CollectiveKind, Bytes, const Group&) const override { return Seconds(0); }
   Seconds p2p(Bytes, bool) const override { return Seconds(0); }
+  Seconds kernel_launch() const override { return Seconds(0); }
   std::vector<std::pair<std::string, std::string>> provenance() const override { return {}; }
 
  private:

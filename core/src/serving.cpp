@@ -33,6 +33,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   // cores and reads fewer weight bytes; W8A8 uses int8 tensor cores; fp8 uses fp8 ones.
   wbytes_ = dtype_bytes(p.weight_dtype);
   tail_s_ = sys.gpu.efficiency.gemm_tail_us.value * 1e-6;
+  engine_ = engine_defaults(p, 0);
   if (p.activation_dtype == DType::fp8 && p.weight_dtype == DType::fp8) math_ = DType::fp8;
   else if (p.activation_dtype == DType::int8 && p.weight_dtype == DType::int8) math_ = DType::int8;
   else math_ = DType::bf16;
@@ -197,14 +198,41 @@ double IterationModel::seconds(const IterationBatch& b) const {
     moe_layer = attn + experts;
   }
   double t = 0;
-  for (int64_t i = 0; i < m.layers; ++i) t += m.is_moe_layer(i) ? moe_layer : dense_layer;
+  int64_t moe_layers = 0;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    t += m.is_moe_layer(i) ? moe_layer : dense_layer;
+    moe_layers += m.is_moe_layer(i) ? 1 : 0;
+  }
   // Output head (16-bit) and sampling for the sequences that emit a token.
   if (sampled > 0) {
     const double head_bytes = dbl(m.vocab) * dbl(h) / dbl(tp) * 2.0 + dbl(sampled) * dbl(m.vocab) / dbl(tp) * 4.0;
     t += std::max(cost_.gemm_compute(sampled, m.vocab / tp, h, DType::bf16).value, cost_.memory_bound(Bytes(head_bytes)).value) +
          tail_s_;
   }
-  return t;
+  // A step the engine cannot replay as a CUDA graph launches every kernel from the host;
+  // it takes the longer of the GPU time and the launches.
+  if (!engine_.cuda_graphs || tokens > engine_.cuda_graph_max_tokens)
+    t = std::max(t, dbl(kernels(b, moe_layers)) * cost_.kernel_launch().value);
+  return t + engine_.step_overhead_s;
+}
+
+int64_t IterationModel::kernels(const IterationBatch& b, int64_t moe_layers) const {
+  const ModelSpec& m = m_;
+  // Per layer: the projections (MLA: q down and up or q, kv down, kv up, output; else
+  // QKV and output), one attention kernel for the prefill chunks and one for the decodes,
+  // two norms, rotary and the KV-cache write (MLA: two more norms on the latents), and
+  // the tensor-parallel all-reduces after attention and MLP.
+  int64_t attn = m.mla ? (m.mla->q_lora_rank > 0 ? 5 : 4) + 6 : 2 + 4;
+  attn += (b.prefills.empty() ? 0 : 1) + (b.decodes > 0 ? 1 : 0);
+  if (p_.tp > 1) attn += 2;
+  const int64_t dense_ffn = 3;  // gate/up, activation, down
+  // Router GEMM, top-k, token permutation, two grouped GEMMs, activation, combine; the
+  // shared experts as a dense MLP; dispatch and combine all-to-alls under EP.
+  int64_t moe = 7 + (m.moe && m.moe->shared_experts > 0 ? dense_ffn : 0);
+  if (p_.ep.value_or(1) > 1) moe += 2;
+  const int64_t dense_layers = m.layers - moe_layers;
+  // Embedding, final norm, head GEMM and sampling (softmax, top-k/top-p, draw).
+  return dense_layers * (attn + dense_ffn) + moe_layers * (attn + moe) + 6;
 }
 
 EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt) {
@@ -215,6 +243,9 @@ EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt) {
   d.gpu_memory_utilization = p.engine.gpu_memory_utilization.value_or(0.9);
   d.max_num_batched_tokens =
       p.engine.max_num_batched_tokens.value_or(d.chunked_prefill ? 8192 : std::max<int64_t>(2048, longest_prompt));
+  d.cuda_graphs = p.engine.cuda_graphs.value_or(true);
+  d.cuda_graph_max_tokens = p.engine.cuda_graph_max_tokens.value_or(512);
+  d.step_overhead_s = p.engine.step_overhead_ms.value_or(0.0) * 1e-3;
   return d;
 }
 

@@ -258,13 +258,18 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"max_num_batched_tokens", r.engine.max_num_batched_tokens},
                  {"block_size", r.engine.block_size},
                  {"gpu_memory_utilization", r.engine.gpu_memory_utilization},
-                 {"chunked_prefill", r.chunked_prefill}};
+                 {"chunked_prefill", r.chunked_prefill},
+                 {"cuda_graphs", r.engine.cuda_graphs},
+                 {"cuda_graph_max_tokens", r.engine.cuda_graph_max_tokens},
+                 {"step_overhead_ms", r.engine.step_overhead_s * 1e3}};
   json resolved = json::object();
   if (!p.engine.max_num_seqs) resolved["max_num_seqs"] = r.engine.max_num_seqs;
   if (!p.engine.max_num_batched_tokens) resolved["max_num_batched_tokens"] = r.engine.max_num_batched_tokens;
   if (!p.engine.block_size) resolved["block_size"] = r.engine.block_size;
   if (!p.engine.gpu_memory_utilization) resolved["gpu_memory_utilization"] = r.engine.gpu_memory_utilization;
   if (!p.engine.chunked_prefill) resolved["chunked_prefill"] = r.chunked_prefill;
+  if (!p.engine.cuda_graphs) resolved["cuda_graphs"] = r.engine.cuda_graphs;
+  if (!p.engine.cuda_graph_max_tokens) resolved["cuda_graph_max_tokens"] = r.engine.cuda_graph_max_tokens;
   if (!p.ep) resolved["ep"] = 1;
   if (!p.kv_dtype) resolved["kv_dtype"] = std::string(to_string(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16));
   j["resolved"] = resolved;

@@ -242,6 +242,11 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     opt_int("max_num_seqs", p.engine.max_num_seqs);
     opt_int("max_num_batched_tokens", p.engine.max_num_batched_tokens);
     opt_int("block_size", p.engine.block_size);
+    opt_int("cuda_graph_max_tokens", p.engine.cuda_graph_max_tokens);
+    bool graphs = false;
+    if (er.boolean("cuda_graphs", graphs)) p.engine.cuda_graphs = graphs;
+    double overhead = 0;
+    if (er.number("step_overhead_ms", overhead, false, 0)) p.engine.step_overhead_ms = overhead;
     if (er.has("chunked_prefill") && (*e)["chunked_prefill"].is_string() && (*e)["chunked_prefill"] == "auto") {
       er.allow("chunked_prefill");
     } else {

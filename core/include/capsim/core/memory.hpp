@@ -91,6 +91,13 @@ struct EngineDefaults {
   int64_t block_size = 16;                ///< vllm CacheConfig.block_size default
   double gpu_memory_utilization = 0.9;    ///< vllm CacheConfig.gpu_memory_utilization default
   bool chunked_prefill = true;            ///< on by default in vLLM V1
+  bool cuda_graphs = true;                ///< vLLM V1 captures steps as (piecewise) CUDA graphs
+  /// Steps of more tokens run eagerly: vLLM V1's largest default capture size is 512
+  /// (CompilationConfig cudagraph_capture_sizes 1, 2, 4, 8, 16, 24, ... 512).
+  int64_t cuda_graph_max_tokens = 512;
+  /// Host work per step the engine does not overlap with the GPU (scheduling, sampling
+  /// bookkeeping, detokenisation): 0 unless the user measured it for their engine.
+  double step_overhead_s = 0;
 };
 
 InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p,

@@ -109,6 +109,9 @@ struct EngineOptions {
   std::optional<int64_t> block_size;
   std::optional<bool> chunked_prefill;
   std::optional<double> gpu_memory_utilization;
+  std::optional<bool> cuda_graphs;                 ///< replay steps as CUDA graphs
+  std::optional<int64_t> cuda_graph_max_tokens;    ///< largest step (tokens) captured
+  std::optional<double> step_overhead_ms;          ///< host time per step not hidden by the GPU
   bool operator==(const EngineOptions&) const = default;
 };
 
