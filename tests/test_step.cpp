@@ -204,6 +204,27 @@ double intra_busbw(const GpuEfficiency& e, CollectiveKind k, int64_t n = 2) {
 constexpr CollectiveKind kRingKinds[] = {CollectiveKind::all_reduce, CollectiveKind::all_gather,
                                          CollectiveKind::reduce_scatter};
 
+// Invariant on every GPU preset: a larger message never takes less time, for every
+// collective kind, inside a node and across nodes, from 1 KiB to 64 GiB.
+TEST(Collectives, TimeNeverFallsAsMessagesGrow) {
+  for (const std::string& id : io::gpu_preset_ids()) {
+    for (int64_t gpus : {8, 64}) {
+      const SystemSpec sys = system_of(id, gpus);
+      const hw::RooflineCostModel cost(sys);
+      const Group g{gpus, 8};
+      for (CollectiveKind k : {CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
+                               CollectiveKind::all_to_all}) {
+        double prev = 0;
+        for (double bytes = 1024; bytes <= 64 * kGiB; bytes *= 1.25) {
+          const double t = cost.collective(k, Bytes(bytes), g).value;
+          ASSERT_GE(t, prev * (1 - 1e-12)) << id << " " << to_string(k) << " " << gpus << " GPUs at " << bytes << " B";
+          prev = t;
+        }
+      }
+    }
+  }
+}
+
 TEST(Collectives, RingInsideANode) {
   for (const char* id : {"h100-sxm5-80gb", "a100-sxm4-80gb"}) {
     const SystemSpec sys = system_of(id, 8);

@@ -33,9 +33,12 @@ double BusbwCurve::at(double bytes) const {
   if (bytes >= size_bytes.back()) return fraction.back();
   size_t i = 1;
   while (size_bytes[i] < bytes) ++i;
-  const double x0 = std::log(size_bytes[i - 1]), x1 = std::log(size_bytes[i]);
-  const double w = (std::log(bytes) - x0) / (x1 - x0);
-  return fraction[i - 1] + w * (fraction[i] - fraction[i - 1]);
+  // Between two measured sizes the time follows the latency-bandwidth (Hockney) line
+  // through both points, t = alpha + bytes / beta: linear in bytes, so it rises
+  // monotonically from one measured time to the next.
+  const double t0 = size_bytes[i - 1] / fraction[i - 1], t1 = size_bytes[i] / fraction[i];
+  const double t = t0 + (bytes - size_bytes[i - 1]) * (t1 - t0) / (size_bytes[i] - size_bytes[i - 1]);
+  return bytes / t;
 }
 
 FlopsPerSecond GpuSpec::peak(DType dtype) const {

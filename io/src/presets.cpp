@@ -168,6 +168,18 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
       out.size_bytes = e[key]["size_bytes"].get<std::vector<double>>();
       out.fraction = e[key]["fraction"].get<std::vector<double>>();
       out.source = src(e[key]);
+      for (size_t i = 0; i < out.size_bytes.size(); ++i) {
+        const bool rising = i == 0 ? out.size_bytes[i] > 0 : out.size_bytes[i] > out.size_bytes[i - 1];
+        if (!rising || !(out.fraction[i] > 0 && out.fraction[i] <= 1)) {
+          issues.push_back({origin + "#/efficiency/" + key, "",
+                            "needs sizes rising from above 0 and fractions in (0, 1]", {}});
+          return;
+        }
+      }
+      // Moving more bytes never takes less time: where a sweep's time dips between two
+      // sizes (run-to-run noise), hold the time of the smaller size.
+      for (size_t i = 1; i < out.size_bytes.size(); ++i)
+        out.fraction[i] = std::min(out.fraction[i], out.fraction[i - 1] * out.size_bytes[i] / out.size_bytes[i - 1]);
     };
     curve("busbw_curve_nvlink", g.efficiency.busbw_curve_nvlink);
     curve("busbw_curve_network", g.efficiency.busbw_curve_network);

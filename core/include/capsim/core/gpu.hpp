@@ -34,7 +34,8 @@ struct AttentionEfficiency {
 };
 
 /// Achievable bus bandwidth by message size, as a fraction of the large-message figure
-/// (nccl-tests sweeps). Sizes between entries interpolate in log space; below the first,
+/// (nccl-tests sweeps). Between entries the time follows the latency-bandwidth line through
+/// the two measured points, so it rises monotonically between them; below the first,
 /// time stays constant (latency-bound); above the last, the last fraction holds.
 struct BusbwCurve {
   std::vector<double> size_bytes;
