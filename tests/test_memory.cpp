@@ -54,6 +54,14 @@ TEST(ModelStates, Bf16KeepsFp32Gradients) {
   t.precision = DType::bf16;
   const StageMemory s = training_memory(m, system_of("h100-sxm5-80gb", 1), t).peak();
   EXPECT_DOUBLE_EQ(s.weights_bytes + s.gradients_bytes + s.optimizer_bytes, 18 * psi);
+  // ZeRO-3 holds (2 + 2 + 12)/N in any precision: DeepSpeed's 16-bit shards, or FSDP2's
+  // fp32 parameter and gradient shards with two fp32 moments.
+  for (int64_t n : {8, 64}) {
+    TrainingPlan z = plan(n, 3);
+    z.precision = DType::bf16;
+    const StageMemory sz = training_memory(m, system_of("h100-sxm5-80gb", n), z).peak();
+    EXPECT_NEAR(sz.weights_bytes + sz.gradients_bytes + sz.optimizer_bytes, 16 * psi / static_cast<double>(n), 1.0);
+  }
 }
 
 // ZeRO (Rajbhandari et al. 2020, Fig. 1): per-GPU model states over N data-parallel ranks.

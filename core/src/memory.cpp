@@ -102,6 +102,11 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   // training accumulate fp32 main gradients (Megatron-LM's main_grad buffer, PyTorch FSDP
   // mixed precision with an fp32 reduce dtype).
   const double g_bytes = t.precision == DType::fp16 ? 2.0 : 4.0;
+  // ZeRO-3 keeps (2 + 2 + K) bytes per parameter over the data-parallel group (Rajbhandari
+  // et al. 2020, Sec. 5.3): 16-bit parameter and gradient shards beside the optimizer's K.
+  // PyTorch FSDP2's fp32 shards with fp32 gradients and Adam's two moments come to the same
+  // 16 bytes.
+  const double shard_g_bytes = zero >= 3 ? 2.0 : g_bytes;
   const double k_bytes = t.memory.offload_optimizer ? 0.0 : optimizer_bytes_per_param(t.optimizer);
   const bool lora = t.mode == TrainMode::lora && t.lora.has_value();
 
@@ -210,8 +215,8 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
     } else {
       s.weights_bytes = shard(dense, dense_group, zw) * w_bytes + shard(expert, expert_group, zw) * w_bytes;
     }
-    s.gradients_bytes =
-        shard(trainable_dense, dense_group, zg) * g_bytes + shard(trainable_expert, expert_group, zg) * g_bytes;
+    s.gradients_bytes = shard(trainable_dense, dense_group, zg) * shard_g_bytes +
+                        shard(trainable_expert, expert_group, zg) * shard_g_bytes;
     s.optimizer_bytes =
         shard(trainable_dense, dense_group, zo) * k_bytes + shard(trainable_expert, expert_group, zo) * k_bytes;
     if (zero >= 3 && t.pp > 1 && !lora) {
