@@ -3,6 +3,8 @@
 // regression fails CI). README "Accuracy" shows the current table.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "capsim/io/calibration_io.hpp"
@@ -29,10 +31,10 @@ TEST(Validation, TrainingErrorBounds) {
   const nlohmann::json r = io::run_validation({kTraining});
   const auto& s = r["summary"]["training-public.json"];
   // Recorded bounds (current model plus a small margin); lower them as the model improves.
-  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.14);
-  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.44);
+  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.135);
+  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.425);
   EXPECT_LE(s["peak_memory_gib"]["median_abs_error"].get<double>(), 0.29);
-  EXPECT_LE(s["peak_memory_gib"]["p90_abs_error"].get<double>(), 0.44);
+  EXPECT_LE(s["peak_memory_gib"]["p90_abs_error"].get<double>(), 0.42);
 }
 
 // The shipped H100 network profile (data/calibration, fitted from published nccl-tests
@@ -51,6 +53,32 @@ TEST(Validation, PublicH100NetworkProfileHelps) {
       EXPECT_EQ(bc["predicted"], cal["cases"][i]["predicted"]) << bc["id"] << ": an A100 case must not change";
     }
   }
+}
+
+// Serving: every offline-throughput and serving-percentile case is simulated, and each
+// metric's median |error| stays within the figure recorded here (current model plus a
+// small margin; the 20% goal is not met yet for latency percentiles).
+TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
+  const auto dir = std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation";
+  const nlohmann::json r = io::run_validation({dir / "inference-public.json", dir / "serving-percentiles-public.json"});
+  size_t n = 0;
+  for (const auto& c : r["cases"]) {
+    EXPECT_EQ(c["status"], "ok") << c["id"] << ": " << c.value("reason", std::string());
+    ++n;
+  }
+  EXPECT_GE(n, 41u);
+  const std::map<std::string, std::map<std::string, double>> bounds = {
+      {"inference-public.json", {{"throughput_tokens_per_s", 0.14}, {"tpot_p50_ms", 0.29}, {"ttft_p50_ms", 0.50}}},
+      {"serving-percentiles-public.json",
+       {{"itl_p50_ms", 0.165}, {"tpot_mean_ms", 0.23}, {"tpot_p99_ms", 0.23}, {"throughput_tokens_per_s", 0.235},
+        {"ttft_mean_ms", 0.69}, {"ttft_p99_ms", 0.70}}},
+  };
+  for (const auto& [file, metrics] : bounds)
+    for (const auto& [metric, bound] : metrics) {
+      const auto& m = r["summary"][file][metric];
+      EXPECT_EQ(m["unsupported"], 0) << file << " " << metric;
+      EXPECT_LE(m["median_abs_error"].get<double>(), bound) << file << " " << metric;
+    }
 }
 
 TEST(Validation, Deterministic) {
