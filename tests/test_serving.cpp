@@ -136,6 +136,36 @@ TEST(Serving, StepOverheadAddsToEveryStep) {
   }
 }
 
+// Decode of a small batch streams the touched experts' weights: with the GPU's fused-MoE
+// kernel figures that costs fixed + bytes / (fraction x HBM peak) a layer, in place of
+// bytes at the stream rate plus two GEMM tails. T tokens choosing top-k of E experts
+// touch E (1 - (1 - k/E)^T) of them.
+TEST(Serving, MoeDecodeStreamsExpertsAtTheFusedKernelRate) {
+  Scenario s = serving_scenario("qwen3-30b-a3b", "h200-sxm-141gb", 1, ServingWorkload::Mode::offline);
+  const GpuEfficiency& e = s.system.gpu.efficiency;
+  ASSERT_GT(e.moe_kernel_hbm.value, 0);
+  ASSERT_GT(e.moe_kernel_fixed_us.value, 0);
+  const hw::RooflineCostModel cost(s.system);
+  IterationBatch b;
+  b.decodes = 4;
+  b.decode_context = 4 * 256;
+  const double with = IterationModel(s.model, s.system, *s.inference, cost).seconds(b);
+  Scenario plain = s;
+  plain.system.gpu.efficiency.moe_kernel_hbm.value = 0;
+  plain.system.gpu.efficiency.moe_kernel_fixed_us.value = 0;
+  const hw::RooflineCostModel plain_cost(plain.system);
+  const double without = IterationModel(plain.model, plain.system, *plain.inference, plain_cost).seconds(b);
+  const auto& moe = *s.model.moe;
+  const double experts = static_cast<double>(moe.num_experts);
+  const double touched = experts * (1.0 - std::pow(1.0 - static_cast<double>(moe.top_k) / experts, 4.0));
+  const double bytes = touched * static_cast<double>(s.model.hidden * moe.expert_intermediate) * 3.0 * 2.0;
+  const double peak = s.system.gpu.hbm_bandwidth().value;
+  const double fused = e.moe_kernel_fixed_us.value * 1e-6 + bytes / (peak * e.moe_kernel_hbm.value);
+  const double stream = bytes / (peak * e.hbm.value) + 2.0 * e.gemm_tail_us.value * 1e-6;
+  EXPECT_NEAR(with - without, static_cast<double>(s.model.layers) * (fused - stream), 1e-9);
+  EXPECT_GT(with, without);
+}
+
 // W4A16 (4-bit weights, 16-bit tensor cores) at batch 1 on a 70B model is 2-3.5x faster
 // than bf16; the gain shrinks as the batch grows and compute takes over.
 TEST(Serving, WeightOnlyInt4DecodeSpeedupShrinksWithBatch) {

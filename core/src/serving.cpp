@@ -189,8 +189,15 @@ double IterationModel::seconds(const IterationBatch& b) const {
     const double compute =
         cost_.gemm_compute(pe, inner_i * (m.gated_mlp ? 2 : 1), h, math_, static_cast<int64_t>(std::ceil(local_experts))).value +
         cost_.gemm_compute(pe, h, inner_i, math_, static_cast<int64_t>(std::ceil(local_experts))).value;
-    // Two grouped kernels (gate/up, then down), each with its fixed fill-and-drain time.
-    double experts = std::max(compute, cost_.memory_bound(Bytes(w_bytes)).value) + 2.0 * tail_s_;
+    // Streaming the touched experts' weights: at the fused MoE kernel's measured rate and
+    // fixed time where the GPU has them, else at the stream rate with two GEMM tails
+    // (gate/up, then down).
+    const GpuEfficiency& ge = sys_.gpu.efficiency;
+    const double stream = ge.moe_kernel_hbm.value > 0
+                              ? w_bytes / (sys_.gpu.hbm_bandwidth().value * ge.moe_kernel_hbm.value) +
+                                    ge.moe_kernel_fixed_us.value * 1e-6
+                              : cost_.memory_bound(Bytes(w_bytes)).value + 2.0 * tail_s_;
+    double experts = std::max(compute, stream);
     experts += gemm(tokens, e.num_experts, h);  // router
     if (e.shared_experts > 0) experts += dense_ffn(e.shared_experts * e.shared_intermediate);
     if (ep > 1)

@@ -54,6 +54,11 @@ struct GpuEfficiency {
   /// Microseconds a weight-streaming GEMM kernel adds to bytes / achievable bandwidth
   /// (pipeline fill, wave tail, epilogue); 0 = not measured, no term added.
   Sourced gemm_tail_us;
+  /// A serving engine's fused MoE layer (routing alignment, activation quantisation, the
+  /// two grouped expert GEMMs, activation, combine) when it streams expert weights:
+  /// time = moe_kernel_fixed_us + weight bytes / (moe_kernel_hbm x HBM peak). 0 = not
+  /// measured: the stream figure and two GEMM tails apply.
+  Sourced moe_kernel_hbm, moe_kernel_fixed_us;
   /// Sustained over rated tensor clock under long matrix-multiply load (power limit);
   /// 0 = not measured (rated clock). Scales compute-bound kernels, not memory-bound ones.
   Sourced sustained_tensor_clock;
