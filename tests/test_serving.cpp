@@ -166,6 +166,30 @@ TEST(Serving, MoeDecodeStreamsExpertsAtTheFusedKernelRate) {
   EXPECT_GT(with, without);
 }
 
+// A large prefill makes the fused MoE compute-bound: each MoE layer then costs the routed
+// FLOPs (T tokens x top-k x 6 x hidden x expert width) over the kernel's measured
+// fraction of the 8-bit peak, so doubling that fraction saves exactly half of it.
+TEST(Serving, MoePrefillRunsAtTheFusedKernelComputeRate) {
+  Scenario s = serving_scenario("qwen3-30b-a3b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->weight_dtype = DType::fp8;
+  s.inference->activation_dtype = DType::fp8;
+  const double frac = s.system.gpu.efficiency.moe_kernel_compute_fp8.value;
+  ASSERT_GT(frac, 0);
+  IterationBatch b;
+  b.prefills.push_back({8192, 0, true});
+  const hw::RooflineCostModel cost(s.system);
+  const double base = IterationModel(s.model, s.system, *s.inference, cost).seconds(b);
+  Scenario fast = s;
+  fast.system.gpu.efficiency.moe_kernel_compute_fp8.value = 2 * frac;
+  const hw::RooflineCostModel fast_cost(fast.system);
+  const double faster = IterationModel(fast.model, fast.system, *fast.inference, fast_cost).seconds(b);
+  const auto& moe = *s.model.moe;
+  const double flops = 8192.0 * static_cast<double>(moe.top_k) * 6.0 * static_cast<double>(s.model.hidden) *
+                       static_cast<double>(moe.expert_intermediate);
+  const double per_layer = flops / (s.system.gpu.peak(DType::fp8).value * frac);
+  EXPECT_NEAR(base - faster, static_cast<double>(s.model.layers) * per_layer * 0.5, 1e-9);
+}
+
 // W4A16 (4-bit weights, 16-bit tensor cores) at batch 1 on a 70B model is 2-3.5x faster
 // than bf16; the gain shrinks as the batch grows and compute takes over.
 TEST(Serving, WeightOnlyInt4DecodeSpeedupShrinksWithBatch) {

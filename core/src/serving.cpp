@@ -186,13 +186,21 @@ double IterationModel::seconds(const IterationBatch& b) const {
     const auto pe = static_cast<int64_t>(std::ceil(per_expert));
     const auto inner_i = static_cast<int64_t>(inner);
     const double w_bytes = local_experts * dbl(h) * inner * (m.gated_mlp ? 3.0 : 2.0) * wbytes_;
+    // Compute of the grouped expert GEMMs: at the fused MoE kernel's measured rate where
+    // the GPU has it (8-bit or 16-bit tensor cores), else from the GEMM efficiency model.
+    const GpuEfficiency& ge = sys_.gpu.efficiency;
+    const bool eight_bit = math_ == DType::fp8 || math_ == DType::int8;
+    const double moe_frac = eight_bit ? ge.moe_kernel_compute_fp8.value : ge.moe_kernel_compute_bf16.value;
+    const double routed_flops = routed_tokens * dbl(h) * inner * (m.gated_mlp ? 6.0 : 4.0);
     const double compute =
-        cost_.gemm_compute(pe, inner_i * (m.gated_mlp ? 2 : 1), h, math_, static_cast<int64_t>(std::ceil(local_experts))).value +
-        cost_.gemm_compute(pe, h, inner_i, math_, static_cast<int64_t>(std::ceil(local_experts))).value;
+        moe_frac > 0
+            ? routed_flops / (sys_.gpu.peak(eight_bit ? math_ : DType::bf16).value * moe_frac) +
+                  ge.moe_kernel_fixed_us.value * 1e-6
+            : cost_.gemm_compute(pe, inner_i * (m.gated_mlp ? 2 : 1), h, math_, static_cast<int64_t>(std::ceil(local_experts))).value +
+                  cost_.gemm_compute(pe, h, inner_i, math_, static_cast<int64_t>(std::ceil(local_experts))).value;
     // Streaming the touched experts' weights: at the fused MoE kernel's measured rate and
     // fixed time where the GPU has them, else at the stream rate with two GEMM tails
     // (gate/up, then down).
-    const GpuEfficiency& ge = sys_.gpu.efficiency;
     const double stream = ge.moe_kernel_hbm.value > 0
                               ? w_bytes / (sys_.gpu.hbm_bandwidth().value * ge.moe_kernel_hbm.value) +
                                     ge.moe_kernel_fixed_us.value * 1e-6

@@ -130,6 +130,8 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("gemm_tail_us", g.efficiency.gemm_tail_us, true);
     sourced("moe_kernel_hbm", g.efficiency.moe_kernel_hbm, true);
     sourced("moe_kernel_fixed_us", g.efficiency.moe_kernel_fixed_us, true);
+    sourced("moe_kernel_compute_fp8", g.efficiency.moe_kernel_compute_fp8, true);
+    sourced("moe_kernel_compute_bf16", g.efficiency.moe_kernel_compute_bf16, true);
     sourced("sustained_tensor_clock", g.efficiency.sustained_tensor_clock, true);
     sourced("hbm", g.efficiency.hbm, false);
     sourced("allreduce_busbw_gbps", g.efficiency.allreduce_busbw_gbps, false);

@@ -59,6 +59,10 @@ struct GpuEfficiency {
   /// time = moe_kernel_fixed_us + weight bytes / (moe_kernel_hbm x HBM peak). 0 = not
   /// measured: the stream figure and two GEMM tails apply.
   Sourced moe_kernel_hbm, moe_kernel_fixed_us;
+  /// The same fused MoE layer when its grouped GEMMs are compute-bound (prefill): routed
+  /// FLOPs over this fraction of the dense 8-bit (fp8/int8) or 16-bit peak. 0 = not
+  /// measured: the GEMM efficiency model applies.
+  Sourced moe_kernel_compute_fp8, moe_kernel_compute_bf16;
   /// Sustained over rated tensor clock under long matrix-multiply load (power limit);
   /// 0 = not measured (rated clock). Scales compute-bound kernels, not memory-bound ones.
   Sourced sustained_tensor_clock;
