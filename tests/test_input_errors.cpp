@@ -358,6 +358,19 @@ TEST(WrongType, EngineStepKnobs) {
                             }));
 }
 
+TEST(WrongType, FrameworkChoices) {
+  json doc = good_scenario();
+  doc["training"]["framework"] = "deepspeed";
+  const auto issues = issues_of(doc);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].pointer, "/training/framework");
+  EXPECT_EQ(issues[0].rule, "must be one of \"megatron\", \"pytorch\", \"auto\"");
+  doc["training"]["framework"] = "pytorch";
+  EXPECT_EQ(io::scenario_from_json(doc).training->framework, Framework::pytorch);
+  doc["training"]["framework"] = "auto";
+  EXPECT_FALSE(io::scenario_from_json(doc).training->framework.has_value());
+}
+
 TEST(WrongType, SectionNotAnObject) {
   json doc = good_scenario();
   doc["training"] = 5;

@@ -151,6 +151,48 @@ TEST(Activations, FlashAttentionKeepsNoScores) {
 // Narayanan et al. 2021 / Korthikanti et al. 2022 Sec. 4.2.3: the first stage of 1F1B
 // holds p microbatches; with interleaving, p (1 + (p-1)/(p v)) microbatches' worth of
 // its L/p layers.
+// Op-level selective checkpointing (torchtitan's policy, the PyTorch framework) on a
+// Llama 3 8B layer, per token: the layer input 2h; half of each projection's 16-bit output,
+// (q + 2 kv) for QKV, h for the output projection, 2I for gate/up and h for down; the
+// attention output 2q and its fp32 log-sum-exp 4 per head:
+// 8192 + 6144 + 4096 + 28672 + 4096 + 32 x (256 + 4) = 59520 bytes.
+TEST(Activations, OpLevelCheckpointingKeepsEveryOtherMatmulOutput) {
+  const ModelSpec m = io::load_model("llama3-8b");
+  TrainingPlan t = plan(8, 3);
+  t.precision = DType::bf16;
+  const LoweringOptions lo = lowering_options(m, t);
+  ShardContext c;
+  c.micro_batch = 2;
+  c.seq_len = 4096;
+  c.recompute = Recompute::selective;
+  c.op_sac = true;
+  const double tokens = 2.0 * 4096.0;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(lower_layer(m, 0, lo), lo, m, c), tokens * 59520.0);
+  // Megatron-LM's selective recompute keeps far more: 8h + 4q + 4kv + 6I = 139264 a token.
+  c.op_sac = false;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(lower_layer(m, 0, lo), lo, m, c), tokens * 139264.0);
+}
+
+// The framework follows the ZeRO stage unless given: FSDP (ZeRO-3) is PyTorch-native,
+// Megatron-LM's distributed optimizer is ZeRO-1. It decides the loss's transient memory
+// on the last stage, per logit: Megatron-LM's fused cross entropy adds a 16-bit gradient
+// (2 B) to the fp32 softmax it keeps; PyTorch's F.cross_entropy on fp32 logits holds two
+// fp32 gradients (8 B).
+TEST(Activations, LossMemoryFollowsTheFramework) {
+  const ModelSpec m = io::load_model("llama3-8b");
+  TrainingPlan t = plan(8, 3);
+  t.precision = DType::bf16;
+  EXPECT_EQ(framework_of(t), Framework::pytorch);
+  const double logits = 2048.0 * static_cast<double>(m.vocab);
+  EXPECT_DOUBLE_EQ(training_memory(m, system_of("h100-sxm5-80gb", 8), t).peak().logits_bytes, logits * 8.0);
+  t.zero = 1;
+  EXPECT_EQ(framework_of(t), Framework::megatron);
+  EXPECT_DOUBLE_EQ(training_memory(m, system_of("h100-sxm5-80gb", 8), t).peak().logits_bytes, logits * 2.0);
+  t.framework = Framework::pytorch;
+  EXPECT_EQ(framework_of(t), Framework::pytorch);
+  EXPECT_DOUBLE_EQ(training_memory(m, system_of("h100-sxm5-80gb", 8), t).peak().logits_bytes, logits * 8.0);
+}
+
 TEST(Pipeline, InflightMicrobatches) {
   for (int64_t p : {2, 4, 8, 16}) {
     EXPECT_EQ(inflight_chunks(p, 1, 0, 64), p);

@@ -45,12 +45,12 @@ struct MemKey {
   bool sp;
   int recompute;
   double recompute_fraction;
-  int precision, attention;
+  int precision, attention, framework;
   bool operator==(const MemKey&) const = default;
   template <class F>
   void visit(F f) const {
     f(model), f(tp), f(cp), f(etp), f(micro_batch), f(seq_len), f(sp), f(recompute), f(recompute_fraction),
-        f(precision), f(attention);
+        f(precision), f(attention), f(framework);
   }
 };
 
@@ -68,13 +68,13 @@ struct StepKey {
   bool sp;
   int recompute;
   double recompute_fraction;
-  int precision, attention;
+  int precision, attention, framework;
   double tp_overlap, moe_imbalance;
   bool operator==(const StepKey&) const = default;
   template <class F>
   void visit(F f) const {
     f(model), f(cost), f(tp), f(cp), f(etp), f(ep), f(micro_batch), f(seq_len), f(gpus_per_node), f(sp),
-        f(recompute), f(recompute_fraction), f(precision), f(attention), f(tp_overlap), f(moe_imbalance);
+        f(recompute), f(recompute_fraction), f(precision), f(attention), f(framework), f(tp_overlap), f(moe_imbalance);
   }
 };
 

@@ -119,6 +119,8 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   sc.etp = etp;
   sc.sp = t.sp;
   sc.recompute = rc;
+  const Framework fw = framework_of(t);
+  sc.op_sac = fw == Framework::pytorch;
   ShardContext sc_full = sc;
   sc_full.recompute = Recompute::none;
   const double tokens = dbl(mb) * dbl(t.seq_len) / dbl(t.cp);
@@ -130,7 +132,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   if (cache) {
     const MemKey key{&m, t.tp, t.cp, etp, mb, t.seq_len, t.sp, static_cast<int>(rc),
                      rc == Recompute::full ? t.recompute_fraction : 1.0, static_cast<int>(t.precision),
-                     static_cast<int>(t.attention)};
+                     static_cast<int>(t.attention), static_cast<int>(fw)};
     auto& entries = cache->impl().memory;
     auto [it, inserted] = entries.try_emplace(key);
     mv = &it->second;
@@ -199,8 +201,11 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
       // Untied head; a tied head on a separate last stage keeps its own copy (Megatron-LM).
       if (!m.tied_embeddings || t.pp > 1) dense += dbl(m.vocab * m.hidden) / tp;
       act_total += mv->head;
-      // bf16 logits and their fp32 gradient, transient during the loss backward.
-      s.logits_bytes = tokens * dbl(m.vocab) / tp * (lo.act_bytes + 4.0);
+      // Beyond the fp32 softmax the loss keeps (head activations), its backward holds:
+      // Megatron-LM's fused vocab-parallel cross entropy turns that buffer into the
+      // gradient in place and adds its 16-bit copy; PyTorch's F.cross_entropy on fp32
+      // logits holds the log-softmax output's gradient and the input gradient, both fp32.
+      s.logits_bytes = tokens * dbl(m.vocab) / tp * (fw == Framework::pytorch ? 8.0 : lo.act_bytes);
     }
     if (!lora) {
       trainable_dense = dense;

@@ -32,6 +32,19 @@ std::string_view to_string(Optimizer o) {
   return "?";
 }
 
+std::string_view to_string(Framework f) {
+  switch (f) {
+    case Framework::megatron: return "megatron";
+    case Framework::pytorch: return "pytorch";
+  }
+  return "?";
+}
+
+Framework framework_of(const TrainingPlan& t) {
+  if (t.framework) return *t.framework;
+  return t.zero.value_or(0) >= 3 ? Framework::pytorch : Framework::megatron;
+}
+
 std::string_view to_string(TrainMode m) {
   switch (m) {
     case TrainMode::pretrain: return "pretrain";

@@ -33,6 +33,7 @@ struct Ctx {
   DType gemm_dtype = DType::bf16;
   Recompute rc = Recompute::none;
   double rc_fraction = 1.0;  ///< share of layers recomputed under full recompute
+  bool op_sac = false;       ///< selective recompute is PyTorch's op-level checkpointing
   int64_t etp = 1;
 };
 
@@ -80,6 +81,10 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         if (c.rc == Recompute::full) {
           lc.recompute += c.rc_fraction * f;
           lc.recompute_flops += c.rc_fraction * flops;
+        } else if (c.rc == Recompute::selective && c.op_sac) {
+          // Op-level checkpointing recomputes every second matrix multiply.
+          lc.recompute += 0.5 * f;
+          lc.recompute_flops += 0.5 * flops;
         }
         break;
       }
@@ -102,7 +107,9 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         lc.attn_bwd += bw;
         const double flops = 2.0 * dbl(a.batch * a.heads) * dbl(a.q_len) * dbl(a.kv_len) * 0.5 * dbl(a.qk_dim + a.v_dim);
         lc.fwd_flops += flops;
-        if (c.rc != Recompute::none) {
+        if (c.rc != Recompute::none && !(c.rc == Recompute::selective && c.op_sac)) {
+          // Megatron-LM's selective recompute reruns the attention core; op-level
+          // checkpointing saves the attention output instead.
           const double share = c.rc == Recompute::full ? c.rc_fraction : 1.0;
           lc.recompute += share * f;
           lc.recompute_flops += share * flops;
@@ -130,6 +137,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         lc.fwd += f;
         lc.bwd += 2.0 * f;
         if (c.rc == Recompute::full) lc.recompute += c.rc_fraction * f;
+        else if (c.rc == Recompute::selective && c.op_sac) lc.recompute += f;  // rerun from saved outputs
         break;
       }
     }
@@ -200,6 +208,7 @@ Ctx make_ctx(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, c
   c.gemm_dtype = t.precision == DType::fp8 ? DType::fp8 : DType::bf16;
   c.rc = t.recompute.value_or(Recompute::none);
   c.rc_fraction = t.recompute_fraction;
+  c.op_sac = framework_of(t) == Framework::pytorch;
   c.etp = t.etp.value_or(1);
   return c;
 }
@@ -239,6 +248,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
   sc.etp = c.etp;
   sc.sp = t.sp;
   sc.recompute = c.rc;
+  sc.op_sac = c.op_sac;
   ShardContext sc_none = sc;
   sc_none.recompute = Recompute::none;
   double act_kind[2] = {0, 0};
@@ -323,7 +333,8 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   if (cache) {
     const StepKey key{&m, &cost, t.tp, t.cp, c.etp, t.ep, c.b, t.seq_len, sys.gpus_per_node, t.sp,
                       static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0,
-                      static_cast<int>(t.precision), static_cast<int>(t.attention), opt.tp_overlap, opt.moe_imbalance};
+                      static_cast<int>(t.precision), static_cast<int>(t.attention), static_cast<int>(framework_of(t)),
+                      opt.tp_overlap, opt.moe_imbalance};
     auto& entries = cache->impl().step;
     auto it = entries.find(key);
     if (it == entries.end()) it = entries.emplace(key, cost_kinds(c, lowering_options(m, t))).first;

@@ -22,7 +22,10 @@ std::vector<int64_t> divisors(int64_t n) {
 /// forward), times the pipeline bubble 1 + (pp-1)/(vpp*m) (Narayanan et al. 2021, Eq. 2).
 double work_proxy(const TrainingPlan& t) {
   const Recompute r = t.recompute.value_or(Recompute::none);
-  const double flops = r == Recompute::full ? 3.0 + t.recompute_fraction : (r == Recompute::selective ? 3.05 : 3.0);
+  // Selective: Megatron-LM reruns the attention core (a few percent); op-level
+  // checkpointing reruns every second matrix multiply (half a forward).
+  const double selective = framework_of(t) == Framework::pytorch ? 3.5 : 3.05;
+  const double flops = r == Recompute::full ? 3.0 + t.recompute_fraction : (r == Recompute::selective ? selective : 3.0);
   const double m = static_cast<double>(num_microbatches(t));
   const double bubble = 1.0 + static_cast<double>(t.pp - 1) / (static_cast<double>(t.vpp.value_or(1)) * m);
   return flops * bubble;

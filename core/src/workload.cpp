@@ -235,6 +235,22 @@ double layer_activation_bytes(const std::vector<Op>& ops, const LoweringOptions&
     // Only the layer input is kept (sequence-sharded under SP).
     return tokens * static_cast<double>(m.hidden) * o.act_bytes / seq_div;
   }
+  if (c.recompute == Recompute::selective && c.op_sac) {
+    // torchtitan's op-level policy saves the outputs of matrix multiplies (every second
+    // one is recomputed) and of scaled-dot-product attention; everything else in the
+    // layer is recomputed from the layer input.
+    double bytes = tokens * static_cast<double>(m.hidden) * o.act_bytes / seq_div;
+    for (const Op& op : ops) {
+      if (op.kind == OpKind::gemm) {
+        const double out = static_cast<double>(op.n) * op.per_token * o.act_bytes * 0.5;
+        const double div = op.expert ? static_cast<double>(c.etp) : op.split == GemmSplit::column ? tp : seq_div;
+        bytes += tokens * out / div;
+      } else if (op.kind == OpKind::attention) {
+        bytes += tokens * static_cast<double>(op.heads) * (static_cast<double>(op.v_dim) * o.act_bytes + 4.0) / tp;
+      }
+    }
+    return bytes;
+  }
   double bytes = 0;
   for (const Op& op : ops) {
     for (const Saved& s : op.saved) {

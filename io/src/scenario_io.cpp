@@ -90,6 +90,10 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
                   : s == "selective" ? std::optional<Recompute>(Recompute::selective)
                                      : std::optional<Recompute>(Recompute::full);
   }
+  if (r.choice("framework", s, {"megatron", "pytorch"}, false, true))
+    t.framework = s == "auto"       ? std::optional<Framework>()
+                  : s == "megatron" ? std::optional<Framework>(Framework::megatron)
+                                    : std::optional<Framework>(Framework::pytorch);
   if (r.number("recompute_fraction", t.recompute_fraction, false, 0.0) &&
       (t.recompute_fraction <= 0.0 || t.recompute_fraction > 1.0))
     issues.push_back({r.at("recompute_fraction"), std::to_string(t.recompute_fraction), "must be in (0, 1]", {}});

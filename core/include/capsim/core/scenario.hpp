@@ -19,11 +19,17 @@ enum class Recompute { none, selective, full };
 enum class Schedule { one_f_one_b, gpipe, zb_h1, dualpipe };
 enum class Optimizer { adamw, sgd, adafactor, lion, adam8bit };
 enum class TrainMode { pretrain, sft, lora };
+/// The training stack whose conventions decide what "selective" recompute keeps and how
+/// the loss holds the logits: Megatron-LM (core-attention recompute, fused vocab-parallel
+/// cross entropy) or PyTorch-native FSDP stacks such as torchtitan (op-level selective
+/// checkpointing, F.cross_entropy on fp32 logits).
+enum class Framework { megatron, pytorch };
 
 std::string_view to_string(Recompute r);
 std::string_view to_string(Schedule s);
 std::string_view to_string(Optimizer o);
 std::string_view to_string(TrainMode m);
+std::string_view to_string(Framework f);
 
 /// The cluster the scenario runs on.
 struct SystemSpec {
@@ -91,8 +97,14 @@ struct TrainingPlan {
   double moe_imbalance = 1.0;
   /// Gradient reduction and parameter gathering overlapped with compute.
   bool overlap_dp = true;
+  /// nullopt = auto: PyTorch-native under ZeRO-3 (FSDP), Megatron-LM otherwise (its
+  /// distributed optimizer is ZeRO-1).
+  std::optional<Framework> framework;
   bool operator==(const TrainingPlan&) const = default;
 };
+
+/// The framework in force: the plan's, or the auto rule on its ZeRO stage.
+Framework framework_of(const TrainingPlan& t);
 
 /// A token-length distribution for serving workloads.
 struct LengthDist {

@@ -86,10 +86,16 @@ struct ShardContext {
   int64_t tp = 1, cp = 1, etp = 1;
   bool sp = false;
   Recompute recompute = Recompute::none;
+  /// Selective recompute as PyTorch's op-level checkpointing (torchtitan's policy) rather
+  /// than Megatron-LM's core-attention recompute.
+  bool op_sac = false;
 };
 
 /// Bytes one layer keeps for backward on one GPU for one microbatch, as its operators
 /// state them. Full recompute keeps only the layer input (Korthikanti et al. 2022, Sec. 4.2).
+/// Op-level selective checkpointing keeps the layer input, the attention output with its
+/// log-sum-exp, and every other matrix multiply's output (counted as half of each
+/// projection's output).
 double layer_activation_bytes(const std::vector<Op>& ops, const LoweringOptions& o, const ModelSpec& m,
                               const ShardContext& c);
 
