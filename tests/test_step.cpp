@@ -569,7 +569,7 @@ double single_gpu_ops_seconds(const std::vector<Op>& ops, const TrainingPlan& t,
         a.qk_dim = op.qk_dim;
         a.v_dim = op.v_dim;
         a.causal = op.causal;
-        a.kernel = t.attention;
+        a.kernel = attention_of(t);
         const double f = cost.attention(a, false).value;
         sum += f + cost.attention(a, true).value;
         if (rc != Recompute::none && !op_sac) sum += f;
@@ -684,6 +684,26 @@ Scenario auto_scenario(const std::string& model_name, const std::string& gpu_id,
   t.etp = std::nullopt;
   s.training = t;
   return s;
+}
+
+// Under ZeRO-3 the auto framework is PyTorch-native: attention runs PyTorch's SDPA flash
+// backend (FlashAttention-2) and a pipeline splits the local batch into as many
+// microbatches as stages (torchtitan's default); under Megatron-LM's ZeRO-1 the fused
+// attention kernel applies and the micro batch is searched.
+TEST(EvaluateTraining, FrameworkConventionsWhenAuto) {
+  Scenario s = auto_scenario("llama2-7b", "h100-sxm5-80gb", 1, 4, 2, 64, 4096);
+  s.training->zero = 3;
+  EXPECT_EQ(framework_of(*s.training), Framework::pytorch);
+  EXPECT_EQ(attention_of(*s.training), AttentionKernel::flash2);
+  const hw::RooflineCostModel cost(s.system);
+  const TrainEvaluation ev = evaluate_training(s, &cost);
+  EXPECT_EQ(*ev.plan.micro_batch, 64 / 2 / 4);
+  EXPECT_EQ(num_microbatches(ev.plan), 4);
+  s.training->zero = 1;
+  EXPECT_EQ(framework_of(*s.training), Framework::megatron);
+  EXPECT_EQ(attention_of(*s.training), AttentionKernel::fused);
+  s.training->attention = AttentionKernel::unfused;
+  EXPECT_EQ(attention_of(*s.training), AttentionKernel::unfused);
 }
 
 TEST(EvaluateTraining, ResolvesAutoFieldsToTheFastestFittingCandidate) {

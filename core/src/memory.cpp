@@ -132,7 +132,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   if (cache) {
     const MemKey key{&m, t.tp, t.cp, etp, mb, t.seq_len, t.sp, static_cast<int>(rc),
                      rc == Recompute::full ? t.recompute_fraction : 1.0, static_cast<int>(t.precision),
-                     static_cast<int>(t.attention), static_cast<int>(fw)};
+                     static_cast<int>(attention_of(t)), static_cast<int>(fw)};
     auto& entries = cache->impl().memory;
     auto [it, inserted] = entries.try_emplace(key);
     mv = &it->second;

@@ -45,6 +45,11 @@ Framework framework_of(const TrainingPlan& t) {
   return t.zero.value_or(0) >= 3 ? Framework::pytorch : Framework::megatron;
 }
 
+AttentionKernel attention_of(const TrainingPlan& t) {
+  if (t.attention) return *t.attention;
+  return framework_of(t) == Framework::pytorch ? AttentionKernel::flash2 : AttentionKernel::fused;
+}
+
 std::string_view to_string(TrainMode m) {
   switch (m) {
     case TrainMode::pretrain: return "pretrain";

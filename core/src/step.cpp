@@ -98,7 +98,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         a.qk_dim = op.qk_dim;
         a.v_dim = op.v_dim;
         a.causal = op.causal;
-        a.kernel = c.t.attention;
+        a.kernel = attention_of(c.t);
         const double f = c.cost.attention(a, false).value;
         const double bw = c.cost.attention(a, true).value;
         lc.fwd += f;
@@ -333,7 +333,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   if (cache) {
     const StepKey key{&m, &cost, t.tp, t.cp, c.etp, t.ep, c.b, t.seq_len, sys.gpus_per_node, t.sp,
                       static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0,
-                      static_cast<int>(t.precision), static_cast<int>(t.attention), static_cast<int>(framework_of(t)),
+                      static_cast<int>(t.precision), static_cast<int>(attention_of(t)), static_cast<int>(framework_of(t)),
                       opt.tp_overlap, opt.moe_imbalance};
     auto& entries = cache->impl().step;
     auto it = entries.find(key);

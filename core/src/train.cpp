@@ -49,10 +49,17 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   std::vector<int64_t> mbs, vpps, etps;
   std::vector<std::pair<Recompute, double>> rcs;
   std::vector<int> zeros;
+  const int64_t local_batch = base.global_batch / base.dp;
   if (base.micro_batch) mbs = {*base.micro_batch};
-  else {
+  else if (base.pp > 1 && framework_of(base) == Framework::pytorch && local_batch % base.pp == 0) {
+    // torchtitan splits the local batch into as many microbatches as pipeline stages unless
+    // told otherwise (--experimental.pipeline_parallel_microbatches: "the default value
+    // will be the number of pipeline stages").
     ev.auto_fields.push_back("micro_batch");
-    mbs = divisors(base.global_batch / base.dp);
+    mbs = {local_batch / base.pp};
+  } else {
+    ev.auto_fields.push_back("micro_batch");
+    mbs = divisors(local_batch);
     std::reverse(mbs.begin(), mbs.end());
   }
   if (base.recompute) rcs = {{*base.recompute, base.recompute_fraction}};

@@ -109,7 +109,7 @@ LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
   o.act_bytes = 2.0;
   // Transformer Engine keeps the fp8 cast of each GEMM input for the weight gradient.
   o.gemm_input_bytes = t.precision == DType::fp8 ? 1.0 : 2.0;
-  o.attention = t.attention == AttentionKernel::unfused ? AttentionImpl::unfused : AttentionImpl::flash;
+  o.attention = attention_of(t) == AttentionKernel::unfused ? AttentionImpl::unfused : AttentionImpl::flash;
   o.dropout = m.dropout > 0.0;
   return o;
 }

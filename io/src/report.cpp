@@ -129,13 +129,14 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"recompute_fraction", t.recompute.value_or(Recompute::none) == Recompute::full ? t.recompute_fraction : 0.0},
                  {"precision", std::string(to_string(t.precision))},
                  {"schedule", t.pp == 1 ? std::string("none") : t.vpp.value_or(1) > 1 ? std::string("interleaved-1f1b") : std::string(to_string(t.schedule))},
-                 {"attention", std::string(to_string(t.attention))},
+                 {"attention", std::string(to_string(attention_of(t)))},
                  {"optimizer", std::string(to_string(t.optimizer))},
                  {"mode", std::string(to_string(t.mode))},
                  {"framework", std::string(to_string(framework_of(t)))}};
   j["layout"] = layout;
   json resolved = json::object();
   if (!t.framework) resolved["framework"] = layout["framework"];
+  if (!t.attention) resolved["attention"] = layout["attention"];
   for (const auto& f : ev.auto_fields) {
     if (f == "recompute_fraction" && t.recompute.value_or(Recompute::none) != Recompute::full) continue;
     resolved[f] = layout[f];

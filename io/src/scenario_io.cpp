@@ -103,8 +103,11 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
                  : s == "zb-h1"    ? Schedule::zb_h1
                  : s == "dualpipe" ? Schedule::dualpipe
                                    : Schedule::one_f_one_b;
-  if (r.choice("attention", s, {"fused", "flash2", "unfused"}))
-    t.attention = s == "flash2" ? AttentionKernel::flash2 : s == "unfused" ? AttentionKernel::unfused : AttentionKernel::fused;
+  if (r.choice("attention", s, {"fused", "flash2", "unfused"}, false, true))
+    t.attention = s == "auto"     ? std::optional<AttentionKernel>()
+                  : s == "flash2" ? std::optional<AttentionKernel>(AttentionKernel::flash2)
+                  : s == "unfused" ? std::optional<AttentionKernel>(AttentionKernel::unfused)
+                                   : std::optional<AttentionKernel>(AttentionKernel::fused);
   if (r.choice("optimizer", s, {"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit"})) {
     t.optimizer = s == "sgd"         ? Optimizer::sgd
                   : s == "adafactor" ? Optimizer::adafactor

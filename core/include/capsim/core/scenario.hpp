@@ -80,7 +80,8 @@ struct TrainingPlan {
   /// --recompute-method block --recompute-num-layers); the rest keep all activations.
   double recompute_fraction = 1.0;
   DType precision = DType::bf16;    ///< fp16, bf16 or fp8 (mixed precision)
-  AttentionKernel attention = AttentionKernel::fused;
+  /// nullopt = auto: the framework's kernel (see attention_of).
+  std::optional<AttentionKernel> attention;
   Schedule schedule = Schedule::one_f_one_b;
   Optimizer optimizer = Optimizer::adamw;
   TrainMode mode = TrainMode::pretrain;
@@ -105,6 +106,11 @@ struct TrainingPlan {
 
 /// The framework in force: the plan's, or the auto rule on its ZeRO stage.
 Framework framework_of(const TrainingPlan& t);
+
+/// The attention kernel in force: the plan's, or the framework's: Transformer Engine's
+/// fused kernel (cuDNN, FlashAttention-3 class on Hopper) under Megatron-LM, PyTorch's
+/// scaled_dot_product_attention flash backend (FlashAttention-2) under PyTorch stacks.
+AttentionKernel attention_of(const TrainingPlan& t);
 
 /// A token-length distribution for serving workloads.
 struct LengthDist {
