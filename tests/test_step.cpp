@@ -572,7 +572,7 @@ double single_gpu_ops_seconds(const std::vector<Op>& ops, const TrainingPlan& t,
         a.kernel = attention_of(t);
         const double f = cost.attention(a, false).value;
         sum += f + cost.attention(a, true).value;
-        if (rc != Recompute::none && !op_sac) sum += f;
+        if (rc != Recompute::none && !(op_sac && a.kernel != AttentionKernel::unfused)) sum += f;
         break;
       }
       default: {

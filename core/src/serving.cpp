@@ -33,6 +33,9 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   // cores and reads fewer weight bytes; W8A8 uses int8 tensor cores; fp8 uses fp8 ones.
   wbytes_ = dtype_bytes(p.weight_dtype);
   tail_s_ = sys.gpu.efficiency.gemm_tail_us.value * 1e-6;
+  // Achievable streaming rate of the cost model (calibrated where a profile says so), read
+  // at a size far above any launch floor.
+  stream_bytes_per_s_ = 1e9 / cost.memory_bound(Bytes(1e9)).value;
   engine_ = engine_defaults(p, 0);
   if (p.activation_dtype == DType::fp8 && p.weight_dtype == DType::fp8) math_ = DType::fp8;
   else if (p.activation_dtype == DType::int8 && p.weight_dtype == DType::int8) math_ = DType::int8;
@@ -99,7 +102,14 @@ double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
     weight = weight * 0.5 + dbl(k) * dbl(n) * 0.5 * 0.25;
   }
   const double bytes = weight + dbl(m) * (dbl(k) + dbl(n)) * 2.0;
-  return std::max(compute, cost_.memory_bound(Bytes(bytes)).value) + tail_s_;
+  return std::max(compute, stream(bytes));
+}
+
+double IterationModel::stream(double bytes) const {
+  // A weight-streaming GEMM: bytes at the achievable rate plus the kernel's fixed fill and
+  // drain where the GPU has it measured (above any launch floor), else the floored stream.
+  if (tail_s_ > 0) return bytes / stream_bytes_per_s_ + tail_s_;
+  return cost_.memory_bound(Bytes(bytes)).value;
 }
 
 double IterationModel::seconds(const IterationBatch& b) const {
@@ -194,18 +204,18 @@ double IterationModel::seconds(const IterationBatch& b) const {
     const double routed_flops = routed_tokens * dbl(h) * inner * (m.gated_mlp ? 6.0 : 4.0);
     const double compute =
         moe_frac > 0
-            ? routed_flops / (sys_.gpu.peak(eight_bit ? math_ : DType::bf16).value * moe_frac) +
-                  ge.moe_kernel_fixed_us.value * 1e-6
+            ? routed_flops / (sys_.gpu.peak(eight_bit ? math_ : DType::bf16).value * moe_frac)
             : cost_.gemm_compute(pe, inner_i * (m.gated_mlp ? 2 : 1), h, math_, static_cast<int64_t>(std::ceil(local_experts))).value +
                   cost_.gemm_compute(pe, h, inner_i, math_, static_cast<int64_t>(std::ceil(local_experts))).value;
     // Streaming the touched experts' weights: at the fused MoE kernel's measured rate and
-    // fixed time where the GPU has them, else at the stream rate with two GEMM tails
-    // (gate/up, then down).
-    const double stream = ge.moe_kernel_hbm.value > 0
-                              ? w_bytes / (sys_.gpu.hbm_bandwidth().value * ge.moe_kernel_hbm.value) +
-                                    ge.moe_kernel_fixed_us.value * 1e-6
-                              : cost_.memory_bound(Bytes(w_bytes)).value + 2.0 * tail_s_;
-    double experts = std::max(compute, stream);
+    // fixed time where the GPU has them, else as two weight-streaming GEMMs (gate/up, then
+    // down).
+    const double weights = ge.moe_kernel_hbm.value > 0
+                               ? w_bytes / (sys_.gpu.hbm_bandwidth().value * ge.moe_kernel_hbm.value) +
+                                     ge.moe_kernel_fixed_us.value * 1e-6
+                               : stream(w_bytes * (m.gated_mlp ? 2.0 / 3.0 : 0.5)) + stream(w_bytes * (m.gated_mlp ? 1.0 / 3.0 : 0.5));
+    // The fused kernel hides part of the shorter of the two behind the longer.
+    double experts = std::max(compute, weights) + ge.moe_kernel_unhidden.value * std::min(compute, weights);
     experts += gemm(tokens, e.num_experts, h);  // router
     if (e.shared_experts > 0) experts += dense_ffn(e.shared_experts * e.shared_intermediate);
     if (ep > 1)
@@ -221,8 +231,7 @@ double IterationModel::seconds(const IterationBatch& b) const {
   // Output head (16-bit) and sampling for the sequences that emit a token.
   if (sampled > 0) {
     const double head_bytes = dbl(m.vocab) * dbl(h) / dbl(tp) * 2.0 + dbl(sampled) * dbl(m.vocab) / dbl(tp) * 4.0;
-    t += std::max(cost_.gemm_compute(sampled, m.vocab / tp, h, DType::bf16).value, cost_.memory_bound(Bytes(head_bytes)).value) +
-         tail_s_;
+    t += std::max(cost_.gemm_compute(sampled, m.vocab / tp, h, DType::bf16).value, stream(head_bytes));
   }
   // A step the engine cannot replay as a CUDA graph launches every kernel from the host;
   // it takes the longer of the GPU time and the launches.

@@ -107,9 +107,9 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         lc.attn_bwd += bw;
         const double flops = 2.0 * dbl(a.batch * a.heads) * dbl(a.q_len) * dbl(a.kv_len) * 0.5 * dbl(a.qk_dim + a.v_dim);
         lc.fwd_flops += flops;
-        if (c.rc != Recompute::none && !(c.rc == Recompute::selective && c.op_sac)) {
+        if (c.rc != Recompute::none && !(c.rc == Recompute::selective && c.op_sac && a.kernel != AttentionKernel::unfused)) {
           // Megatron-LM's selective recompute reruns the attention core; op-level
-          // checkpointing saves the attention output instead.
+          // checkpointing saves a fused attention's output instead (an unfused one reruns).
           const double share = c.rc == Recompute::full ? c.rc_fraction : 1.0;
           lc.recompute += share * f;
           lc.recompute_flops += share * flops;

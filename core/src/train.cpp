@@ -40,7 +40,18 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   options.overlap_dp = options.overlap_dp && s.training->overlap_dp;
   TrainEvaluation ev;
   const ModelSpec& m = s.model;
-  const TrainingPlan& base = *s.training;
+  // The stack is fixed before any auto field is searched, so that ZeRO candidates are all
+  // priced with the same conventions (auto: from the stated ZeRO stage; Megatron-LM when
+  // that is auto too).
+  TrainingPlan base = *s.training;
+  if (!base.framework) {
+    ev.auto_fields.push_back("framework");
+    base.framework = framework_of(base);
+  }
+  if (!base.attention) {
+    ev.auto_fields.push_back("attention");
+    base.attention = attention_of(base);
+  }
   ev.params = count_params(m);
   if (base.seq_len > m.max_position && m.max_position > 0)
     ev.warnings.push_back("seq_len " + std::to_string(base.seq_len) + " exceeds the model's max_position_embeddings " +
@@ -51,7 +62,8 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   std::vector<int> zeros;
   const int64_t local_batch = base.global_batch / base.dp;
   if (base.micro_batch) mbs = {*base.micro_batch};
-  else if (base.pp > 1 && framework_of(base) == Framework::pytorch && local_batch % base.pp == 0) {
+  else if (base.pp > 1 && framework_of(base) == Framework::pytorch && base.schedule != Schedule::dualpipe &&
+           local_batch % base.pp == 0) {
     // torchtitan splits the local batch into as many microbatches as pipeline stages unless
     // told otherwise (--experimental.pipeline_parallel_microbatches: "the default value
     // will be the number of pipeline stages").

@@ -241,11 +241,13 @@ double layer_activation_bytes(const std::vector<Op>& ops, const LoweringOptions&
     // layer is recomputed from the layer input.
     double bytes = tokens * static_cast<double>(m.hidden) * o.act_bytes / seq_div;
     for (const Op& op : ops) {
-      if (op.kind == OpKind::gemm) {
+      if (op.kind == OpKind::gemm || op.kind == OpKind::router) {
         const double out = static_cast<double>(op.n) * op.per_token * o.act_bytes * 0.5;
         const double div = op.expert ? static_cast<double>(c.etp) : op.split == GemmSplit::column ? tp : seq_div;
         bytes += tokens * out / div;
-      } else if (op.kind == OpKind::attention) {
+      } else if (op.kind == OpKind::attention && o.attention == AttentionImpl::flash) {
+        // Scaled-dot-product attention's output and log-sum-exp; an unfused attention's
+        // batched matmuls and softmax are not on the save list and are recomputed.
         bytes += tokens * static_cast<double>(op.heads) * (static_cast<double>(op.v_dim) * o.act_bytes + 4.0) / tp;
       }
     }

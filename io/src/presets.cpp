@@ -132,6 +132,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("moe_kernel_fixed_us", g.efficiency.moe_kernel_fixed_us, true);
     sourced("moe_kernel_compute_fp8", g.efficiency.moe_kernel_compute_fp8, true);
     sourced("moe_kernel_compute_bf16", g.efficiency.moe_kernel_compute_bf16, true);
+    sourced("moe_kernel_unhidden", g.efficiency.moe_kernel_unhidden, true);
     sourced("sustained_tensor_clock", g.efficiency.sustained_tensor_clock, true);
     sourced("hbm", g.efficiency.hbm, false);
     sourced("allreduce_busbw_gbps", g.efficiency.allreduce_busbw_gbps, false);

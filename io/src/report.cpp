@@ -135,8 +135,6 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"framework", std::string(to_string(framework_of(t)))}};
   j["layout"] = layout;
   json resolved = json::object();
-  if (!t.framework) resolved["framework"] = layout["framework"];
-  if (!t.attention) resolved["attention"] = layout["attention"];
   for (const auto& f : ev.auto_fields) {
     if (f == "recompute_fraction" && t.recompute.value_or(Recompute::none) != Recompute::full) continue;
     resolved[f] = layout[f];

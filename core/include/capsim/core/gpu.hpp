@@ -63,6 +63,9 @@ struct GpuEfficiency {
   /// FLOPs over this fraction of the dense 8-bit (fp8/int8) or 16-bit peak. 0 = not
   /// measured: the GEMM efficiency model applies.
   Sourced moe_kernel_compute_fp8, moe_kernel_compute_bf16;
+  /// The share of the shorter of weight streaming and compute the fused kernel does not
+  /// hide behind the longer: time = max(stream, compute) + this x min(stream, compute).
+  Sourced moe_kernel_unhidden;
   /// Sustained over rated tensor clock under long matrix-multiply load (power limit);
   /// 0 = not measured (rated clock). Scales compute-bound kernels, not memory-bound ones.
   Sourced sustained_tensor_clock;

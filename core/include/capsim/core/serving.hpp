@@ -38,6 +38,8 @@ class IterationModel {
 
  private:
   double gemm(int64_t m, int64_t n, int64_t k) const;
+  /// Seconds of a weight-streaming GEMM kernel moving `bytes`.
+  double stream(double bytes) const;
   /// Kernels one step launches (what an eager step costs the host).
   int64_t kernels(const IterationBatch& b, int64_t moe_layers) const;
   const ModelSpec& m_;
@@ -47,8 +49,9 @@ class IterationModel {
   DType math_ = DType::bf16;
   double wbytes_ = 2;
   double kv_bytes_token_layer_ = 0;  ///< per GPU
-  double tail_s_ = 0;
-  EngineDefaults engine_;  ///< CUDA graphs and per-step host overhead  ///< fixed time of one GEMM kernel (GpuEfficiency::gemm_tail_us)
+  double tail_s_ = 0;  ///< fixed time of one GEMM kernel (GpuEfficiency::gemm_tail_us)
+  double stream_bytes_per_s_ = 1;  ///< the cost model's achievable HBM streaming rate
+  EngineDefaults engine_;  ///< CUDA graphs and per-step host overhead
   double weight_bytes_ = 0;
   Group tp_group_, ep_group_;
 };
