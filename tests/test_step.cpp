@@ -337,6 +337,41 @@ TrainingPlan pipeline_plan(int64_t pp, int64_t vpp, int64_t microbatches, int64_
   return t;
 }
 
+/// Only memory-bound kernels cost time, one second per 10^12 bytes; GEMMs, attention and
+/// communication are free. What remains of a layer is its elementwise traffic.
+class StreamOnlyCost final : public CostModel {
+ public:
+  Seconds gemm(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(0); }
+  Seconds gemm_compute(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(0); }
+  Seconds attention(const AttentionShape&, bool) const override { return Seconds(0); }
+  Seconds memory_bound(Bytes b) const override { return Seconds(b.value * 1e-12); }
+  Seconds collective(CollectiveKind, Bytes, const Group&) const override { return Seconds(0); }
+  Seconds p2p(Bytes, bool) const override { return Seconds(0); }
+  Seconds kernel_launch() const override { return Seconds(0); }
+  std::vector<std::pair<std::string, std::string>> provenance() const override { return {}; }
+};
+
+// Ring attention merges each later step's partial output into the running one: cp - 1
+// merges of tokens x heads x v_dim elements a layer, 10 bytes each when fused (Megatron-LM,
+// Transformer Engine), 42 as PyTorch's eager fp32 ops; the backward moves twice the
+// forward's bytes. Everything else in the layer is the same under both frameworks.
+TEST(ContextParallel, RingMergeTrafficPerFramework) {
+  const ModelSpec& m = model("llama2-7b");
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 2);
+  const StreamOnlyCost cost;
+  TrainingPlan t = pipeline_plan(1, 1, 1);
+  t.cp = 2;
+  t.seq_len = 4096;
+  t.zero = 1;
+  t.framework = Framework::megatron;
+  t.attention = AttentionKernel::fused;
+  const double megatron = analytical_step(m, sys, t, cost).microbatch_s;
+  t.framework = Framework::pytorch;
+  const double pytorch = analytical_step(m, sys, t, cost).microbatch_s;
+  const double elements = 1.0 * (4096.0 / 2.0) * 32.0 * 128.0;  // (cp - 1) x tokens x heads x v_dim
+  expect_rel(pytorch - megatron, 32.0 * 3.0 * elements * (42.0 - 10.0) * 1e-12, 1e-9, "merge traffic");
+}
+
 // Equal stages: bubble = (p-1)/v microbatch times, i.e. bubble / (m t_mb) = (p-1)/(v m).
 TEST(Bubble, ClosedFormWithEqualStages) {
   const ModelSpec& m = model("llama2-7b");  // 32 layers

@@ -30,9 +30,10 @@ TEST(Validation, TrainingCasesAllSimulated) {
 TEST(Validation, TrainingErrorBounds) {
   const nlohmann::json r = io::run_validation({kTraining});
   const auto& s = r["summary"]["training-public.json"];
-  // Recorded bounds (current model plus a small margin); lower them as the model improves.
+  // Recorded bounds (current model plus a small margin; all inside the targets of step time
+  // median 15% and p90 35%, peak memory median 15%); lower them as the model improves.
   EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.13);
-  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.37);
+  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.335);
   EXPECT_LE(s["peak_memory_gib"]["median_abs_error"].get<double>(), 0.125);
   EXPECT_LE(s["peak_memory_gib"]["p90_abs_error"].get<double>(), 0.32);
 }

@@ -33,7 +33,8 @@ struct Ctx {
   DType gemm_dtype = DType::bf16;
   Recompute rc = Recompute::none;
   double rc_fraction = 1.0;  ///< share of layers recomputed under full recompute
-  bool op_sac = false;       ///< selective recompute is PyTorch's op-level checkpointing
+  /// PyTorch-native conventions: op-level selective checkpointing, eager ring-attention merges.
+  bool pytorch = false;
   int64_t etp = 1;
 };
 
@@ -81,7 +82,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         if (c.rc == Recompute::full) {
           lc.recompute += c.rc_fraction * f;
           lc.recompute_flops += c.rc_fraction * flops;
-        } else if (c.rc == Recompute::selective && c.op_sac) {
+        } else if (c.rc == Recompute::selective && c.pytorch) {
           // Op-level checkpointing recomputes every second matrix multiply.
           lc.recompute += 0.5 * f;
           lc.recompute_flops += 0.5 * flops;
@@ -107,7 +108,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         lc.attn_bwd += bw;
         const double flops = 2.0 * dbl(a.batch * a.heads) * dbl(a.q_len) * dbl(a.kv_len) * 0.5 * dbl(a.qk_dim + a.v_dim);
         lc.fwd_flops += flops;
-        if (c.rc != Recompute::none && !(c.rc == Recompute::selective && c.op_sac && a.kernel != AttentionKernel::unfused)) {
+        if (c.rc != Recompute::none && !(c.rc == Recompute::selective && c.pytorch && a.kernel != AttentionKernel::unfused)) {
           // Megatron-LM's selective recompute reruns the attention core; op-level
           // checkpointing saves a fused attention's output instead (an unfused one reruns).
           const double share = c.rc == Recompute::full ? c.rc_fraction : 1.0;
@@ -122,6 +123,20 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
           const double step = c.cost.p2p(Bytes(kv_bytes), cross).value;
           lc.cp_fwd += dbl(c.t.cp - 1) * step;
           lc.cp_bwd += 2.0 * dbl(c.t.cp - 1) * step;
+          // Each later ring step rescales and adds its partial output into the running one
+          // with the log-sum-exps (the online-softmax merge of blockwise attention). A fused
+          // merge (Transformer Engine) reads the fp32 accumulator and the 16-bit partial and
+          // writes the accumulator: 10 bytes per output element. PyTorch's context parallel
+          // runs it as eager ops on fp32 copies: convert the partial (2 + 4), subtract
+          // (4 + 4 + 4), scale by the sigmoid of the log-sum-exp difference (4 + 4 + 4) and
+          // subtract again (4 + 4 + 4): 42 bytes. The backward accumulates the query gradient
+          // the same way and the key and value gradients of the chunk it holds: twice that.
+          const double per_element = c.pytorch ? 42.0 : 10.0;
+          const double merge_bytes = dbl(c.t.cp - 1) * c.tokens * dbl(a.heads) * dbl(op.v_dim) * per_element;
+          const double merge = c.cost.memory_bound(Bytes(merge_bytes)).value;
+          lc.fwd += merge;
+          lc.bwd += 2.0 * merge;
+          if (c.rc == Recompute::full) lc.recompute += c.rc_fraction * merge;
         }
         break;
       }
@@ -137,7 +152,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         lc.fwd += f;
         lc.bwd += 2.0 * f;
         if (c.rc == Recompute::full) lc.recompute += c.rc_fraction * f;
-        else if (c.rc == Recompute::selective && c.op_sac) lc.recompute += f;  // rerun from saved outputs
+        else if (c.rc == Recompute::selective && c.pytorch) lc.recompute += f;  // rerun from saved outputs
         break;
       }
     }
@@ -208,7 +223,7 @@ Ctx make_ctx(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, c
   c.gemm_dtype = t.precision == DType::fp8 ? DType::fp8 : DType::bf16;
   c.rc = t.recompute.value_or(Recompute::none);
   c.rc_fraction = t.recompute_fraction;
-  c.op_sac = framework_of(t) == Framework::pytorch;
+  c.pytorch = framework_of(t) == Framework::pytorch;
   c.etp = t.etp.value_or(1);
   return c;
 }
@@ -248,7 +263,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
   sc.etp = c.etp;
   sc.sp = t.sp;
   sc.recompute = c.rc;
-  sc.op_sac = c.op_sac;
+  sc.op_sac = c.pytorch;
   ShardContext sc_none = sc;
   sc_none.recompute = Recompute::none;
   double act_kind[2] = {0, 0};
