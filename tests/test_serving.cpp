@@ -190,6 +190,47 @@ TEST(Serving, MoePrefillRunsAtTheFusedKernelComputeRate) {
   EXPECT_NEAR(base - faster, static_cast<double>(s.model.layers) * per_layer * 0.5, 1e-9);
 }
 
+// KV blocks run out: the most recently admitted sequence is preempted. Recompute sends
+// its tokens back through prefill; swap keeps them in host memory, so every prompt token is
+// prefilled exactly once; with no swap space a swap engine recomputes like the default.
+TEST(Serving, PreemptionBySwapOrRecompute) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->engine.gpu_memory_utilization = 0.24;  // about 11k tokens of KV cache
+  s.inference->workload.num_requests = 48;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 512, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 512, 0, 0};
+  const hw::RooflineCostModel cost(s.system);
+  auto prefilled = [](const ServingResult& r) {
+    int64_t sum = 0;
+    for (const auto& it : r.timeline) sum += it.prefill_tokens;
+    return sum;
+  };
+  auto check = [](const ServingResult& r) {
+    ASSERT_EQ(r.requests.size(), 48u);
+    for (const auto& q : r.requests) {
+      EXPECT_DOUBLE_EQ(q.e2e(), q.ttft() + q.tpot() * static_cast<double>(q.output - 1));
+      EXPECT_EQ(static_cast<int64_t>(q.itl.size()), q.output - 1);
+    }
+  };
+  const ServingResult recompute = simulate_serving(s, cost, 7, true);
+  check(recompute);
+  EXPECT_GT(recompute.preemptions, 0);
+  EXPECT_GT(prefilled(recompute), 48 * 512);
+
+  s.inference->engine.swap_preemption = true;
+  const ServingResult swap = simulate_serving(s, cost, 7, true);
+  check(swap);
+  EXPECT_GT(swap.preemptions, 0);
+  EXPECT_EQ(prefilled(swap), 48 * 512);
+  EXPECT_EQ(swap.engine.swap_preemption, true);
+
+  s.inference->engine.swap_space_gib = 0.0;
+  const ServingResult no_space = simulate_serving(s, cost, 7, true);
+  EXPECT_EQ(no_space.preemptions, recompute.preemptions);
+  EXPECT_EQ(prefilled(no_space), prefilled(recompute));
+  EXPECT_DOUBLE_EQ(no_space.duration_s, recompute.duration_s);
+}
+
 // W4A16 (4-bit weights, 16-bit tensor cores) at batch 1 on a 70B model is 2-3.5x faster
 // than bf16; the gain shrinks as the batch grows and compute takes over.
 TEST(Serving, WeightOnlyInt4DecodeSpeedupShrinksWithBatch) {

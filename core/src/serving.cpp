@@ -270,6 +270,8 @@ EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt) {
   d.cuda_graphs = p.engine.cuda_graphs.value_or(true);
   d.cuda_graph_max_tokens = p.engine.cuda_graph_max_tokens.value_or(512);
   d.step_overhead_s = p.engine.step_overhead_ms.value_or(0.0) * 1e-3;
+  d.swap_preemption = p.engine.swap_preemption.value_or(false);
+  if (p.engine.swap_space_gib) d.swap_space_bytes = *p.engine.swap_space_gib * 1024.0 * 1024.0 * 1024.0;
   return d;
 }
 
@@ -355,6 +357,9 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
     enum class Role { both, prefill, decode } role = Role::both;
     std::deque<Seq> waiting;
     std::vector<Seq> running;
+    std::deque<Seq> swapped;  ///< preempted by swapping: KV blocks in host memory
+    double swapped_bytes = 0;  ///< host memory they take, per GPU
+    double swap_s = 0;         ///< swap traffic the next iteration waits for
     int64_t free_blocks = 0;
     bool busy = false;
     double busy_until = 0;
@@ -372,6 +377,10 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
   }
   for (auto& r : reps) r.free_blocks = total_blocks;
   const double kv_bytes_request_gpu = out.memory.kv_bytes_per_token;  // per token, per GPU
+  // Swapping moves each GPU's shard of the blocks over its own PCIe x16 link at the
+  // datasheet payload rate (no host-copy efficiency is measured).
+  const double block_bytes = dbl(bs) * kv_bytes_request_gpu;
+  const double pcie_bytes_per_s = std::max(1.0, s.system.gpu.pcie_bw_unidir_gbps * 1e9);
 
   // Prefix-cache state for traces: prefix ids already seen.
   std::vector<std::string> seen_prefixes;
@@ -432,9 +441,20 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
       }
       prefill_only = need_tokens > 0;
     }
+    // Swapped sequences come back first, oldest first, when their blocks fit again.
+    while (!R.swapped.empty() && R.swapped.front().blocks <= R.free_blocks &&
+           static_cast<int64_t>(R.running.size()) < out.engine.max_num_seqs) {
+      Seq q = R.swapped.front();
+      R.swapped.pop_front();
+      R.free_blocks -= q.blocks;
+      R.swapped_bytes -= dbl(q.blocks) * block_bytes;
+      R.swap_s += dbl(q.blocks) * block_bytes / pcie_bytes_per_s;
+      R.running.push_back(q);
+    }
     if (!prefill_only && can_decode) {
       // Decodes first; a sequence that needs a new block and finds none preempts the most
-      // recently admitted one (recompute: its tokens rejoin the prompt, back to the queue).
+      // recently admitted one: swapped to host memory when the engine swaps and the swap
+      // space holds it, else recomputed (its tokens rejoin the prompt, back to the queue).
       for (size_t k = 0; k < R.running.size(); ++k) {
         Seq& q = R.running[k];
         if (q.prefilled < q.prompt) continue;
@@ -450,6 +470,14 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
           R.free_blocks += victim.blocks;
           out.requests[victim.req].preemptions += 1;
           ++out.preemptions;
+          const double victim_bytes = dbl(victim.blocks) * block_bytes;
+          if (out.engine.swap_preemption && R.swapped_bytes + victim_bytes <= out.engine.swap_space_bytes) {
+            R.swapped_bytes += victim_bytes;
+            R.swap_s += victim_bytes / pcie_bytes_per_s;
+            R.swapped.push_back(victim);
+            if (k >= R.running.size()) break;
+            continue;
+          }
           victim.blocks = 0;
           victim.prefilled = 0;
           victim.prompt += victim.generated;
@@ -481,7 +509,9 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
         budget -= c;
       }
     if ((chunked || prefill_only) && can_prefill) {
-      while (!R.waiting.empty() && budget > 0 && static_cast<int64_t>(R.running.size()) < out.engine.max_num_seqs) {
+      // New prompts wait while swapped sequences do (vLLM V0 schedules swapped-in first).
+      while (R.swapped.empty() && !R.waiting.empty() && budget > 0 &&
+             static_cast<int64_t>(R.running.size()) < out.engine.max_num_seqs) {
         Seq q = R.waiting.front();
         if (q.prefilled == 0 && w.prefix_hit_rate > 0 && out.requests[q.req].preemptions == 0)
           q.prefilled = std::min(q.prompt - 1, static_cast<int64_t>(std::floor(w.prefix_hit_rate * dbl(q.prompt) / dbl(bs))) * bs);
@@ -598,10 +628,12 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
     bool started = false;
     for (auto& R : reps) {
       if (R.busy) continue;
-      if (R.running.empty() && R.waiting.empty()) continue;
+      if (R.running.empty() && R.waiting.empty() && R.swapped.empty()) continue;
       IterationBatch batch = plan(R);
       if (batch.decodes == 0 && batch.prefills.empty()) continue;
-      double dt = 0;
+      // The step waits for the blocks it swaps out and in.
+      double dt = R.swap_s;
+      R.swap_s = 0;
       if (spec.k > 0 && batch.decodes > 0) {
         // Drafting proposes k tokens per decoding sequence, then the target verifies k + 1.
         IterationBatch proposal;

@@ -262,7 +262,9 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"chunked_prefill", r.chunked_prefill},
                  {"cuda_graphs", r.engine.cuda_graphs},
                  {"cuda_graph_max_tokens", r.engine.cuda_graph_max_tokens},
-                 {"step_overhead_ms", r.engine.step_overhead_s * 1e3}};
+                 {"step_overhead_ms", r.engine.step_overhead_s * 1e3},
+                 {"preemption", r.engine.swap_preemption ? "swap" : "recompute"},
+                 {"swap_space_gib", r.engine.swap_space_bytes / (1024.0 * 1024.0 * 1024.0)}};
   json resolved = json::object();
   if (!p.engine.max_num_seqs) resolved["max_num_seqs"] = r.engine.max_num_seqs;
   if (!p.engine.max_num_batched_tokens) resolved["max_num_batched_tokens"] = r.engine.max_num_batched_tokens;

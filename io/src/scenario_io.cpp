@@ -254,6 +254,10 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     if (er.boolean("cuda_graphs", graphs)) p.engine.cuda_graphs = graphs;
     double overhead = 0;
     if (er.number("step_overhead_ms", overhead, false, 0)) p.engine.step_overhead_ms = overhead;
+    std::string mode;
+    if (er.choice("preemption", mode, {"recompute", "swap"})) p.engine.swap_preemption = mode == "swap";
+    double swap_gib = 0;
+    if (er.number("swap_space_gib", swap_gib, false, 0)) p.engine.swap_space_gib = swap_gib;
     if (er.has("chunked_prefill") && (*e)["chunked_prefill"].is_string() && (*e)["chunked_prefill"] == "auto") {
       er.allow("chunked_prefill");
     } else {

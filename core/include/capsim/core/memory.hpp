@@ -98,6 +98,11 @@ struct EngineDefaults {
   /// Host work per step the engine does not overlap with the GPU (scheduling, sampling
   /// bookkeeping, detokenisation): 0 unless the user measured it for their engine.
   double step_overhead_s = 0;
+  /// Preemption when KV blocks run out: recompute (vLLM V1, the default) or swap the
+  /// victim's blocks to host memory over PCIe and back (vLLM V0 --preemption-mode swap),
+  /// within `swap_space_bytes` per GPU (vLLM CacheConfig.swap_space default, 4 GiB).
+  bool swap_preemption = false;
+  double swap_space_bytes = 4.0 * 1024 * 1024 * 1024;
 };
 
 InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p,
