@@ -262,6 +262,12 @@ std::string serving_table(const json& r) {
                    m["requests_per_s"].get<double>());
   s += fmt::format("  KV cache    {} blocks, peak use {:.1f}%, {} preemptions\n", r["memory"]["num_blocks"].get<int64_t>(),
                    100 * r["run"]["peak_kv_utilization"].get<double>(), r["run"]["preemptions"].get<int64_t>());
+  if (r.contains("over_time")) {
+    // GPU busy share per window, as a row of percentages.
+    std::string row;
+    for (const auto& w : r["over_time"]["windows"]) row += fmt::format(" {:.0f}", 100 * w["gpu_busy"].get<double>());
+    s += fmt::format("  busy %      per {:.1f} s window:{}\n", r["over_time"]["window_s"].get<double>(), row);
+  }
   if (r.contains("max_qps"))
     s += fmt::format("  max QPS     {:.3f} within TTFT p99 <= {} ms and TPOT p99 <= {} ms\n", r["max_qps"]["qps"].get<double>(),
                      r["max_qps"]["ttft_p99_ms"].get<double>(), r["max_qps"]["tpot_p99_ms"].get<double>());
@@ -286,7 +292,7 @@ int run_infer(const InferArgs& a) {
     r = io::serving_report(probe, simulate_serving(probe, cost, a.seed));
     r["max_qps"] = {{"qps", lo}, {"ttft_p99_ms", a.ttft_p99_ms}, {"tpot_p99_ms", a.tpot_p99_ms}};
   } else {
-    const ServingResult sr = simulate_serving(s, cost, a.seed, !a.trace.empty());
+    const ServingResult sr = simulate_serving(s, cost, a.seed, true);  // timeline: trace and utilisation over time
     r = io::serving_report(s, sr);
     if (!a.trace.empty()) io::write_file_atomic(a.trace, io::serving_trace(sr));
   }

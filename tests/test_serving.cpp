@@ -6,6 +6,9 @@
 #include "capsim/core/serving.hpp"
 #include "capsim/hw/roofline.hpp"
 #include "capsim/io/presets.hpp"
+#include "capsim/io/report.hpp"
+
+#include <nlohmann/json.hpp>
 
 namespace capsim {
 namespace {
@@ -229,6 +232,35 @@ TEST(Serving, PreemptionBySwapOrRecompute) {
   EXPECT_EQ(no_space.preemptions, recompute.preemptions);
   EXPECT_EQ(prefilled(no_space), prefilled(recompute));
   EXPECT_DOUBLE_EQ(no_space.duration_s, recompute.duration_s);
+}
+
+// Utilisation over time conserves the run: the windows' decode and prefill tokens add up
+// to the iterations', and busy shares stay within [0, 1] per replica.
+TEST(Serving, UtilisationOverTimeConservesTokens) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::poisson);
+  s.inference->replicas = 2;
+  s.system.num_gpus = 2;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult r = simulate_serving(s, cost, 11, true);
+  ASSERT_FALSE(r.timeline.empty());
+  const nlohmann::json u = io::utilization_over_time(r, 20);
+  EXPECT_EQ(u["replicas"], 2);
+  ASSERT_EQ(u["windows"].size(), 20u);
+  const double width = u["window_s"].get<double>();
+  double decode = 0, prefill = 0;
+  for (const auto& w : u["windows"]) {
+    decode += w["decode_tokens_per_s"].get<double>() * width;
+    prefill += w["prefill_tokens_per_s"].get<double>() * width;
+    EXPECT_GE(w["gpu_busy"].get<double>(), 0.0);
+    EXPECT_LE(w["gpu_busy"].get<double>(), 1.0 + 1e-9);
+  }
+  double want_decode = 0, want_prefill = 0;
+  for (const auto& it : r.timeline) {
+    want_decode += static_cast<double>(it.decodes);
+    want_prefill += static_cast<double>(it.prefill_tokens);
+  }
+  EXPECT_NEAR(decode, want_decode, 1e-6 * want_decode);
+  EXPECT_NEAR(prefill, want_prefill, 1e-6 * want_prefill);
 }
 
 // W4A16 (4-bit weights, 16-bit tensor cores) at batch 1 on a 70B model is 2-3.5x faster

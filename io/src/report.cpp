@@ -287,7 +287,47 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"num_blocks", r.memory.num_blocks},
                  {"max_cached_tokens", r.memory.max_cached_tokens},
                  {"fits", r.memory.fits}};
+  if (!r.timeline.empty()) j["over_time"] = utilization_over_time(r, 20);
   return j;
+}
+
+json utilization_over_time(const ServingResult& r, int windows) {
+  double t0 = r.timeline.front().start, t1 = r.timeline.front().end;
+  int32_t replicas = 1;
+  for (const auto& it : r.timeline) {
+    t0 = std::min(t0, it.start);
+    t1 = std::max(t1, it.end);
+    replicas = std::max(replicas, it.replica + 1);
+  }
+  const double width = (t1 - t0) / windows;
+  std::vector<double> busy(static_cast<size_t>(windows), 0.0), kv(busy), decode(busy), prefill(busy);
+  for (const auto& it : r.timeline) {
+    const double len = it.end - it.start;
+    if (len <= 0 || width <= 0) continue;
+    const int first = std::clamp(static_cast<int>((it.start - t0) / width), 0, windows - 1);
+    const int last = std::clamp(static_cast<int>((it.end - t0) / width), 0, windows - 1);
+    for (int w = first; w <= last; ++w) {
+      const double lo = t0 + width * w, hi = lo + width;
+      const double overlap = std::min(hi, it.end) - std::max(lo, it.start);
+      if (overlap <= 0) continue;
+      const size_t i = static_cast<size_t>(w);
+      busy[i] += overlap;
+      kv[i] += overlap * it.kv_utilization;
+      // An iteration's tokens are spread over its duration.
+      decode[i] += static_cast<double>(it.decodes) * overlap / len;
+      prefill[i] += static_cast<double>(it.prefill_tokens) * overlap / len;
+    }
+  }
+  json rows = json::array();
+  for (size_t i = 0; i < busy.size(); ++i) {
+    const double capacity = width * replicas;
+    rows.push_back({{"start_s", t0 + width * static_cast<double>(i)},
+                    {"gpu_busy", capacity > 0 ? busy[i] / capacity : 0.0},
+                    {"kv_utilization", busy[i] > 0 ? kv[i] / busy[i] : 0.0},
+                    {"decode_tokens_per_s", width > 0 ? decode[i] / width : 0.0},
+                    {"prefill_tokens_per_s", width > 0 ? prefill[i] / width : 0.0}});
+  }
+  return {{"window_s", width}, {"replicas", replicas}, {"windows", rows}};
 }
 
 std::string dump(const json& j) { return j.dump(2) + "\n"; }

@@ -32,6 +32,11 @@ nlohmann::json serving_report(const Scenario& s, const ServingResult& r);
 /// computed from a serving run.
 nlohmann::json serving_metrics(const ServingResult& r);
 
+/// Engine activity in `windows` equal windows from the first iteration to the last (needs
+/// the run's timeline): the share of replica time busy, KV-cache use while busy, decode and
+/// prefill tokens per second. Iterations straddling a boundary count pro rata.
+nlohmann::json utilization_over_time(const ServingResult& r, int windows);
+
 /// Serialise deterministically (sorted keys, 2-space indent, trailing newline).
 std::string dump(const nlohmann::json& j);
 
