@@ -193,6 +193,23 @@ TEST(Activations, LossMemoryFollowsTheFramework) {
   EXPECT_DOUBLE_EQ(training_memory(m, system_of("h100-sxm5-80gb", 8), t).peak().logits_bytes, logits * 8.0);
 }
 
+// ZeRO-3 under pipeline parallelism keeps each stage's gradients unsharded across
+// microbatches; FSDP2 accumulates them in its fp32 reduce dtype (PyTorch framework),
+// 2 bytes more per local parameter than in the 16-bit parameter dtype.
+TEST(Pipeline, Zero3AccumulatesUnshardedGradientsInTheReduceDtype) {
+  const ModelSpec m = io::load_model("llama2-7b");
+  TrainingPlan t = plan(4, 3);
+  t.precision = DType::bf16;
+  t.pp = 2;
+  t.global_batch = 16;
+  t.framework = Framework::megatron;
+  const StageMemory megatron = training_memory(m, system_of("h100-sxm5-80gb", 8), t).stages[0];
+  t.framework = Framework::pytorch;
+  const StageMemory pytorch = training_memory(m, system_of("h100-sxm5-80gb", 8), t).stages[0];
+  EXPECT_DOUBLE_EQ(pytorch.gradients_bytes - megatron.gradients_bytes, 2.0 * pytorch.params);
+  EXPECT_DOUBLE_EQ(pytorch.weights_bytes, megatron.weights_bytes);
+}
+
 TEST(Pipeline, InflightMicrobatches) {
   for (int64_t p : {2, 4, 8, 16}) {
     EXPECT_EQ(inflight_chunks(p, 1, 0, 64), p);

@@ -226,11 +226,14 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
         shard(trainable_dense, dense_group, zo) * k_bytes + shard(trainable_expert, expert_group, zo) * k_bytes;
     if (zero >= 3 && t.pp > 1 && !lora) {
       // ZeRO-3 under pipeline parallelism keeps the stage's parameters gathered across
-      // microbatches and accumulates unsharded gradients (in the parameter dtype) until
-      // the last backward: torch.distributed.pipelining with FSDP2 turns resharding after
-      // forward and per-microbatch gradient reduction off.
+      // microbatches and accumulates unsharded gradients until the last backward:
+      // torch.distributed.pipelining with FSDP2 turns resharding after forward and
+      // per-microbatch gradient reduction off. FSDP2 accumulates them in its reduce dtype
+      // (FSDPParam.to_accumulated_grad_if_needed), fp32 under the mixed precision PyTorch
+      // stacks use for bf16 and fp8; otherwise in the parameter dtype.
+      const double accumulated = fw == Framework::pytorch ? g_bytes : w_bytes;
       s.weights_bytes += (dense + expert) * w_bytes;
-      s.gradients_bytes += (dense + expert) * w_bytes;
+      s.gradients_bytes += (dense + expert) * accumulated;
     }
 
     // Activations: chunks in flight times the average chunk's kept bytes.
