@@ -263,6 +263,28 @@ TEST(Serving, UtilisationOverTimeConservesTokens) {
   EXPECT_NEAR(prefill, want_prefill, 1e-6 * want_prefill);
 }
 
+// Block-scaled FP8 (128x128 weight blocks, 1x128 activation groups): each projection first
+// quantizes its input per group, a memory-bound kernel (at batch 1 the launch floor), and
+// large GEMMs run at the blockwise kernel's measured rate, well below per-tensor FP8.
+TEST(Serving, Fp8BlockScalingAddsQuantizationAndSlowsLargeGemms) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->weight_dtype = DType::fp8;
+  s.inference->activation_dtype = DType::fp8;
+  const hw::RooflineCostModel cost(s.system);
+  IterationBatch decode;
+  decode.decodes = 1;
+  decode.decode_context = 128;
+  IterationBatch prefill;
+  prefill.prefills.push_back({8192, 0, true});
+  const IterationModel tensor(s.model, s.system, *s.inference, cost);
+  Scenario b = s;
+  b.inference->fp8_block_scaling = true;
+  const IterationModel block(b.model, b.system, *b.inference, cost);
+  // Four projections a layer (QKV, output, gate/up, down), each behind one quantization.
+  EXPECT_NEAR(block.seconds(decode) - tensor.seconds(decode), 4.0 * 32.0 * cost.memory_bound(Bytes(1)).value, 1e-12);
+  EXPECT_GT(block.seconds(prefill), 1.5 * tensor.seconds(prefill));
+}
+
 // W4A16 (4-bit weights, 16-bit tensor cores) at batch 1 on a 70B model is 2-3.5x faster
 // than bf16; the gain shrinks as the batch grows and compute takes over.
 TEST(Serving, WeightOnlyInt4DecodeSpeedupShrinksWithBatch) {

@@ -94,6 +94,15 @@ double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
   // (and the 16-bit activations in and out) from HBM.
   double weight = dbl(k) * dbl(n) * wbytes_;
   double compute = cost_.gemm_compute(m, n, k, math_).value;
+  double quantize = 0;
+  if (math_ == DType::fp8 && p_.fp8_block_scaling) {
+    // Block-scaled FP8: the blockwise kernel's measured rate, and the per-token-group
+    // activation quantization ahead of it (read 16-bit, write 8-bit values and fp32 scales
+    // per 128).
+    const double block = sys_.gpu.efficiency.gemm_fp8_block.value;
+    if (block > 0) compute = std::max(compute, 2.0 * dbl(m) * dbl(n) * dbl(k) / (sys_.gpu.peak(DType::fp8).value * block));
+    quantize = cost_.memory_bound(Bytes(dbl(m) * dbl(k) * (2.0 + 1.0 + 4.0 / 128.0))).value;
+  }
   if (p_.sparse_24) {
     // 2:4 sparsity: sparse tensor cores skip the zero half (twice the dense rate, the
     // datasheets' sparsity multiplier); weights store half the values plus 2 bits of
@@ -102,7 +111,7 @@ double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
     weight = weight * 0.5 + dbl(k) * dbl(n) * 0.5 * 0.25;
   }
   const double bytes = weight + dbl(m) * (dbl(k) + dbl(n)) * 2.0;
-  return std::max(compute, stream(bytes));
+  return std::max(compute, stream(bytes)) + quantize;
 }
 
 double IterationModel::stream(double bytes) const {

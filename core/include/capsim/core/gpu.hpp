@@ -51,6 +51,10 @@ struct GpuEfficiency {
   Sourced gemm_bf16, gemm_fp8, gemm_int8;  ///< best large-GEMM fraction of dense peak
   std::array<double, 3> gemm_bf16_shape{}, gemm_fp8_shape{}, gemm_int8_shape{};  ///< m,n,k measured (0 = unknown)
   Sourced gemm_k_half;  ///< K at which eff(K) = K/(K+K0) is one half
+  /// FP8 GEMM with 128x128 weight-block and 1x128 activation-group scales (the serving
+  /// engines' CUTLASS blockwise kernel) at large shapes, as a fraction of the dense fp8
+  /// peak; 0 = not measured (per-tensor figure).
+  Sourced gemm_fp8_block;
   /// Microseconds a weight-streaming GEMM kernel adds to bytes / achievable bandwidth
   /// (pipeline fill, wave tail, epilogue); 0 = not measured, no term added.
   Sourced gemm_tail_us;

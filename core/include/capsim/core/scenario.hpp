@@ -190,6 +190,9 @@ struct InferencePlan {
   bool kv_transfer_over_network = true;  ///< false: the pools share an NVLink domain
   /// 2:4 structured sparsity on the weight GEMMs (Ampere/Hopper sparse tensor cores).
   bool sparse_24 = false;
+  /// FP8 weights with 128x128 block scales and activations quantized per 1x128 group (the
+  /// DeepSeek-V3/R1 checkpoints) rather than per-tensor scales.
+  bool fp8_block_scaling = false;
   bool operator==(const InferencePlan&) const = default;
 };
 
