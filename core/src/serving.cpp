@@ -35,7 +35,8 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   tail_s_ = sys.gpu.efficiency.gemm_tail_us.value * 1e-6;
   // Achievable streaming rate of the cost model (calibrated where a profile says so), read
   // at a size far above any launch floor.
-  stream_bytes_per_s_ = 1e9 / cost.memory_bound(Bytes(1e9)).value;
+  const double gigabyte_s = cost.memory_bound(Bytes(1e9)).value;
+  stream_bytes_per_s_ = gigabyte_s > 0 ? 1e9 / gigabyte_s : std::numeric_limits<double>::infinity();
   engine_ = engine_defaults(p, 0);
   if (p.activation_dtype == DType::fp8 && p.weight_dtype == DType::fp8) math_ = DType::fp8;
   else if (p.activation_dtype == DType::int8 && p.weight_dtype == DType::int8) math_ = DType::int8;
