@@ -38,6 +38,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   const double gigabyte_s = cost.memory_bound(Bytes(1e9)).value;
   stream_bytes_per_s_ = gigabyte_s > 0 ? 1e9 / gigabyte_s : std::numeric_limits<double>::infinity();
   engine_ = engine_defaults(p, 0);
+  for (int64_t i = 0; i < m.layers; ++i) moe_layers_ += m.is_moe_layer(i) ? 1 : 0;
   if (p.activation_dtype == DType::fp8 && p.weight_dtype == DType::fp8) math_ = DType::fp8;
   else if (p.activation_dtype == DType::int8 && p.weight_dtype == DType::int8) math_ = DType::int8;
   else math_ = DType::bf16;
@@ -232,12 +233,7 @@ double IterationModel::seconds(const IterationBatch& b) const {
       experts += 2.0 * cost_.collective(CollectiveKind::all_to_all, Bytes(dbl(tokens * e.top_k) * dbl(h) * 2.0 / dbl(ep)), ep_group_).value;
     moe_layer = attn + experts;
   }
-  double t = 0;
-  int64_t moe_layers = 0;
-  for (int64_t i = 0; i < m.layers; ++i) {
-    t += m.is_moe_layer(i) ? moe_layer : dense_layer;
-    moe_layers += m.is_moe_layer(i) ? 1 : 0;
-  }
+  double t = dbl(m.layers - moe_layers_) * dense_layer + dbl(moe_layers_) * moe_layer;
   // Output head (16-bit) and sampling for the sequences that emit a token.
   if (sampled > 0) {
     const double head_bytes = dbl(m.vocab) * dbl(h) / dbl(tp) * 2.0 + dbl(sampled) * dbl(m.vocab) / dbl(tp) * 4.0;
@@ -246,11 +242,11 @@ double IterationModel::seconds(const IterationBatch& b) const {
   // A step the engine cannot replay as a CUDA graph launches every kernel from the host;
   // it takes the longer of the GPU time and the launches.
   if (!engine_.cuda_graphs || tokens > engine_.cuda_graph_max_tokens)
-    t = std::max(t, dbl(kernels(b, moe_layers)) * cost_.kernel_launch().value);
+    t = std::max(t, dbl(kernels(b)) * cost_.kernel_launch().value);
   return t + engine_.step_overhead_s;
 }
 
-int64_t IterationModel::kernels(const IterationBatch& b, int64_t moe_layers) const {
+int64_t IterationModel::kernels(const IterationBatch& b) const {
   const ModelSpec& m = m_;
   // Per layer: the projections (MLA: q down and up or q, kv down, kv up, output; else
   // QKV and output), one attention kernel for the prefill chunks and one for the decodes,
@@ -264,9 +260,9 @@ int64_t IterationModel::kernels(const IterationBatch& b, int64_t moe_layers) con
   // shared experts as a dense MLP; dispatch and combine all-to-alls under EP.
   int64_t moe = 7 + (m.moe && m.moe->shared_experts > 0 ? dense_ffn : 0);
   if (p_.ep.value_or(1) > 1) moe += 2;
-  const int64_t dense_layers = m.layers - moe_layers;
+  const int64_t dense_layers = m.layers - moe_layers_;
   // Embedding, final norm, head GEMM and sampling (softmax, top-k/top-p, draw).
-  return dense_layers * (attn + dense_ffn) + moe_layers * (attn + moe) + 6;
+  return dense_layers * (attn + dense_ffn) + moe_layers_ * (attn + moe) + 6;
 }
 
 EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt) {

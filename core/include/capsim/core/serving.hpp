@@ -41,7 +41,7 @@ class IterationModel {
   /// Seconds of a weight-streaming GEMM kernel moving `bytes`.
   double stream(double bytes) const;
   /// Kernels one step launches (what an eager step costs the host).
-  int64_t kernels(const IterationBatch& b, int64_t moe_layers) const;
+  int64_t kernels(const IterationBatch& b) const;
   const ModelSpec& m_;
   const SystemSpec& sys_;
   const InferencePlan& p_;
@@ -52,6 +52,7 @@ class IterationModel {
   double tail_s_ = 0;  ///< fixed time of one GEMM kernel (GpuEfficiency::gemm_tail_us)
   double stream_bytes_per_s_ = 1;  ///< the cost model's achievable HBM streaming rate
   EngineDefaults engine_;  ///< CUDA graphs and per-step host overhead
+  int64_t moe_layers_ = 0;  ///< layers with routed experts
   double weight_bytes_ = 0;
   Group tp_group_, ep_group_;
 };
