@@ -68,56 +68,38 @@ TEST(Serving, BatchOneDecodeIsBandwidthBound) {
   }
 }
 
-/// The roofline model with a slower host: 20 us per launch, as for a Python-driven eager
-/// PyTorch op rather than a bare CUDA launch.
-class SlowHostCost final : public CostModel {
- public:
-  explicit SlowHostCost(const SystemSpec& s) : base_(s) {}
-  Seconds gemm(int64_t m, int64_t n, int64_t k, DType d, int64_t b) const override { return base_.gemm(m, n, k, d, b); }
-  Seconds gemm_compute(int64_t m, int64_t n, int64_t k, DType d, int64_t b) const override {
-    return base_.gemm_compute(m, n, k, d, b);
-  }
-  Seconds attention(const AttentionShape& a, bool bwd) const override { return base_.attention(a, bwd); }
-  Seconds memory_bound(Bytes b) const override { return base_.memory_bound(b); }
-  Seconds collective(CollectiveKind k, Bytes b, const Group& g) const override { return base_.collective(k, b, g); }
-  Seconds p2p(Bytes b, bool x) const override { return base_.p2p(b, x); }
-  Seconds kernel_launch() const override { return Seconds(20e-6); }
-  std::vector<std::pair<std::string, std::string>> provenance() const override { return base_.provenance(); }
-
- private:
-  hw::RooflineCostModel base_;
-};
-
-// A step that does not run as a CUDA graph costs the host one launch per kernel; where
-// the launches take longer than the GPU work they set the step time. GPT-2 launches per
-// layer QKV and output GEMMs, one attention, two norms, rotary and the KV write, and the
-// MLP's up, activation and down; plus embedding, final norm, head and three sampling
-// kernels.
-TEST(Serving, EagerStepIsBoundByKernelLaunches) {
+// A step that is not replayed as a CUDA graph adds the engine's host time per layer to
+// its GPU time: 47 us per dense layer, 975 us per layer with routed experts (DeepSeek-V3:
+// 3 dense + 58 MoE layers), or the user's measured figure for every layer.
+TEST(Serving, EagerStepAddsHostTimePerLayer) {
   Scenario s = serving_scenario("gpt2", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
-  const SlowHostCost cost(s.system);
+  const hw::RooflineCostModel cost(s.system);
   IterationBatch b;
-  b.decodes = 1;
-  b.decode_context = 128;
+  b.decodes = 2;
+  b.decode_context = 256;
   const double graphed = IterationModel(s.model, s.system, *s.inference, cost).seconds(b);
   s.inference->engine.cuda_graphs = false;
-  const double eager = IterationModel(s.model, s.system, *s.inference, cost).seconds(b);
-  const double launches = (12.0 * (2 + 1 + 4 + 3) + 6) * 20e-6;
-  EXPECT_GT(launches, graphed);
-  EXPECT_DOUBLE_EQ(eager, launches);
+  EXPECT_NEAR(IterationModel(s.model, s.system, *s.inference, cost).seconds(b) - graphed, 12 * 47e-6, 1e-12);
   // With graphs on, a step larger than the largest captured size runs eagerly too.
   s.inference->engine.cuda_graphs = true;
   s.inference->engine.cuda_graph_max_tokens = 1;
-  b.decodes = 2;
-  b.decode_context = 256;
-  EXPECT_DOUBLE_EQ(IterationModel(s.model, s.system, *s.inference, cost).seconds(b), launches);
-  // At the bare-launch default (3.25 us) the launches stay under the GPU time: eager = graphed.
-  const hw::RooflineCostModel roofline(s.system);
-  s.inference->engine.cuda_graph_max_tokens = 512;
-  const double gpu = IterationModel(s.model, s.system, *s.inference, roofline).seconds(b);
-  s.inference->engine.cuda_graphs = false;
-  EXPECT_LT((12.0 * (2 + 1 + 4 + 3) + 6) * roofline.kernel_launch().value, gpu);
-  EXPECT_DOUBLE_EQ(IterationModel(s.model, s.system, *s.inference, roofline).seconds(b), gpu);
+  EXPECT_NEAR(IterationModel(s.model, s.system, *s.inference, cost).seconds(b) - graphed, 12 * 47e-6, 1e-12);
+  s.inference->engine.cuda_graph_max_tokens = 2;
+  EXPECT_DOUBLE_EQ(IterationModel(s.model, s.system, *s.inference, cost).seconds(b), graphed);
+  // A measured figure replaces the defaults for every layer.
+  s.inference->engine.cuda_graph_max_tokens = 1;
+  s.inference->engine.eager_host_us_per_layer = 200;
+  EXPECT_NEAR(IterationModel(s.model, s.system, *s.inference, cost).seconds(b) - graphed, 12 * 200e-6, 1e-12);
+
+  Scenario d = serving_scenario("deepseek-v3", "h200-sxm-141gb", 8, ServingWorkload::Mode::offline);
+  const hw::RooflineCostModel dcost(d.system);
+  const IterationModel graphs_on(d.model, d.system, *d.inference, dcost);
+  EXPECT_NEAR(graphs_on.eager_host_seconds(), 3 * 47e-6 + 58 * 975e-6, 1e-12);
+  IterationBatch prefill;
+  prefill.prefills.push_back({513, 0, true});
+  d.inference->engine.cuda_graph_max_tokens = 513;
+  const double captured = IterationModel(d.model, d.system, *d.inference, dcost).seconds(prefill);
+  EXPECT_NEAR(graphs_on.seconds(prefill) - captured, graphs_on.eager_host_seconds(), 1e-12);
 }
 
 // A per-step host overhead adds to every step exactly, and requests still satisfy

@@ -39,6 +39,9 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   stream_bytes_per_s_ = gigabyte_s > 0 ? 1e9 / gigabyte_s : std::numeric_limits<double>::infinity();
   engine_ = engine_defaults(p, 0);
   for (int64_t i = 0; i < m.layers; ++i) moe_layers_ += m.is_moe_layer(i) ? 1 : 0;
+  eager_host_s_ = engine_.eager_host_s_per_layer
+                      ? *engine_.eager_host_s_per_layer * dbl(m.layers)
+                      : dbl(m.layers - moe_layers_) * eager_host_dense_layer_s + dbl(moe_layers_) * eager_host_moe_layer_s;
   if (p.activation_dtype == DType::fp8 && p.weight_dtype == DType::fp8) math_ = DType::fp8;
   else if (p.activation_dtype == DType::int8 && p.weight_dtype == DType::int8) math_ = DType::int8;
   else math_ = DType::bf16;
@@ -239,30 +242,9 @@ double IterationModel::seconds(const IterationBatch& b) const {
     const double head_bytes = dbl(m.vocab) * dbl(h) / dbl(tp) * 2.0 + dbl(sampled) * dbl(m.vocab) / dbl(tp) * 4.0;
     t += std::max(cost_.gemm_compute(sampled, m.vocab / tp, h, DType::bf16).value, stream(head_bytes));
   }
-  // A step the engine cannot replay as a CUDA graph launches every kernel from the host;
-  // it takes the longer of the GPU time and the launches.
-  if (!engine_.cuda_graphs || tokens > engine_.cuda_graph_max_tokens)
-    t = std::max(t, dbl(kernels(b)) * cost_.kernel_launch().value);
+  // A step the engine cannot replay as a CUDA graph runs every layer's host work too.
+  if (!engine_.cuda_graphs || tokens > engine_.cuda_graph_max_tokens) t += eager_host_s_;
   return t + engine_.step_overhead_s;
-}
-
-int64_t IterationModel::kernels(const IterationBatch& b) const {
-  const ModelSpec& m = m_;
-  // Per layer: the projections (MLA: q down and up or q, kv down, kv up, output; else
-  // QKV and output), one attention kernel for the prefill chunks and one for the decodes,
-  // two norms, rotary and the KV-cache write (MLA: two more norms on the latents), and
-  // the tensor-parallel all-reduces after attention and MLP.
-  int64_t attn = m.mla ? (m.mla->q_lora_rank > 0 ? 5 : 4) + 6 : 2 + 4;
-  attn += (b.prefills.empty() ? 0 : 1) + (b.decodes > 0 ? 1 : 0);
-  if (p_.tp > 1) attn += 2;
-  const int64_t dense_ffn = 3;  // gate/up, activation, down
-  // Router GEMM, top-k, token permutation, two grouped GEMMs, activation, combine; the
-  // shared experts as a dense MLP; dispatch and combine all-to-alls under EP.
-  int64_t moe = 7 + (m.moe && m.moe->shared_experts > 0 ? dense_ffn : 0);
-  if (p_.ep.value_or(1) > 1) moe += 2;
-  const int64_t dense_layers = m.layers - moe_layers_;
-  // Embedding, final norm, head GEMM and sampling (softmax, top-k/top-p, draw).
-  return dense_layers * (attn + dense_ffn) + moe_layers_ * (attn + moe) + 6;
 }
 
 EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt) {
@@ -276,6 +258,7 @@ EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt) {
   d.cuda_graphs = p.engine.cuda_graphs.value_or(true);
   d.cuda_graph_max_tokens = p.engine.cuda_graph_max_tokens.value_or(512);
   d.step_overhead_s = p.engine.step_overhead_ms.value_or(0.0) * 1e-3;
+  if (p.engine.eager_host_us_per_layer) d.eager_host_s_per_layer = *p.engine.eager_host_us_per_layer * 1e-6;
   d.swap_preemption = p.engine.swap_preemption.value_or(false);
   if (p.engine.swap_space_gib) d.swap_space_bytes = *p.engine.swap_space_gib * 1024.0 * 1024.0 * 1024.0;
   return d;

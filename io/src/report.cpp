@@ -263,6 +263,8 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"cuda_graphs", r.engine.cuda_graphs},
                  {"cuda_graph_max_tokens", r.engine.cuda_graph_max_tokens},
                  {"step_overhead_ms", r.engine.step_overhead_s * 1e3},
+                 {"eager_host_us_dense_layer", r.engine.eager_host_s_per_layer.value_or(eager_host_dense_layer_s) * 1e6},
+                 {"eager_host_us_moe_layer", r.engine.eager_host_s_per_layer.value_or(eager_host_moe_layer_s) * 1e6},
                  {"preemption", r.engine.swap_preemption ? "swap" : "recompute"},
                  {"swap_space_gib", r.engine.swap_space_bytes / (1024.0 * 1024.0 * 1024.0)}};
   json resolved = json::object();

@@ -256,6 +256,8 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     if (er.boolean("cuda_graphs", graphs)) p.engine.cuda_graphs = graphs;
     double overhead = 0;
     if (er.number("step_overhead_ms", overhead, false, 0)) p.engine.step_overhead_ms = overhead;
+    double eager_host = 0;
+    if (er.number("eager_host_us_per_layer", eager_host, false, 0)) p.engine.eager_host_us_per_layer = eager_host;
     std::string mode;
     if (er.choice("preemption", mode, {"recompute", "swap"})) p.engine.swap_preemption = mode == "swap";
     double swap_gib = 0;

@@ -2,6 +2,7 @@
 /// Memory per GPU for training (every pipeline stage) and serving.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,10 @@ struct EngineDefaults {
   /// Host work per step the engine does not overlap with the GPU (scheduling, sampling
   /// bookkeeping, detokenisation): 0 unless the user measured it for their engine.
   double step_overhead_s = 0;
+  /// Host time per layer that a step not replayed as a CUDA graph adds to its GPU time
+  /// (measured as eager minus graphed time of the same step); unset = the default for the
+  /// layer's kind (eager_host_dense_layer_s / eager_host_moe_layer_s in serving.hpp).
+  std::optional<double> eager_host_s_per_layer;
   /// Preemption when KV blocks run out: recompute (vLLM V1, the default) or swap the
   /// victim's blocks to host memory over PCIe and back (vLLM V0 --preemption-mode swap),
   /// within `swap_space_bytes` per GPU (vLLM CacheConfig.swap_space default, 4 GiB).

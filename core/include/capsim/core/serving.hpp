@@ -27,6 +27,27 @@ struct IterationBatch {
   std::vector<Prefill> prefills;
 };
 
+/// Host time per layer that a step which is not replayed as a CUDA graph adds to the
+/// GPU time: the engine's Python, dispatcher and launch work per layer, measured as the
+/// eager minus the graphed time of the same step. The measurements show it is exposed,
+/// not hidden behind the GPU: a Kimi-K2.6 (61 MLA + MoE layers) 2,048-token prefill on
+/// H200 took 123 ms eager against 55 ms graphed at the GPU's compute floor (68 ms more,
+/// tokenspeed PR #597), and SGLang on H200 leaves the GPU idle ~590 us per layer at each
+/// graph break (sglang issue #35851).
+///
+/// Dense (GQA attention + MLP) layer: median of three Llama measurements at batch 1:
+/// Llama-3-8B on SGLang 0.3, 9.28 vs 7.06 ms (Triton attention) and 8.23 vs 7.35 ms
+/// (FlashInfer) per step over 32 layers = 69 and 27.5 us (sglang PR #1401); Llama-2-7B
+/// on vLLM 0.2, 1.2 vs 1.05 s per 100 tokens over 32 layers = 47 us (vllm PR #1440).
+constexpr double eager_host_dense_layer_s = 47e-6;
+/// Layer with routed experts (router, top-k, permutation, grouped GEMMs, combine; the
+/// measured models also use MLA): median of DeepSeek-V3 on SGLang, a short prefill's
+/// forward 82.6 ms eager vs 23.1 ms graphed over 61 layers = 975 us (sglang PR #12160);
+/// Kimi-K2.6 (DeepSeek-V3 shape), 68 ms over 61 layers = 1,115 us (tokenspeed PR #597);
+/// DeepSeek-Coder-V2-Lite on SGLang, 6.2 ms graphed and "4x" eager over 27 layers
+/// = ~690 us (sglang PR #1401).
+constexpr double eager_host_moe_layer_s = 975e-6;
+
 /// Seconds of one iteration on a replica (tp GPUs; pp stages run in sequence).
 class IterationModel {
  public:
@@ -35,13 +56,13 @@ class IterationModel {
   /// Bytes of weights one GPU reads per iteration at batch 1 (dense layers, all experts
   /// touched by one token, head): the decode roofline's numerator.
   double weight_bytes_per_gpu() const { return weight_bytes_; }
+  /// Host seconds a step that is not replayed as a CUDA graph adds to its GPU time.
+  double eager_host_seconds() const { return eager_host_s_; }
 
  private:
   double gemm(int64_t m, int64_t n, int64_t k) const;
   /// Seconds of a weight-streaming GEMM kernel moving `bytes`.
   double stream(double bytes) const;
-  /// Kernels one step launches (what an eager step costs the host).
-  int64_t kernels(const IterationBatch& b) const;
   const ModelSpec& m_;
   const SystemSpec& sys_;
   const InferencePlan& p_;
@@ -53,6 +74,7 @@ class IterationModel {
   double stream_bytes_per_s_ = 1;  ///< the cost model's achievable HBM streaming rate
   EngineDefaults engine_;  ///< CUDA graphs and per-step host overhead
   int64_t moe_layers_ = 0;  ///< layers with routed experts
+  double eager_host_s_ = 0;  ///< host time an eager step adds (all layers)
   double weight_bytes_ = 0;
   Group tp_group_, ep_group_;
 };
