@@ -102,6 +102,31 @@ TEST(Serving, EagerStepAddsHostTimePerLayer) {
   EXPECT_NEAR(graphs_on.seconds(prefill) - captured, graphs_on.eager_host_seconds(), 1e-12);
 }
 
+// max_num_seqs "auto" keeps the fastest setting: an offline run of short requests that a
+// 256-sequence cap starves gets a larger cap, which is exactly what running that cap gives
+// and beats both 256 and the next doubling (by no more than 0.1% for the latter).
+TEST(Serving, AutoMaxNumSeqsKeepsTheFastest) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->workload.num_requests = 4000;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 128, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 128, 0, 0};
+  const hw::RooflineCostModel cost(s.system);
+  auto rate = [](const ServingResult& r) { return 4000.0 * 128.0 / r.duration_s; };
+  s.inference->engine.max_num_seqs_auto = true;
+  const ServingResult best = simulate_serving(s, cost);
+  const int64_t chosen = best.engine.max_num_seqs;
+  EXPECT_GT(chosen, 256);
+  EXPECT_EQ(chosen % 256, 0);
+  s.inference->engine.max_num_seqs = chosen;  // an explicit value wins over "auto"
+  const ServingResult same = simulate_serving(s, cost);
+  EXPECT_EQ(same.engine.max_num_seqs, chosen);
+  EXPECT_DOUBLE_EQ(same.duration_s, best.duration_s);
+  s.inference->engine.max_num_seqs = 256;
+  EXPECT_GT(rate(best), 1.001 * rate(simulate_serving(s, cost)));
+  s.inference->engine.max_num_seqs = 2 * chosen;
+  EXPECT_LE(rate(simulate_serving(s, cost)), 1.001 * rate(best));
+}
+
 // A per-step host overhead adds to every step exactly, and requests still satisfy
 // e2e = TTFT + TPOT (output - 1).
 TEST(Serving, StepOverheadAddsToEveryStep) {

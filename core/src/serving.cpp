@@ -296,8 +296,9 @@ struct Seq {
 
 }  // namespace
 
-ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline) {
-  if (!s.inference) throw std::logic_error("simulate_serving needs an inference plan");
+namespace {
+
+ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline) {
   const InferencePlan& p = *s.inference;
   const ServingWorkload& w = p.workload;
   ServingResult out;
@@ -672,6 +673,34 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
   }
   out.duration_s = n > 0 ? last - first : 0.0;
   return out;
+}
+
+double output_tokens_per_s(const ServingResult& r) {
+  double tokens = 0;
+  for (const auto& q : r.requests) tokens += static_cast<double>(q.output);
+  return r.duration_s > 0 ? tokens / r.duration_s : 0.0;
+}
+
+}  // namespace
+
+ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline) {
+  if (!s.inference) throw std::logic_error("simulate_serving needs an inference plan");
+  if (!s.inference->engine.max_num_seqs_auto || s.inference->engine.max_num_seqs)
+    return simulate_once(s, cost, seed, record_timeline);
+  // max_num_seqs "auto": the fastest setting, from vLLM's default (256) doubling while the
+  // output throughput still rises by more than 0.1% (the KV cache or the step time caps it).
+  Scenario probe = s;
+  ServingResult best;
+  double best_rate = -1;
+  for (int64_t seqs = 256; seqs <= 16384; seqs *= 2) {
+    probe.inference->engine.max_num_seqs = seqs;
+    ServingResult r = simulate_once(probe, cost, seed, record_timeline);
+    const double rate = output_tokens_per_s(r);
+    if (best_rate >= 0 && rate <= best_rate * 1.001) break;
+    best = std::move(r);
+    best_rate = rate;
+  }
+  return best;
 }
 
 }  // namespace capsim

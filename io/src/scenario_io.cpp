@@ -249,6 +249,7 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
       if (er.integer_or_auto(key, v)) out = v;
     };
     opt_int("max_num_seqs", p.engine.max_num_seqs);
+    p.engine.max_num_seqs_auto = er.has("max_num_seqs") && (*e)["max_num_seqs"].is_string() && (*e)["max_num_seqs"] == "auto";
     opt_int("max_num_batched_tokens", p.engine.max_num_batched_tokens);
     opt_int("block_size", p.engine.block_size);
     opt_int("cuda_graph_max_tokens", p.engine.cuda_graph_max_tokens);

@@ -123,6 +123,9 @@ struct LengthDist {
 
 struct EngineOptions {
   std::optional<int64_t> max_num_seqs;
+  /// max_num_seqs given as "auto": what the people who ran it did, the fastest setting
+  /// (the simulator tries 256, 512, ... and keeps the highest output throughput).
+  bool max_num_seqs_auto = false;
   std::optional<int64_t> max_num_batched_tokens;
   std::optional<int64_t> block_size;
   std::optional<bool> chunked_prefill;
