@@ -289,12 +289,13 @@ int run_infer(const InferArgs& a) {
     Scenario probe = s;
     probe.inference->workload.mode = ServingWorkload::Mode::poisson;
     probe.inference->workload.qps = std::max(lo, 1e-6);
-    r = io::serving_report(probe, simulate_serving(probe, cost, a.seed));
+    r = io::serving_report(probe, simulate_serving_runs(probe, cost, a.seed));
     r["max_qps"] = {{"qps", lo}, {"ttft_p99_ms", a.ttft_p99_ms}, {"tpot_p99_ms", a.tpot_p99_ms}};
   } else {
-    const ServingResult sr = simulate_serving(s, cost, a.seed, true);  // timeline: trace and utilisation over time
-    r = io::serving_report(s, sr);
-    if (!a.trace.empty()) io::write_file_atomic(a.trace, io::serving_trace(sr));
+    // The first run records the timeline: trace and utilisation over time.
+    const std::vector<ServingResult> runs = simulate_serving_runs(s, cost, a.seed, true);
+    r = io::serving_report(s, runs);
+    if (!a.trace.empty()) io::write_file_atomic(a.trace, io::serving_trace(runs.front()));
   }
   add_calibration(r, cal, &s.system.gpu);
   emit(resolve_format(a.format) == "json" ? io::dump(r) : serving_table(r), a.out);

@@ -1,6 +1,7 @@
 // Serving: iteration-latency oracles and request-level identities.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "capsim/core/serving.hpp"
@@ -125,6 +126,45 @@ TEST(Serving, AutoMaxNumSeqsKeepsTheFastest) {
   EXPECT_GT(rate(best), 1.001 * rate(simulate_serving(s, cost)));
   s.inference->engine.max_num_seqs = 2 * chosen;
   EXPECT_LE(rate(simulate_serving(s, cost)), 1.001 * rate(best));
+}
+
+// Small random workloads are replicated over consecutive seeds until 2,000 requests are
+// simulated (at most 16 runs); each run is exactly the single run of its seed, and the
+// report's metrics are the medians over the runs.
+TEST(Serving, SmallRandomWorkloadsAreReplicated) {
+  ServingWorkload w;
+  w.mode = ServingWorkload::Mode::poisson;
+  w.num_requests = 50;
+  EXPECT_EQ(serving_replications(w), 16);
+  w.num_requests = 500;
+  EXPECT_EQ(serving_replications(w), 4);
+  w.num_requests = 2000;
+  EXPECT_EQ(serving_replications(w), 1);
+  w.mode = ServingWorkload::Mode::offline;
+  w.num_requests = 100;
+  EXPECT_EQ(serving_replications(w), 1);  // fixed lengths at time 0: nothing is random
+  w.input_tokens = {LengthDist::Kind::uniform, 100, 50, 150};
+  EXPECT_EQ(serving_replications(w), 16);
+  w.mode = ServingWorkload::Mode::trace;
+  EXPECT_EQ(serving_replications(w), 1);
+
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::poisson);
+  s.inference->workload.num_requests = 700;  // three runs
+  const hw::RooflineCostModel cost(s.system);
+  const std::vector<ServingResult> runs = simulate_serving_runs(s, cost, 7);
+  ASSERT_EQ(runs.size(), 3u);
+  std::vector<double> p99;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const ServingResult one = simulate_serving(s, cost, 7 + i);
+    EXPECT_DOUBLE_EQ(runs[i].duration_s, one.duration_s);
+    p99.push_back(p99_latencies(one).first);
+  }
+  std::sort(p99.begin(), p99.end());
+  EXPECT_LT(p99.front(), p99.back());  // the draws differ
+  EXPECT_DOUBLE_EQ(p99_latencies(runs).first, p99[1]);
+  const nlohmann::json report = io::serving_report(s, runs);
+  EXPECT_DOUBLE_EQ(report["metrics"]["ttft_p99_ms"].get<double>(), p99[1]);
+  EXPECT_EQ(report["run"]["replications"], 3);
 }
 
 // A per-step host overhead adds to every step exactly, and requests still satisfy

@@ -73,12 +73,39 @@ std::pair<double, double> p99_latencies(const ServingResult& r) {
   return {percentile(ttft, 0.99), percentile(tpot, 0.99)};
 }
 
+std::pair<double, double> p99_latencies(const std::vector<ServingResult>& runs) {
+  std::vector<double> ttft, tpot;
+  for (const auto& r : runs) {
+    const auto [a, b] = p99_latencies(r);
+    ttft.push_back(a);
+    tpot.push_back(b);
+  }
+  return {percentile(ttft, 0.5), percentile(tpot, 0.5)};
+}
+
+int64_t serving_replications(const ServingWorkload& w) {
+  using Mode = ServingWorkload::Mode;
+  const bool random = w.mode == Mode::poisson || (w.mode != Mode::trace && (w.input_tokens.kind != LengthDist::Kind::fixed ||
+                                                                              w.output_tokens.kind != LengthDist::Kind::fixed));
+  if (!random || w.num_requests <= 0) return 1;
+  return std::clamp<int64_t>(ceil_div(2000, w.num_requests), 1, 16);
+}
+
+std::vector<ServingResult> simulate_serving_runs(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline) {
+  if (!s.inference) throw std::logic_error("simulate_serving_runs needs an inference plan");
+  const int64_t n = serving_replications(s.inference->workload);
+  std::vector<ServingResult> runs;
+  for (int64_t i = 0; i < n; ++i)
+    runs.push_back(simulate_serving(s, cost, seed + static_cast<uint64_t>(i), record_timeline && i == 0));
+  return runs;
+}
+
 double max_qps(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed) {
   Scenario probe = s;
   probe.inference->workload.mode = ServingWorkload::Mode::poisson;
   auto meets = [&](double qps) {
     probe.inference->workload.qps = qps;
-    const auto [ttft, tpot] = p99_latencies(simulate_serving(probe, cost, seed));
+    const auto [ttft, tpot] = p99_latencies(simulate_serving_runs(probe, cost, seed));
     return ttft <= sla.ttft_p99_ms && tpot <= sla.tpot_p99_ms;
   };
   double lo = 0, hi = 0.25;

@@ -1,5 +1,7 @@
 #include "capsim/io/report.hpp"
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "capsim/core/layout.hpp"
@@ -246,6 +248,29 @@ json serving_metrics(const ServingResult& r) {
   return m;
 }
 
+json serving_metrics(const std::vector<ServingResult>& runs) {
+  if (runs.size() == 1) return serving_metrics(runs.front());
+  std::map<std::string, std::vector<double>> values;
+  json m = json::object();
+  for (const auto& r : runs) {
+    const json one = serving_metrics(r);
+    for (const auto& [k, v] : one.items()) {
+      if (v.is_number()) values[k].push_back(v.get<double>());
+      else m[k] = v;  // a metric no run can state (NaN) stays as the runs report it
+    }
+  }
+  for (const auto& [k, v] : values)
+    if (!m.contains(k)) m[k] = percentile(v, 0.5);
+  return m;
+}
+
+json serving_report(const Scenario& s, const std::vector<ServingResult>& runs) {
+  json j = serving_report(s, runs.front());
+  j["metrics"] = serving_metrics(runs);
+  j["run"]["replications"] = runs.size();
+  return j;
+}
+
 json serving_report(const Scenario& s, const ServingResult& r) {
   json j;
   j["schema"] = "capsim-serving-report/1";
@@ -279,7 +304,8 @@ json serving_report(const Scenario& s, const ServingResult& r) {
   if (!p.kv_dtype) resolved["kv_dtype"] = std::string(to_string(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16));
   j["resolved"] = resolved;
   j["metrics"] = serving_metrics(r);
-  j["run"] = {{"requests", r.requests.size()},
+  j["run"] = {{"replications", 1},
+              {"requests", r.requests.size()},
               {"duration_s", r.duration_s},
               {"iterations", r.iterations},
               {"preemptions", r.preemptions},

@@ -90,7 +90,7 @@ json evaluate_row(const SweepSpec& spec, size_t index, const CalibrationProfile*
       report = train_report(sc, evaluate_training(sc, &cost));
       row["status"] = report["status"];
     } else {
-      report = serving_report(sc, simulate_serving(sc, cost));
+      report = serving_report(sc, simulate_serving_runs(sc, cost));
       row["status"] = "ok";
     }
     const auto& outputs = spec.outputs.empty() ? (sc.training ? kTrainOutputs : kServeOutputs) : spec.outputs;

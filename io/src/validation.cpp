@@ -80,9 +80,9 @@ json run_validation(const std::vector<std::filesystem::path>& files, const Calib
           predicted = predict_training(sc, measured, resolved, reason, calibration);
         } else {
           const CostModels costs(sc.system, calibration);
-          const ServingResult sr = simulate_serving(sc, costs.get());
-          const json all = serving_metrics(sr);
-          resolved = serving_report(sc, sr)["resolved"];
+          const std::vector<ServingResult> runs = simulate_serving_runs(sc, costs.get());
+          const json all = serving_metrics(runs);
+          resolved = serving_report(sc, runs.front())["resolved"];
           for (auto it = measured.begin(); it != measured.end(); ++it)
             if (all.contains(it.key())) predicted[it.key()] = all[it.key()];
           if (predicted.empty()) reason = "no measured metric is one the serving simulator reports";

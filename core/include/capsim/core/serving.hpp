@@ -123,6 +123,18 @@ EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt);
 ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed = 20261129,
                                bool record_timeline = false);
 
+/// Independent runs a workload's metrics are estimated from. A benchmark of a few dozen
+/// Poisson arrivals is one draw of its percentiles (the P99 of 50 requests is nearly their
+/// maximum, and varies +-30% from draw to draw), so the best prediction is the median
+/// over draws: runs of consecutive seeds until 2,000 requests are simulated, at most 16.
+/// One run when nothing is random (a trace, or offline / closed-loop with fixed lengths).
+int64_t serving_replications(const ServingWorkload& w);
+
+/// The runs of serving_replications(): seeds seed, seed + 1, ...; the first records the
+/// timeline when asked.
+std::vector<ServingResult> simulate_serving_runs(const Scenario& s, const CostModel& cost, uint64_t seed = 20261129,
+                                                 bool record_timeline = false);
+
 /// Latency targets for capacity searches (milliseconds, P99).
 struct ServingSla {
   double ttft_p99_ms = 500;
@@ -131,6 +143,8 @@ struct ServingSla {
 
 /// P99 TTFT and TPOT of a run, milliseconds.
 std::pair<double, double> p99_latencies(const ServingResult& r);
+/// The median over runs of each run's P99 TTFT and TPOT, milliseconds.
+std::pair<double, double> p99_latencies(const std::vector<ServingResult>& runs);
 
 /// The highest Poisson arrival rate (requests/s) at which the scenario's deployment meets
 /// the SLA, by doubling then bisection (latency grows with load); 0 when even a trickle

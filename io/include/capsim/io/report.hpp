@@ -27,10 +27,15 @@ nlohmann::json inference_memory_json(const Scenario& s, const InferenceMemory& m
 
 /// `capsim infer`: latency percentiles, throughput, KV use, the engine knobs in force.
 nlohmann::json serving_report(const Scenario& s, const ServingResult& r);
+/// The report of replicated runs (simulate_serving_runs): each metric is the median over
+/// the runs; the run, memory and utilisation sections are the first run's.
+nlohmann::json serving_report(const Scenario& s, const std::vector<ServingResult>& runs);
 
 /// The metric names of validation cases (`ttft_p99_ms`, `throughput_tokens_per_s`, ...)
 /// computed from a serving run.
 nlohmann::json serving_metrics(const ServingResult& r);
+/// Each metric's median over the runs.
+nlohmann::json serving_metrics(const std::vector<ServingResult>& runs);
 
 /// Engine activity in `windows` equal windows from the first iteration to the last (needs
 /// the run's timeline): the share of replica time busy, KV-cache use while busy, decode and
