@@ -419,6 +419,50 @@ TEST(Serving, SpeculativeDecodingTokensPerVerification) {
   EXPECT_DOUBLE_EQ(b.requests[0].e2e(), b.requests[0].ttft() + b.requests[0].tpot() * 1000.0);
 }
 
+// Multi-step scheduling: after the prefill, a lone request's 9 remaining tokens come in
+// rounds of 4, 4 and 1 forward passes, each round streamed as one chunk whose gap is the
+// sum of its passes (contexts growing by one token a pass).
+TEST(Serving, MultiStepRoundsStreamAsOneChunk) {
+  Scenario s = single_request(128, 10);
+  s.inference->engine.scheduler_steps = 4;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult r = simulate_serving(s, cost);
+  const IterationModel model(s.model, s.system, *s.inference, cost);
+  auto pass = [&](int64_t context) {
+    IterationBatch b;
+    b.decodes = 1;
+    b.decode_context = static_cast<double>(context);
+    return model.seconds(b);
+  };
+  const RequestResult& q = r.requests[0];
+  ASSERT_EQ(q.itl.size(), 3u);
+  EXPECT_NEAR(q.itl[0], pass(129) + pass(130) + pass(131) + pass(132), 1e-12);
+  EXPECT_NEAR(q.itl[1], pass(133) + pass(134) + pass(135) + pass(136), 1e-12);
+  EXPECT_NEAR(q.itl[2], pass(137), 1e-12);
+  EXPECT_DOUBLE_EQ(q.e2e(), q.ttft() + q.tpot() * 9.0);
+  EXPECT_EQ(r.iterations, 1 + 4 + 4 + 1);  // prefill, then the passes that ran
+}
+
+// Under load, prompts that arrive during a round wait for it: TTFT rises with the round
+// length while every request still satisfies e2e = TTFT + TPOT (output - 1).
+TEST(Serving, MultiStepDelaysNewPrompts) {
+  Scenario s = serving_scenario("llama3-8b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::poisson);
+  s.inference->engine.chunked_prefill = false;
+  const hw::RooflineCostModel cost(s.system);
+  auto median_ttft = [&](const ServingResult& r) {
+    std::vector<double> v;
+    for (const auto& q : r.requests) {
+      v.push_back(q.ttft());
+      EXPECT_NEAR(q.e2e(), q.ttft() + q.tpot() * static_cast<double>(q.output - 1), 1e-9);
+    }
+    return percentile(v, 0.5);
+  };
+  const double one = median_ttft(simulate_serving(s, cost));
+  s.inference->engine.scheduler_steps = 10;
+  const double ten = median_ttft(simulate_serving(s, cost));
+  EXPECT_GT(ten, 1.5 * one);
+}
+
 // Prefix caching skips the cached part of a prompt's prefill.
 TEST(Serving, PrefixCacheShortensPrefill) {
   const Scenario base = single_request(8000, 2);

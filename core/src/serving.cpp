@@ -286,6 +286,7 @@ EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt) {
   d.cuda_graph_max_tokens = p.engine.cuda_graph_max_tokens.value_or(512);
   d.step_overhead_s = p.engine.step_overhead_ms.value_or(0.0) * 1e-3;
   if (p.engine.eager_host_us_per_layer) d.eager_host_s_per_layer = *p.engine.eager_host_us_per_layer * 1e-6;
+  d.scheduler_steps = p.engine.scheduler_steps.value_or(1);
   d.swap_preemption = p.engine.swap_preemption.value_or(false);
   if (p.engine.swap_space_gib) d.swap_space_bytes = *p.engine.swap_space_gib * 1024.0 * 1024.0 * 1024.0;
   return d;
@@ -383,6 +384,8 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
     // The iteration in flight.
     std::vector<size_t> decoding, prefilling;
     std::vector<int64_t> chunk_of;
+    std::vector<int64_t> tokens_of;  ///< tokens each decoding sequence makes this iteration
+    int64_t steps = 1;               ///< forward passes in the iteration (multi-step decode)
     size_t outstanding() const { return waiting.size() + running.size(); }
   };
   std::vector<Replica> reps;
@@ -440,6 +443,8 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
     R.decoding.clear();
     R.prefilling.clear();
     R.chunk_of.clear();
+    R.tokens_of.clear();
+    R.steps = 1;
     int64_t budget = out.engine.max_num_batched_tokens;
     const bool chunked = out.engine.chunked_prefill;
     const bool can_decode = R.role != Replica::Role::prefill;
@@ -468,6 +473,13 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
       R.swap_s += dbl(q.blocks) * block_bytes / pcie_bytes_per_s;
       R.running.push_back(q);
     }
+    // Multi-step scheduling (vLLM --num-scheduler-steps): with no prompt work to schedule,
+    // the decodes run several forward passes per scheduling round, with blocks reserved
+    // for every token they will make.
+    const int64_t group = out.engine.scheduler_steps;
+    bool multi = group > 1 && spec.k == 0 && !prefill_only && can_decode && (!chunked || !can_prefill || R.waiting.empty());
+    for (const Seq& q : R.running) multi = multi && q.prefilled >= q.prompt;
+    if (multi) R.steps = group;
     if (!prefill_only && can_decode) {
       // Decodes first; a sequence that needs a new block and finds none preempts the most
       // recently admitted one: swapped to host memory when the engine swaps and the swap
@@ -476,7 +488,8 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
         Seq& q = R.running[k];
         if (q.prefilled < q.prompt) continue;
         const int64_t ctx = q.prompt + q.generated;
-        while (ceil_div(ctx + 1, bs) > q.blocks) {
+        const int64_t make = std::min(R.steps, q.target - q.generated);
+        while (ceil_div(ctx + make, bs) > q.blocks) {
           if (R.free_blocks > 0) {
             --R.free_blocks;
             ++q.blocks;
@@ -506,6 +519,7 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
         if (k >= R.running.size()) break;
         if (budget <= 0) break;
         R.decoding.push_back(k);
+        R.tokens_of.push_back(make);
         batch.decodes += 1;
         batch.decode_context += dbl(ctx);
         budget -= 1;
@@ -551,18 +565,21 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
   };
 
   auto finish = [&](Replica& R, double now) {
-    for (size_t k : R.decoding) {
-      Seq& q = R.running[k];
+    for (size_t j = 0; j < R.decoding.size(); ++j) {
+      Seq& q = R.running[R.decoding[j]];
       RequestResult& r = out.requests[q.req];
       // Tokens this step: one, or the expected accepted drafts plus the bonus token,
       // emitted as whole tokens as their running sum allows (deterministic).
-      q.accepted += per_verify;
-      int64_t emit = std::max<int64_t>(1, static_cast<int64_t>(std::floor(q.accepted + 1e-9)));
-      emit = std::min(emit, q.target - q.generated);
-      q.accepted = std::max(0.0, q.accepted - dbl(emit));
-      // Tokens that arrive together share the gap (their mean is the time per token).
-      const double gap = (now - q.last_token) / dbl(emit);
-      for (int64_t e = 0; e < emit; ++e) r.itl.push_back(gap);
+      int64_t emit = R.tokens_of[j];
+      if (spec.k > 0) {
+        q.accepted += per_verify;
+        emit = std::max<int64_t>(1, static_cast<int64_t>(std::floor(q.accepted + 1e-9)));
+        emit = std::min(emit, q.target - q.generated);
+        q.accepted = std::max(0.0, q.accepted - dbl(emit));
+      }
+      // The tokens of one iteration stream as one chunk: one inter-token gap, as benchmark
+      // clients (vLLM benchmark_serving, sglang.bench_serving) record it per chunk.
+      r.itl.push_back(now - q.last_token);
       q.generated += emit;
       q.last_token = now;
     }
@@ -660,7 +677,26 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
         dt += dbl(spec.k) * one;
         batch.verify = spec.k + 1;
       }
-      dt += model.seconds(batch);
+      int64_t passes = 1;
+      if (R.steps > 1) {
+        passes = 0;
+        // Each pass of a multi-step round runs the sequences that still have tokens to make,
+        // their contexts one token longer than in the pass before.
+        for (int64_t step = 0; step < R.steps; ++step) {
+          IterationBatch pass;
+          for (size_t j = 0; j < R.decoding.size(); ++j) {
+            if (R.tokens_of[j] <= step) continue;
+            const Seq& q = R.running[R.decoding[j]];
+            pass.decodes += 1;
+            pass.decode_context += dbl(q.prompt + q.generated + step);
+          }
+          if (pass.decodes == 0) break;
+          dt += model.seconds(pass);
+          ++passes;
+        }
+      } else {
+        dt += model.seconds(batch);
+      }
       R.busy = true;
       R.busy_until = t + dt;
       if (record_timeline) {
@@ -669,7 +705,7 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
         out.timeline.push_back({static_cast<int32_t>(&R - reps.data()), t, t + dt, batch.decodes, pre,
                                 1.0 - dbl(R.free_blocks) / dbl(total_blocks)});
       }
-      ++out.iterations;
+      out.iterations += passes;
       out.peak_kv_utilization = std::max(out.peak_kv_utilization, 1.0 - dbl(R.free_blocks) / dbl(total_blocks));
       started = true;
     }

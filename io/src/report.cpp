@@ -290,6 +290,7 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"step_overhead_ms", r.engine.step_overhead_s * 1e3},
                  {"eager_host_us_dense_layer", r.engine.eager_host_s_per_layer.value_or(eager_host_dense_layer_s) * 1e6},
                  {"eager_host_us_moe_layer", r.engine.eager_host_s_per_layer.value_or(eager_host_moe_layer_s) * 1e6},
+                 {"scheduler_steps", r.engine.scheduler_steps},
                  {"preemption", r.engine.swap_preemption ? "swap" : "recompute"},
                  {"swap_space_gib", r.engine.swap_space_bytes / (1024.0 * 1024.0 * 1024.0)}};
   json resolved = json::object();

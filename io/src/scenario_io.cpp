@@ -253,6 +253,7 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     opt_int("max_num_batched_tokens", p.engine.max_num_batched_tokens);
     opt_int("block_size", p.engine.block_size);
     opt_int("cuda_graph_max_tokens", p.engine.cuda_graph_max_tokens);
+    opt_int("scheduler_steps", p.engine.scheduler_steps);
     bool graphs = false;
     if (er.boolean("cuda_graphs", graphs)) p.engine.cuda_graphs = graphs;
     double overhead = 0;

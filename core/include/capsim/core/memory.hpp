@@ -103,6 +103,10 @@ struct EngineDefaults {
   /// (measured as eager minus graphed time of the same step); unset = the default for the
   /// layer's kind (eager_host_dense_layer_s / eager_host_moe_layer_s in serving.hpp).
   std::optional<double> eager_host_s_per_layer;
+  /// Forward passes per scheduling round when only decodes are scheduled (vLLM
+  /// --num-scheduler-steps, V0 multi-step scheduling; 1 = every step is scheduled). New
+  /// prompts wait for the round to end and its tokens stream as one chunk.
+  int64_t scheduler_steps = 1;
   /// Preemption when KV blocks run out: recompute (vLLM V1, the default) or swap the
   /// victim's blocks to host memory over PCIe and back (vLLM V0 --preemption-mode swap),
   /// within `swap_space_bytes` per GPU (vLLM CacheConfig.swap_space default, 4 GiB).
