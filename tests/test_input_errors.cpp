@@ -354,7 +354,7 @@ TEST(WrongType, EngineStepKnobs) {
                              "eager_host_us_per_layer": -5, "preemption": "evict", "swap_space_gib": -4}}
   })");
   EXPECT_EQ(issues_of(doc), (std::vector<Issue>{
-                                {"/inference/fp8_scaling", "\"channel\"", "must be one of \"tensor\", \"block\"", ""},
+                                {"/inference/fp8_scaling", "\"channel\"", "must be one of \"tensor\", \"block\", \"auto\"", ""},
                                 {"/inference/engine/cuda_graph_max_tokens", "0", "must be an integer >= 1 or \"auto\"", ""},
                                 {"/inference/engine/scheduler_steps", "0", "must be an integer >= 1 or \"auto\"", ""},
                                 {"/inference/engine/cuda_graphs", "\"yes\"", "must be true or false", ""},

@@ -332,6 +332,38 @@ TEST(Serving, Fp8BlockScalingAddsQuantizationAndSlowsLargeGemms) {
   EXPECT_GT(block.seconds(prefill), 1.5 * tensor.seconds(prefill));
 }
 
+// FP8 scaling "auto" follows the model's published FP8 checkpoint: DeepSeek-V3 models are
+// released with 128x128 block scales; a config's quantization_config says so for others;
+// a stated scaling wins.
+TEST(Serving, Fp8ScalingFollowsTheCheckpoint) {
+  EXPECT_EQ(io::load_model("deepseek-v3").fp8_weight_block, 128);
+  EXPECT_EQ(io::load_model("llama3-8b").fp8_weight_block, 0);
+  nlohmann::json cfg = {{"model_type", "llama"}, {"hidden_size", 4096}, {"intermediate_size", 14336},
+                        {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"num_key_value_heads", 8},
+                        {"vocab_size", 128256}, {"max_position_embeddings", 8192}};
+  EXPECT_EQ(io::model_from_hf_config(cfg, "").fp8_weight_block, 0);
+  cfg["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  const ModelSpec blocked = io::model_from_hf_config(cfg, "");
+  EXPECT_EQ(blocked.fp8_weight_block, 128);
+
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->weight_dtype = DType::fp8;
+  s.inference->activation_dtype = DType::fp8;
+  const hw::RooflineCostModel cost(s.system);
+  IterationBatch prefill;
+  prefill.prefills.push_back({8192, 0, true});
+  const double tensor = IterationModel(s.model, s.system, *s.inference, cost).seconds(prefill);
+  s.model = blocked;
+  const double automatic = IterationModel(s.model, s.system, *s.inference, cost).seconds(prefill);
+  s.inference->fp8_block_scaling = true;
+  EXPECT_DOUBLE_EQ(automatic, IterationModel(s.model, s.system, *s.inference, cost).seconds(prefill));
+  EXPECT_GT(automatic, 1.5 * tensor);
+  s.inference->fp8_block_scaling = false;
+  EXPECT_DOUBLE_EQ(IterationModel(s.model, s.system, *s.inference, cost).seconds(prefill), tensor);
+  s.inference->fp8_block_scaling.reset();
+  EXPECT_EQ(io::serving_report(s, simulate_serving(s, cost))["resolved"]["fp8_scaling"], "block");
+}
+
 // W4A16 (4-bit weights, 16-bit tensor cores) at batch 1 on a 70B model is 2-3.5x faster
 // than bf16; the gain shrinks as the batch grows and compute takes over.
 TEST(Serving, WeightOnlyInt4DecodeSpeedupShrinksWithBatch) {

@@ -38,6 +38,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   const double gigabyte_s = cost.memory_bound(Bytes(1e9)).value;
   stream_bytes_per_s_ = gigabyte_s > 0 ? 1e9 / gigabyte_s : std::numeric_limits<double>::infinity();
   engine_ = engine_defaults(p, 0);
+  fp8_block_ = p.fp8_block_scaling.value_or(m.fp8_weight_block > 0);
   for (int64_t i = 0; i < m.layers; ++i) moe_layers_ += m.is_moe_layer(i) ? 1 : 0;
   eager_host_s_ = engine_.eager_host_s_per_layer
                       ? *engine_.eager_host_s_per_layer * dbl(m.layers)
@@ -127,7 +128,7 @@ double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
   double weight = dbl(k) * dbl(n) * wbytes_;
   double compute = cost_.gemm_compute(m, n, k, math_).value;
   double quantize = 0;
-  if (math_ == DType::fp8 && p_.fp8_block_scaling) {
+  if (math_ == DType::fp8 && fp8_block_) {
     // Block-scaled FP8: the blockwise kernel's measured rate, and the per-token-group
     // activation quantization ahead of it (read 16-bit, write 8-bit values and fp32 scales
     // per 128).

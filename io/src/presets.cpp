@@ -451,6 +451,18 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
       m.moe = e;
     }
   }
+  // FP8 checkpoint scaling: the config's quantization_config where it has one. DeepSeek-V3
+  // architecture models are published in FP8 only with 128x128 weight blocks (DeepSeek-V3
+  // technical report, Sec. 3.3.2; deepseek-ai/DeepSeek-V3 config.json weight_block_size).
+  if (f == Family::deepseek_v3) m.fp8_weight_block = 128;
+  if (auto q = c.find("quantization_config"); q != c.end() && q->is_object()) {
+    const auto method = q->find("quant_method");
+    const auto block = q->find("weight_block_size");
+    if (method != q->end() && method->is_string() && *method == "fp8")
+      m.fp8_weight_block = block != q->end() && block->is_array() && !block->empty() && (*block)[0].is_number_integer()
+                               ? (*block)[0].get<int64_t>()
+                               : 0;
+  }
   if (m.moe && (m.moe->top_k <= 0 || m.moe->top_k > m.moe->num_experts) && f != Family::deepseek_v2 &&
       f != Family::deepseek_v3)
     issues.push_back({pointer + "/num_experts_per_tok", std::to_string(m.moe->top_k),

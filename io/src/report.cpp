@@ -302,6 +302,8 @@ json serving_report(const Scenario& s, const ServingResult& r) {
   if (!p.engine.cuda_graphs) resolved["cuda_graphs"] = r.engine.cuda_graphs;
   if (!p.engine.cuda_graph_max_tokens) resolved["cuda_graph_max_tokens"] = r.engine.cuda_graph_max_tokens;
   if (!p.ep) resolved["ep"] = 1;
+  if (!p.fp8_block_scaling && p.weight_dtype == DType::fp8)
+    resolved["fp8_scaling"] = s.model.fp8_weight_block > 0 ? "block" : "tensor";
   if (!p.kv_dtype) resolved["kv_dtype"] = std::string(to_string(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16));
   j["resolved"] = resolved;
   j["metrics"] = serving_metrics(r);

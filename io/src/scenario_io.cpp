@@ -208,7 +208,8 @@ void read_length(const json& v, const std::string& ptr, LengthDist& d, std::vect
 void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issues, const fs::path& base_dir) {
   r.boolean("sparse_24", p.sparse_24);
   std::string scaling;
-  if (r.choice("fp8_scaling", scaling, {"tensor", "block"})) p.fp8_block_scaling = scaling == "block";
+  if (r.choice("fp8_scaling", scaling, {"tensor", "block", "auto"}) && scaling != "auto")
+    p.fp8_block_scaling = scaling == "block";
   std::string router;
   if (r.choice("router", router, {"round_robin", "least_outstanding"}))
     p.router = router == "least_outstanding" ? InferencePlan::Router::least_outstanding : InferencePlan::Router::round_robin;

@@ -88,6 +88,9 @@ struct ModelSpec {
   std::optional<MlaSpec> mla;
   std::optional<MoeSpec> moe;
   std::vector<bool> moe_layer;  ///< size `layers` when moe is set, else empty
+  /// Weight block of the model's published FP8 checkpoint when it is block-scaled
+  /// (config.json quantization_config.weight_block_size), 0 when per-tensor or unknown.
+  int64_t fp8_weight_block = 0;
 
   bool operator==(const ModelSpec&) const = default;
 

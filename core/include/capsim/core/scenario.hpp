@@ -196,8 +196,9 @@ struct InferencePlan {
   /// 2:4 structured sparsity on the weight GEMMs (Ampere/Hopper sparse tensor cores).
   bool sparse_24 = false;
   /// FP8 weights with 128x128 block scales and activations quantized per 1x128 group (the
-  /// DeepSeek-V3/R1 checkpoints) rather than per-tensor scales.
-  bool fp8_block_scaling = false;
+  /// DeepSeek-V3/R1 checkpoints) rather than per-tensor scales; unset ("auto") = the
+  /// scaling of the model's published FP8 checkpoint (ModelSpec::fp8_weight_block).
+  std::optional<bool> fp8_block_scaling;
   bool operator==(const InferencePlan&) const = default;
 };
 
