@@ -167,6 +167,48 @@ TEST(Serving, SmallRandomWorkloadsAreReplicated) {
   EXPECT_EQ(report["run"]["replications"], 3);
 }
 
+/// The roofline model with every collective taking a fixed time.
+class FixedCollectives final : public CostModel {
+ public:
+  FixedCollectives(const SystemSpec& s, double seconds) : base_(s), t_(seconds) {}
+  Seconds gemm(int64_t m, int64_t n, int64_t k, DType d, int64_t b) const override { return base_.gemm(m, n, k, d, b); }
+  Seconds gemm_compute(int64_t m, int64_t n, int64_t k, DType d, int64_t b) const override {
+    return base_.gemm_compute(m, n, k, d, b);
+  }
+  Seconds attention(const AttentionShape& a, bool bwd) const override { return base_.attention(a, bwd); }
+  Seconds memory_bound(Bytes b) const override { return base_.memory_bound(b); }
+  Seconds collective(CollectiveKind, Bytes, const Group&) const override { return Seconds(t_); }
+  Seconds p2p(Bytes b, bool x) const override { return base_.p2p(b, x); }
+  Seconds kernel_launch() const override { return base_.kernel_launch(); }
+  std::vector<std::pair<std::string, std::string>> provenance() const override { return base_.provenance(); }
+
+ private:
+  hw::RooflineCostModel base_;
+  double t_;
+};
+
+// Tensor-parallel all-reduces inside a node take the faster of NCCL and the engine's own
+// kernel (H100: 13.2 us + 16.4 us/MiB); a GPU without that measurement, or a group that
+// spans nodes, uses NCCL.
+TEST(Serving, TensorParallelAllReduceTakesTheFasterKernel) {
+  Scenario s = serving_scenario("llama3-70b", "h100-sxm5-80gb", 8, ServingWorkload::Mode::offline);
+  IterationBatch b;
+  b.decodes = 64;
+  b.decode_context = 64 * 1000;
+  const double mib = 64.0 * 8192 * 2 / (1024.0 * 1024.0);
+  const double custom = (13.2 + 16.4 * mib) * 1e-6;
+  auto step = [&](const Scenario& sc, double collective) {
+    const FixedCollectives cost(sc.system, collective);
+    return IterationModel(sc.model, sc.system, *sc.inference, cost).seconds(b);
+  };
+  EXPECT_NEAR(step(s, 1.0) - step(s, 0.0), 2.0 * 80 * custom, 1e-9);  // NCCL slower: the engine kernel
+  EXPECT_NEAR(step(s, 1e-6) - step(s, 0.0), 2.0 * 80 * 1e-6, 1e-9);   // NCCL faster: NCCL
+  Scenario a = serving_scenario("llama3-70b", "a100-sxm4-80gb", 8, ServingWorkload::Mode::offline);
+  EXPECT_NEAR(step(a, 1.0) - step(a, 0.0), 2.0 * 80 * 1.0, 1e-9);  // not measured on A100
+  s.system.gpus_per_node = 4;  // TP 8 over two nodes
+  EXPECT_NEAR(step(s, 1.0) - step(s, 0.0), 2.0 * 80 * 1.0, 1e-9);
+}
+
 // A per-step host overhead adds to every step exactly, and requests still satisfy
 // e2e = TTFT + TPOT (output - 1).
 TEST(Serving, StepOverheadAddsToEveryStep) {

@@ -147,6 +147,16 @@ double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
   return std::max(compute, stream(bytes)) + quantize;
 }
 
+double IterationModel::tp_all_reduce(double bytes) const {
+  const double nccl = cost_.collective(CollectiveKind::all_reduce, Bytes(bytes), tp_group_).value;
+  // Inside one NVLink domain the engine's own all-reduce kernel, where the GPU has it
+  // measured, when it beats NCCL.
+  const GpuEfficiency& e = sys_.gpu.efficiency;
+  if (tp_group_.nodes() > 1 || e.engine_allreduce_fixed_us.value <= 0) return nccl;
+  const double custom = (e.engine_allreduce_fixed_us.value + bytes / (1024.0 * 1024.0) * e.engine_allreduce_us_per_mib.value) * 1e-6;
+  return std::min(nccl, custom);
+}
+
 double IterationModel::stream(double bytes) const {
   // A weight-streaming GEMM: bytes at the achievable rate plus the kernel's fixed fill and
   // drain where the GPU has it measured (above any launch floor), else the floored stream.
@@ -217,7 +227,7 @@ double IterationModel::seconds(const IterationBatch& b) const {
     }
     // Norms, rotary, residuals: a few passes over the hidden states.
     t += cost_.memory_bound(Bytes(dbl(tokens) * dbl(h) * 2.0 * 8.0)).value;
-    if (tp > 1) t += 2.0 * cost_.collective(CollectiveKind::all_reduce, Bytes(dbl(tokens) * dbl(h) * 2.0), tp_group_).value;
+    if (tp > 1) t += 2.0 * tp_all_reduce(dbl(tokens) * dbl(h) * 2.0);
     return t;
   };
   const double attn = attention_part();

@@ -134,6 +134,8 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("moe_kernel_compute_fp8", g.efficiency.moe_kernel_compute_fp8, true);
     sourced("moe_kernel_compute_bf16", g.efficiency.moe_kernel_compute_bf16, true);
     sourced("moe_kernel_unhidden", g.efficiency.moe_kernel_unhidden, true);
+    sourced("engine_allreduce_fixed_us", g.efficiency.engine_allreduce_fixed_us, true);
+    sourced("engine_allreduce_us_per_mib", g.efficiency.engine_allreduce_us_per_mib, true);
     sourced("sustained_tensor_clock", g.efficiency.sustained_tensor_clock, true);
     sourced("hbm", g.efficiency.hbm, false);
     sourced("allreduce_busbw_gbps", g.efficiency.allreduce_busbw_gbps, false);

@@ -70,6 +70,10 @@ struct GpuEfficiency {
   /// The share of the shorter of weight streaming and compute the fused kernel does not
   /// hide behind the longer: time = max(stream, compute) + this x min(stream, compute).
   Sourced moe_kernel_unhidden;
+  /// A serving engine's tensor-parallel all-reduce inside one NVLink domain (custom
+  /// one-shot / NVLink SHARP multimem kernels, not NCCL): time = fixed + bytes x per-MiB
+  /// cost. 0 = not measured: the NCCL model applies. The engine uses the faster of the two.
+  Sourced engine_allreduce_fixed_us, engine_allreduce_us_per_mib;
   /// Sustained over rated tensor clock under long matrix-multiply load (power limit);
   /// 0 = not measured (rated clock). Scales compute-bound kernels, not memory-bound ones.
   Sourced sustained_tensor_clock;

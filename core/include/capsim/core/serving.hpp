@@ -63,6 +63,8 @@ class IterationModel {
   double gemm(int64_t m, int64_t n, int64_t k) const;
   /// Seconds of a weight-streaming GEMM kernel moving `bytes`.
   double stream(double bytes) const;
+  /// Seconds of one tensor-parallel all-reduce of `bytes` (GpuEfficiency::engine_allreduce_*).
+  double tp_all_reduce(double bytes) const;
   const ModelSpec& m_;
   const SystemSpec& sys_;
   const InferencePlan& p_;
