@@ -260,6 +260,10 @@ std::string serving_table(const json& r) {
                      m[std::string(k) + "_p99_ms"].get<double>());
   s += fmt::format("  throughput  {:.1f} output tokens/s, {:.3f} requests/s\n", m["throughput_tokens_per_s"].get<double>(),
                    m["requests_per_s"].get<double>());
+  if (r.contains("slo"))
+    s += fmt::format("  goodput     {:.3f} requests/s, {:.1f} output tokens/s ({:.1f}% of requests within TTFT {:g} ms and TPOT {:g} ms)\n",
+                     m["goodput_requests_per_s"].get<double>(), m["goodput_tokens_per_s"].get<double>(),
+                     100.0 * m["slo_attainment"].get<double>(), r["slo"]["ttft_ms"].get<double>(), r["slo"]["tpot_ms"].get<double>());
   s += fmt::format("  KV cache    {} blocks, peak use {:.1f}%, {} preemptions\n", r["memory"]["num_blocks"].get<int64_t>(),
                    100 * r["run"]["peak_kv_utilization"].get<double>(), r["run"]["preemptions"].get<int64_t>());
   if (r.contains("over_time")) {

@@ -349,12 +349,14 @@ TEST(WrongType, EngineStepKnobs) {
   const json doc = json::parse(R"({
     "kind": "inference", "model": "llama2-7b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 1},
     "inference": {"tp": 1, "workload": {"mode": "offline", "num_requests": 10, "input_tokens": 100, "output_tokens": 10},
-                  "fp8_scaling": "channel",
+                  "fp8_scaling": "channel", "slo": {"ttft_ms": -1, "tpot": 50},
                   "engine": {"cuda_graphs": "yes", "cuda_graph_max_tokens": 0, "scheduler_steps": 0, "step_overhead_ms": -1,
                              "eager_host_us_per_layer": -5, "preemption": "evict", "swap_space_gib": -4}}
   })");
   EXPECT_EQ(issues_of(doc), (std::vector<Issue>{
                                 {"/inference/fp8_scaling", "\"channel\"", "must be one of \"tensor\", \"block\", \"auto\"", ""},
+                                {"/inference/slo/ttft_ms", "-1", "must be a number >= 0", ""},
+                                {"/inference/slo/tpot", "", "unknown key", ""},
                                 {"/inference/engine/cuda_graph_max_tokens", "0", "must be an integer >= 1 or \"auto\"", ""},
                                 {"/inference/engine/scheduler_steps", "0", "must be an integer >= 1 or \"auto\"", ""},
                                 {"/inference/engine/cuda_graphs", "\"yes\"", "must be true or false", ""},

@@ -209,6 +209,35 @@ TEST(Serving, TensorParallelAllReduceTakesTheFasterKernel) {
   EXPECT_NEAR(step(s, 1.0) - step(s, 0.0), 2.0 * 80 * 1.0, 1e-9);
 }
 
+// Goodput (vLLM benchmark_serving --goodput): requests whose TTFT and TPOT both meet the
+// objectives, per second of the run; all of them under loose objectives, none under zero.
+TEST(Serving, GoodputCountsRequestsWithinTheObjectives) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::poisson);
+  s.inference->workload.qps = 30;
+  s.inference->slo_ttft_ms = 60;
+  s.inference->slo_tpot_ms = 12;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult r = simulate_serving(s, cost);
+  double good = 0, tokens = 0;
+  for (const auto& q : r.requests)
+    if (q.ttft() <= 0.060 && q.tpot() <= 0.012) {
+      good += 1;
+      tokens += static_cast<double>(q.output);
+    }
+  const nlohmann::json m = io::serving_metrics(r);
+  EXPECT_GT(good, 0.0);
+  EXPECT_LT(good, static_cast<double>(r.requests.size()));
+  EXPECT_DOUBLE_EQ(m["slo_attainment"].get<double>(), good / static_cast<double>(r.requests.size()));
+  EXPECT_DOUBLE_EQ(m["goodput_requests_per_s"].get<double>(), good / r.duration_s);
+  EXPECT_DOUBLE_EQ(m["goodput_tokens_per_s"].get<double>(), tokens / r.duration_s);
+  s.inference->slo_ttft_ms = 1e9;
+  s.inference->slo_tpot_ms = 1e9;
+  const nlohmann::json all = io::serving_metrics(simulate_serving(s, cost));
+  EXPECT_DOUBLE_EQ(all["goodput_requests_per_s"].get<double>(), all["requests_per_s"].get<double>());
+  s.inference->slo_ttft_ms = 0;
+  EXPECT_DOUBLE_EQ(io::serving_metrics(simulate_serving(s, cost))["goodput_requests_per_s"].get<double>(), 0.0);
+}
+
 // A per-step host overhead adds to every step exactly, and requests still satisfy
 // e2e = TTFT + TPOT (output - 1).
 TEST(Serving, StepOverheadAddsToEveryStep) {

@@ -365,6 +365,8 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
     for (size_t i = 0; i < out.requests.size(); ++i) out.requests[i].arrival = w.trace[i].arrival_s;
   out.engine = engine_defaults(p, longest);
   out.chunked_prefill = out.engine.chunked_prefill;
+  out.slo_ttft_s = p.slo_ttft_ms * 1e-3;
+  out.slo_tpot_s = p.slo_tpot_ms * 1e-3;
   out.memory = inference_memory(s.model, s.system, p, out.engine);
   const IterationModel model(s.model, s.system, p, cost);
   const SpeculativeSpec& spec = p.speculative;

@@ -245,6 +245,16 @@ json serving_metrics(const ServingResult& r) {
   }
   m["throughput_tokens_per_s"] = r.duration_s > 0 ? out_tokens / r.duration_s : 0.0;
   m["requests_per_s"] = r.duration_s > 0 ? static_cast<double>(r.requests.size()) / r.duration_s : 0.0;
+  // Goodput: the requests whose TTFT and TPOT both meet the objectives, per second.
+  double good = 0, good_tokens = 0;
+  for (const auto& q : r.requests)
+    if (q.ttft() <= r.slo_ttft_s && q.tpot() <= r.slo_tpot_s) {
+      good += 1;
+      good_tokens += static_cast<double>(q.output);
+    }
+  m["slo_attainment"] = r.requests.empty() ? 0.0 : good / static_cast<double>(r.requests.size());
+  m["goodput_requests_per_s"] = r.duration_s > 0 ? good / r.duration_s : 0.0;
+  m["goodput_tokens_per_s"] = r.duration_s > 0 ? good_tokens / r.duration_s : 0.0;
   return m;
 }
 
@@ -307,6 +317,7 @@ json serving_report(const Scenario& s, const ServingResult& r) {
   if (!p.kv_dtype) resolved["kv_dtype"] = std::string(to_string(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16));
   j["resolved"] = resolved;
   j["metrics"] = serving_metrics(r);
+  j["slo"] = {{"ttft_ms", r.slo_ttft_s * 1e3}, {"tpot_ms", r.slo_tpot_s * 1e3}};
   j["run"] = {{"replications", 1},
               {"requests", r.requests.size()},
               {"duration_s", r.duration_s},

@@ -213,6 +213,16 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
   std::string router;
   if (r.choice("router", router, {"round_robin", "least_outstanding"}))
     p.router = router == "least_outstanding" ? InferencePlan::Router::least_outstanding : InferencePlan::Router::round_robin;
+  if (const json* o = r.get("slo")) {
+    if (!o->is_object()) {
+      issues.push_back({r.at("slo"), brief(*o), "must be an object", {}});
+    } else {
+      ObjectReader sr(*o, r.at("slo"), issues);
+      sr.number("ttft_ms", p.slo_ttft_ms, false, 0);
+      sr.number("tpot_ms", p.slo_tpot_ms, false, 0);
+      sr.finish();
+    }
+  }
   if (const json* d = r.get("disaggregation")) {
     if (!d->is_object()) {
       issues.push_back({r.at("disaggregation"), brief(*d), "must be an object", {}});

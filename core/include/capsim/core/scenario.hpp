@@ -195,6 +195,9 @@ struct InferencePlan {
   bool kv_transfer_over_network = true;  ///< false: the pools share an NVLink domain
   /// 2:4 structured sparsity on the weight GEMMs (Ampere/Hopper sparse tensor cores).
   bool sparse_24 = false;
+  /// Per-request latency objectives for goodput (vLLM benchmark_serving --goodput): a
+  /// request is good when its TTFT and its TPOT are both within them.
+  double slo_ttft_ms = 500, slo_tpot_ms = 50;
   /// FP8 weights with 128x128 block scales and activations quantized per 1x128 group (the
   /// DeepSeek-V3/R1 checkpoints) rather than per-tensor scales; unset ("auto") = the
   /// scaling of the model's published FP8 checkpoint (ModelSpec::fp8_weight_block).

@@ -114,6 +114,7 @@ struct ServingResult {
   InferenceMemory memory;
   EngineDefaults engine;                ///< the engine knobs in force (defaults resolved)
   bool chunked_prefill = true;
+  double slo_ttft_s = 0.5, slo_tpot_s = 0.05;  ///< the plan's goodput objectives
 };
 
 /// vLLM-like engine defaults for a deployment: block size 16, gpu_memory_utilization 0.9,
