@@ -92,6 +92,16 @@ TEST(Serving, EagerStepAddsHostTimePerLayer) {
   s.inference->engine.eager_host_us_per_layer = 200;
   EXPECT_NEAR(IterationModel(s.model, s.system, *s.inference, cost).seconds(b) - graphed, 12 * 200e-6, 1e-12);
 
+  // Without chunked prefill (vLLM V0) a prompt runs eagerly at any size; decodes replay.
+  s.inference->engine.eager_host_us_per_layer.reset();
+  s.inference->engine.cuda_graph_max_tokens = 512;
+  IterationBatch prompt;
+  prompt.prefills.push_back({100, 0, true});
+  const double chunked = IterationModel(s.model, s.system, *s.inference, cost).seconds(prompt);
+  s.inference->engine.chunked_prefill = false;
+  EXPECT_NEAR(IterationModel(s.model, s.system, *s.inference, cost).seconds(prompt) - chunked, 12 * 47e-6, 1e-12);
+  EXPECT_DOUBLE_EQ(IterationModel(s.model, s.system, *s.inference, cost).seconds(b), graphed);
+
   Scenario d = serving_scenario("deepseek-v3", "h200-sxm-141gb", 8, ServingWorkload::Mode::offline);
   const hw::RooflineCostModel dcost(d.system);
   const IterationModel graphs_on(d.model, d.system, *d.inference, dcost);

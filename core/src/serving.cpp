@@ -281,7 +281,11 @@ double IterationModel::seconds(const IterationBatch& b) const {
     t += std::max(cost_.gemm_compute(sampled, m.vocab / tp, h, DType::bf16).value, stream(head_bytes));
   }
   // A step the engine cannot replay as a CUDA graph runs every layer's host work too.
-  if (!engine_.cuda_graphs || tokens > engine_.cuda_graph_max_tokens) t += eager_host_s_;
+  // Without chunked prefill (vLLM V0's scheduler) only decode batches are captured: V0's
+  // CUDAGraphRunner replays decodes, prompts run eagerly.
+  const bool captured = engine_.cuda_graphs && tokens <= engine_.cuda_graph_max_tokens &&
+                        (engine_.chunked_prefill || b.prefills.empty());
+  if (!captured) t += eager_host_s_;
   return t + engine_.step_overhead_s;
 }
 
