@@ -253,6 +253,8 @@ std::string serving_table(const json& r) {
                               r["layout"]["ep"].get<int64_t>(), r["layout"]["replicas"].get<int64_t>(),
                               r["layout"]["weight_dtype"].get<std::string>(), r["run"]["requests"].get<int64_t>(),
                               r["run"]["duration_s"].get<double>());
+  if (const int64_t runs = r["run"].value("replications", int64_t{1}); runs > 1)
+    s += fmt::format("  metrics     median over {} runs (seeds in a row; first run shown above)\n", runs);
   s += "  latency ms      mean      p50      p90      p99\n";
   for (const char* k : {"ttft", "tpot", "itl", "e2e"})
     s += fmt::format("    {:<8} {:>9.2f} {:>8.2f} {:>8.2f} {:>8.2f}\n", k, m[std::string(k) + "_mean_ms"].get<double>(),
