@@ -248,6 +248,35 @@ TEST(Serving, GoodputCountsRequestsWithinTheObjectives) {
   EXPECT_DOUBLE_EQ(io::serving_metrics(simulate_serving(s, cost))["goodput_requests_per_s"].get<double>(), 0.0);
 }
 
+// ShareGPT prompts follow the benchmark histogram (sglang PR #1853) scaled to the mean:
+// half of them under ~0.5 of the mean, none past the 1,024-token cap scaled likewise;
+// replies are exponential with their mean.
+TEST(Serving, ShareGptLengthsHaveTheirMeansAndShapes) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->workload.num_requests = 20000;
+  s.inference->workload.input_tokens = {LengthDist::Kind::sharegpt, 215, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::sharegpt, 199, 0, 0};
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult r = simulate_serving(s, cost);
+  std::vector<double> in, out;
+  for (const auto& q : r.requests) {
+    in.push_back(static_cast<double>(q.input));
+    out.push_back(static_cast<double>(q.output));
+  }
+  auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
+  EXPECT_NEAR(mean(in), 215.0, 0.02 * 215.0);
+  EXPECT_NEAR(mean(out), 199.0, 0.03 * 199.0);
+  // Histogram median ~120 of mean ~242 tokens; exponential median ln 2 of the mean.
+  EXPECT_NEAR(percentile(in, 0.5) / mean(in), 0.50, 0.05);
+  EXPECT_NEAR(percentile(out, 0.5) / mean(out), std::log(2.0), 0.03);
+  EXPECT_LE(*std::max_element(in.begin(), in.end()), std::ceil(1025.0 * 215.0 / 242.0));
+  EXPECT_GE(*std::min_element(in.begin(), in.end()), 4.0);
+}
+
 // A per-step host overhead adds to every step exactly, and requests still satisfy
 // e2e = TTFT + TPOT (output - 1).
 TEST(Serving, StepOverheadAddsToEveryStep) {
