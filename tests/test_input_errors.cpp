@@ -367,6 +367,18 @@ TEST(WrongType, EngineStepKnobs) {
                             }));
 }
 
+TEST(WrongType, MultiStepWithSpeculativeDecoding) {
+  const json doc = json::parse(R"({
+    "kind": "inference", "model": "llama2-7b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 1},
+    "inference": {"tp": 1, "workload": {"mode": "offline", "num_requests": 10, "input_tokens": 100, "output_tokens": 10},
+                  "engine": {"scheduler_steps": 8}, "speculative": {"k": 3, "acceptance": 0.7, "draft_cost_fraction": 0.1}}
+  })");
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/inference/engine/scheduler_steps", "8",
+                                                 "cannot be combined with speculative decoding (vLLM's multi-step "
+                                                 "scheduler does not verify drafts)",
+                                                 ""}}));
+}
+
 TEST(WrongType, FrameworkChoices) {
   json doc = good_scenario();
   doc["training"]["framework"] = "deepspeed";

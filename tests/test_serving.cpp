@@ -413,11 +413,19 @@ TEST(Serving, UtilisationOverTimeConservesTokens) {
   }
   double want_decode = 0, want_prefill = 0;
   for (const auto& it : r.timeline) {
-    want_decode += static_cast<double>(it.decodes);
+    want_decode += static_cast<double>(it.decode_tokens);
     want_prefill += static_cast<double>(it.prefill_tokens);
   }
   EXPECT_NEAR(decode, want_decode, 1e-6 * want_decode);
   EXPECT_NEAR(prefill, want_prefill, 1e-6 * want_prefill);
+  // Decode tokens are every output token after the first, also when a multi-step round
+  // makes several per sequence.
+  s.inference->engine.scheduler_steps = 4;
+  const ServingResult m = simulate_serving(s, cost, 11, true);
+  double made = 0, generated = 0;
+  for (const auto& it : m.timeline) made += static_cast<double>(it.decode_tokens);
+  for (const auto& q : m.requests) generated += static_cast<double>(q.output - 1);
+  EXPECT_DOUBLE_EQ(made, generated);
 }
 
 // Block-scaled FP8 (128x128 weight blocks, 1x128 activation groups): each projection first
@@ -581,7 +589,13 @@ TEST(Serving, MultiStepRoundsStreamAsOneChunk) {
   EXPECT_NEAR(q.itl[0], pass(129) + pass(130) + pass(131) + pass(132), 1e-12);
   EXPECT_NEAR(q.itl[1], pass(133) + pass(134) + pass(135) + pass(136), 1e-12);
   EXPECT_NEAR(q.itl[2], pass(137), 1e-12);
-  EXPECT_DOUBLE_EQ(q.e2e(), q.ttft() + q.tpot() * 9.0);
+  EXPECT_NEAR(q.finish, q.first_token + q.itl[0] + q.itl[1] + q.itl[2], 1e-12);
+  // The per-step host overhead is paid once per round, not once per pass.
+  s.inference->engine.step_overhead_ms = 2.0;
+  const ServingResult with_overhead = simulate_serving(s, cost);
+  const RequestResult& o = with_overhead.requests[0];
+  EXPECT_NEAR(o.itl[0] - q.itl[0], 2e-3, 1e-12);
+  EXPECT_NEAR(o.itl[2] - q.itl[2], 2e-3, 1e-12);
   EXPECT_EQ(r.iterations, 1 + 4 + 4 + 1);  // prefill, then the passes that ran
 }
 
@@ -593,16 +607,78 @@ TEST(Serving, MultiStepDelaysNewPrompts) {
   const hw::RooflineCostModel cost(s.system);
   auto median_ttft = [&](const ServingResult& r) {
     std::vector<double> v;
-    for (const auto& q : r.requests) {
-      v.push_back(q.ttft());
-      EXPECT_NEAR(q.e2e(), q.ttft() + q.tpot() * static_cast<double>(q.output - 1), 1e-9);
-    }
+    for (const auto& q : r.requests) v.push_back(q.ttft());
     return percentile(v, 0.5);
   };
   const double one = median_ttft(simulate_serving(s, cost));
   s.inference->engine.scheduler_steps = 10;
   const double ten = median_ttft(simulate_serving(s, cost));
   EXPECT_GT(ten, 1.5 * one);
+}
+
+// A multi-step round runs decodes only: when its block reservation preempts a sequence,
+// the sequence waits for the round instead of being prefilled inside it for free; every
+// prompt token is still prefilled and every request finishes.
+TEST(Serving, MultiStepRoundsNeverCarryPrompts) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->engine.gpu_memory_utilization = 0.25;
+  s.inference->engine.scheduler_steps = 8;
+  s.inference->engine.max_num_batched_tokens = 2048;
+  s.inference->workload.num_requests = 400;
+  s.inference->workload.input_tokens = {LengthDist::Kind::uniform, 3000, 1000, 5000};
+  s.inference->workload.output_tokens = {LengthDist::Kind::uniform, 1750, 500, 3000};
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult r = simulate_serving(s, cost, 2, true);  // a seed whose preemptions land inside rounds
+  EXPECT_GT(r.preemptions, 0);
+  double prefilled = 0, prompts = 0;
+  bool rounds = false;
+  for (const auto& it : r.timeline) {
+    if (it.passes > 1) {
+      rounds = true;
+      EXPECT_EQ(it.prefill_tokens, 0);
+    }
+    prefilled += static_cast<double>(it.prefill_tokens);
+  }
+  EXPECT_TRUE(rounds);
+  for (const auto& q : r.requests) {
+    prompts += static_cast<double>(q.input);
+    EXPECT_GT(q.finish, 0.0);
+  }
+  EXPECT_GE(prefilled, prompts);
+}
+
+// A sequence preempted on a decode-only replica goes back to the prefill pool (it cannot
+// be prefilled where it was), so the run completes.
+TEST(Serving, DisaggregatedDecodePreemptionReturnsToPrefillPool) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.system.num_gpus = 2;
+  s.inference->prefill_replicas = 1;
+  s.inference->decode_replicas = 1;
+  s.inference->kv_transfer_over_network = false;
+  s.inference->engine.gpu_memory_utilization = 0.25;
+  s.inference->workload.num_requests = 60;
+  s.inference->workload.input_tokens = {LengthDist::Kind::uniform, 3000, 1000, 5000};
+  s.inference->workload.output_tokens = {LengthDist::Kind::uniform, 1750, 500, 3000};
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult r = simulate_serving(s, cost, 3);
+  EXPECT_GT(r.preemptions, 0);
+  for (const auto& q : r.requests) EXPECT_GT(q.finish, 0.0);
+}
+
+// max_num_seqs "auto" stops doubling when a larger cap's activation reserve leaves a
+// prompt no KV room, and keeps the last cap that ran.
+TEST(Serving, AutoMaxNumSeqsStopsAtTheMemoryLimit) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->engine.gpu_memory_utilization = 0.2057;
+  s.inference->engine.max_num_seqs_auto = true;
+  s.inference->workload.num_requests = 50;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 50, 0, 0};
+  const hw::RooflineCostModel cost(s.system);
+  s.inference->engine.max_num_seqs = 512;
+  EXPECT_THROW(simulate_serving(s, cost), std::runtime_error);
+  s.inference->engine.max_num_seqs.reset();
+  EXPECT_EQ(simulate_serving(s, cost).engine.max_num_seqs, 256);
 }
 
 // Prefix caching skips the cached part of a prompt's prefill.

@@ -97,8 +97,11 @@ std::vector<ServingResult> simulate_serving_runs(const Scenario& s, const CostMo
   if (!s.inference) throw std::logic_error("simulate_serving_runs needs an inference plan");
   const int64_t n = serving_replications(s.inference->workload);
   std::vector<ServingResult> runs;
-  for (int64_t i = 0; i < n; ++i)
-    runs.push_back(simulate_serving(s, cost, seed + static_cast<uint64_t>(i), record_timeline && i == 0));
+  runs.push_back(simulate_serving(s, cost, seed, record_timeline));
+  // Every run uses the engine the first one resolved (max_num_seqs "auto" is chosen once).
+  Scenario same = s;
+  same.inference->engine.max_num_seqs = runs.front().engine.max_num_seqs;
+  for (int64_t i = 1; i < n; ++i) runs.push_back(simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false));
   return runs;
 }
 
@@ -565,7 +568,8 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
           victim.prompt += victim.generated;
           victim.target -= victim.generated;
           victim.generated = 0;
-          R.waiting.push_front(victim);
+          // A decode-only replica cannot prefill it again: it rejoins the prefill pool.
+          (R.role == Replica::Role::decode ? reps[route_rr(false)] : R).waiting.push_front(victim);
           if (k >= R.running.size()) break;
         }
         if (k >= R.running.size()) break;
@@ -577,7 +581,9 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
         budget -= 1;
       }
     }
-    if (!prefill_only && chunked && can_prefill)
+    // A multi-step round runs decodes only: a sequence its block reservation preempts waits
+    // for the round to end.
+    if (!prefill_only && chunked && can_prefill && R.steps == 1)
       for (size_t k = 0; k < R.running.size() && budget > 0; ++k) {
         Seq& q = R.running[k];
         if (q.prefilled >= q.prompt) continue;
@@ -591,7 +597,7 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
         batch.prefills.push_back({c, q.prefilled, q.prefilled + c == q.prompt});
         budget -= c;
       }
-    if ((chunked || prefill_only) && can_prefill) {
+    if ((chunked || prefill_only) && can_prefill && R.steps == 1) {
       // New prompts wait while swapped sequences do (vLLM V0 schedules swapped-in first).
       while (R.swapped.empty() && !R.waiting.empty() && budget > 0 &&
              static_cast<int64_t>(R.running.size()) < out.engine.max_num_seqs) {
@@ -743,7 +749,8 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
             pass.decode_context += dbl(q.prompt + q.generated + step);
           }
           if (pass.decodes == 0) break;
-          dt += model.seconds(pass);
+          // The round is scheduled once: the per-step host overhead is paid once.
+          dt += model.seconds(pass) - (passes > 0 ? out.engine.step_overhead_s : 0.0);
           ++passes;
         }
       } else {
@@ -754,8 +761,24 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
       if (record_timeline) {
         int64_t pre = 0;
         for (const auto& pf : batch.prefills) pre += pf.tokens;
-        out.timeline.push_back({static_cast<int32_t>(&R - reps.data()), t, t + dt, batch.decodes, pre,
-                                1.0 - dbl(R.free_blocks) / dbl(total_blocks)});
+        // Tokens the decodes make: each sequence's share of a multi-step round, or the
+        // expected accepted drafts plus the bonus token per verification.
+        int64_t made = batch.decodes;
+        if (R.steps > 1) {
+          made = 0;
+          for (int64_t k : R.tokens_of) made += k;
+        }
+        if (spec.k > 0) made = std::llround(dbl(batch.decodes) * per_verify);
+        IterationRecord rec;
+        rec.replica = static_cast<int32_t>(&R - reps.data());
+        rec.start = t;
+        rec.end = t + dt;
+        rec.decodes = batch.decodes;
+        rec.decode_tokens = made;
+        rec.prefill_tokens = pre;
+        rec.passes = static_cast<int32_t>(passes);
+        rec.kv_utilization = 1.0 - dbl(R.free_blocks) / dbl(total_blocks);
+        out.timeline.push_back(rec);
       }
       out.iterations += passes;
       out.peak_kv_utilization = std::max(out.peak_kv_utilization, 1.0 - dbl(R.free_blocks) / dbl(total_blocks));
@@ -809,7 +832,15 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
   double best_rate = -1;
   for (int64_t seqs = 256; seqs <= 16384; seqs *= 2) {
     probe.inference->engine.max_num_seqs = seqs;
-    ServingResult r = simulate_once(probe, cost, seed, record_timeline);
+    ServingResult r;
+    try {
+      r = simulate_once(probe, cost, seed, record_timeline);
+    } catch (const std::runtime_error&) {
+      // A larger cap reserves more activation memory; once it leaves a prompt no KV room,
+      // the last cap that ran is the fastest.
+      if (best_rate < 0) throw;
+      break;
+    }
     const double rate = output_tokens_per_s(r);
     if (best_rate >= 0 && rate <= best_rate * 1.001) break;
     best = std::move(r);

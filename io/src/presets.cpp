@@ -136,6 +136,8 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("moe_kernel_unhidden", g.efficiency.moe_kernel_unhidden, true);
     sourced("engine_allreduce_fixed_us", g.efficiency.engine_allreduce_fixed_us, true);
     sourced("engine_allreduce_us_per_mib", g.efficiency.engine_allreduce_us_per_mib, true);
+    if ((g.efficiency.engine_allreduce_fixed_us.value > 0) != (g.efficiency.engine_allreduce_us_per_mib.value > 0))
+      issues.push_back({origin + "#/efficiency/engine_allreduce_us_per_mib", "", "must be given together with engine_allreduce_fixed_us (a line needs both)", {}});
     sourced("sustained_tensor_clock", g.efficiency.sustained_tensor_clock, true);
     sourced("hbm", g.efficiency.hbm, false);
     sourced("allreduce_busbw_gbps", g.efficiency.allreduce_busbw_gbps, false);

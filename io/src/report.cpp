@@ -1,5 +1,6 @@
 #include "capsim/io/report.hpp"
 
+#include <cmath>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -265,12 +266,12 @@ json serving_metrics(const std::vector<ServingResult>& runs) {
   for (const auto& r : runs) {
     const json one = serving_metrics(r);
     for (const auto& [k, v] : one.items()) {
-      if (v.is_number()) values[k].push_back(v.get<double>());
-      else m[k] = v;  // a metric no run can state (NaN) stays as the runs report it
+      auto& vals = values[k];  // every key gets an entry, finite values or none
+      if (v.is_number() && std::isfinite(v.get<double>())) vals.push_back(v.get<double>());
     }
   }
-  for (const auto& [k, v] : values)
-    if (!m.contains(k)) m[k] = percentile(v, 0.5);
+  // The median of the runs that state the metric; none: null (a NaN would print as null).
+  for (const auto& [k, v] : values) m[k] = v.empty() ? json() : json(percentile(v, 0.5));
   return m;
 }
 
@@ -312,7 +313,7 @@ json serving_report(const Scenario& s, const ServingResult& r) {
   if (!p.engine.cuda_graphs) resolved["cuda_graphs"] = r.engine.cuda_graphs;
   if (!p.engine.cuda_graph_max_tokens) resolved["cuda_graph_max_tokens"] = r.engine.cuda_graph_max_tokens;
   if (!p.ep) resolved["ep"] = 1;
-  if (!p.fp8_block_scaling && p.weight_dtype == DType::fp8)
+  if (!p.fp8_block_scaling && p.weight_dtype == DType::fp8 && p.activation_dtype == DType::fp8)
     resolved["fp8_scaling"] = s.model.fp8_weight_block > 0 ? "block" : "tensor";
   if (!p.kv_dtype) resolved["kv_dtype"] = std::string(to_string(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16));
   j["resolved"] = resolved;
@@ -356,7 +357,7 @@ json utilization_over_time(const ServingResult& r, int windows) {
       busy[i] += overlap;
       kv[i] += overlap * it.kv_utilization;
       // An iteration's tokens are spread over its duration.
-      decode[i] += static_cast<double>(it.decodes) * overlap / len;
+      decode[i] += static_cast<double>(it.decode_tokens) * overlap / len;
       prefill[i] += static_cast<double>(it.prefill_tokens) * overlap / len;
     }
   }

@@ -312,6 +312,10 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
       sr.finish();
     }
   }
+  if (p.speculative.k > 0 && p.engine.scheduler_steps.value_or(1) > 1)
+    issues.push_back({r.at("engine") + "/scheduler_steps", std::to_string(*p.engine.scheduler_steps),
+                      "cannot be combined with speculative decoding (vLLM's multi-step scheduler does not verify drafts)",
+                      {}});
   const json* w = r.get("workload");
   if (w && !w->is_object()) {
     issues.push_back({r.at("workload"), brief(*w), "must be an object", {}});

@@ -99,8 +99,10 @@ struct RequestResult {
 struct IterationRecord {
   int32_t replica = 0;
   double start = 0, end = 0;
-  int64_t decodes = 0;
+  int64_t decodes = 0;          ///< sequences decoding
+  int64_t decode_tokens = 0;    ///< tokens they make (more than one each in a multi-step round)
   int64_t prefill_tokens = 0;
+  int32_t passes = 1;           ///< forward passes (a multi-step round has several)
   double kv_utilization = 0;  ///< fraction of the replica's KV blocks in use
 };
 
