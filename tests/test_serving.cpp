@@ -189,7 +189,6 @@ class FixedCollectives final : public CostModel {
   Seconds memory_bound(Bytes b) const override { return base_.memory_bound(b); }
   Seconds collective(CollectiveKind, Bytes, const Group&) const override { return Seconds(t_); }
   Seconds p2p(Bytes b, bool x) const override { return base_.p2p(b, x); }
-  Seconds kernel_launch() const override { return base_.kernel_launch(); }
   std::vector<std::pair<std::string, std::string>> provenance() const override { return base_.provenance(); }
 
  private:

@@ -315,7 +315,6 @@ class UniformStageCost final : public CostModel {
   Seconds memory_bound(Bytes) const override { return Seconds(0); }
   Seconds collective(CollectiveKind, Bytes, const Group&) const override { return Seconds(0); }
   Seconds p2p(Bytes, bool) const override { return Seconds(0); }
-  Seconds kernel_launch() const override { return Seconds(0); }
   std::vector<std::pair<std::string, std::string>> provenance() const override { return {}; }
 
  private:
@@ -347,7 +346,6 @@ class StreamOnlyCost final : public CostModel {
   Seconds memory_bound(Bytes b) const override { return Seconds(b.value * 1e-12); }
   Seconds collective(CollectiveKind, Bytes, const Group&) const override { return Seconds(0); }
   Seconds p2p(Bytes, bool) const override { return Seconds(0); }
-  Seconds kernel_launch() const override { return Seconds(0); }
   std::vector<std::pair<std::string, std::string>> provenance() const override { return {}; }
 };
 

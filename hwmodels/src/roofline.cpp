@@ -210,8 +210,6 @@ Seconds RooflineCostModel::p2p(Bytes bytes, bool cross_node) const {
                           bytes.value / (e.allreduce_busbw_gbps.value * kGB * frac)));
 }
 
-Seconds RooflineCostModel::kernel_launch() const { return Seconds(kKernelLaunchS); }
-
 std::vector<std::pair<std::string, std::string>> RooflineCostModel::provenance() const {
   const GpuEfficiency& e = sys_.gpu.efficiency;
   std::vector<std::pair<std::string, std::string>> p = {

@@ -65,9 +65,6 @@ class CostModel {
   virtual Seconds collective(CollectiveKind kind, Bytes bytes, const Group& group) const = 0;
   /// Point-to-point transfer between two GPUs, inside a node or across nodes.
   virtual Seconds p2p(Bytes bytes, bool cross_node) const = 0;
-  /// Host time to launch one kernel (launch-to-launch of an empty kernel): what each
-  /// kernel costs the CPU when a step runs eagerly rather than as a CUDA graph.
-  virtual Seconds kernel_launch() const = 0;
   /// Where each efficiency used came from: name -> source.
   virtual std::vector<std::pair<std::string, std::string>> provenance() const = 0;
 };

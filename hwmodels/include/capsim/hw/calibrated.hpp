@@ -21,7 +21,6 @@ class CalibratedCostModel final : public CostModel {
   Seconds collective(CollectiveKind kind, Bytes bytes, const Group& group) const override;
   Seconds p2p(Bytes bytes, bool cross_node) const override;
   /// The measured launch-to-launch time where the profile has one.
-  Seconds kernel_launch() const override { return p_.launch_s ? Seconds(*p_.launch_s) : base_.kernel_launch(); }
   /// The base model's sources, with "calibration:<profile>" for what the profile supplies.
   std::vector<std::pair<std::string, std::string>> provenance() const override;
 

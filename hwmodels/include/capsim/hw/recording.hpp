@@ -30,7 +30,6 @@ class RecordingCostModel final : public CostModel {
     return base_.collective(kind, bytes, group);
   }
   Seconds p2p(Bytes bytes, bool cross_node) const override { return base_.p2p(bytes, cross_node); }
-  Seconds kernel_launch() const override { return base_.kernel_launch(); }
   std::vector<std::pair<std::string, std::string>> provenance() const override { return base_.provenance(); }
 
   /// The distinct shapes seen, ordered.

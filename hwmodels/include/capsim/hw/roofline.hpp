@@ -33,7 +33,6 @@ class RooflineCostModel final : public CostModel {
   Seconds memory_bound(Bytes bytes) const override;
   Seconds collective(CollectiveKind kind, Bytes bytes, const Group& group) const override;
   Seconds p2p(Bytes bytes, bool cross_node) const override;
-  Seconds kernel_launch() const override;
   std::vector<std::pair<std::string, std::string>> provenance() const override;
 
   /// Fraction of dense peak a GEMM of this shape reaches: the measured large-GEMM
