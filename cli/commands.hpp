@@ -72,6 +72,7 @@ struct ValidateArgs {
   std::string calibration;  ///< profile JSON (capsim calibrate fit)
   std::string format;
   std::string out;
+  std::vector<std::string> group_by;  ///< source, engine, gpu, model, mode
 };
 
 int run_validate(const ValidateArgs& a);

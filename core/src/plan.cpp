@@ -1,7 +1,10 @@
 #include "capsim/core/plan.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <system_error>
+#include <thread>
 
 #include "capsim/core/layout.hpp"
 #include "capsim/core/memory.hpp"
@@ -58,8 +61,13 @@ std::vector<TrainingOption> plan_training(const Scenario& base, const std::vecto
 }
 
 std::vector<ServingOption> plan_serving(const Scenario& base, const std::vector<GpuOffer>& offers,
-                                        const ServingGoal& goal, const CostModelFactory& costs) {
+                                        const ServingGoal& goal, const CostModelFactory& costs, unsigned threads) {
+  // Enumerate the deployments first, then evaluate them (each a capacity search of many
+  // simulations) on worker threads; each writes only its own slot, so the order and the
+  // result do not depend on the thread count.
   std::vector<ServingOption> out;
+  std::vector<Scenario> scenarios;
+  std::vector<size_t> pending;
   for (const GpuOffer& offer : offers)
     for (int64_t tp : goal.tp) {
       if (tp > offer.system.gpus_per_node || base.model.heads % tp != 0) continue;
@@ -98,27 +106,47 @@ std::vector<ServingOption> plan_serving(const Scenario& base, const std::vector<
               out.push_back(o);
               continue;
             }
-            const auto cost = costs(sc.system);
-            try {
-              o.qps_per_replica = max_qps(sc, *cost, goal.sla);
-            } catch (const std::exception& e) {
-              o.reason = e.what();
-              out.push_back(o);
-              continue;
-            }
-            if (o.qps_per_replica <= 0) {
-              o.reason = "misses the SLA even at the lightest load";
-              out.push_back(o);
-              continue;
-            }
-            o.replicas = static_cast<int64_t>(std::ceil(goal.qps / o.qps_per_replica));
-            o.usd_per_hour = static_cast<double>(o.replicas * o.gpus_per_replica) * offer.usd_per_gpu_hour;
-            const double out_tokens_per_hour = goal.qps * p.workload.output_tokens.mean * 3600.0;
-            o.usd_per_million_output_tokens = o.usd_per_hour / out_tokens_per_hour * 1e6;
-            o.feasible = true;
+            o.usd_per_gpu_hour = offer.usd_per_gpu_hour;
+            pending.push_back(out.size());
             out.push_back(o);
+            scenarios.push_back(std::move(sc));
           }
     }
+  auto evaluate = [&](size_t job) {
+    ServingOption& o = out[pending[job]];
+    const Scenario& sc = scenarios[job];
+    const auto cost = costs(sc.system);
+    try {
+      o.qps_per_replica = max_qps(sc, *cost, goal.sla);
+    } catch (const std::exception& e) {
+      o.reason = e.what();
+      return;
+    }
+    if (o.qps_per_replica <= 0) {
+      o.reason = "misses the SLA even at the lightest load";
+      return;
+    }
+    o.replicas = static_cast<int64_t>(std::ceil(goal.qps / o.qps_per_replica));
+    o.usd_per_hour = static_cast<double>(o.replicas * o.gpus_per_replica) * o.usd_per_gpu_hour;
+    const double out_tokens_per_hour = goal.qps * sc.inference->workload.output_tokens.mean * 3600.0;
+    o.usd_per_million_output_tokens = o.usd_per_hour / out_tokens_per_hour * 1e6;
+    o.feasible = true;
+  };
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t job = next++; job < pending.size(); job = next++) evaluate(job);
+  };
+  const size_t n_threads = std::clamp<size_t>(threads, 1, std::max<size_t>(1, pending.size()));
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < n_threads; ++i) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;  // fewer threads than asked: the others take the work
+    }
+  }
+  worker();
+  for (auto& t : pool) t.join();
   std::stable_sort(out.begin(), out.end(), [](const ServingOption& a, const ServingOption& b) {
     if (a.feasible != b.feasible) return a.feasible;
     return a.usd_per_hour < b.usd_per_hour;

@@ -43,7 +43,8 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   for (int64_t i = 0; i < m.layers; ++i) moe_layers_ += m.is_moe_layer(i) ? 1 : 0;
   eager_host_s_ = engine_.eager_host_s_per_layer
                       ? *engine_.eager_host_s_per_layer * dbl(m.layers)
-                      : dbl(m.layers - moe_layers_) * eager_host_dense_layer_s + dbl(moe_layers_) * eager_host_moe_layer_s;
+                      : dbl(m.layers - moe_layers_) * engine_.eager_host_s_dense_layer +
+                            dbl(moe_layers_) * engine_.eager_host_s_moe_layer;
   if (p.activation_dtype == DType::fp8 && p.weight_dtype == DType::fp8) math_ = DType::fp8;
   else if (p.activation_dtype == DType::int8 && p.weight_dtype == DType::int8) math_ = DType::int8;
   else math_ = DType::bf16;
@@ -105,13 +106,38 @@ std::vector<ServingResult> simulate_serving_runs(const Scenario& s, const CostMo
   return runs;
 }
 
+bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed) {
+  // The same decision as comparing the medians over all runs of simulate_serving_runs()
+  // with the SLA, stopping as soon as the remaining runs cannot change it: once more than
+  // half of the runs fall on one side of a bound, both middle values (and so the median)
+  // do too. Only an even split needs the middle values themselves.
+  const int64_t n = serving_replications(s.inference->workload);
+  const int64_t majority = n / 2 + 1;
+  ServingResult first = simulate_serving(s, cost, seed, false);
+  Scenario same = s;
+  same.inference->engine.max_num_seqs = first.engine.max_num_seqs;
+  std::vector<double> ttft, tpot;
+  int64_t ttft_ok = 0, tpot_ok = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto [a, b] = p99_latencies(i == 0 ? first : simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false));
+    ttft.push_back(a);
+    tpot.push_back(b);
+    ttft_ok += a <= sla.ttft_p99_ms ? 1 : 0;
+    tpot_ok += b <= sla.tpot_p99_ms ? 1 : 0;
+    const int64_t runs = i + 1;
+    const bool ttft_fail = runs - ttft_ok >= majority, tpot_fail = runs - tpot_ok >= majority;
+    if (ttft_fail || tpot_fail) return false;
+    if (ttft_ok >= majority && tpot_ok >= majority) return true;
+  }
+  return percentile(ttft, 0.5) <= sla.ttft_p99_ms && percentile(tpot, 0.5) <= sla.tpot_p99_ms;
+}
+
 double max_qps(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed) {
   Scenario probe = s;
   probe.inference->workload.mode = ServingWorkload::Mode::poisson;
   auto meets = [&](double qps) {
     probe.inference->workload.qps = qps;
-    const auto [ttft, tpot] = p99_latencies(simulate_serving_runs(probe, cost, seed));
-    return ttft <= sla.ttft_p99_ms && tpot <= sla.tpot_p99_ms;
+    return meets_sla(probe, cost, sla, seed);
   };
   double lo = 0, hi = 0.25;
   while (meets(hi) && hi < 1e6) {
@@ -168,7 +194,7 @@ double IterationModel::stream(double bytes) const {
   return cost_.memory_bound(Bytes(bytes)).value;
 }
 
-double IterationModel::seconds(const IterationBatch& b) const {
+double IterationModel::gpu_seconds(const IterationBatch& b) const {
   const ModelSpec& m = m_;
   int64_t tokens = b.decodes * b.verify;
   int64_t sampled = b.decodes * b.verify;
@@ -256,7 +282,10 @@ double IterationModel::seconds(const IterationBatch& b) const {
     // the GPU has it (8-bit or 16-bit tensor cores), else from the GEMM efficiency model.
     const GpuEfficiency& ge = sys_.gpu.efficiency;
     const bool eight_bit = math_ == DType::fp8 || math_ == DType::int8;
-    const double moe_frac = eight_bit ? ge.moe_kernel_compute_fp8.value : ge.moe_kernel_compute_bf16.value;
+    const double moe_frac = eight_bit ? (math_ == DType::fp8 && engine_.moe_compute_fraction_fp8 > 0
+                                             ? engine_.moe_compute_fraction_fp8
+                                             : ge.moe_kernel_compute_fp8.value)
+                                      : ge.moe_kernel_compute_bf16.value;
     const double routed_flops = routed_tokens * dbl(h) * inner * (m.gated_mlp ? 6.0 : 4.0);
     const double compute =
         moe_frac > 0
@@ -288,26 +317,44 @@ double IterationModel::seconds(const IterationBatch& b) const {
   // Without chunked prefill (vLLM V0's scheduler) only decode batches are captured: V0's
   // CUDAGraphRunner replays decodes, prompts run eagerly.
   const bool captured = engine_.cuda_graphs && tokens <= engine_.cuda_graph_max_tokens &&
-                        (engine_.chunked_prefill || b.prefills.empty());
+                        ((engine_.graph_prefill_steps && engine_.chunked_prefill) || b.prefills.empty());
   if (!captured) t += eager_host_s_;
-  return t + engine_.step_overhead_s;
+  return t;
 }
 
-EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt) {
-  EngineDefaults d;
-  d.chunked_prefill = p.engine.chunked_prefill.value_or(true);
-  d.max_num_seqs = p.engine.max_num_seqs.value_or(256);
-  d.block_size = p.engine.block_size.value_or(16);
-  d.gpu_memory_utilization = p.engine.gpu_memory_utilization.value_or(0.9);
-  d.max_num_batched_tokens =
-      p.engine.max_num_batched_tokens.value_or(d.chunked_prefill ? 8192 : std::max<int64_t>(2048, longest_prompt));
-  d.cuda_graphs = p.engine.cuda_graphs.value_or(true);
-  d.cuda_graph_max_tokens = p.engine.cuda_graph_max_tokens.value_or(512);
-  d.step_overhead_s = p.engine.step_overhead_ms.value_or(0.0) * 1e-3;
-  if (p.engine.eager_host_us_per_layer) d.eager_host_s_per_layer = *p.engine.eager_host_us_per_layer * 1e-6;
-  d.scheduler_steps = p.engine.scheduler_steps.value_or(1);
-  d.swap_preemption = p.engine.swap_preemption.value_or(false);
-  if (p.engine.swap_space_gib) d.swap_space_bytes = *p.engine.swap_space_gib * 1024.0 * 1024.0 * 1024.0;
+double IterationModel::seconds(const IterationBatch& b) const {
+  // The engine's host work for the step: after the GPU, or behind it when it overlaps.
+  const double gpu = gpu_seconds(b), host = host_seconds(b);
+  if (gpu == 0.0) return 0.0;
+  return engine_.host_overlaps_gpu ? std::max(gpu, host) : gpu + host;
+}
+
+double IterationModel::host_seconds(const IterationBatch& b) const {
+  return engine_.step_overhead_s + engine_.step_overhead_per_seq_s * dbl(b.decodes + static_cast<int64_t>(b.prefills.size()));
+}
+
+EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_request) {
+  // The profile's defaults, with every knob the scenario sets on top.
+  EngineDefaults d = p.profile.knobs;
+  const EngineOptions& o = p.engine;
+  d.chunked_prefill = o.chunked_prefill.value_or(d.chunked_prefill);
+  d.max_num_seqs = o.max_num_seqs.value_or(d.max_num_seqs);
+  d.block_size = o.block_size.value_or(d.block_size);
+  d.gpu_memory_utilization = o.gpu_memory_utilization.value_or(d.gpu_memory_utilization);
+  d.max_num_batched_tokens = o.max_num_batched_tokens.value_or(
+      d.chunked_prefill ? d.max_num_batched_tokens : std::max<int64_t>(d.unchunked_min_batched_tokens, longest_request));
+  d.cuda_graphs = o.cuda_graphs.value_or(d.cuda_graphs);
+  d.cuda_graph_max_tokens = o.cuda_graph_max_tokens.value_or(d.cuda_graph_max_tokens);
+  if (o.step_overhead_ms) {
+    // A measured per-step figure replaces the profile's host model.
+    d.step_overhead_s = *o.step_overhead_ms * 1e-3;
+    d.step_overhead_per_seq_s = 0;
+    d.host_overlaps_gpu = false;
+  }
+  if (o.eager_host_us_per_layer) d.eager_host_s_per_layer = *o.eager_host_us_per_layer * 1e-6;
+  d.scheduler_steps = o.scheduler_steps.value_or(d.scheduler_steps);
+  d.swap_preemption = o.swap_preemption.value_or(d.swap_preemption);
+  if (o.swap_space_gib) d.swap_space_bytes = *o.swap_space_gib * 1024.0 * 1024.0 * 1024.0;
   return d;
 }
 
@@ -392,7 +439,10 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
     auto& r = out.requests[i];
     r.input = traced ? w.trace[i].input_tokens : draw_length(w.input_tokens, rng, true);
     r.output = traced ? w.trace[i].output_tokens : draw_length(w.output_tokens, rng, false);
-    longest = std::max(longest, r.input);
+    // The step budget without chunked prefill covers a whole request: a preempted sequence
+    // comes back as a prompt of its input and the tokens it had made (vLLM V0 sizes it by
+    // max_model_len, which no request exceeds).
+    longest = std::max(longest, r.input + r.output);
   }
   // Arrivals: all at once (offline), Poisson at qps, or issued by a closed loop.
   double clock = 0;
@@ -409,7 +459,7 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
   out.chunked_prefill = out.engine.chunked_prefill;
   out.slo_ttft_s = p.slo_ttft_ms * 1e-3;
   out.slo_tpot_s = p.slo_tpot_ms * 1e-3;
-  out.memory = inference_memory(s.model, s.system, p, out.engine);
+  out.memory = inference_memory(s.model, s.system, p, &out.engine);
   const IterationModel model(s.model, s.system, p, cost);
   const SpeculativeSpec& spec = p.speculative;
   std::optional<IterationModel> draft;
@@ -682,7 +732,7 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
 
   while (done < total) {
     // Deliver what is due at time t.
-    while (next_arrival < issued && out.requests[next_arrival].arrival <= t) {
+    while (next_arrival < issued && out.requests[next_arrival].arrival + out.engine.request_overhead_s <= t) {
       const RequestResult& r = out.requests[next_arrival];
       Seq q;
       q.req = next_arrival;
@@ -750,7 +800,7 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
           }
           if (pass.decodes == 0) break;
           // The round is scheduled once: the per-step host overhead is paid once.
-          dt += model.seconds(pass) - (passes > 0 ? out.engine.step_overhead_s : 0.0);
+          dt += passes > 0 ? model.gpu_seconds(pass) : model.seconds(pass);
           ++passes;
         }
       } else {
@@ -788,13 +838,13 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
     double next = std::numeric_limits<double>::infinity();
     for (const auto& R : reps)
       if (R.busy) next = std::min(next, R.busy_until);
-    if (next_arrival < issued) next = std::min(next, out.requests[next_arrival].arrival);
+    if (next_arrival < issued) next = std::min(next, out.requests[next_arrival].arrival + out.engine.request_overhead_s);
     for (const auto& tr : transfers)
       if (tr.at > t) next = std::min(next, tr.at);
     if (!std::isfinite(next)) {
       if (!started)
-        throw std::runtime_error("a request cannot be scheduled: its prompt needs more KV blocks than the cache has (" +
-                                 std::to_string(total_blocks) + ")");
+        throw ServingDoesNotFit("a request cannot be scheduled: it needs more KV-cache blocks than a replica has (" +
+                                std::to_string(total_blocks) + " blocks of " + std::to_string(bs) + " tokens)");
       continue;
     }
     t = std::max(t, next);

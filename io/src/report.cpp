@@ -298,13 +298,20 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"chunked_prefill", r.chunked_prefill},
                  {"cuda_graphs", r.engine.cuda_graphs},
                  {"cuda_graph_max_tokens", r.engine.cuda_graph_max_tokens},
+                 {"graph_prefill_steps", r.engine.graph_prefill_steps},
                  {"step_overhead_ms", r.engine.step_overhead_s * 1e3},
-                 {"eager_host_us_dense_layer", r.engine.eager_host_s_per_layer.value_or(eager_host_dense_layer_s) * 1e6},
-                 {"eager_host_us_moe_layer", r.engine.eager_host_s_per_layer.value_or(eager_host_moe_layer_s) * 1e6},
+                 {"step_overhead_us_per_seq", r.engine.step_overhead_per_seq_s * 1e6},
+                 {"host_overlaps_gpu", r.engine.host_overlaps_gpu},
+                 {"request_overhead_ms", r.engine.request_overhead_s * 1e3},
+                 {"eager_host_us_dense_layer", r.engine.eager_host_s_per_layer.value_or(r.engine.eager_host_s_dense_layer) * 1e6},
+                 {"eager_host_us_moe_layer", r.engine.eager_host_s_per_layer.value_or(r.engine.eager_host_s_moe_layer) * 1e6},
                  {"scheduler_steps", r.engine.scheduler_steps},
                  {"preemption", r.engine.swap_preemption ? "swap" : "recompute"},
                  {"swap_space_gib", r.engine.swap_space_bytes / (1024.0 * 1024.0 * 1024.0)}};
+  j["engine"]["profile"] = {{"id", p.profile.id}, {"name", p.profile.name}, {"label", p.profile.label},
+                            {"version", p.profile.version}, {"match", p.profile.match}};
   json resolved = json::object();
+  resolved["engine_profile"] = p.profile.id;
   if (!p.engine.max_num_seqs) resolved["max_num_seqs"] = r.engine.max_num_seqs;
   if (!p.engine.max_num_batched_tokens) resolved["max_num_batched_tokens"] = r.engine.max_num_batched_tokens;
   if (!p.engine.block_size) resolved["block_size"] = r.engine.block_size;

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "capsim/core/layout.hpp"
+#include "capsim/io/engines.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
 
@@ -56,7 +57,12 @@ void read_system(ObjectReader& r, SystemSpec& sys, std::vector<Issue>& issues) {
   }
   r.integer("num_gpus", sys.num_gpus, true);
   r.integer("gpus_per_node", sys.gpus_per_node, false);
-  r.number("nic_gbps_per_gpu", sys.nic_gbps_per_gpu, false, 0);
+  // "auto" where the source did not publish it (SCHEMA.md): fine on one node, and a
+  // multi-node job still reports it as required below.
+  if (r.has("nic_gbps_per_gpu") && r.get("nic_gbps_per_gpu")->is_string() && *r.get("nic_gbps_per_gpu") == "auto")
+    r.allow("nic_gbps_per_gpu");
+  else
+    r.number("nic_gbps_per_gpu", sys.nic_gbps_per_gpu, false, 0);
   r.finish();
 }
 
@@ -124,6 +130,14 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
     ObjectReader lr(*l, r.at("lora"), issues);
     LoraSpec spec;
     lr.integer("rank", spec.rank, true);
+    // Keys of the post-training schema that do not change a LoRA step's cost here: the
+    // scaling alpha, and the base storage (a quantized base is mode "qlora").
+    double alpha = 0;
+    lr.number("alpha", alpha, false, 0);
+    std::string base;
+    lr.choice("base_dtype", base, {"bf16", "fp16", "nf4", "int8", "fp8"});
+    bool dq = false;
+    lr.boolean("double_quant", dq);
     if (const json* tg = lr.get("targets")) {
       const std::vector<std::string> valid = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
       if (!tg->is_array()) {
@@ -205,7 +219,10 @@ void read_length(const json& v, const std::string& ptr, LengthDist& d, std::vect
   r.finish();
 }
 
-void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issues, const fs::path& base_dir) {
+bool has_issue_at(const std::vector<Issue>& issues, std::string_view pointer);
+
+void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issues, const fs::path& base_dir,
+                    EngineKeys engine_keys) {
   r.boolean("sparse_24", p.sparse_24);
   std::string scaling;
   if (r.choice("fp8_scaling", scaling, {"tensor", "block", "auto"}) && scaling != "auto")
@@ -251,10 +268,17 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     }
   }
   const json* e = r.get("engine");
+  std::string engine_name, engine_version;
   if (e && !e->is_object()) {
     issues.push_back({r.at("engine"), brief(*e), "must be an object", {}});
   } else if (e) {
     ObjectReader er(*e, r.at("engine"), issues);
+    // The engine and its release select the profile (data/engines/); the attention kernel
+    // family a source names is recorded by the case but priced by the profile.
+    er.string("name", engine_name);
+    er.string("version", engine_version);
+    std::string backend;
+    er.string("attention_backend", backend);
     auto opt_int = [&](const char* key, std::optional<int64_t>& out) {
       std::optional<int64_t> v;
       if (er.integer_or_auto(key, v)) out = v;
@@ -288,7 +312,18 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
       double u = 0;
       if (er.number("gpu_memory_utilization", u, false, 0)) p.engine.gpu_memory_utilization = u;
     }
+    // Validation cases follow SCHEMA.md: a reader ignores an engine key it does not know.
+    // Scenarios are our own files: an unknown key is a typo, reported with a hint.
+    if (engine_keys == EngineKeys::ignore_unknown)
+      for (auto it = e->begin(); it != e->end(); ++it) er.allow(it.key());
     er.finish();
+  }
+  if (!engine_name.empty() || !e || !has_issue_at(issues, r.at("engine") + "/name")) {
+    try {
+      p.profile = select_engine_profile(engine_name, engine_version, r.at("engine"));
+    } catch (const InputError& err) {
+      issues.insert(issues.end(), err.issues().begin(), err.issues().end());
+    }
   }
   if (const json* sp = r.get("speculative")) {
     if (!sp->is_object()) {
@@ -472,7 +507,7 @@ void apply_overrides(json& doc, const std::vector<std::string>& sets) {
   if (!issues.empty()) throw InputError(std::move(issues));
 }
 
-Scenario scenario_from_json(const json& doc, const fs::path& base_dir) {
+Scenario scenario_from_json(const json& doc, const fs::path& base_dir, EngineKeys engine_keys) {
   std::vector<Issue> issues;
   Scenario sc;
   if (!doc.is_object()) throw InputError({{"", brief(doc), "a scenario must be a JSON object", {}}});
@@ -516,7 +551,7 @@ Scenario scenario_from_json(const json& doc, const fs::path& base_dir) {
       ObjectReader r(*p, "/inference", issues);
       InferencePlan plan;
       if (!p->is_object()) issues.push_back({"/inference", brief(*p), "must be an object", {}});
-      else read_inference(r, plan, issues, base_dir);
+      else read_inference(r, plan, issues, base_dir, engine_keys);
       sc.inference = plan;
     } else {
       issues.push_back({"/inference", "", "is required for kind \"inference\"", {}});

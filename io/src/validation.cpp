@@ -7,7 +7,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
+#include "capsim/core/model.hpp"
 #include "capsim/core/train.hpp"
 #include "capsim/hw/roofline.hpp"
 #include "capsim/io/json_read.hpp"
@@ -37,6 +39,11 @@ ErrorSummary summarize_errors(std::vector<double> e) {
 
 namespace {
 
+/// A case of a kind the simulator does not model (a reason, not an input error).
+struct NotSimulated : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// Predict every training metric the case measured.
 json predict_training(const Scenario& sc, const json& measured, json& resolved, std::string& reason,
                       const CalibrationProfile* calibration) {
@@ -54,7 +61,98 @@ json predict_training(const Scenario& sc, const json& measured, json& resolved, 
   return out;
 }
 
+/// What a case is grouped by: its source family (the id up to its first "-"), engine
+/// (name and version, or the training framework), GPU, model and mode.
+json case_groups(const json& c) {
+  auto str = [](const json& j, std::initializer_list<const char*> path) -> std::string {
+    const json* v = &j;
+    for (const char* k : path) {
+      if (!v->is_object() || !v->contains(k)) return "";
+      v = &(*v)[k];
+    }
+    return v->is_string() ? v->get<std::string>() : "";
+  };
+  const std::string id = c.is_object() && c.contains("id") && c["id"].is_string() ? c["id"].get<std::string>() : "";
+  json g;
+  g["source"] = id.substr(0, id.find('-'));
+  const bool serving = c.is_object() && c.contains("inference");
+  if (serving) {
+    const std::string name = str(c, {"inference", "engine", "name"});
+    const std::string version = str(c, {"inference", "engine", "version"});
+    g["engine"] = name.empty() ? "-" : version.empty() ? name : name + " " + version;
+    g["mode"] = str(c, {"inference", "workload", "mode"});
+  } else {
+    const std::string fw = str(c, {"training", "framework"});
+    g["engine"] = fw.empty() ? "-" : fw;
+    const std::string mode = str(c, {"training", "mode"});
+    g["mode"] = mode.empty() ? "pretrain" : mode;
+  }
+  g["gpu"] = str(c, {"system", "gpu"});
+  g["model"] = str(c, {"model", "model_type"});
+  return g;
+}
+
+/// A model as a group: its family and size, "llama 70B".
+std::string model_group(const ModelSpec& m) {
+  const double b = static_cast<double>(count_params(m).total) / 1e9;
+  char buf[96];
+  const std::string family(to_string(m.family));
+  std::snprintf(buf, sizeof buf, b >= 10 ? "%s %.0fB" : "%s %.1fB", family.c_str(), b);
+  return buf;
+}
+
 }  // namespace
+
+json group_errors(const json& report, const std::string& by) {
+  // Signed errors per group and metric, and all metrics of a group pooled.
+  std::map<std::string, std::map<std::string, std::vector<double>>> signed_errors;
+  for (const json& c : report["cases"]) {
+    if (c["status"] != "ok") continue;
+    const std::string g = c["groups"].value(by, std::string("?"));
+    for (auto it = c["error"].begin(); it != c["error"].end(); ++it) {
+      signed_errors[g][it.key()].push_back(it.value().get<double>());
+      signed_errors[g]["(all)"].push_back(it.value().get<double>());
+    }
+  }
+  json out = json::object();
+  for (const auto& [group, metrics] : signed_errors) {
+    json gm = json::object();
+    for (const auto& [metric, e] : metrics) {
+      std::vector<double> abs_e;
+      for (double x : e) abs_e.push_back(std::abs(x));
+      const ErrorSummary s = summarize_errors(abs_e);
+      std::vector<double> sorted = e;
+      std::sort(sorted.begin(), sorted.end());
+      const double pos = 0.5 * static_cast<double>(sorted.size() - 1);
+      const size_t lo = static_cast<size_t>(pos);
+      const size_t hi = std::min(lo + 1, sorted.size() - 1);
+      const double signed_median = sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+      gm[metric] = {{"n", s.n},
+                    {"median_abs_error", s.median_abs},
+                    {"p90_abs_error", s.p90_abs},
+                    {"signed_median_error", signed_median},
+                    {"max_abs_error", s.max_abs}};
+    }
+    out[group] = gm;
+  }
+  return out;
+}
+
+std::string group_table(const json& groups, const std::string& by) {
+  std::ostringstream out;
+  char line[512];
+  out << "\nerrors by " << by << " (|error| median, p90; signed median)\n";
+  std::snprintf(line, sizeof line, "  %-34s %-24s %5s %8s %8s %8s\n", by.c_str(), "metric", "n", "median", "p90", "signed");
+  out << line;
+  for (auto g = groups.begin(); g != groups.end(); ++g)
+    for (auto m = g.value().begin(); m != g.value().end(); ++m) {
+      std::snprintf(line, sizeof line, "  %-34s %-24s %5zu %7.1f%% %7.1f%% %+7.1f%%\n", g.key().c_str(), m.key().c_str(),
+                    m.value()["n"].get<size_t>(), 100 * m.value()["median_abs_error"].get<double>(),
+                    100 * m.value()["p90_abs_error"].get<double>(), 100 * m.value()["signed_median_error"].get<double>());
+      out << line;
+    }
+  return out.str();
+}
 
 json run_validation(const std::vector<std::filesystem::path>& files, const CalibrationProfile* calibration) {
   json cases = json::array();
@@ -74,8 +172,19 @@ json run_validation(const std::vector<std::filesystem::path>& files, const Calib
       r["measured"] = measured;
       json predicted = json::object(), resolved = json::object();
       std::string reason;
+      r["groups"] = case_groups(c);
+      // Post-training modes this simulator does not model yet are reported as not
+      // simulated, with the mode as the reason (SCHEMA.md, "Post-training cases").
+      const std::string mode = c.contains("training") && c["training"].is_object() && c["training"].contains("mode") &&
+                                       c["training"]["mode"].is_string()
+                                   ? c["training"]["mode"].get<std::string>()
+                                   : std::string();
+      static const std::vector<std::string> kNotSimulated = {"qlora", "dpo", "simpo", "orpo", "ppo", "grpo", "distill"};
       try {
-        const Scenario sc = scenario_from_json(c, path.parent_path());
+        if (std::find(kNotSimulated.begin(), kNotSimulated.end(), mode) != kNotSimulated.end())
+          throw NotSimulated("training mode \"" + mode + "\" is not simulated");
+        const Scenario sc = scenario_from_json(c, path.parent_path(), EngineKeys::ignore_unknown);
+        r["groups"]["model"] = model_group(sc.model);
         if (sc.training) {
           predicted = predict_training(sc, measured, resolved, reason, calibration);
         } else {
@@ -87,6 +196,8 @@ json run_validation(const std::vector<std::filesystem::path>& files, const Calib
             if (all.contains(it.key())) predicted[it.key()] = all[it.key()];
           if (predicted.empty()) reason = "no measured metric is one the serving simulator reports";
         }
+      } catch (const NotSimulated& e) {
+        reason = e.what();
       } catch (const InputError& e) {
         reason = std::string("cannot read the case: ") + e.what();
       } catch (const std::runtime_error& e) {

@@ -85,36 +85,9 @@ struct InferenceMemory {
   bool fits = false;
 };
 
-/// vLLM engine defaults used where a scenario leaves a knob unset.
-struct EngineDefaults {
-  int64_t max_num_seqs = 256;             ///< vllm EngineArgs.max_num_seqs (v0.6 default)
-  int64_t max_num_batched_tokens = 8192;  ///< vllm V1 default with chunked prefill (serve)
-  int64_t block_size = 16;                ///< vllm CacheConfig.block_size default
-  double gpu_memory_utilization = 0.9;    ///< vllm CacheConfig.gpu_memory_utilization default
-  bool chunked_prefill = true;            ///< on by default in vLLM V1
-  bool cuda_graphs = true;                ///< vLLM V1 captures steps as (piecewise) CUDA graphs
-  /// Steps of more tokens run eagerly: vLLM V1's largest default capture size is 512
-  /// (CompilationConfig cudagraph_capture_sizes 1, 2, 4, 8, 16, 24, ... 512).
-  int64_t cuda_graph_max_tokens = 512;
-  /// Host work per step the engine does not overlap with the GPU (scheduling, sampling
-  /// bookkeeping, detokenisation): 0 unless the user measured it for their engine.
-  double step_overhead_s = 0;
-  /// Host time per layer that a step not replayed as a CUDA graph adds to its GPU time
-  /// (measured as eager minus graphed time of the same step); unset = the default for the
-  /// layer's kind (eager_host_dense_layer_s / eager_host_moe_layer_s in serving.hpp).
-  std::optional<double> eager_host_s_per_layer;
-  /// Forward passes per scheduling round when only decodes are scheduled (vLLM
-  /// --num-scheduler-steps, V0 multi-step scheduling; 1 = every step is scheduled). New
-  /// prompts wait for the round to end and its tokens stream as one chunk.
-  int64_t scheduler_steps = 1;
-  /// Preemption when KV blocks run out: recompute (vLLM V1, the default) or swap the
-  /// victim's blocks to host memory over PCIe and back (vLLM V0 --preemption-mode swap),
-  /// within `swap_space_bytes` per GPU (vLLM CacheConfig.swap_space default, 4 GiB).
-  bool swap_preemption = false;
-  double swap_space_bytes = 4.0 * 1024 * 1024 * 1024;
-};
 
+/// `defaults`: the engine knobs in force; null = the plan's engine profile.
 InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p,
-                                 const EngineDefaults& defaults = {});
+                                 const EngineDefaults* defaults = nullptr);
 
 }  // namespace capsim

@@ -71,6 +71,8 @@ struct ServingOption {
   int64_t replicas = 0;
   double usd_per_hour = 0;
   double usd_per_million_output_tokens = 0;
+  double usd_per_gpu_hour = 0;  ///< the offer's price
+
   bool feasible = false;
   std::string reason;
 };
@@ -79,6 +81,7 @@ struct ServingOption {
 /// prefill+decode unit) fits and meets the SLA at some rate:
 /// replicas = ceil(qps / rate per replica); cheapest per hour first.
 std::vector<ServingOption> plan_serving(const Scenario& base, const std::vector<GpuOffer>& offers,
-                                        const ServingGoal& goal, const CostModelFactory& costs);
+                                        const ServingGoal& goal, const CostModelFactory& costs,
+                                        unsigned threads = 1);
 
 }  // namespace capsim

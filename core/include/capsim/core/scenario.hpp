@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "capsim/core/cost_model.hpp"
+#include "capsim/core/engine.hpp"
 #include "capsim/core/gpu.hpp"
 #include "capsim/core/model.hpp"
 
@@ -185,6 +186,9 @@ struct InferencePlan {
   DType activation_dtype = DType::bf16;
   std::optional<DType> kv_dtype = DType::bf16;  ///< nullopt = auto
   EngineOptions engine;
+  /// The serving engine's profile (data/engines/): the defaults of every knob `engine`
+  /// leaves unset, its host time per step and its CUDA-graph capture.
+  EngineProfile profile;
   ServingWorkload workload;
   SpeculativeSpec speculative;
   enum class Router { round_robin, least_outstanding };

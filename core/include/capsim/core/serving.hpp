@@ -5,6 +5,7 @@
 /// recompute) that turns a workload into per-request latencies.
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,12 @@
 #include "capsim/core/scenario.hpp"
 
 namespace capsim {
+
+/// The deployment cannot serve the workload at all: a request needs more KV-cache blocks
+/// than a replica has. An answer ("does not fit"), not an input error.
+struct ServingDoesNotFit : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 /// One iteration's batch on one replica.
 struct IterationBatch {
@@ -27,37 +34,21 @@ struct IterationBatch {
   std::vector<Prefill> prefills;
 };
 
-/// Host time per layer that a step which is not replayed as a CUDA graph adds to the
-/// GPU time: the engine's Python, dispatcher and launch work per layer, measured as the
-/// eager minus the graphed time of the same step. The measurements show it is exposed,
-/// not hidden behind the GPU: a Kimi-K2.6 (61 MLA + MoE layers) 2,048-token prefill on
-/// H200 took 123 ms eager against 55 ms graphed at the GPU's compute floor (68 ms more,
-/// tokenspeed PR #597), and SGLang on H200 leaves the GPU idle ~590 us per layer at each
-/// graph break (sglang issue #35851).
-///
-/// Dense (GQA attention + MLP) layer: median of three Llama measurements at batch 1:
-/// Llama-3-8B on SGLang 0.3, 9.28 vs 7.06 ms (Triton attention) and 8.23 vs 7.35 ms
-/// (FlashInfer) per step over 32 layers = 69 and 27.5 us (sglang PR #1401); Llama-2-7B
-/// on vLLM 0.2, 1.2 vs 1.05 s per 100 tokens over 32 layers = 47 us (vllm PR #1440).
-constexpr double eager_host_dense_layer_s = 47e-6;
-/// Layer with routed experts (router, top-k, permutation, grouped GEMMs, combine; the
-/// measured models also use MLA): median of DeepSeek-V3 on SGLang, a short prefill's
-/// forward 82.6 ms eager vs 23.1 ms graphed over 61 layers = 975 us (sglang PR #12160);
-/// Kimi-K2.6 (DeepSeek-V3 shape), 68 ms over 61 layers = 1,115 us (tokenspeed PR #597);
-/// DeepSeek-Coder-V2-Lite on SGLang, 6.2 ms graphed and "4x" eager over 27 layers
-/// = ~690 us (sglang PR #1401).
-constexpr double eager_host_moe_layer_s = 975e-6;
-
 /// Seconds of one iteration on a replica (tp GPUs; pp stages run in sequence).
 class IterationModel {
  public:
   IterationModel(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p, const CostModel& cost);
+  /// GPU time plus the engine's host time for the step (their maximum when it overlaps).
   double seconds(const IterationBatch& b) const;
+  /// GPU time of the step (with the host time of layers run eagerly, which the GPU waits for).
+  double gpu_seconds(const IterationBatch& b) const;
   /// Bytes of weights one GPU reads per iteration at batch 1 (dense layers, all experts
   /// touched by one token, head): the decode roofline's numerator.
   double weight_bytes_per_gpu() const { return weight_bytes_; }
   /// Host seconds a step that is not replayed as a CUDA graph adds to its GPU time.
   double eager_host_seconds() const { return eager_host_s_; }
+  /// Host seconds the engine spends scheduling the step (EngineDefaults::step_overhead_*).
+  double host_seconds(const IterationBatch& b) const;
 
  private:
   double gemm(int64_t m, int64_t n, int64_t k) const;
@@ -119,10 +110,10 @@ struct ServingResult {
   double slo_ttft_s = 0.5, slo_tpot_s = 0.05;  ///< the plan's goodput objectives
 };
 
-/// vLLM-like engine defaults for a deployment: block size 16, gpu_memory_utilization 0.9,
-/// max_num_seqs 256; with chunked prefill max_num_batched_tokens 8192 (vLLM V1 `serve`),
-/// without it the larger of 2048 and the longest prompt (vLLM V0 scheduler config).
-EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_prompt);
+/// The engine knobs in force for a deployment: the plan's engine profile (data/engines/)
+/// with every knob the scenario sets on top. Without chunked prefill the step budget is the
+/// larger of the profile's minimum and the longest request (prompt + output tokens).
+EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_request);
 
 /// Simulate the scenario's workload on its replicas (round-robin routing); lengths and
 /// arrivals are drawn from a generator seeded with `seed`.
@@ -151,6 +142,10 @@ struct ServingSla {
 std::pair<double, double> p99_latencies(const ServingResult& r);
 /// The median over runs of each run's P99 TTFT and TPOT, milliseconds.
 std::pair<double, double> p99_latencies(const std::vector<ServingResult>& runs);
+
+/// Whether the medians over simulate_serving_runs() of each run's P99 TTFT and TPOT meet
+/// the SLA; runs stop as soon as the rest cannot change the answer.
+bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed = 20261129);
 
 /// The highest Poisson arrival rate (requests/s) at which the scenario's deployment meets
 /// the SLA, by doubling then bisection (latency grows with load); 0 when even a trickle

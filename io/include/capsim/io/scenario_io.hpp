@@ -17,9 +17,15 @@ namespace capsim::io {
 /// when it is valid JSON, else taken as a string. Creates missing objects on the way.
 void apply_overrides(nlohmann::json& doc, const std::vector<std::string>& sets);
 
+/// How `inference.engine` treats a key it does not know: rejected with the nearest valid
+/// key (our scenario files), or ignored (published validation cases: SCHEMA.md says a
+/// reader ignores an engine key it does not know).
+enum class EngineKeys { reject_unknown, ignore_unknown };
+
 /// Read a scenario document. `base_dir` resolves relative model paths. Throws InputError
 /// with every problem found (schema and layout).
-Scenario scenario_from_json(const nlohmann::json& doc, const std::filesystem::path& base_dir = {});
+Scenario scenario_from_json(const nlohmann::json& doc, const std::filesystem::path& base_dir = {},
+                            EngineKeys engine_keys = EngineKeys::reject_unknown);
 
 /// A request trace: JSON Lines (`.jsonl`/`.json`: one object per line with arrival_s,
 /// input_tokens, output_tokens, optional prefix_id and prefix_tokens) or CSV with a header

@@ -25,6 +25,13 @@ ErrorSummary summarize_errors(std::vector<double> abs_errors);
 nlohmann::json run_validation(const std::vector<std::filesystem::path>& files,
                               const CalibrationProfile* calibration = nullptr);
 
+/// Error statistics per group of a validation report: `by` is "source" (the case id up to
+/// its first "-"), "engine", "gpu", "model" or "mode". Keyed by group then metric (and
+/// "(all)", every metric of the group pooled): n, median_abs_error, p90_abs_error,
+/// signed_median_error, max_abs_error.
+nlohmann::json group_errors(const nlohmann::json& report, const std::string& by);
+std::string group_table(const nlohmann::json& groups, const std::string& by);
+
 /// The table a person reads: per case predicted, measured, error; per metric the summary.
 std::string validation_table(const nlohmann::json& report);
 

@@ -1,0 +1,75 @@
+#pragma once
+/// Serving engines as data: the knobs an engine runs with when a scenario leaves them
+/// unset, its host time per step, and how it replays steps as CUDA graphs. A profile per
+/// engine generation lives in data/engines/ (every figure with its source); the scheduler
+/// and the iteration model read the resolved values and never branch on an engine's name.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace capsim {
+
+/// The engine knobs in force for one deployment: the profile's defaults with the
+/// scenario's own settings on top. The member initialisers are vLLM V1's defaults, the
+/// same values as data/engines/vllm-v1.json (a test keeps the two equal): they stand for
+/// a plan built in code without a profile.
+struct EngineDefaults {
+  int64_t max_num_seqs = 256;             ///< most sequences scheduled at once
+  int64_t max_num_batched_tokens = 8192;  ///< token budget of one step with chunked prefill
+  /// Without chunked prefill the budget is the larger of this and the longest prompt
+  /// (vLLM V0 SchedulerConfig: max(max_model_len, 2048) for the default model length).
+  int64_t unchunked_min_batched_tokens = 2048;
+  int64_t block_size = 16;                ///< KV-cache page, tokens
+  double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
+  bool chunked_prefill = true;            ///< prompts split across steps, mixed with decodes
+  bool cuda_graphs = true;                ///< steps replayed as CUDA graphs
+  /// Steps of more tokens than this run eagerly (the largest capture size).
+  int64_t cuda_graph_max_tokens = 512;
+  /// Whether steps that carry prompt tokens are captured too (vLLM V1's piecewise graphs)
+  /// or only decode-only steps (vLLM V0's CUDAGraphRunner, SGLang's decode graphs).
+  bool graph_prefill_steps = true;
+  /// Host work per scheduled step (scheduling, input preparation, sampling bookkeeping,
+  /// detokenisation): a fixed part and a part per sequence in the step.
+  double step_overhead_s = 0.2e-3;
+  double step_overhead_per_seq_s = 0;
+  /// Whether that host work runs while the GPU computes the previous step (SGLang's
+  /// overlap scheduler, vLLM V1's async output processing): the step then takes the
+  /// longer of the two instead of their sum.
+  bool host_overlaps_gpu = false;
+  /// Host time on each request's path before it reaches the scheduler (HTTP, tokenising):
+  /// it delays the first token but occupies no GPU.
+  double request_overhead_s = 0;
+  /// Host time per layer that a step not replayed as a CUDA graph adds to its GPU time
+  /// (eager minus graphed time of the same step), for dense and routed-expert layers.
+  double eager_host_s_dense_layer = 47e-6;
+  double eager_host_s_moe_layer = 975e-6;
+  /// A measured figure for every layer, when the scenario gives one.
+  std::optional<double> eager_host_s_per_layer;
+  /// Forward passes per scheduling round when only decodes are scheduled (vLLM
+  /// --num-scheduler-steps; 1 = every step is scheduled).
+  int64_t scheduler_steps = 1;
+  /// Preemption when KV blocks run out: recompute, or swap the victim's blocks to host
+  /// memory over PCIe and back within `swap_space_bytes` per GPU.
+  bool swap_preemption = false;
+  double swap_space_bytes = 4.0 * 1024 * 1024 * 1024;
+  /// The engine's grouped FP8 expert GEMMs as a fraction of the FP8 peak, where its MoE
+  /// kernel family is measured (DeepGEMM / CUTLASS); 0 = the GPU's fused-MoE (Triton) fit.
+  double moe_compute_fraction_fp8 = 0;
+  bool operator==(const EngineDefaults&) const = default;
+};
+
+/// One engine generation (data/engines/ID.json) as chosen for a scenario.
+struct EngineProfile {
+  std::string id = "vllm-v1";  ///< file stem of the profile
+  std::string name = "vllm";   ///< engine name as cases write it
+  std::string label = "vLLM V1 engine";
+  std::string version;         ///< the version the scenario asked for ("" = none named)
+  /// How the profile was chosen: in its version range, the nearest one, or the newest
+  /// one for a version that is not a release number.
+  std::string match;
+  EngineDefaults knobs;
+  bool operator==(const EngineProfile&) const = default;
+};
+
+}  // namespace capsim

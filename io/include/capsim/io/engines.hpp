@@ -1,0 +1,30 @@
+#pragma once
+/// Serving-engine profiles (data/engines/ID.json, format capsim-engine/1): one file per
+/// engine generation, each knob with its value and sources.
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "capsim/core/engine.hpp"
+
+namespace capsim::io {
+
+/// Profile ids shipped in data/engines/, sorted.
+std::vector<std::string> engine_profile_ids();
+
+/// Read one profile document; `origin` names it in errors. Every knob needs a value and a
+/// non-empty source list.
+EngineProfile engine_profile_from_json(const nlohmann::json& doc, const std::string& origin);
+
+/// The profile for engine `name` at `version`: the one whose version range holds it, else
+/// the nearest release, else (a version that is not a release number, or "auto") the
+/// newest profile of that engine; `match` says which. An empty name selects the default
+/// engine (vLLM V1). Throws InputError at `pointer` for an engine without a profile.
+EngineProfile select_engine_profile(const std::string& name, const std::string& version, const std::string& pointer);
+
+/// "0.4.5.post3" -> {0, 4, 5}; "1.0.0rc2" -> {1, 0, 0}; empty when the string does not
+/// start with a release number ("auto", "main@2e669133 ...").
+std::vector<int> release_number(const std::string& version);
+
+}  // namespace capsim::io

@@ -1,0 +1,237 @@
+#include "capsim/io/engines.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "capsim/io/json_read.hpp"
+#include "capsim/io/presets.hpp"
+
+namespace capsim::io {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::vector<std::string> engine_profile_ids() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(data_dir() / "engines", ec))
+    if (e.path().extension() == ".json") out.push_back(e.path().stem().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int> release_number(const std::string& version) {
+  std::vector<int> out;
+  size_t i = 0;
+  while (i < version.size() && std::isdigit(static_cast<unsigned char>(version[i]))) {
+    int v = 0;
+    size_t digits = 0;
+    while (i < version.size() && std::isdigit(static_cast<unsigned char>(version[i])) && digits < 6) {
+      v = v * 10 + (version[i] - '0');
+      ++i;
+      ++digits;
+    }
+    if (i < version.size() && std::isdigit(static_cast<unsigned char>(version[i]))) return {};  // absurdly long
+    out.push_back(v);
+    if (i + 1 < version.size() && version[i] == '.' && std::isdigit(static_cast<unsigned char>(version[i + 1]))) ++i;
+    else break;
+  }
+  return out;
+}
+
+namespace {
+
+/// Release numbers compared component by component, missing components as 0.
+int compare(const std::vector<int>& a, const std::vector<int>& b) {
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const int x = i < a.size() ? a[i] : 0, y = i < b.size() ? b[i] : 0;
+    if (x != y) return x < y ? -1 : 1;
+  }
+  return 0;
+}
+
+/// Distance between two releases for "nearest": the first differing component decides,
+/// weighted so that a major release is farther than any minor one.
+double distance(const std::vector<int>& a, const std::vector<int>& b) {
+  double d = 0, w = 1e6;
+  for (size_t i = 0; i < std::max(a.size(), b.size()) && i < 3; ++i, w /= 1e3) {
+    const int x = i < a.size() ? a[i] : 0, y = i < b.size() ? b[i] : 0;
+    d += w * std::abs(x - y);
+  }
+  return d;
+}
+
+struct Candidate {
+  std::string id;
+  json doc;
+  std::vector<int> from, to;  ///< [from, to); `to` empty = open
+};
+
+}  // namespace
+
+EngineProfile engine_profile_from_json(const json& doc, const std::string& origin) {
+  std::vector<Issue> issues;
+  if (!doc.is_object() || doc.value("schema", std::string()) != "capsim-engine/1")
+    throw InputError({{origin, "", "not a capsim-engine/1 file (no \"schema\": \"capsim-engine/1\")", {}}});
+  EngineProfile p;
+  p.id = doc.value("id", std::string());
+  p.name = doc.value("name", std::string());
+  p.label = doc.value("label", p.id);
+  if (p.id.empty()) issues.push_back({origin + "#/id", "", "is required", {}});
+  if (p.name.empty()) issues.push_back({origin + "#/name", "", "is required", {}});
+  const json sources = doc.contains("sources") && doc["sources"].is_object() ? doc["sources"] : json::object();
+  if (!doc.contains("knobs") || !doc["knobs"].is_object()) {
+    issues.push_back({origin + "#/knobs", "", "is required (an object of knobs, each {value, source})", {}});
+    throw InputError(std::move(issues));
+  }
+  const json& k = doc["knobs"];
+  std::vector<std::string> known;
+  // A knob's value, after checking that it has sources the file lists.
+  auto knob = [&](const char* key) -> const json* {
+    known.emplace_back(key);
+    const std::string at = origin + "#/knobs/" + key;
+    if (!k.contains(key) || !k[key].is_object() || !k[key].contains("value")) {
+      issues.push_back({at, "", "is required ({\"value\": ..., \"source\": [...]})", {}});
+      return nullptr;
+    }
+    const json& src = k[key].contains("source") ? k[key]["source"] : json();
+    if (!src.is_array() || src.empty()) {
+      issues.push_back({at + "/source", "", "every knob needs a source", {}});
+    } else {
+      for (const json& s : src)
+        if (!s.is_string() || !sources.contains(s.get<std::string>()))
+          issues.push_back({at + "/source", brief(s), "must name an entry of \"sources\"", {}});
+    }
+    return &k[key]["value"];
+  };
+  auto integer = [&](const char* key, int64_t& out, int64_t min) {
+    if (const json* v = knob(key)) {
+      if (!v->is_number_integer() || v->get<int64_t>() < min)
+        issues.push_back({origin + "#/knobs/" + key + "/value", brief(*v), "must be an integer >= " + std::to_string(min), {}});
+      else
+        out = v->get<int64_t>();
+    }
+  };
+  auto number = [&](const char* key, double& out, double scale) {
+    if (const json* v = knob(key)) {
+      if (!v->is_number() || v->get<double>() < 0)
+        issues.push_back({origin + "#/knobs/" + key + "/value", brief(*v), "must be a number >= 0", {}});
+      else
+        out = v->get<double>() * scale;
+    }
+  };
+  auto boolean = [&](const char* key, bool& out) {
+    if (const json* v = knob(key)) {
+      if (!v->is_boolean()) issues.push_back({origin + "#/knobs/" + key + "/value", brief(*v), "must be true or false", {}});
+      else out = v->get<bool>();
+    }
+  };
+  EngineDefaults& d = p.knobs;
+  integer("max_num_seqs", d.max_num_seqs, 1);
+  integer("max_num_batched_tokens", d.max_num_batched_tokens, 1);
+  integer("unchunked_min_batched_tokens", d.unchunked_min_batched_tokens, 1);
+  integer("block_size", d.block_size, 1);
+  number("gpu_memory_utilization", d.gpu_memory_utilization, 1.0);
+  boolean("chunked_prefill", d.chunked_prefill);
+  boolean("cuda_graphs", d.cuda_graphs);
+  integer("cuda_graph_max_tokens", d.cuda_graph_max_tokens, 0);
+  boolean("graph_prefill_steps", d.graph_prefill_steps);
+  number("step_overhead_ms", d.step_overhead_s, 1e-3);
+  number("step_overhead_us_per_seq", d.step_overhead_per_seq_s, 1e-6);
+  boolean("host_overlaps_gpu", d.host_overlaps_gpu);
+  number("request_overhead_ms", d.request_overhead_s, 1e-3);
+  number("eager_host_us_dense_layer", d.eager_host_s_dense_layer, 1e-6);
+  number("eager_host_us_moe_layer", d.eager_host_s_moe_layer, 1e-6);
+  integer("scheduler_steps", d.scheduler_steps, 1);
+  if (const json* v = knob("preemption")) {
+    if (!v->is_string() || (*v != "recompute" && *v != "swap"))
+      issues.push_back({origin + "#/knobs/preemption/value", brief(*v), "must be \"recompute\" or \"swap\"", {}});
+    else
+      d.swap_preemption = *v == "swap";
+  }
+  double swap_gib = 0;
+  number("swap_space_gib", swap_gib, 1.0);
+  if (k.contains("moe_compute_fraction_fp8")) {
+    number("moe_compute_fraction_fp8", d.moe_compute_fraction_fp8, 1.0);
+    if (d.moe_compute_fraction_fp8 > 1.0)
+      issues.push_back({origin + "#/knobs/moe_compute_fraction_fp8/value", std::to_string(d.moe_compute_fraction_fp8),
+                        "must be in [0, 1]", {}});
+  } else {
+    known.emplace_back("moe_compute_fraction_fp8");
+  }
+  d.swap_space_bytes = swap_gib * 1024.0 * 1024.0 * 1024.0;
+  if (d.gpu_memory_utilization > 1.0)
+    issues.push_back({origin + "#/knobs/gpu_memory_utilization/value", std::to_string(d.gpu_memory_utilization),
+                      "must be in (0, 1]", {}});
+  for (auto it = k.begin(); it != k.end(); ++it)
+    if (std::find(known.begin(), known.end(), it.key()) == known.end()) {
+      const std::string n = nearest(it.key(), known);
+      issues.push_back({origin + "#/knobs/" + it.key(), "", "unknown knob", n.empty() ? "" : "did you mean \"" + n + "\"?"});
+    }
+  if (!issues.empty()) throw InputError(std::move(issues));
+  return p;
+}
+
+EngineProfile select_engine_profile(const std::string& name_in, const std::string& version, const std::string& pointer) {
+  const std::string name = name_in.empty() ? "vllm" : name_in;
+  std::vector<Candidate> cands;
+  std::vector<std::string> names;
+  for (const std::string& id : engine_profile_ids()) {
+    const fs::path path = data_dir() / "engines" / (id + ".json");
+    json doc = read_json_file(path);
+    const std::string n = doc.is_object() ? doc.value("name", std::string()) : std::string();
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    if (n != name) continue;
+    Candidate c{id, std::move(doc), {}, {}};
+    if (c.doc.contains("versions") && c.doc["versions"].is_object()) {
+      const json& v = c.doc["versions"];
+      if (v.contains("from") && v["from"].is_string()) c.from = release_number(v["from"].get<std::string>());
+      if (v.contains("to") && v["to"].is_string()) c.to = release_number(v["to"].get<std::string>());
+    }
+    cands.push_back(std::move(c));
+  }
+  if (cands.empty()) {
+    std::string list;
+    std::sort(names.begin(), names.end());
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    const std::string near = nearest(name, names);
+    throw InputError({{pointer + "/name", "\"" + name + "\"", "no profile for this engine in data/engines; known: " + list,
+                       near.empty() ? "" : "did you mean \"" + near + "\"?"}});
+  }
+  const std::vector<int> want = release_number(version);
+  const Candidate* pick = nullptr;
+  std::string match;
+  if (name_in.empty()) {
+    // No engine named: the newest vLLM.
+    for (const auto& c : cands)
+      if (!pick || compare(c.from, pick->from) > 0) pick = &c;
+    match = "no engine named: the newest vLLM profile";
+  } else if (want.empty()) {
+    for (const auto& c : cands)
+      if (!pick || compare(c.from, pick->from) > 0) pick = &c;
+    match = "version \"" + version + "\" is not a release number: the newest " + name + " profile";
+  } else {
+    for (const auto& c : cands)
+      if (compare(want, c.from) >= 0 && (c.to.empty() || compare(want, c.to) < 0)) pick = &c;
+    if (pick) {
+      match = "version " + version + " is in the profile's range";
+    } else {
+      double best = 0;
+      for (const auto& c : cands) {
+        const double d = std::min(distance(want, c.from), c.to.empty() ? distance(want, c.from) : distance(want, c.to));
+        if (!pick || d < best) {
+          pick = &c;
+          best = d;
+        }
+      }
+      match = "version " + version + " is outside every " + name + " profile's range: the nearest one";
+    }
+  }
+  EngineProfile p = engine_profile_from_json(pick->doc, (data_dir() / "engines" / (pick->id + ".json")).string());
+  p.version = version;
+  p.match = match;
+  return p;
+}
+
+}  // namespace capsim::io

@@ -1,0 +1,189 @@
+// Serving engines as data: profile files, version selection, and what the host model
+// does to a step and to a request.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "capsim/core/diagnostics.hpp"
+#include "capsim/core/serving.hpp"
+#include "capsim/hw/roofline.hpp"
+#include "capsim/io/engines.hpp"
+#include "capsim/io/json_read.hpp"
+#include "capsim/io/presets.hpp"
+#include "capsim/io/scenario_io.hpp"
+
+namespace capsim {
+namespace {
+
+// Every shipped profile reads (every knob has a value and a source the file lists).
+TEST(ServingEngines, EveryProfileLoadsWithSources) {
+  const auto ids = io::engine_profile_ids();
+  EXPECT_GE(ids.size(), 8u);
+  for (const auto& id : ids) {
+    const auto doc = io::read_json_file(io::data_dir() / "engines" / (id + ".json"));
+    EXPECT_NO_THROW(io::engine_profile_from_json(doc, id)) << id;
+    EXPECT_EQ(io::engine_profile_from_json(doc, id).id, id);
+  }
+}
+
+// The knobs a plan built in code uses are vLLM V1's, the same as its profile file.
+TEST(ServingEngines, BuiltInDefaultsAreTheVllmV1Profile) {
+  const auto doc = io::read_json_file(io::data_dir() / "engines" / "vllm-v1.json");
+  EXPECT_EQ(io::engine_profile_from_json(doc, "vllm-v1").knobs, EngineDefaults{});
+}
+
+TEST(ServingEngines, ReleaseNumbers) {
+  EXPECT_EQ(io::release_number("0.4.5.post3"), (std::vector<int>{0, 4, 5}));
+  EXPECT_EQ(io::release_number("1.0.0rc2"), (std::vector<int>{1, 0, 0}));
+  EXPECT_EQ(io::release_number("0.6.0"), (std::vector<int>{0, 6, 0}));
+  EXPECT_TRUE(io::release_number("auto").empty());
+  EXPECT_TRUE(io::release_number("main@2e669133 (source build, 2025-04-15)").empty());
+}
+
+// A version picks the profile whose range holds it; other versions the nearest or newest.
+TEST(ServingEngines, VersionSelectsTheGeneration) {
+  EXPECT_EQ(io::select_engine_profile("vllm", "0.5.3", "/e").id, "vllm-v0");
+  EXPECT_EQ(io::select_engine_profile("vllm", "0.6.0", "/e").id, "vllm-v0.6");
+  EXPECT_EQ(io::select_engine_profile("vllm", "0.8.4", "/e").id, "vllm-v1");
+  EXPECT_EQ(io::select_engine_profile("vllm", "0.11.0", "/e").id, "vllm-v1");
+  EXPECT_EQ(io::select_engine_profile("sglang", "0.3.0", "/e").id, "sglang-0.3");
+  EXPECT_EQ(io::select_engine_profile("sglang", "0.4.5.post3", "/e").id, "sglang-0.4");
+  EXPECT_EQ(io::select_engine_profile("sglang", "0.5.7", "/e").id, "sglang-0.5");
+  EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.1.0a1", "/e").id, "lmdeploy-turbomind");
+  const EngineProfile main = io::select_engine_profile("trtllm", "main@2e669133 (source build, 2025-04-15)", "/e");
+  EXPECT_EQ(main.id, "trtllm");
+  EXPECT_EQ(main.match, "version \"main@2e669133 (source build, 2025-04-15)\" is not a release number: the newest trtllm profile");
+  const EngineProfile old = io::select_engine_profile("trtllm", "0.9.0", "/e");
+  EXPECT_EQ(old.match, "version 0.9.0 is outside every trtllm profile's range: the nearest one");
+  EXPECT_EQ(io::select_engine_profile("", "", "/e").id, "vllm-v1");
+}
+
+TEST(ServingEngines, UnknownEngineIsAnInputError) {
+  try {
+    io::select_engine_profile("vlm", "0.8.4", "/inference/engine");
+    FAIL() << "expected an input error";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_EQ(e.issues()[0].pointer, "/inference/engine/name");
+    EXPECT_EQ(e.issues()[0].hint, "did you mean \"vllm\"?");
+  }
+}
+
+// A profile missing a source, or with an unknown knob, names the place.
+TEST(ServingEngines, ProfileErrorsNameThePlace) {
+  auto doc = io::read_json_file(io::data_dir() / "engines" / "vllm-v1.json");
+  doc["knobs"]["block_size"]["source"] = nlohmann::json::array();
+  doc["knobs"]["blok_size"] = {{"value", 16}, {"source", {"vllm_v0_engine_args"}}};
+  try {
+    io::engine_profile_from_json(doc, "x.json");
+    FAIL() << "expected an input error";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 2u);
+    EXPECT_EQ(e.issues()[0].pointer, "x.json#/knobs/block_size/source");
+    EXPECT_EQ(e.issues()[0].rule, "every knob needs a source");
+    EXPECT_EQ(e.issues()[1].pointer, "x.json#/knobs/blok_size");
+    EXPECT_EQ(e.issues()[1].hint, "did you mean \"block_size\"?");
+  }
+}
+
+Scenario llama8b() {
+  Scenario s;
+  s.model = io::load_model("llama3-8b");
+  s.system.gpu = io::load_gpu("h100-sxm5-80gb");
+  s.system.num_gpus = 1;
+  s.system.gpus_per_node = 8;
+  InferencePlan p;
+  p.workload.mode = ServingWorkload::Mode::offline;
+  p.workload.num_requests = 1;
+  p.workload.input_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
+  p.workload.output_tokens = {LengthDist::Kind::fixed, 20, 0, 0};
+  s.inference = p;
+  return s;
+}
+
+// Host time per step adds to the GPU time, or hides behind it when the engine overlaps.
+TEST(ServingEngines, HostTimeAddsOrOverlaps) {
+  Scenario s = llama8b();
+  const hw::RooflineCostModel cost(s.system);
+  IterationBatch b;
+  b.decodes = 8;
+  b.decode_context = 8 * 500;
+  const double gpu = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
+  s.inference->profile.knobs.step_overhead_s = 2e-3;
+  s.inference->profile.knobs.step_overhead_per_seq_s = 50e-6;
+  const IterationModel serial(s.model, s.system, *s.inference, cost);
+  EXPECT_DOUBLE_EQ(serial.host_seconds(b), 2e-3 + 8 * 50e-6);
+  EXPECT_DOUBLE_EQ(serial.seconds(b), gpu + 2.4e-3);
+  s.inference->profile.knobs.host_overlaps_gpu = true;
+  const IterationModel overlapped(s.model, s.system, *s.inference, cost);
+  EXPECT_DOUBLE_EQ(overlapped.seconds(b), std::max(gpu, 2.4e-3));
+  s.inference->profile.knobs.step_overhead_s = 1.0;  // a host-bound engine
+  EXPECT_DOUBLE_EQ(IterationModel(s.model, s.system, *s.inference, cost).seconds(b), 1.0 + 8 * 50e-6);
+  // A measured per-step figure in the scenario replaces the profile's host model.
+  s.inference->engine.step_overhead_ms = 3.0;
+  const IterationModel measured(s.model, s.system, *s.inference, cost);
+  EXPECT_DOUBLE_EQ(measured.seconds(b), gpu + 3e-3);
+}
+
+// The per-request host time delays every token of a lone request by exactly that much.
+TEST(ServingEngines, RequestOverheadDelaysTheFirstToken) {
+  Scenario s = llama8b();
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult base = simulate_serving(s, cost);
+  s.inference->profile.knobs.request_overhead_s = 0.041;
+  const ServingResult slow = simulate_serving(s, cost);
+  ASSERT_EQ(slow.requests.size(), 1u);
+  EXPECT_NEAR(slow.requests[0].ttft(), base.requests[0].ttft() + 0.041, 1e-12);
+  EXPECT_NEAR(slow.requests[0].tpot(), base.requests[0].tpot(), 1e-12);
+}
+
+// Without chunked prefill a preempted sequence comes back as a prompt longer than any
+// input; the step budget covers it, so a run that preempts still finishes.
+TEST(ServingEngines, UnchunkedPreemptionFinishes) {
+  Scenario s = llama8b();
+  s.inference->engine.chunked_prefill = false;
+  s.inference->engine.gpu_memory_utilization = 0.3;
+  s.inference->engine.max_num_seqs = 512;
+  s.inference->workload.num_requests = 200;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 4000, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 2000, 0, 0};
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult r = simulate_serving(s, cost);
+  EXPECT_GT(r.preemptions, 0);
+  EXPECT_GE(r.engine.max_num_batched_tokens, 6000);
+  for (const auto& q : r.requests) EXPECT_GT(q.finish, 0.0);
+}
+
+// A request that can never fit the KV cache is a "does not fit" answer.
+TEST(ServingEngines, RequestLargerThanTheCacheDoesNotFit) {
+  Scenario s = llama8b();
+  s.inference->engine.gpu_memory_utilization = 0.2;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 1e6, 0, 0};
+  const hw::RooflineCostModel cost(s.system);
+  EXPECT_THROW(simulate_serving(s, cost), ServingDoesNotFit);
+}
+
+// Scenario files reject an unknown engine key; validation cases ignore it (SCHEMA.md).
+TEST(ServingEngines, UnknownEngineKeyRejectedInScenariosIgnoredInCases) {
+  nlohmann::json doc = {{"kind", "inference"},
+                        {"model", "llama3-8b"},
+                        {"system", {{"gpu", "h100-sxm5-80gb"}, {"num_gpus", 1}}},
+                        {"inference",
+                         {{"tp", 1},
+                          {"engine", {{"name", "sglang"}, {"version", "0.4.5.post3"}, {"enable_dp_attention", true}}},
+                          {"workload", {{"mode", "offline"}, {"num_requests", 4}, {"input_tokens", 10}, {"output_tokens", 4}}}}}};
+  try {
+    io::scenario_from_json(doc);
+    FAIL() << "expected an input error";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_EQ(e.issues()[0].pointer, "/inference/engine/enable_dp_attention");
+  }
+  const Scenario s = io::scenario_from_json(doc, {}, io::EngineKeys::ignore_unknown);
+  EXPECT_EQ(s.inference->profile.id, "sglang-0.4");
+  EXPECT_EQ(s.inference->profile.version, "0.4.5.post3");
+  EXPECT_TRUE(s.inference->profile.knobs.host_overlaps_gpu);
+}
+
+}  // namespace
+}  // namespace capsim
