@@ -17,6 +17,7 @@
 #include "capsim/core/train.hpp"
 #include "capsim/io/calibration_io.hpp"
 #include "capsim/io/json_read.hpp"
+#include "capsim/io/engines.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
@@ -491,7 +492,32 @@ int run_validate(const ValidateArgs& a) {
   return 0;
 }
 
+/// The engine profiles as a Markdown table: every knob, its value and its sources (the
+/// table docs/engines.md carries).
+std::string engines_table() {
+  std::string out = "| profile | knob | value | sources | note |\n|---|---|---|---|---|\n";
+  for (const auto& id : io::engine_profile_ids()) {
+    const json doc = io::read_json_file(io::data_dir() / "engines" / (id + ".json"));
+    io::engine_profile_from_json(doc, id);  // checked: every knob sourced
+    for (auto k = doc["knobs"].begin(); k != doc["knobs"].end(); ++k) {
+      std::string sources;
+      for (const auto& src : k.value()["source"]) {
+        const json& entry = doc["sources"][src.get<std::string>()];
+        const std::string url = entry.value("url", std::string());
+        sources += (sources.empty() ? "" : "; ") + (url.empty() ? src.get<std::string>() : "[" + src.get<std::string>() + "](" + url + ")");
+      }
+      out += fmt::format("| {} | {} | {} | {} | {} |\n", id, k.key(), k.value()["value"].dump(), sources,
+                         k.value().value("note", std::string()));
+    }
+  }
+  return out;
+}
+
 int run_list(const std::string& what) {
+  if (what == "engines") {
+    fmt::print("{}", engines_table());
+    return 0;
+  }
   const auto names = what == "gpus" ? io::gpu_preset_ids() : io::model_preset_names();
   for (const auto& n : names) fmt::print("{}\n", n);
   return 0;
@@ -643,12 +669,15 @@ int main(int argc, char** argv) {
 
   std::string list_what;
   auto* list = app.add_subcommand("list", "List presets");
-  list->add_option("what", list_what, "gpus or models")->required()->check(CLI::IsMember({"gpus", "models"}));
+  list->add_option("what", list_what, "gpus, models or engines (the engine profiles' knobs with their sources)")
+      ->required()
+      ->check(CLI::IsMember({"gpus", "models", "engines"}));
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every other command-line error is a usage error, 2.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   try {
     if (*model) return cli::run_model(model_args);

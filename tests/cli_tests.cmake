@@ -123,6 +123,19 @@ capsim_cli_expect(NAME cli.sweep_shard_out_of_range
   CMD sweep ${CMAKE_CURRENT_SOURCE_DIR}/sweeps/small.json -o ${CMAKE_CURRENT_BINARY_DIR}/never.jsonl --shard 3/3
   STDERR "--shard: shard index must be in 0..count-1 and count >= 1 (got 3/3)")
 
+# A request that can never fit the KV cache is an answer, not an internal error.
+capsim_cli_expect(NAME cli.infer.request_does_not_fit EXIT_CODE 0
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --set system.gpu=a100-sxm4-40gb --set inference.tp=2
+      --set system.num_gpus=2 --format json
+  STDOUT "\"status\": \"does_not_fit\"" "needs more KV-cache blocks than a replica has")
+# Errors per source family, with the signed median.
+capsim_cli_expect(NAME cli.validate.group_by_source EXIT_CODE 0
+  CMD validate ${CAPSIM_DATA_DIR}/validation/posttraining-public.json --group-by source,mode --format table
+  STDOUT "errors by source" "litgpt" "errors by mode" "signed")
+capsim_cli_expect(NAME cli.validate.group_by_unknown EXIT_CODE 2
+  CMD validate ${CAPSIM_DATA_DIR}/validation/posttraining-public.json --group-by family
+  STDERR "--group-by")
+
 get_property(capsim_cli_tests GLOBAL PROPERTY capsim_cli_tests)
 set_tests_properties(${capsim_cli_tests} PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
 
@@ -194,3 +207,9 @@ capsim_cli_expect(NAME cli.calibrate.other_gpu_warns EXIT_CODE 0
 set_tests_properties(cli.calibrate.fit_a100 PROPERTIES DEPENDS cli.calibrate.import_a100)
 set_tests_properties(cli.calibrate.other_gpu_warns PROPERTIES DEPENDS cli.calibrate.fit_a100)
 set_tests_properties(cli.calibrate.import_a100 cli.calibrate.fit_a100 cli.calibrate.other_gpu_warns PROPERTIES LABELS cli)
+
+# docs/engines.md carries the engine profiles' table exactly as `capsim list engines` prints it.
+add_test(NAME cli.list.engines_matches_docs
+         COMMAND ${CMAKE_COMMAND} -DCAPSIM=$<TARGET_FILE:capsim> -DDOC=${CMAKE_SOURCE_DIR}/docs/engines.md
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/docs_table.cmake)
+set_tests_properties(cli.list.engines_matches_docs PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
