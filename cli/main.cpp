@@ -479,7 +479,7 @@ int run_merge(const std::vector<std::string>& parts, const std::string& out) {
 int run_validate(const ValidateArgs& a) {
   std::vector<std::filesystem::path> files(a.files.begin(), a.files.end());
   const auto cal = load_calibration(a.calibration);
-  json r = io::run_validation(files, cal ? &*cal : nullptr);
+  json r = io::run_validation(files, cal ? &*cal : nullptr, std::max(1u, std::thread::hardware_concurrency()));
   add_calibration(r, cal);
   const bool as_json = resolve_format(a.format) == "json";
   std::string table = as_json ? "" : io::validation_table(r);

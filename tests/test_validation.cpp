@@ -166,6 +166,14 @@ TEST(Validation, Deterministic) {
   EXPECT_EQ(a, b);
 }
 
+// Cases run on worker threads; the report is the same, byte for byte, for any count.
+TEST(Validation, ThreadCountDoesNotChangeTheReport) {
+  const auto dir = std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation";
+  const std::string one = io::dump(io::run_validation({kTraining, dir / "posttraining-public.json"}, nullptr, 1));
+  const std::string three = io::dump(io::run_validation({kTraining, dir / "posttraining-public.json"}, nullptr, 3));
+  EXPECT_EQ(one, three);
+}
+
 TEST(Validation, SummaryStatistics) {
   const io::ErrorSummary s = io::summarize_errors({0.3, 0.1, 0.2, 0.5, 0.4});
   EXPECT_EQ(s.n, 5u);

@@ -7,6 +7,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <system_error>
+#include <thread>
+#include <atomic>
 #include <stdexcept>
 
 #include "capsim/core/model.hpp"
@@ -154,7 +157,73 @@ std::string group_table(const json& groups, const std::string& by) {
   return out.str();
 }
 
-json run_validation(const std::vector<std::filesystem::path>& files, const CalibrationProfile* calibration) {
+namespace {
+
+/// One case: its prediction of every metric it measured, the errors, and why not where it
+/// could not be simulated.
+json evaluate_case(const json& c, const std::string& file, const std::filesystem::path& dir,
+                   const CalibrationProfile* calibration) {
+  json r;
+  r["id"] = c.is_object() ? c.value("id", std::string()) : std::string();
+  r["file"] = file;
+  const json measured = c.is_object() ? c.value("measured", json::object()) : json::object();
+  r["measured"] = measured;
+  json predicted = json::object(), resolved = json::object();
+  std::string reason;
+  r["groups"] = case_groups(c);
+  // Post-training modes this simulator does not model yet are reported as not
+  // simulated, with the mode as the reason (SCHEMA.md, "Post-training cases").
+  const std::string mode = c.is_object() && c.contains("training") && c["training"].is_object() &&
+                                   c["training"].contains("mode") && c["training"]["mode"].is_string()
+                               ? c["training"]["mode"].get<std::string>()
+                               : std::string();
+  static const std::vector<std::string> kNotSimulated = {"qlora", "dpo", "simpo", "orpo", "ppo", "grpo", "distill"};
+  try {
+    if (std::find(kNotSimulated.begin(), kNotSimulated.end(), mode) != kNotSimulated.end())
+      throw NotSimulated("training mode \"" + mode + "\" is not simulated");
+    const Scenario sc = scenario_from_json(c, dir, EngineKeys::ignore_unknown);
+    r["groups"]["model"] = model_group(sc.model);
+    if (sc.training) {
+      predicted = predict_training(sc, measured, resolved, reason, calibration);
+    } else {
+      const CostModels costs(sc.system, calibration);
+      const std::vector<ServingResult> runs = simulate_serving_runs(sc, costs.get());
+      const json all = serving_metrics(runs);
+      resolved = serving_report(sc, runs.front())["resolved"];
+      for (auto it = measured.begin(); it != measured.end(); ++it)
+        if (all.contains(it.key())) predicted[it.key()] = all[it.key()];
+      if (predicted.empty()) reason = "no measured metric is one the serving simulator reports";
+    }
+  } catch (const NotSimulated& e) {
+    reason = e.what();
+  } catch (const InputError& e) {
+    reason = std::string("cannot read the case: ") + e.what();
+  } catch (const std::runtime_error& e) {
+    reason = e.what();
+  }
+  json err = json::object();
+  for (auto it = measured.begin(); it != measured.end(); ++it) {
+    if (!predicted.contains(it.key())) continue;
+    const double m = it.value().get<double>(), p = predicted[it.key()].get<double>();
+    err[it.key()] = (p - m) / m;
+  }
+  r["predicted"] = predicted;
+  r["error"] = err;
+  r["resolved"] = resolved;
+  if (predicted.empty()) {
+    r["status"] = "unsupported";
+    r["reason"] = reason;
+  } else {
+    r["status"] = "ok";
+    if (!reason.empty()) r["reason"] = reason;
+  }
+  return r;
+}
+
+}  // namespace
+
+json run_validation(const std::vector<std::filesystem::path>& files, const CalibrationProfile* calibration,
+                    unsigned threads) {
   json cases = json::array();
   json summary = json::object();
   for (const auto& path : files) {
@@ -162,72 +231,34 @@ json run_validation(const std::vector<std::filesystem::path>& files, const Calib
     if (!doc.is_object() || !doc.contains("cases") || !doc["cases"].is_array())
       throw InputError({{path.string(), "", "not a capsim-validation/1 file (no \"cases\" array)", {}}});
     const std::string file = path.filename().string();
-    std::map<std::string, std::vector<double>> errors;
-    json unsupported = json::array();
-    for (const json& c : doc["cases"]) {
-      json r;
-      r["id"] = c.value("id", std::string());
-      r["file"] = file;
-      const json measured = c.value("measured", json::object());
-      r["measured"] = measured;
-      json predicted = json::object(), resolved = json::object();
-      std::string reason;
-      r["groups"] = case_groups(c);
-      // Post-training modes this simulator does not model yet are reported as not
-      // simulated, with the mode as the reason (SCHEMA.md, "Post-training cases").
-      const std::string mode = c.contains("training") && c["training"].is_object() && c["training"].contains("mode") &&
-                                       c["training"]["mode"].is_string()
-                                   ? c["training"]["mode"].get<std::string>()
-                                   : std::string();
-      static const std::vector<std::string> kNotSimulated = {"qlora", "dpo", "simpo", "orpo", "ppo", "grpo", "distill"};
+    // Cases are independent: evaluated on worker threads, each into its own slot, so the
+    // report is the same for any thread count.
+    const json& list = doc["cases"];
+    std::vector<json> results(list.size());
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      for (size_t i = next++; i < results.size(); i = next++)
+        results[i] = evaluate_case(list[i], file, path.parent_path(), calibration);
+    };
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < std::min<size_t>(std::max(1u, threads), results.size()); ++t) {
       try {
-        if (std::find(kNotSimulated.begin(), kNotSimulated.end(), mode) != kNotSimulated.end())
-          throw NotSimulated("training mode \"" + mode + "\" is not simulated");
-        const Scenario sc = scenario_from_json(c, path.parent_path(), EngineKeys::ignore_unknown);
-        r["groups"]["model"] = model_group(sc.model);
-        if (sc.training) {
-          predicted = predict_training(sc, measured, resolved, reason, calibration);
-        } else {
-          const CostModels costs(sc.system, calibration);
-          const std::vector<ServingResult> runs = simulate_serving_runs(sc, costs.get());
-          const json all = serving_metrics(runs);
-          resolved = serving_report(sc, runs.front())["resolved"];
-          for (auto it = measured.begin(); it != measured.end(); ++it)
-            if (all.contains(it.key())) predicted[it.key()] = all[it.key()];
-          if (predicted.empty()) reason = "no measured metric is one the serving simulator reports";
-        }
-      } catch (const NotSimulated& e) {
-        reason = e.what();
-      } catch (const InputError& e) {
-        reason = std::string("cannot read the case: ") + e.what();
-      } catch (const std::runtime_error& e) {
-        reason = e.what();
+        pool.emplace_back(worker);
+      } catch (const std::system_error&) {
+        break;  // fewer threads than asked: the others take the work
       }
-      json err = json::object();
-      for (auto it = measured.begin(); it != measured.end(); ++it) {
-        if (!predicted.contains(it.key())) continue;
-        const double m = it.value().get<double>(), p = predicted[it.key()].get<double>();
-        const double e = (p - m) / m;
-        err[it.key()] = e;
-        errors[it.key()].push_back(std::abs(e));
-      }
-      r["predicted"] = predicted;
-      r["error"] = err;
-      r["resolved"] = resolved;
-      if (predicted.empty()) {
-        r["status"] = "unsupported";
-        r["reason"] = reason;
-        unsupported.push_back({{"id", r["id"]}, {"reason", reason}});
-      } else {
-        r["status"] = "ok";
-        if (!reason.empty()) r["reason"] = reason;
-      }
-      cases.push_back(r);
+    }
+    worker();
+    for (auto& t : pool) t.join();
+    std::map<std::string, std::vector<double>> errors;
+    for (json& r : results) {
+      for (auto it = r["error"].begin(); it != r["error"].end(); ++it) errors[it.key()].push_back(std::abs(it.value().get<double>()));
+      cases.push_back(std::move(r));
     }
     json per_metric = json::object();
     std::vector<std::string> metrics;
-    for (const json& c : doc["cases"]) {
-      const json meas = c.value("measured", json::object());
+    for (const json& c : list) {
+      const json meas = c.is_object() ? c.value("measured", json::object()) : json::object();
       for (auto it = meas.begin(); it != meas.end(); ++it)
         if (std::find(metrics.begin(), metrics.end(), it.key()) == metrics.end()) metrics.push_back(it.key());
     }
