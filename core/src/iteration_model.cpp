@@ -1,0 +1,259 @@
+#include "capsim/core/serving.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "serving_internal.hpp"
+
+namespace capsim {
+
+using detail::dbl;
+
+IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p, const CostModel& cost)
+    : m_(m), sys_(sys), p_(p), cost_(cost) {
+  // Weight-only quantization (int4/int8 weights with bf16 activations) keeps bf16 tensor
+  // cores and reads fewer weight bytes; W8A8 uses int8 tensor cores; fp8 uses fp8 ones.
+  wbytes_ = dtype_bytes(p.weight_dtype);
+  tail_s_ = sys.gpu.efficiency.gemm_tail_us.value * 1e-6;
+  // Achievable streaming rate of the cost model (calibrated where a profile says so), read
+  // at a size far above any launch floor.
+  const double gigabyte_s = cost.memory_bound(Bytes(1e9)).value;
+  stream_bytes_per_s_ = gigabyte_s > 0 ? 1e9 / gigabyte_s : std::numeric_limits<double>::infinity();
+  engine_ = engine_defaults(p, 0);
+  fp8_block_ = p.fp8_block_scaling.value_or(m.fp8_weight_block > 0);
+  for (int64_t i = 0; i < m.layers; ++i) moe_layers_ += m.is_moe_layer(i) ? 1 : 0;
+  eager_host_s_ = engine_.eager_host_s_per_layer
+                      ? *engine_.eager_host_s_per_layer * dbl(m.layers)
+                      : dbl(m.layers - moe_layers_) * engine_.eager_host_s_dense_layer +
+                            dbl(moe_layers_) * engine_.eager_host_s_moe_layer;
+  if (p.activation_dtype == DType::fp8 && p.weight_dtype == DType::fp8) math_ = DType::fp8;
+  else if (p.activation_dtype == DType::int8 && p.weight_dtype == DType::int8) math_ = DType::int8;
+  else math_ = DType::bf16;
+  const DType kv = p.kv_dtype.value_or(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16);
+  const double tp = dbl(p.tp);
+  kv_bytes_token_layer_ = kv_cache_bytes_per_token(m, kv) / dbl(m.layers);
+  if (!m.mla) kv_bytes_token_layer_ /= std::min(tp, dbl(m.kv_heads));
+  tp_group_.size = p.tp;
+  tp_group_.per_node = std::min<int64_t>(p.tp, sys.gpus_per_node);
+  const int64_t ep = p.ep.value_or(1);
+  ep_group_.size = ep;
+  ep_group_.per_node = std::min<int64_t>(ep, sys.gpus_per_node);
+  // Weight bytes read by one decode token on one GPU.
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const LayerParams lp = layer_params(m, i);
+    double w = dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / tp;
+    if (m.is_moe_layer(i)) w += dbl(m.moe->top_k * lp.routed_expert) / (ep > 1 ? 1.0 : tp) / (ep > 1 ? dbl(ep) : 1.0);
+    weight_bytes_ += w * wbytes_;
+  }
+  weight_bytes_ += dbl(m.vocab * m.hidden) / tp * 2.0;  // head stays in 16 bits
+}
+
+double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
+  if (m <= 0 || n <= 0 || k <= 0) return 0.0;
+  // Roofline of pre-quantized weights: tensor-core time against streaming the weights
+  // (and the 16-bit activations in and out) from HBM.
+  double weight = dbl(k) * dbl(n) * wbytes_;
+  double compute = cost_.gemm_compute(m, n, k, math_).value;
+  double quantize = 0;
+  if (math_ == DType::fp8 && fp8_block_) {
+    // Block-scaled FP8: the blockwise kernel's measured rate, and the per-token-group
+    // activation quantization ahead of it (read 16-bit, write 8-bit values and fp32 scales
+    // per 128).
+    const double block = sys_.gpu.efficiency.gemm_fp8_block.value;
+    if (block > 0) compute = std::max(compute, 2.0 * dbl(m) * dbl(n) * dbl(k) / (sys_.gpu.peak(DType::fp8).value * block));
+    quantize = cost_.memory_bound(Bytes(dbl(m) * dbl(k) * (2.0 + 1.0 + 4.0 / 128.0))).value;
+  }
+  if (p_.sparse_24) {
+    // 2:4 sparsity: sparse tensor cores skip the zero half (twice the dense rate, the
+    // datasheets' sparsity multiplier); weights store half the values plus 2 bits of
+    // position metadata per kept value (NVIDIA Ampere architecture whitepaper).
+    compute /= 2.0;
+    weight = weight * 0.5 + dbl(k) * dbl(n) * 0.5 * 0.25;
+  }
+  const double bytes = weight + dbl(m) * (dbl(k) + dbl(n)) * 2.0;
+  return std::max(compute, stream(bytes)) + quantize;
+}
+
+double IterationModel::tp_all_reduce(double bytes) const {
+  const double nccl = cost_.collective(CollectiveKind::all_reduce, Bytes(bytes), tp_group_).value;
+  // Inside one NVLink domain the engine's own all-reduce kernel, where the GPU has it
+  // measured, when it beats NCCL.
+  const GpuEfficiency& e = sys_.gpu.efficiency;
+  if (tp_group_.nodes() > 1 || e.engine_allreduce_fixed_us.value <= 0) return nccl;
+  const double custom = (e.engine_allreduce_fixed_us.value + bytes / (1024.0 * 1024.0) * e.engine_allreduce_us_per_mib.value) * 1e-6;
+  return std::min(nccl, custom);
+}
+
+double IterationModel::stream(double bytes) const {
+  // A weight-streaming GEMM: bytes at the achievable rate plus the kernel's fixed fill and
+  // drain where the GPU has it measured (above any launch floor), else the floored stream.
+  if (tail_s_ > 0) return bytes / stream_bytes_per_s_ + tail_s_;
+  return cost_.memory_bound(Bytes(bytes)).value;
+}
+
+double IterationModel::gpu_seconds(const IterationBatch& b) const {
+  const ModelSpec& m = m_;
+  int64_t tokens = b.decodes * b.verify;
+  int64_t sampled = b.decodes * b.verify;
+  for (const auto& pf : b.prefills) {
+    tokens += pf.tokens;
+    if (pf.last) ++sampled;
+  }
+  if (tokens == 0) return 0.0;
+  const int64_t tp = p_.tp;
+  const int64_t ep = p_.ep.value_or(1);
+  const int64_t h = m.hidden;
+  double dense_layer = 0, moe_layer = 0;
+  // Projections of one layer (attention and norms) on `tokens` rows.
+  auto attention_part = [&]() {
+    double t = 0;
+    if (m.mla) {
+      const auto& a = *m.mla;
+      const int64_t qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+      if (a.q_lora_rank > 0) {
+        t += gemm(tokens, a.q_lora_rank, h);
+        t += gemm(tokens, m.heads * qk / tp, a.q_lora_rank);
+      } else {
+        t += gemm(tokens, m.heads * qk / tp, h);
+      }
+      t += gemm(tokens, a.kv_lora_rank + a.qk_rope_head_dim, h);
+      t += gemm(tokens, m.heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, a.kv_lora_rank);
+      t += gemm(tokens, h, m.heads * a.v_head_dim / tp);
+    } else {
+      t += gemm(tokens, (m.heads + 2 * m.kv_heads) * m.head_dim / tp, h);
+      t += gemm(tokens, h, m.heads * m.head_dim / tp);
+    }
+    // Attention over the cache: prefill chunks at FlashAttention efficiency (each chunk
+    // attends to its cached prefix and causally to itself); decodes read every cached
+    // token's K and V once.
+    for (const auto& pf : b.prefills) {
+      AttentionShape s;
+      s.batch = 1;
+      s.heads = std::max<int64_t>(1, m.heads / tp);
+      s.kv_heads = std::max<int64_t>(1, (m.mla ? m.heads : m.kv_heads) / tp);
+      s.q_len = pf.tokens;
+      s.kv_len = pf.cached + (pf.tokens + 1) / 2;  // causal: on average half the chunk
+      s.causal = false;
+      s.qk_dim = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
+      s.v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
+      t += cost_.attention(s, false).value;
+    }
+    if (b.decodes > 0) {
+      const double bytes = b.decode_context * kv_bytes_token_layer_;
+      // MLA decode attends in the compressed space: 2 x heads x (kv_lora + rope) x 2 FLOPs
+      // per cached token (FlashMLA is compute-bound at large batch).
+      double flops = 0;
+      if (m.mla) flops = 4.0 * dbl(m.heads / tp) * dbl(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim) * b.decode_context;
+      else flops = 4.0 * dbl(m.heads / tp) * dbl(m.head_dim) * b.decode_context;
+      flops *= dbl(b.verify);
+      const double t_mem = cost_.memory_bound(Bytes(bytes)).value;
+      /// Decode attention reaches 0.6 of the bf16 peak when compute-bound: FlashMLA's 660 of
+      /// 989 TFLOP/s on H800 (hardware.json efficiency.attention, flashmla_readme).
+      const double t_flops = flops / (sys_.gpu.peak(DType::bf16).value * 0.6);
+      t += std::max(t_mem, t_flops);
+    }
+    // Norms, rotary, residuals: a few passes over the hidden states.
+    t += cost_.memory_bound(Bytes(dbl(tokens) * dbl(h) * 2.0 * 8.0)).value;
+    if (tp > 1) t += 2.0 * tp_all_reduce(dbl(tokens) * dbl(h) * 2.0);
+    return t;
+  };
+  const double attn = attention_part();
+  auto dense_ffn = [&](int64_t inner) {
+    return gemm(tokens, inner * (m.gated_mlp ? 2 : 1) / tp, h) + gemm(tokens, h, inner / tp) +
+           cost_.memory_bound(Bytes(dbl(tokens) * dbl(inner) / dbl(tp) * 2.0 * 3.0)).value;
+  };
+  dense_layer = attn + dense_ffn(m.intermediate);
+  if (m.moe) {
+    const auto& e = *m.moe;
+    // Experts one iteration touches: with T tokens choosing top-k of E uniformly, the
+    // expected distinct experts are E (1 - (1 - k/E)^T).
+    const double touched = dbl(e.num_experts) * (1.0 - std::pow(1.0 - dbl(e.top_k) / dbl(e.num_experts), dbl(tokens)));
+    const double local_experts = ep > 1 ? touched / dbl(ep) : touched;
+    const double inner = dbl(e.expert_intermediate) / (ep > 1 ? 1.0 : dbl(tp));
+    const double routed_tokens = dbl(tokens * e.top_k) / (ep > 1 ? dbl(ep) : 1.0);
+    const double per_expert = routed_tokens / std::max(1.0, local_experts);
+    const auto pe = static_cast<int64_t>(std::ceil(per_expert));
+    const auto inner_i = static_cast<int64_t>(inner);
+    const double w_bytes = local_experts * dbl(h) * inner * (m.gated_mlp ? 3.0 : 2.0) * wbytes_;
+    // Compute of the grouped expert GEMMs: at the fused MoE kernel's measured rate where
+    // the GPU has it (8-bit or 16-bit tensor cores), else from the GEMM efficiency model.
+    const GpuEfficiency& ge = sys_.gpu.efficiency;
+    const bool eight_bit = math_ == DType::fp8 || math_ == DType::int8;
+    const double moe_frac = eight_bit ? (math_ == DType::fp8 && engine_.moe_compute_fraction_fp8 > 0
+                                             ? engine_.moe_compute_fraction_fp8
+                                             : ge.moe_kernel_compute_fp8.value)
+                                      : ge.moe_kernel_compute_bf16.value;
+    const double routed_flops = routed_tokens * dbl(h) * inner * (m.gated_mlp ? 6.0 : 4.0);
+    const double compute =
+        moe_frac > 0
+            ? routed_flops / (sys_.gpu.peak(eight_bit ? math_ : DType::bf16).value * moe_frac)
+            : cost_.gemm_compute(pe, inner_i * (m.gated_mlp ? 2 : 1), h, math_, static_cast<int64_t>(std::ceil(local_experts))).value +
+                  cost_.gemm_compute(pe, h, inner_i, math_, static_cast<int64_t>(std::ceil(local_experts))).value;
+    // Streaming the touched experts' weights: at the fused MoE kernel's measured rate and
+    // fixed time where the GPU has them, else as two weight-streaming GEMMs (gate/up, then
+    // down).
+    const double weights = ge.moe_kernel_hbm.value > 0
+                               ? w_bytes / (sys_.gpu.hbm_bandwidth().value * ge.moe_kernel_hbm.value) +
+                                     ge.moe_kernel_fixed_us.value * 1e-6
+                               : stream(w_bytes * (m.gated_mlp ? 2.0 / 3.0 : 0.5)) + stream(w_bytes * (m.gated_mlp ? 1.0 / 3.0 : 0.5));
+    // The fused kernel hides part of the shorter of the two behind the longer.
+    double experts = std::max(compute, weights) + ge.moe_kernel_unhidden.value * std::min(compute, weights);
+    experts += gemm(tokens, e.num_experts, h);  // router
+    if (e.shared_experts > 0) experts += dense_ffn(e.shared_experts * e.shared_intermediate);
+    if (ep > 1)
+      experts += 2.0 * cost_.collective(CollectiveKind::all_to_all, Bytes(dbl(tokens * e.top_k) * dbl(h) * 2.0 / dbl(ep)), ep_group_).value;
+    moe_layer = attn + experts;
+  }
+  double t = dbl(m.layers - moe_layers_) * dense_layer + dbl(moe_layers_) * moe_layer;
+  // Output head (16-bit) and sampling for the sequences that emit a token.
+  if (sampled > 0) {
+    const double head_bytes = dbl(m.vocab) * dbl(h) / dbl(tp) * 2.0 + dbl(sampled) * dbl(m.vocab) / dbl(tp) * 4.0;
+    t += std::max(cost_.gemm_compute(sampled, m.vocab / tp, h, DType::bf16).value, stream(head_bytes));
+  }
+  // A step the engine cannot replay as a CUDA graph runs every layer's host work too.
+  // Without chunked prefill (vLLM V0's scheduler) only decode batches are captured: V0's
+  // CUDAGraphRunner replays decodes, prompts run eagerly.
+  const bool captured = engine_.cuda_graphs && tokens <= engine_.cuda_graph_max_tokens &&
+                        ((engine_.graph_prefill_steps && engine_.chunked_prefill) || b.prefills.empty());
+  if (!captured) t += eager_host_s_;
+  return t;
+}
+
+double IterationModel::seconds(const IterationBatch& b) const {
+  // The engine's host work for the step: after the GPU, or behind it when it overlaps.
+  const double gpu = gpu_seconds(b), host = host_seconds(b);
+  if (gpu == 0.0) return 0.0;
+  return engine_.host_overlaps_gpu ? std::max(gpu, host) : gpu + host;
+}
+
+double IterationModel::host_seconds(const IterationBatch& b) const {
+  return engine_.step_overhead_s + engine_.step_overhead_per_seq_s * dbl(b.decodes + static_cast<int64_t>(b.prefills.size()));
+}
+
+EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_request) {
+  // The profile's defaults, with every knob the scenario sets on top.
+  EngineDefaults d = p.profile.knobs;
+  const EngineOptions& o = p.engine;
+  d.chunked_prefill = o.chunked_prefill.value_or(d.chunked_prefill);
+  d.max_num_seqs = o.max_num_seqs.value_or(d.max_num_seqs);
+  d.block_size = o.block_size.value_or(d.block_size);
+  d.gpu_memory_utilization = o.gpu_memory_utilization.value_or(d.gpu_memory_utilization);
+  d.max_num_batched_tokens = o.max_num_batched_tokens.value_or(
+      d.chunked_prefill ? d.max_num_batched_tokens : std::max<int64_t>(d.unchunked_min_batched_tokens, longest_request));
+  d.cuda_graphs = o.cuda_graphs.value_or(d.cuda_graphs);
+  d.cuda_graph_max_tokens = o.cuda_graph_max_tokens.value_or(d.cuda_graph_max_tokens);
+  if (o.step_overhead_ms) {
+    // A measured per-step figure replaces the profile's host model.
+    d.step_overhead_s = *o.step_overhead_ms * 1e-3;
+    d.step_overhead_per_seq_s = 0;
+    d.host_overlaps_gpu = false;
+  }
+  if (o.eager_host_us_per_layer) d.eager_host_s_per_layer = *o.eager_host_us_per_layer * 1e-6;
+  d.scheduler_steps = o.scheduler_steps.value_or(d.scheduler_steps);
+  d.swap_preemption = o.swap_preemption.value_or(d.swap_preemption);
+  if (o.swap_space_gib) d.swap_space_bytes = *o.swap_space_gib * 1024.0 * 1024.0 * 1024.0;
+  return d;
+}
+
+}  // namespace capsim

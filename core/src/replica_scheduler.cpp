@@ -1,0 +1,284 @@
+#include "serving_internal.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace capsim::detail {
+
+ReplicaScheduler::ReplicaScheduler(const SchedulerContext& ctx, Role role)
+    : ctx_(ctx), role_(role), free_blocks_(ctx.total_blocks) {}
+
+bool ReplicaScheduler::accept_transfer(Seq q) {
+  const int64_t need = ceil_div(q.prompt + q.generated + 1, ctx_.block_size);
+  if (need > free_blocks_) return false;
+  free_blocks_ -= need;
+  q.blocks = need;
+  running_.push_back(q);
+  return true;
+}
+
+IterationBatch ReplicaScheduler::plan() {
+  IterationBatch batch;
+  decoding_.clear();
+  prefilling_.clear();
+  chunk_of_.clear();
+  tokens_of_.clear();
+  steps_ = 1;
+  int64_t budget = ctx_.engine.max_num_batched_tokens;
+  const bool chunked = ctx_.engine.chunked_prefill;
+  const bool can_decode = role_ != Role::prefill;
+  const bool can_prefill = role_ != Role::decode;
+  // vLLM V0 without chunked prefill: a prefill iteration when whole prompts fit.
+  const bool prefill_only = !chunked && can_prefill && !waiting_.empty() && prompts_fit(budget);
+  swap_in();
+  // Multi-step scheduling (vLLM --num-scheduler-steps): with no prompt work to schedule,
+  // the decodes run several forward passes per scheduling round, with blocks reserved
+  // for every token they will make.
+  const int64_t group = ctx_.engine.scheduler_steps;
+  bool multi = group > 1 && ctx_.spec.k == 0 && !prefill_only && can_decode && (!chunked || !can_prefill || waiting_.empty());
+  for (const Seq& q : running_) multi = multi && q.prefilled >= q.prompt;
+  if (multi) steps_ = group;
+  if (!prefill_only && can_decode) schedule_decodes(batch, budget);
+  // A multi-step round runs decodes only: a sequence its block reservation preempts waits
+  // for the round to end.
+  if (!prefill_only && chunked && can_prefill && steps_ == 1) continue_prefills(batch, budget);
+  if ((chunked || prefill_only) && can_prefill && steps_ == 1) admit_prompts(batch, budget, chunked);
+  return batch;
+}
+
+bool ReplicaScheduler::prompts_fit(int64_t budget) const {
+  int64_t seqs = static_cast<int64_t>(running_.size());
+  int64_t need_tokens = 0, need_blocks = 0;
+  for (const Seq& q : waiting_) {
+    const int64_t b = ceil_div(q.prompt + 1, ctx_.block_size);
+    if (seqs + 1 > ctx_.engine.max_num_seqs || need_tokens + q.prompt > budget || need_blocks + b > free_blocks_) break;
+    ++seqs;
+    need_tokens += q.prompt;
+    need_blocks += b;
+  }
+  return need_tokens > 0;
+}
+
+void ReplicaScheduler::swap_in() {
+  // Swapped sequences come back first, oldest first, when their blocks fit again.
+  while (!swapped_.empty() && swapped_.front().blocks <= free_blocks_ &&
+         static_cast<int64_t>(running_.size()) < ctx_.engine.max_num_seqs) {
+    Seq q = swapped_.front();
+    swapped_.pop_front();
+    free_blocks_ -= q.blocks;
+    swapped_bytes_ -= dbl(q.blocks) * ctx_.block_bytes;
+    swap_s_ += dbl(q.blocks) * ctx_.block_bytes / ctx_.pcie_bytes_per_s;
+    running_.push_back(q);
+  }
+}
+
+void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget) {
+  // Decodes first; a sequence that needs a new block and finds none preempts the most
+  // recently admitted one.
+  for (size_t k = 0; k < running_.size(); ++k) {
+    Seq& q = running_[k];
+    if (q.prefilled < q.prompt) continue;
+    const int64_t ctx = q.prompt + q.generated;
+    const int64_t make = std::min(steps_, q.target - q.generated);
+    while (ceil_div(ctx + make, ctx_.block_size) > q.blocks) {
+      if (free_blocks_ > 0) {
+        --free_blocks_;
+        ++q.blocks;
+        continue;
+      }
+      preempt_newest();
+      if (k >= running_.size()) break;
+    }
+    if (k >= running_.size()) break;
+    if (budget <= 0) break;
+    decoding_.push_back(k);
+    tokens_of_.push_back(make);
+    batch.decodes += 1;
+    batch.decode_context += dbl(ctx);
+    budget -= 1;
+  }
+}
+
+void ReplicaScheduler::preempt_newest() {
+  // Swapped to host memory when the engine swaps and the swap space holds it, else
+  // recomputed (its tokens rejoin the prompt, back to the queue).
+  Seq victim = running_.back();
+  running_.pop_back();
+  free_blocks_ += victim.blocks;
+  ctx_.requests[victim.req].preemptions += 1;
+  ++ctx_.preemptions;
+  const double victim_bytes = dbl(victim.blocks) * ctx_.block_bytes;
+  if (ctx_.engine.swap_preemption && swapped_bytes_ + victim_bytes <= ctx_.engine.swap_space_bytes) {
+    swapped_bytes_ += victim_bytes;
+    swap_s_ += victim_bytes / ctx_.pcie_bytes_per_s;
+    swapped_.push_back(victim);
+    return;
+  }
+  victim.blocks = 0;
+  victim.prefilled = 0;
+  victim.prompt += victim.generated;
+  victim.target -= victim.generated;
+  victim.generated = 0;
+  // A decode-only replica cannot prefill it again: it rejoins the prefill pool.
+  if (role_ == Role::decode) ctx_.requeue_for_prefill(victim);
+  else waiting_.push_front(victim);
+}
+
+void ReplicaScheduler::continue_prefills(IterationBatch& batch, int64_t& budget) {
+  const int64_t bs = ctx_.block_size;
+  for (size_t k = 0; k < running_.size() && budget > 0; ++k) {
+    Seq& q = running_[k];
+    if (q.prefilled >= q.prompt) continue;
+    const int64_t c = std::min(q.prompt - q.prefilled, budget);
+    const int64_t need = ceil_div(q.prefilled + c + (q.prefilled + c == q.prompt ? 1 : 0), bs) - q.blocks;
+    if (need > free_blocks_) continue;
+    free_blocks_ -= std::max<int64_t>(0, need);
+    q.blocks += std::max<int64_t>(0, need);
+    prefilling_.push_back(k);
+    chunk_of_.push_back(c);
+    batch.prefills.push_back({c, q.prefilled, q.prefilled + c == q.prompt});
+    budget -= c;
+  }
+}
+
+void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, bool chunked) {
+  const int64_t bs = ctx_.block_size;
+  // New prompts wait while swapped sequences do (vLLM V0 schedules swapped-in first).
+  while (swapped_.empty() && !waiting_.empty() && budget > 0 &&
+         static_cast<int64_t>(running_.size()) < ctx_.engine.max_num_seqs) {
+    Seq q = waiting_.front();
+    if (q.prefilled == 0 && ctx_.prefix_hit_rate > 0 && ctx_.requests[q.req].preemptions == 0)
+      q.prefilled = std::min(q.prompt - 1, static_cast<int64_t>(std::floor(ctx_.prefix_hit_rate * dbl(q.prompt) / dbl(bs))) * bs);
+    const int64_t c = chunked ? std::min(q.prompt - q.prefilled, budget) : q.prompt - q.prefilled;
+    if (!chunked && c > budget) break;
+    const bool ends = q.prefilled + c == q.prompt;
+    const int64_t need = ceil_div(q.prefilled + c + (ends ? 1 : 0), bs);
+    if (need > free_blocks_) break;
+    waiting_.pop_front();
+    free_blocks_ -= need;
+    q.blocks = need;
+    batch.prefills.push_back({c, q.prefilled, ends});
+    running_.push_back(q);
+    prefilling_.push_back(running_.size() - 1);
+    chunk_of_.push_back(c);
+    budget -= c;
+  }
+}
+
+double ReplicaScheduler::take_swap_seconds() {
+  const double s = swap_s_;
+  swap_s_ = 0;
+  return s;
+}
+
+IterationBatch ReplicaScheduler::pass(int64_t step) const {
+  IterationBatch batch;
+  for (size_t j = 0; j < decoding_.size(); ++j) {
+    if (tokens_of_[j] <= step) continue;
+    const Seq& q = running_[decoding_[j]];
+    batch.decodes += 1;
+    batch.decode_context += dbl(q.prompt + q.generated + step);
+  }
+  return batch;
+}
+
+int64_t ReplicaScheduler::round_tokens() const {
+  int64_t made = 0;
+  for (int64_t k : tokens_of_) made += k;
+  return made;
+}
+
+void ReplicaScheduler::start(double until) {
+  busy_ = true;
+  busy_until_ = until;
+}
+
+size_t ReplicaScheduler::finish(double now, std::vector<Transfer>& handoffs) {
+  busy_ = false;
+  emit_decodes(now);
+  advance_prefills(now);
+  return retire(now, handoffs);
+}
+
+void ReplicaScheduler::emit_decodes(double now) {
+  for (size_t j = 0; j < decoding_.size(); ++j) {
+    Seq& q = running_[decoding_[j]];
+    RequestResult& r = ctx_.requests[q.req];
+    // Tokens this step: one, or the expected accepted drafts plus the bonus token,
+    // emitted as whole tokens as their running sum allows (deterministic).
+    int64_t emit = tokens_of_[j];
+    if (ctx_.spec.k > 0) {
+      q.accepted += ctx_.per_verify;
+      emit = std::max<int64_t>(1, static_cast<int64_t>(std::floor(q.accepted + 1e-9)));
+      emit = std::min(emit, q.target - q.generated);
+      q.accepted = std::max(0.0, q.accepted - dbl(emit));
+    }
+    // The tokens of one iteration stream as one chunk: one inter-token gap, as benchmark
+    // clients (vLLM benchmark_serving, sglang.bench_serving) record it per chunk.
+    r.itl.push_back(now - q.last_token);
+    q.generated += emit;
+    q.last_token = now;
+  }
+}
+
+void ReplicaScheduler::advance_prefills(double now) {
+  for (size_t j = 0; j < prefilling_.size(); ++j) {
+    Seq& q = running_[prefilling_[j]];
+    q.prefilled += chunk_of_[j];
+    if (q.prefilled == q.prompt && q.generated == 0) {
+      q.generated = 1;
+      RequestResult& r = ctx_.requests[q.req];
+      if (r.first_token == 0) r.first_token = now;
+      else r.itl.push_back(now - q.last_token);  // resumed after a preemption
+      q.last_token = now;
+    }
+  }
+}
+
+size_t ReplicaScheduler::retire(double now, std::vector<Transfer>& handoffs) {
+  // Retire finished sequences; hand finished prefills to the decode pool.
+  size_t completed = 0;
+  for (size_t k = 0; k < running_.size();) {
+    Seq& q = running_[k];
+    const bool complete = q.prefilled == q.prompt && q.generated >= q.target;
+    const bool handoff = !complete && role_ == Role::prefill && q.prefilled == q.prompt;
+    if (complete || handoff) {
+      free_blocks_ += q.blocks;
+      if (complete) {
+        ctx_.requests[q.req].finish = now;
+        ++completed;
+      } else {
+        // The prompt's KV moves to a decode replica, each GPU sending its shard.
+        const double bytes = dbl(q.prompt) * ctx_.kv_bytes_per_token;
+        Seq moved = q;
+        moved.blocks = 0;
+        handoffs.push_back({now + ctx_.cost.p2p(Bytes(bytes), ctx_.kv_transfer_over_network).value, moved});
+      }
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(k));
+      continue;
+    }
+    ++k;
+  }
+  return completed;
+}
+
+Router::Router(InferencePlan::Router policy, const std::vector<ReplicaScheduler>& replicas)
+    : policy_(policy), replicas_(replicas) {}
+
+size_t Router::route(bool to_decode) {
+  using Role = ReplicaScheduler::Role;
+  std::vector<size_t> pool;
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    const auto role = replicas_[i].role();
+    if (role == Role::both || (to_decode ? role == Role::decode : role == Role::prefill)) pool.push_back(i);
+  }
+  if (policy_ == InferencePlan::Router::least_outstanding) {
+    size_t best = pool.front();
+    for (size_t i : pool)
+      if (replicas_[i].outstanding() < replicas_[best].outstanding()) best = i;
+    return best;
+  }
+  return pool[cursor_[to_decode ? 1 : 0]++ % pool.size()];
+}
+
+}  // namespace capsim::detail
