@@ -2,6 +2,8 @@
 // does to a step and to a request.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "capsim/core/diagnostics.hpp"
@@ -161,6 +163,31 @@ TEST(ServingEngines, RequestLargerThanTheCacheDoesNotFit) {
   s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 1e6, 0, 0};
   const hw::RooflineCostModel cost(s.system);
   EXPECT_THROW(simulate_serving(s, cost), ServingDoesNotFit);
+}
+
+// An engine that does not mix prompts into decode batches runs a prompt-only step when a
+// prompt arrives, and the decodes wait for it: a lone decoding request's gap around a
+// newcomer's prefill is the prefill step plus its own decode step, where a mixing engine
+// has one mixed step.
+TEST(ServingEngines, UnmixedEngineRunsPromptOnlySteps) {
+  Scenario s = llama8b();
+  s.inference->workload.mode = ServingWorkload::Mode::trace;
+  s.inference->workload.trace = {{0.0, 100, 200, "", 0}, {0.5, 3000, 2, "", 0}};
+  s.inference->profile.knobs.step_overhead_s = 0;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult mixed = simulate_serving(s, cost);
+  s.inference->profile.knobs.mixed_prefill_decode = false;
+  const ServingResult unmixed = simulate_serving(s, cost);
+  const IterationModel im(s.model, s.system, *s.inference, cost);
+  IterationBatch prompt;
+  prompt.prefills.push_back({3000, 0, true});
+  // The newcomer's first token comes after its prompt-only step, sooner than when it
+  // shares a step with the decode.
+  EXPECT_LT(unmixed.requests[1].ttft(), mixed.requests[1].ttft());
+  // The decoding request's largest gap holds the prompt-only step and its own decode.
+  const double gap = *std::max_element(unmixed.requests[0].itl.begin(), unmixed.requests[0].itl.end());
+  EXPECT_GT(gap, im.seconds(prompt));
+  EXPECT_GT(unmixed.iterations, mixed.iterations);
 }
 
 // Scenario files reject an unknown engine key; validation cases ignore it (SCHEMA.md).

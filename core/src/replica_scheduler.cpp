@@ -38,6 +38,13 @@ IterationBatch ReplicaScheduler::plan() {
   bool multi = group > 1 && ctx_.spec.k == 0 && !prefill_only && can_decode && (!chunked || !can_prefill || waiting_.empty());
   for (const Seq& q : running_) multi = multi && q.prefilled >= q.prompt;
   if (multi) steps_ = group;
+  // An engine that does not mix prompts into decode batches (SGLang: enable_mixed_chunk
+  // off) runs a prefill batch whenever it can form one, and the decodes wait for it.
+  if (!ctx_.engine.mixed_prefill_decode && chunked && can_prefill && can_decode && steps_ == 1) {
+    continue_prefills(batch, budget);
+    admit_prompts(batch, budget, chunked);
+    if (!batch.prefills.empty()) return batch;
+  }
   if (!prefill_only && can_decode) schedule_decodes(batch, budget);
   // A multi-step round runs decodes only: a sequence its block reservation preempts waits
   // for the round to end.

@@ -137,6 +137,7 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   boolean("cuda_graphs", d.cuda_graphs);
   integer("cuda_graph_max_tokens", d.cuda_graph_max_tokens, 0);
   boolean("graph_prefill_steps", d.graph_prefill_steps);
+  boolean("mixed_prefill_decode", d.mixed_prefill_decode);
   number("step_overhead_ms", d.step_overhead_s, 1e-3);
   number("step_overhead_us_per_seq", d.step_overhead_per_seq_s, 1e-6);
   boolean("host_overlaps_gpu", d.host_overlaps_gpu);

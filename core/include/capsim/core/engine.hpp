@@ -29,6 +29,10 @@ struct EngineDefaults {
   /// Whether steps that carry prompt tokens are captured too (vLLM V1's piecewise graphs)
   /// or only decode-only steps (vLLM V0's CUDAGraphRunner, SGLang's decode graphs).
   bool graph_prefill_steps = true;
+  /// Whether a step carries prompt chunks and decodes together (vLLM, TensorRT-LLM's
+  /// in-flight batching) or the engine runs a prompt-only batch whenever it can form one
+  /// and the decodes wait (SGLang, enable_mixed_chunk off by default).
+  bool mixed_prefill_decode = true;
   /// Host work per scheduled step (scheduling, input preparation, sampling bookkeeping,
   /// detokenisation): a fixed part and a part per sequence in the step.
   double step_overhead_s = 0.2e-3;
