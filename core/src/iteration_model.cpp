@@ -92,6 +92,118 @@ double IterationModel::stream(double bytes) const {
   return cost_.memory_bound(Bytes(bytes)).value;
 }
 
+double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t tokens) const {
+  // Projections of one layer (attention and norms) on `tokens` rows.
+  const ModelSpec& m = m_;
+  const int64_t tp = p_.tp;
+  const int64_t h = m.hidden;
+  double t = 0;
+  if (m.mla) {
+    const auto& a = *m.mla;
+    const int64_t qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    if (a.q_lora_rank > 0) {
+      t += gemm(tokens, a.q_lora_rank, h);
+      t += gemm(tokens, m.heads * qk / tp, a.q_lora_rank);
+    } else {
+      t += gemm(tokens, m.heads * qk / tp, h);
+    }
+    t += gemm(tokens, a.kv_lora_rank + a.qk_rope_head_dim, h);
+    t += gemm(tokens, m.heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, a.kv_lora_rank);
+    t += gemm(tokens, h, m.heads * a.v_head_dim / tp);
+  } else {
+    t += gemm(tokens, (m.heads + 2 * m.kv_heads) * m.head_dim / tp, h);
+    t += gemm(tokens, h, m.heads * m.head_dim / tp);
+  }
+  // Attention over the cache: prefill chunks at FlashAttention efficiency (each chunk
+  // attends to its cached prefix and causally to itself); decodes read every cached
+  // token's K and V once.
+  for (const auto& pf : b.prefills) {
+    AttentionShape s;
+    s.batch = 1;
+    s.heads = std::max<int64_t>(1, m.heads / tp);
+    s.kv_heads = std::max<int64_t>(1, (m.mla ? m.heads : m.kv_heads) / tp);
+    s.q_len = pf.tokens;
+    s.kv_len = pf.cached + (pf.tokens + 1) / 2;  // causal: on average half the chunk
+    s.causal = false;
+    s.qk_dim = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
+    s.v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
+    t += cost_.attention(s, false).value;
+  }
+  if (b.decodes > 0) {
+    const double bytes = b.decode_context * kv_bytes_token_layer_;
+    // MLA decode attends in the compressed space: 2 x heads x (kv_lora + rope) x 2 FLOPs
+    // per cached token (FlashMLA is compute-bound at large batch).
+    double flops = 0;
+    if (m.mla) flops = 4.0 * dbl(m.heads / tp) * dbl(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim) * b.decode_context;
+    else flops = 4.0 * dbl(m.heads / tp) * dbl(m.head_dim) * b.decode_context;
+    flops *= dbl(b.verify);
+    const double t_mem = cost_.memory_bound(Bytes(bytes)).value;
+    /// Decode attention reaches 0.6 of the bf16 peak when compute-bound: FlashMLA's 660 of
+    /// 989 TFLOP/s on H800 (hardware.json efficiency.attention, flashmla_readme).
+    const double t_flops = flops / (sys_.gpu.peak(DType::bf16).value * 0.6);
+    t += std::max(t_mem, t_flops);
+  }
+  // Norms, rotary, residuals: a few passes over the hidden states.
+  t += cost_.memory_bound(Bytes(dbl(tokens) * dbl(h) * 2.0 * 8.0)).value;
+  if (tp > 1) t += 2.0 * tp_all_reduce(dbl(tokens) * dbl(h) * 2.0);
+  return t;
+  return t;
+}
+
+double IterationModel::dense_ffn_seconds(int64_t tokens, int64_t inner) const {
+  const ModelSpec& m = m_;
+  const int64_t tp = p_.tp;
+  const int64_t h = m.hidden;
+  return gemm(tokens, inner * (m.gated_mlp ? 2 : 1) / tp, h) + gemm(tokens, h, inner / tp) +
+         cost_.memory_bound(Bytes(dbl(tokens) * dbl(inner) / dbl(tp) * 2.0 * 3.0)).value;
+}
+
+double IterationModel::experts_seconds(int64_t tokens) const {
+  const ModelSpec& m = m_;
+  const int64_t tp = p_.tp;
+  const int64_t ep = p_.ep.value_or(1);
+  const int64_t h = m.hidden;
+  const auto& e = *m.moe;
+  // Experts one iteration touches: with T tokens choosing top-k of E uniformly, the
+  // expected distinct experts are E (1 - (1 - k/E)^T).
+  const double touched = dbl(e.num_experts) * (1.0 - std::pow(1.0 - dbl(e.top_k) / dbl(e.num_experts), dbl(tokens)));
+  const double local_experts = ep > 1 ? touched / dbl(ep) : touched;
+  const double inner = dbl(e.expert_intermediate) / (ep > 1 ? 1.0 : dbl(tp));
+  const double routed_tokens = dbl(tokens * e.top_k) / (ep > 1 ? dbl(ep) : 1.0);
+  const double per_expert = routed_tokens / std::max(1.0, local_experts);
+  const auto pe = static_cast<int64_t>(std::ceil(per_expert));
+  const auto inner_i = static_cast<int64_t>(inner);
+  const double w_bytes = local_experts * dbl(h) * inner * (m.gated_mlp ? 3.0 : 2.0) * wbytes_;
+  // Compute of the grouped expert GEMMs: at the fused MoE kernel's measured rate where
+  // the GPU has it (8-bit or 16-bit tensor cores), else from the GEMM efficiency model.
+  const GpuEfficiency& ge = sys_.gpu.efficiency;
+  const bool eight_bit = math_ == DType::fp8 || math_ == DType::int8;
+  const double moe_frac = eight_bit ? (math_ == DType::fp8 && engine_.moe_compute_fraction_fp8 > 0
+                                           ? engine_.moe_compute_fraction_fp8
+                                           : ge.moe_kernel_compute_fp8.value)
+                                    : ge.moe_kernel_compute_bf16.value;
+  const double routed_flops = routed_tokens * dbl(h) * inner * (m.gated_mlp ? 6.0 : 4.0);
+  const double compute =
+      moe_frac > 0
+          ? routed_flops / (sys_.gpu.peak(eight_bit ? math_ : DType::bf16).value * moe_frac)
+          : cost_.gemm_compute(pe, inner_i * (m.gated_mlp ? 2 : 1), h, math_, static_cast<int64_t>(std::ceil(local_experts))).value +
+                cost_.gemm_compute(pe, h, inner_i, math_, static_cast<int64_t>(std::ceil(local_experts))).value;
+  // Streaming the touched experts' weights: at the fused MoE kernel's measured rate and
+  // fixed time where the GPU has them, else as two weight-streaming GEMMs (gate/up, then
+  // down).
+  const double weights = ge.moe_kernel_hbm.value > 0
+                             ? w_bytes / (sys_.gpu.hbm_bandwidth().value * ge.moe_kernel_hbm.value) +
+                                   ge.moe_kernel_fixed_us.value * 1e-6
+                             : stream(w_bytes * (m.gated_mlp ? 2.0 / 3.0 : 0.5)) + stream(w_bytes * (m.gated_mlp ? 1.0 / 3.0 : 0.5));
+  // The fused kernel hides part of the shorter of the two behind the longer.
+  double experts = std::max(compute, weights) + ge.moe_kernel_unhidden.value * std::min(compute, weights);
+  experts += gemm(tokens, e.num_experts, h);  // router
+  if (e.shared_experts > 0) experts += dense_ffn_seconds(tokens, e.shared_experts * e.shared_intermediate);
+  if (ep > 1)
+    experts += 2.0 * cost_.collective(CollectiveKind::all_to_all, Bytes(dbl(tokens * e.top_k) * dbl(h) * 2.0 / dbl(ep)), ep_group_).value;
+  return experts;
+}
+
 double IterationModel::gpu_seconds(const IterationBatch& b) const {
   const ModelSpec& m = m_;
   int64_t tokens = b.decodes * b.verify;
@@ -102,109 +214,11 @@ double IterationModel::gpu_seconds(const IterationBatch& b) const {
   }
   if (tokens == 0) return 0.0;
   const int64_t tp = p_.tp;
-  const int64_t ep = p_.ep.value_or(1);
   const int64_t h = m.hidden;
   double dense_layer = 0, moe_layer = 0;
-  // Projections of one layer (attention and norms) on `tokens` rows.
-  auto attention_part = [&]() {
-    double t = 0;
-    if (m.mla) {
-      const auto& a = *m.mla;
-      const int64_t qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
-      if (a.q_lora_rank > 0) {
-        t += gemm(tokens, a.q_lora_rank, h);
-        t += gemm(tokens, m.heads * qk / tp, a.q_lora_rank);
-      } else {
-        t += gemm(tokens, m.heads * qk / tp, h);
-      }
-      t += gemm(tokens, a.kv_lora_rank + a.qk_rope_head_dim, h);
-      t += gemm(tokens, m.heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, a.kv_lora_rank);
-      t += gemm(tokens, h, m.heads * a.v_head_dim / tp);
-    } else {
-      t += gemm(tokens, (m.heads + 2 * m.kv_heads) * m.head_dim / tp, h);
-      t += gemm(tokens, h, m.heads * m.head_dim / tp);
-    }
-    // Attention over the cache: prefill chunks at FlashAttention efficiency (each chunk
-    // attends to its cached prefix and causally to itself); decodes read every cached
-    // token's K and V once.
-    for (const auto& pf : b.prefills) {
-      AttentionShape s;
-      s.batch = 1;
-      s.heads = std::max<int64_t>(1, m.heads / tp);
-      s.kv_heads = std::max<int64_t>(1, (m.mla ? m.heads : m.kv_heads) / tp);
-      s.q_len = pf.tokens;
-      s.kv_len = pf.cached + (pf.tokens + 1) / 2;  // causal: on average half the chunk
-      s.causal = false;
-      s.qk_dim = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
-      s.v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
-      t += cost_.attention(s, false).value;
-    }
-    if (b.decodes > 0) {
-      const double bytes = b.decode_context * kv_bytes_token_layer_;
-      // MLA decode attends in the compressed space: 2 x heads x (kv_lora + rope) x 2 FLOPs
-      // per cached token (FlashMLA is compute-bound at large batch).
-      double flops = 0;
-      if (m.mla) flops = 4.0 * dbl(m.heads / tp) * dbl(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim) * b.decode_context;
-      else flops = 4.0 * dbl(m.heads / tp) * dbl(m.head_dim) * b.decode_context;
-      flops *= dbl(b.verify);
-      const double t_mem = cost_.memory_bound(Bytes(bytes)).value;
-      /// Decode attention reaches 0.6 of the bf16 peak when compute-bound: FlashMLA's 660 of
-      /// 989 TFLOP/s on H800 (hardware.json efficiency.attention, flashmla_readme).
-      const double t_flops = flops / (sys_.gpu.peak(DType::bf16).value * 0.6);
-      t += std::max(t_mem, t_flops);
-    }
-    // Norms, rotary, residuals: a few passes over the hidden states.
-    t += cost_.memory_bound(Bytes(dbl(tokens) * dbl(h) * 2.0 * 8.0)).value;
-    if (tp > 1) t += 2.0 * tp_all_reduce(dbl(tokens) * dbl(h) * 2.0);
-    return t;
-  };
-  const double attn = attention_part();
-  auto dense_ffn = [&](int64_t inner) {
-    return gemm(tokens, inner * (m.gated_mlp ? 2 : 1) / tp, h) + gemm(tokens, h, inner / tp) +
-           cost_.memory_bound(Bytes(dbl(tokens) * dbl(inner) / dbl(tp) * 2.0 * 3.0)).value;
-  };
-  dense_layer = attn + dense_ffn(m.intermediate);
-  if (m.moe) {
-    const auto& e = *m.moe;
-    // Experts one iteration touches: with T tokens choosing top-k of E uniformly, the
-    // expected distinct experts are E (1 - (1 - k/E)^T).
-    const double touched = dbl(e.num_experts) * (1.0 - std::pow(1.0 - dbl(e.top_k) / dbl(e.num_experts), dbl(tokens)));
-    const double local_experts = ep > 1 ? touched / dbl(ep) : touched;
-    const double inner = dbl(e.expert_intermediate) / (ep > 1 ? 1.0 : dbl(tp));
-    const double routed_tokens = dbl(tokens * e.top_k) / (ep > 1 ? dbl(ep) : 1.0);
-    const double per_expert = routed_tokens / std::max(1.0, local_experts);
-    const auto pe = static_cast<int64_t>(std::ceil(per_expert));
-    const auto inner_i = static_cast<int64_t>(inner);
-    const double w_bytes = local_experts * dbl(h) * inner * (m.gated_mlp ? 3.0 : 2.0) * wbytes_;
-    // Compute of the grouped expert GEMMs: at the fused MoE kernel's measured rate where
-    // the GPU has it (8-bit or 16-bit tensor cores), else from the GEMM efficiency model.
-    const GpuEfficiency& ge = sys_.gpu.efficiency;
-    const bool eight_bit = math_ == DType::fp8 || math_ == DType::int8;
-    const double moe_frac = eight_bit ? (math_ == DType::fp8 && engine_.moe_compute_fraction_fp8 > 0
-                                             ? engine_.moe_compute_fraction_fp8
-                                             : ge.moe_kernel_compute_fp8.value)
-                                      : ge.moe_kernel_compute_bf16.value;
-    const double routed_flops = routed_tokens * dbl(h) * inner * (m.gated_mlp ? 6.0 : 4.0);
-    const double compute =
-        moe_frac > 0
-            ? routed_flops / (sys_.gpu.peak(eight_bit ? math_ : DType::bf16).value * moe_frac)
-            : cost_.gemm_compute(pe, inner_i * (m.gated_mlp ? 2 : 1), h, math_, static_cast<int64_t>(std::ceil(local_experts))).value +
-                  cost_.gemm_compute(pe, h, inner_i, math_, static_cast<int64_t>(std::ceil(local_experts))).value;
-    // Streaming the touched experts' weights: at the fused MoE kernel's measured rate and
-    // fixed time where the GPU has them, else as two weight-streaming GEMMs (gate/up, then
-    // down).
-    const double weights = ge.moe_kernel_hbm.value > 0
-                               ? w_bytes / (sys_.gpu.hbm_bandwidth().value * ge.moe_kernel_hbm.value) +
-                                     ge.moe_kernel_fixed_us.value * 1e-6
-                               : stream(w_bytes * (m.gated_mlp ? 2.0 / 3.0 : 0.5)) + stream(w_bytes * (m.gated_mlp ? 1.0 / 3.0 : 0.5));
-    // The fused kernel hides part of the shorter of the two behind the longer.
-    double experts = std::max(compute, weights) + ge.moe_kernel_unhidden.value * std::min(compute, weights);
-    experts += gemm(tokens, e.num_experts, h);  // router
-    if (e.shared_experts > 0) experts += dense_ffn(e.shared_experts * e.shared_intermediate);
-    if (ep > 1)
-      experts += 2.0 * cost_.collective(CollectiveKind::all_to_all, Bytes(dbl(tokens * e.top_k) * dbl(h) * 2.0 / dbl(ep)), ep_group_).value;
-    moe_layer = attn + experts;
-  }
+  const double attn = attention_layer_seconds(b, tokens);
+  dense_layer = attn + dense_ffn_seconds(tokens, m.intermediate);
+  if (m.moe) moe_layer = attn + experts_seconds(tokens);
   double t = dbl(m.layers - moe_layers_) * dense_layer + dbl(moe_layers_) * moe_layer;
   // Output head (16-bit) and sampling for the sequences that emit a token.
   if (sampled > 0) {

@@ -52,6 +52,14 @@ class IterationModel {
 
  private:
   double gemm(int64_t m, int64_t n, int64_t k) const;
+  /// Seconds of one layer's attention block on `tokens` rows: projections, attention over
+  /// the cache (prefill chunks and decodes), norms, the tensor-parallel all-reduces.
+  double attention_layer_seconds(const IterationBatch& b, int64_t tokens) const;
+  /// Seconds of a dense MLP of `inner` width on `tokens` rows (split over tp).
+  double dense_ffn_seconds(int64_t tokens, int64_t inner) const;
+  /// Seconds of one routed-expert block on `tokens` rows: grouped expert GEMMs, router,
+  /// shared experts, the expert-parallel all-to-alls.
+  double experts_seconds(int64_t tokens) const;
   /// Seconds of a weight-streaming GEMM kernel moving `bytes`.
   double stream(double bytes) const;
   /// Seconds of one tensor-parallel all-reduce of `bytes` (GpuEfficiency::engine_allreduce_*).
