@@ -254,6 +254,14 @@ std::string serving_table(const json& r) {
                               r["layout"]["ep"].get<int64_t>(), r["layout"]["replicas"].get<int64_t>(),
                               r["layout"]["weight_dtype"].get<std::string>(), r["run"]["requests"].get<int64_t>(),
                               r["run"]["duration_s"].get<double>());
+  if (r.contains("engine") && r["engine"].contains("profile")) {
+    const json& e = r["engine"];
+    s += fmt::format("  engine      {} ({}; {}), host {:g} ms + {:g} us/seq per step{}, {} seqs, {} tokens/step\n",
+                     e["profile"]["label"].get<std::string>(), e["profile"]["id"].get<std::string>(),
+                     e["profile"]["match"].get<std::string>(), e["step_overhead_ms"].get<double>(),
+                     e["step_overhead_us_per_seq"].get<double>(), e["host_overlaps_gpu"].get<bool>() ? " (overlapped)" : "",
+                     e["max_num_seqs"].get<int64_t>(), e["max_num_batched_tokens"].get<int64_t>());
+  }
   if (const int64_t runs = r["run"].value("replications", int64_t{1}); runs > 1)
     s += fmt::format("  metrics     median over {} runs (seeds in a row; first run shown above)\n", runs);
   s += "  latency ms      mean      p50      p90      p99\n";
