@@ -21,7 +21,7 @@ namespace {
 // Every shipped profile reads (every knob has a value and a source the file lists).
 TEST(ServingEngines, EveryProfileLoadsWithSources) {
   const auto ids = io::engine_profile_ids();
-  EXPECT_GE(ids.size(), 8u);
+  EXPECT_GE(ids.size(), 9u);
   for (const auto& id : ids) {
     const auto doc = io::read_json_file(io::data_dir() / "engines" / (id + ".json"));
     EXPECT_NO_THROW(io::engine_profile_from_json(doc, id)) << id;
@@ -52,7 +52,9 @@ TEST(ServingEngines, VersionSelectsTheGeneration) {
   EXPECT_EQ(io::select_engine_profile("sglang", "0.3.0", "/e").id, "sglang-0.3");
   EXPECT_EQ(io::select_engine_profile("sglang", "0.4.5.post3", "/e").id, "sglang-0.4");
   EXPECT_EQ(io::select_engine_profile("sglang", "0.5.7", "/e").id, "sglang-0.5");
-  EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.1.0a1", "/e").id, "lmdeploy-turbomind");
+  EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.1.0a1", "/e").id, "lmdeploy-turbomind-0.1");
+  EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.2.0", "/e").id, "lmdeploy-turbomind-0.1");
+  EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.2.6", "/e").id, "lmdeploy-turbomind");
   const EngineProfile main = io::select_engine_profile("trtllm", "main@2e669133 (source build, 2025-04-15)", "/e");
   EXPECT_EQ(main.id, "trtllm");
   EXPECT_EQ(main.match, "version \"main@2e669133 (source build, 2025-04-15)\" is not a release number: the newest trtllm profile");
