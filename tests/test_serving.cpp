@@ -33,6 +33,26 @@ Scenario serving_scenario(const std::string& model, const std::string& gpu, int6
   return s;
 }
 
+// ep "auto" is the fastest of experts split inside the tp group (ep 1) and whole experts
+// spread over it (ep = tp): the run equals the faster of the two runs with ep stated.
+TEST(Serving, AutoExpertParallelismIsTheFasterLayout) {
+  Scenario s = serving_scenario("qwen3-30b-a3b", "h100-sxm5-80gb", 2, ServingWorkload::Mode::offline);
+  s.inference->workload.num_requests = 200;
+  const hw::RooflineCostModel cost(s.system);
+  s.inference->ep = std::nullopt;
+  const ServingResult chosen = simulate_serving(s, cost);
+  double rate[3] = {0, 0, 0};
+  for (int64_t ep : {1, 2}) {
+    s.inference->ep = ep;
+    const ServingResult r = simulate_serving(s, cost);
+    double tokens = 0;
+    for (const auto& q : r.requests) tokens += static_cast<double>(q.output);
+    rate[ep] = tokens / r.duration_s;
+    if (ep == chosen.ep) EXPECT_EQ(r.duration_s, chosen.duration_s);
+  }
+  EXPECT_EQ(chosen.ep, rate[2] > rate[1] * 1.001 ? 2 : 1);
+}
+
 // Every request: end-to-end latency = TTFT + TPOT x (output - 1), exactly.
 TEST(Serving, EndToEndIsTtftPlusTpot) {
   for (auto mode : {ServingWorkload::Mode::poisson, ServingWorkload::Mode::offline, ServingWorkload::Mode::concurrency}) {

@@ -58,6 +58,7 @@ std::vector<ServingResult> simulate_serving_runs(const Scenario& s, const CostMo
   // Every run uses the engine the first one resolved (max_num_seqs "auto" is chosen once).
   Scenario same = s;
   same.inference->engine.max_num_seqs = runs.front().engine.max_num_seqs;
+  same.inference->ep = runs.front().ep;
   for (int64_t i = 1; i < n; ++i) runs.push_back(simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false));
   return runs;
 }
@@ -72,6 +73,7 @@ bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, 
   ServingResult first = simulate_serving(s, cost, seed, false);
   Scenario same = s;
   same.inference->engine.max_num_seqs = first.engine.max_num_seqs;
+  same.inference->ep = first.ep;
   std::vector<double> ttft, tpot;
   int64_t ttft_ok = 0, tpot_ok = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -368,6 +370,7 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
   DrawnWorkload drawn = detail::generate_requests(p.workload, seed);
   out.requests = std::move(drawn.requests);
   out.engine = engine_defaults(p, drawn.longest);
+  out.ep = p.ep.value_or(1);
   out.chunked_prefill = out.engine.chunked_prefill;
   out.slo_ttft_s = p.slo_ttft_ms * 1e-3;
   out.slo_tpot_s = p.slo_tpot_ms * 1e-3;
@@ -391,12 +394,14 @@ double output_tokens_per_s(const ServingResult& r) {
 
 }  // namespace
 
-ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline) {
-  if (!s.inference) throw std::logic_error("simulate_serving needs an inference plan");
+namespace {
+
+/// The run with max_num_seqs resolved: as given, or "auto", the fastest setting, from
+/// vLLM's default (256) doubling while the output throughput still rises by more than 0.1%
+/// (the KV cache or the step time caps it).
+ServingResult simulate_seqs_resolved(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline) {
   if (!s.inference->engine.max_num_seqs_auto || s.inference->engine.max_num_seqs)
     return simulate_once(s, cost, seed, record_timeline);
-  // max_num_seqs "auto": the fastest setting, from vLLM's default (256) doubling while the
-  // output throughput still rises by more than 0.1% (the KV cache or the step time caps it).
   Scenario probe = s;
   ServingResult best;
   double best_rate = -1;
@@ -413,6 +418,37 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
     }
     const double rate = output_tokens_per_s(r);
     if (best_rate >= 0 && rate <= best_rate * 1.001) break;
+    best = std::move(r);
+    best_rate = rate;
+  }
+  return best;
+}
+
+}  // namespace
+
+ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline) {
+  if (!s.inference) throw std::logic_error("simulate_serving needs an inference plan");
+  const InferencePlan& p = *s.inference;
+  const bool ep_choice = !p.ep && s.model.moe && p.tp > 1 && s.model.moe->num_experts % p.tp == 0;
+  if (!ep_choice) return simulate_seqs_resolved(s, cost, seed, record_timeline);
+  // ep "auto" (SCHEMA.md: what the people who ran it did, the fastest setting that fits):
+  // experts split inside each expert over the tp group, or whole experts spread over it
+  // (ep = tp); the higher output throughput wins, ep 1 on a tie within 0.1%.
+  Scenario probe = s;
+  ServingResult best;
+  double best_rate = -1;
+  for (int64_t ep : {int64_t{1}, p.tp}) {
+    probe.inference->ep = ep;
+    ServingResult r;
+    try {
+      r = simulate_seqs_resolved(probe, cost, seed, record_timeline);
+    } catch (const ServingDoesNotFit&) {
+      if (ep == p.tp && best_rate >= 0) break;
+      if (ep == p.tp) throw;
+      continue;
+    }
+    const double rate = output_tokens_per_s(r);
+    if (best_rate >= 0 && rate <= best_rate * 1.001) continue;
     best = std::move(r);
     best_rate = rate;
   }

@@ -114,6 +114,7 @@ struct ServingResult {
   double peak_kv_utilization = 0;       ///< largest fraction of KV blocks in use
   InferenceMemory memory;
   EngineDefaults engine;                ///< the engine knobs in force (defaults resolved)
+  int64_t ep = 1;                       ///< expert parallelism the run used ("auto" resolved)
   bool chunked_prefill = true;
   double slo_ttft_s = 0.5, slo_tpot_s = 0.05;  ///< the plan's goodput objectives
 };
