@@ -719,6 +719,86 @@ Scenario auto_scenario(const std::string& model_name, const std::string& gpu_id,
   return s;
 }
 
+// LoRA freezes the base: its GEMMs keep the forward and the input gradient but lose the
+// weight gradient, and only the adapters are reduced over data parallel and stepped.
+// With no adapters at all the step is the pretraining step less every weight-gradient GEMM.
+TEST(Lora, FrozenBaseHasNoWeightGradientsNorOptimizerWork) {
+  const ModelSpec& m = model("llama2-7b");
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
+  const hw::RooflineCostModel cost(sys);
+  TrainingPlan t;
+  t.tp = 2;
+  t.cp = 2;
+  t.dp = 2;
+  t.sp = true;
+  t.zero = 1;
+  t.micro_batch = 1;
+  t.global_batch = 8;
+  t.seq_len = 4096;
+  t.precision = DType::bf16;
+  const StepBreakdown full = analytical_step(m, sys, t, cost);
+  TrainingPlan l = t;
+  l.mode = TrainMode::lora;
+  l.lora = LoraSpec{8, std::vector<std::string>{}};
+  const StepBreakdown none = analytical_step(m, sys, l, cost);
+  const LoweringOptions lo = lowering_options(m, t);
+  const double tokens = 4096.0 / 2.0;
+  double layer_wgrad = 0, head_wgrad = 0;
+  for (const Op& op : lower_layer(m, 0, lo)) {
+    if (op.kind != OpKind::gemm) continue;
+    const int64_t n = op.split == GemmSplit::column ? op.n / 2 : op.n, k = op.split == GemmSplit::row ? op.k / 2 : op.k;
+    layer_wgrad += cost.gemm(k, n, static_cast<int64_t>(tokens), DType::bf16).value;
+  }
+  for (const Op& op : lower_head(m, lo))
+    if (op.kind == OpKind::gemm) head_wgrad += cost.gemm(op.k, op.n / 2, static_cast<int64_t>(tokens), DType::bf16).value;
+  const double mb = dbl(num_microbatches(t));
+  expect_rel(full.compute_s - none.compute_s, mb * (dbl(m.layers) * layer_wgrad + head_wgrad), 1e-9);
+  EXPECT_EQ(none.optimizer_s, 0.0);
+  EXPECT_EQ(none.total_dp_s, 0.0);
+
+  // Adapters on q and v: the optimizer steps rank x (in + out) per adapter, 30 B each.
+  l.lora = LoraSpec{8, std::vector<std::string>{"q_proj", "v_proj"}};
+  const StepBreakdown qv = analytical_step(m, sys, l, cost);
+  const double adapters = dbl(m.layers) * 8.0 * (2.0 * dbl(m.hidden) + dbl(m.q_width()) + dbl(m.kv_heads * m.head_dim)) / 2.0;
+  expect_rel(qv.optimizer_s, cost.memory_bound(Bytes(adapters / 4.0 * 30.0)).value, 1e-9);
+  EXPECT_GT(qv.compute_s, none.compute_s);
+  EXPECT_LT(qv.compute_s, full.compute_s);
+  EXPECT_LT(qv.step_s, full.step_s);
+}
+
+// "auto" rank and targets take the framework's published default and are reported.
+TEST(Lora, AutoRankAndTargetsAreTheFrameworkDefault) {
+  TrainingPlan t;
+  t.mode = TrainMode::lora;
+  t.lora = LoraSpec{std::nullopt, std::nullopt};
+  t.framework = Framework::megatron;
+  const LoraSpec nemo = resolved_lora(t);
+  EXPECT_EQ(nemo.rank, 32);
+  EXPECT_EQ(*nemo.targets,
+            (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}));
+  t.framework = Framework::pytorch;
+  const LoraSpec peft = resolved_lora(t);
+  EXPECT_EQ(peft.rank, 8);
+  EXPECT_EQ(*peft.targets, (std::vector<std::string>{"q_proj", "v_proj"}));
+  t.lora = LoraSpec{16, std::nullopt};
+  EXPECT_EQ(resolved_lora(t).rank, 16);
+
+  Scenario s = auto_scenario("llama2-7b", "h100-sxm5-80gb", 2, 1, 4, 32, 4096);
+  s.training->cp = 2;
+  s.training->dp = 2;
+  s.training->zero = 1;
+  s.training->mode = TrainMode::lora;
+  s.training->lora = LoraSpec{std::nullopt, std::nullopt};
+  const hw::RooflineCostModel cost(s.system);
+  const TrainEvaluation ev = evaluate_training(s, &cost);
+  EXPECT_TRUE(ev.feasible) << ev.fail_reason;
+  EXPECT_NE(std::find(ev.auto_fields.begin(), ev.auto_fields.end(), "lora.rank"), ev.auto_fields.end());
+  EXPECT_NE(std::find(ev.auto_fields.begin(), ev.auto_fields.end(), "lora.targets"), ev.auto_fields.end());
+  EXPECT_EQ(ev.plan.lora->rank, 32);
+  ASSERT_TRUE(ev.step.has_value());
+  EXPECT_GT(ev.step->step_s, 0.0);
+}
+
 // Under ZeRO-3 the auto framework is PyTorch-native: attention runs PyTorch's SDPA flash
 // backend (FlashAttention-2) and a pipeline splits the local batch into as many
 // microbatches as stages (torchtitan's default); under Megatron-LM's ZeRO-1 the fused

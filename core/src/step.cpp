@@ -57,11 +57,27 @@ double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& wgrad_o
     if (op.split == GemmSplit::column) n = std::max<int64_t>(1, n / tp);
     if (op.split == GemmSplit::row) k = std::max<int64_t>(1, k / tp);
   }
-  const double f = c.cost.gemm(m, n, k, dt, batch).value;
-  // Backward: input gradient [m x k] = dY [m x n] W^T, weight gradient [k x n] = X^T dY.
-  wgrad_out = c.cost.gemm(k, n, m, dt, batch).value;
+  double f = c.cost.gemm(m, n, k, dt, batch).value;
+  // Backward: input gradient [m x k] = dY [m x n] W^T, weight gradient [k x n] = X^T dY;
+  // a frozen weight needs only the first.
+  wgrad_out = op.frozen ? 0.0 : c.cost.gemm(k, n, m, dt, batch).value;
   bwd_out = c.cost.gemm(m, k, n, dt, batch).value + wgrad_out;
   flops_out = 2.0 * dbl(m) * dbl(n) * dbl(k) * dbl(batch);
+  if (op.adapter_rank > 0) {
+    // LoRA adapters in 16-bit beside the base GEMM: A [k x r] then B [r x out], the wide
+    // side split over tensor parallel ranks like the base weight. Their GEMMs are thin
+    // (r of 8 to 64): reading X and writing the wide side bound them, not FLOPs, and the
+    // smallest sit at the kernel launch floor.
+    const int64_t r = op.adapter_rank;
+    const int64_t out = std::max<int64_t>(1, (op.split == GemmSplit::column ? op.adapter_out * n / op.n : op.adapter_out));
+    const DType a = DType::bf16;
+    f += c.cost.gemm(m, r, k, a, batch).value + c.cost.gemm(m, out, r, a, batch).value;
+    // Backward: through B (input and weight gradient), then through A (both again).
+    const double awgrad = c.cost.gemm(r, out, m, a, batch).value + c.cost.gemm(k, r, m, a, batch).value;
+    wgrad_out += awgrad;
+    bwd_out += c.cost.gemm(m, r, out, a, batch).value + c.cost.gemm(m, k, r, a, batch).value + awgrad;
+    flops_out += 2.0 * dbl(m) * dbl(r) * dbl(k + out) * dbl(batch);
+  }
   return f;
 }
 
@@ -283,6 +299,8 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
   const int64_t stages = t.pp * vpp;
   const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, stages) : t.stage_layers;
   const bool dual = t.schedule == Schedule::dualpipe;
+  const bool lora = t.mode == TrainMode::lora;
+  const LoraSpec lora_spec = lora ? resolved_lora(t) : LoraSpec{};
   pc.chunks.assign(static_cast<size_t>(t.pp), std::vector<ChunkCost>(static_cast<size_t>(vpp)));
   std::vector<ChunkCost> by_stage(static_cast<size_t>(stages));
   int64_t next = 0;
@@ -297,9 +315,16 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.wgrad_s += lc.wgrad;
       ch.ep_s += lc.ep_fwd + lc.ep_bwd;
       ch.activation_bytes += act_kind[m.is_moe_layer(next) ? 1 : 0];
-      const LayerParams lp = layer_params(m, next);
-      ch.params += (dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router);
-      ch.expert_params += dbl(lp.routed_experts) / dbl(t.ep * c.etp);
+      if (lora) {
+        // Only the adapters have gradients and optimizer state.
+        const bool moe = m.is_moe_layer(next);
+        ch.params += lora_layer_params(m, lora_spec, moe, false) / dbl(t.tp);
+        ch.expert_params += lora_layer_params(m, lora_spec, moe, true) / dbl(t.ep * c.etp);
+      } else {
+        const LayerParams lp = layer_params(m, next);
+        ch.params += (dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router);
+        ch.expert_params += dbl(lp.routed_experts) / dbl(t.ep * c.etp);
+      }
       ++ch.layers;
     }
     if (j == 0) {
@@ -307,14 +332,14 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.bwd_s += k.emb.bwd - k.emb.wgrad;
       ch.wgrad_s += k.emb.wgrad;
       ch.activation_bytes += emb_act;
-      ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
+      if (!lora) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
     }
     if (j == stages - 1) {
       ch.fwd_s += k.head.fwd;
       ch.bwd_s += k.head.bwd - k.head.wgrad;
       ch.wgrad_s += k.head.wgrad;
       ch.activation_bytes += head_act;
-      if (!m.tied_embeddings || t.pp > 1) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
+      if (!lora && (!m.tied_embeddings || t.pp > 1)) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
     }
   }
   if (dual) {
@@ -346,13 +371,15 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   KindCosts kc_local;
   const KindCosts* kcp = nullptr;
   if (cache) {
+    const LoweringOptions lo = lowering_options(m, t);
     const StepKey key{&m, &cost, t.tp, t.cp, c.etp, t.ep, c.b, t.seq_len, sys.gpus_per_node, t.sp,
                       static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0,
                       static_cast<int>(t.precision), static_cast<int>(attention_of(t)), static_cast<int>(framework_of(t)),
-                      opt.tp_overlap, opt.moe_imbalance};
+                      opt.tp_overlap, opt.moe_imbalance, t.mode == TrainMode::lora ? std::max<int64_t>(1, lo.lora_rank) : 0,
+                      lo.lora_targets};
     auto& entries = cache->impl().step;
     auto it = entries.find(key);
-    if (it == entries.end()) it = entries.emplace(key, cost_kinds(c, lowering_options(m, t))).first;
+    if (it == entries.end()) it = entries.emplace(key, cost_kinds(c, lo)).first;
     kcp = &it->second;
   } else {
     kc_local = cost_kinds(c, lowering_options(m, t));
@@ -480,7 +507,17 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   const RankKinds& crit_rank = ranks[static_cast<size_t>(out.slowest_stage)];
   for (int k = 0; k < 2; ++k)
     expert_params += dbl(crit_rank.n[k]) * dbl(lk.params[k].routed_experts) / dbl(t.ep * c.etp);
-  const double dense_params = crit.params;
+  double dense_params = crit.params;
+  if (t.mode == TrainMode::lora) {
+    // Only the adapters train: their gradients are reduced and stepped; the frozen base
+    // has neither gradients nor optimizer state.
+    const LoraSpec l = resolved_lora(t);
+    dense_params = expert_params = 0;
+    for (int k = 0; k < 2; ++k) {
+      dense_params += dbl(crit_rank.n[k]) * lora_layer_params(m, l, k == 1, false) / dbl(t.tp);
+      expert_params += dbl(crit_rank.n[k]) * lora_layer_params(m, l, k == 1, true) / dbl(t.ep * c.etp);
+    }
+  }
   // Collective times of the dense and expert groups are summed first, then hidden once
   // behind the compute they overlap with.
   struct DpCost {

@@ -52,6 +52,11 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     ev.auto_fields.push_back("attention");
     base.attention = attention_of(base);
   }
+  if (base.mode == TrainMode::lora) {
+    if (!base.lora || !base.lora->rank) ev.auto_fields.push_back("lora.rank");
+    if (!base.lora || !base.lora->targets) ev.auto_fields.push_back("lora.targets");
+    base.lora = resolved_lora(base);
+  }
   ev.params = count_params(m);
   if (base.seq_len > m.max_position && m.max_position > 0)
     ev.warnings.push_back("seq_len " + std::to_string(base.seq_len) + " exceeds the model's max_position_embeddings " +

@@ -129,7 +129,9 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
   } else if (l) {
     ObjectReader lr(*l, r.at("lora"), issues);
     LoraSpec spec;
-    lr.integer("rank", spec.rank, true);
+    // "auto": the framework's default (lora_defaults), reported under resolved.
+    if (!lr.has("rank")) issues.push_back({lr.at("rank"), "", "is required (an integer or \"auto\")", {}});
+    else lr.integer_or_auto("rank", spec.rank);
     // Keys of the post-training schema that do not change a LoRA step's cost here: the
     // scaling alpha, and the base storage (a quantized base is mode "qlora").
     double alpha = 0;
@@ -140,8 +142,10 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
     lr.boolean("double_quant", dq);
     if (const json* tg = lr.get("targets")) {
       const std::vector<std::string> valid = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-      if (!tg->is_array()) {
-        issues.push_back({lr.at("targets"), brief(*tg), "must be an array of module names", {}});
+      if (tg->is_string() && *tg == "auto") {
+        spec.targets = std::nullopt;
+      } else if (!tg->is_array()) {
+        issues.push_back({lr.at("targets"), brief(*tg), "must be an array of module names or \"auto\"", {}});
       } else {
         for (size_t i = 0; i < tg->size(); ++i) {
           const json& v = (*tg)[i];
@@ -152,7 +156,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
                               "must be one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj",
                               n.empty() ? "" : "did you mean \"" + n + "\"?"});
           } else {
-            spec.targets.push_back(name);
+            spec.targets->push_back(name);
           }
         }
       }

@@ -43,8 +43,9 @@ struct SystemSpec {
 
 /// LoRA adapters (mode "lora").
 struct LoraSpec {
-  int64_t rank = 16;
-  std::vector<std::string> targets;  ///< HF module names, e.g. q_proj, v_proj
+  std::optional<int64_t> rank = 16;  ///< nullopt = auto: the framework's default (lora_defaults)
+  /// HF module names, e.g. q_proj, v_proj; nullopt = auto: the framework's default.
+  std::optional<std::vector<std::string>> targets = std::vector<std::string>{};
   bool operator==(const LoraSpec&) const = default;
 };
 
@@ -107,6 +108,17 @@ struct TrainingPlan {
 
 /// The framework in force: the plan's, or the auto rule on its ZeRO stage.
 Framework framework_of(const TrainingPlan& t);
+
+/// LoRA rank and targets a framework uses when a run does not set them.
+/// Megatron-LM stacks (NeMo 2.0 and Megatron-Bridge `LoRA`): dim 32 on linear_qkv,
+/// linear_proj, linear_fc1, linear_fc2, i.e. every attention and MLP projection
+/// (NVIDIA/NeMo nemo/collections/llm/peft/lora.py, `target_modules` and `dim` defaults).
+/// PyTorch stacks (Hugging Face PEFT `LoraConfig`): r 8 on q_proj and v_proj for llama-style
+/// models (peft/utils/constants.py, TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
+LoraSpec lora_defaults(Framework f);
+
+/// The plan's LoRA spec with auto fields replaced by `lora_defaults` of its framework.
+LoraSpec resolved_lora(const TrainingPlan& t);
 
 /// The attention kernel in force: the plan's, or the framework's: Transformer Engine's
 /// fused kernel (cuDNN, FlashAttention-3 class on Hopper) under Megatron-LM, PyTorch's
