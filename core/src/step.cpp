@@ -63,6 +63,31 @@ double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& wgrad_o
   wgrad_out = op.frozen ? 0.0 : c.cost.gemm(k, n, m, dt, batch).value;
   bwd_out = c.cost.gemm(m, k, n, dt, batch).value + wgrad_out;
   flops_out = 2.0 * dbl(m) * dbl(n) * dbl(k) * dbl(batch);
+  if (dt == DType::fp8) {
+    const double mk = dbl(m) * dbl(k) * dbl(batch), mn = dbl(m) * dbl(n) * dbl(batch), kn = dbl(k) * dbl(n) * dbl(batch);
+    if (c.pytorch) {
+      // torchao Float8Linear (torchtitan's fp8): each of the three GEMMs casts both of its
+      // bf16 operands with dynamic tensorwise scales (read 2 B, write 1 B per element).
+      f += c.cost.memory_bound(Bytes((mk + kn) * 3.0)).value;
+      bwd_out += c.cost.memory_bound(Bytes((mn + kn) * 3.0)).value;
+      if (!op.frozen) {
+        const double w = c.cost.memory_bound(Bytes((mk + mn) * 3.0)).value;
+        wgrad_out += w;
+        bwd_out += w;
+      }
+    } else {
+      // Transformer Engine (Megatron-LM, NeMo): the input is cast once in the forward and
+      // the output gradient once in the backward, each by a fused cast-transpose kernel that
+      // reads 2 B and writes the fp8 copy and its transpose (1 B each) for the other GEMM
+      // (te.pytorch Linear: fp8_cast_transpose_fused on the input,
+      // fp8_cast_transpose_bgrad_fused on grad_output); no transpose when no weight
+      // gradient needs it. The fp8 weights are cast once per step and cached over the
+      // microbatches (is_first_microbatch; see fp8_weight_cast_bytes).
+      const double per = op.frozen ? 3.0 : 4.0;
+      f += c.cost.memory_bound(Bytes(mk * per)).value;
+      bwd_out += c.cost.memory_bound(Bytes(mn * per)).value;
+    }
+  }
   if (op.adapter_rank > 0) {
     // LoRA adapters in 16-bit beside the base GEMM: A [k x r] then B [r x out], the wide
     // side split over tensor parallel ranks like the base weight. Their GEMMs are thin
@@ -214,6 +239,15 @@ double optimizer_traffic(Optimizer o) {
   return 30.0;
 }
 
+double fp8_weight_cast_bytes(const TrainingPlan& t, const LayerParams& lp) {
+  if (t.precision != DType::fp8 || framework_of(t) == Framework::pytorch) return 0.0;
+  // Transformer Engine casts each fp8 GEMM weight (read 2 B, write the fp8 copy and its
+  // transpose, 1 B each) on the first microbatch and reuses it for the rest of the step.
+  const double dense = dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / dbl(t.tp);
+  const double routed = dbl(lp.routed_experts) / dbl(t.ep * t.etp.value_or(1));
+  return (dense + routed) * 4.0;
+}
+
 LayoutGroups layout_groups(const TrainingPlan& t, int64_t gpn) {
   LayoutGroups g;
   const int64_t etp = t.etp.value_or(1);
@@ -315,6 +349,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.wgrad_s += lc.wgrad;
       ch.ep_s += lc.ep_fwd + lc.ep_bwd;
       ch.activation_bytes += act_kind[m.is_moe_layer(next) ? 1 : 0];
+      ch.weight_cast_s += cost.memory_bound(Bytes(fp8_weight_cast_bytes(t, layer_params(m, next)))).value;
       if (lora) {
         // Only the adapters have gradients and optimizer state.
         const bool moe = m.is_moe_layer(next);
@@ -588,6 +623,10 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   const double local = (zero >= 1 ? dense_params / dbl(c.g.dp.size) : dense_params) +
                        (zero >= 1 ? expert_params / dbl(c.g.dp_expert.size) : expert_params);
   out.optimizer_s = t.memory.offload_optimizer ? 0.0 : cost.memory_bound(Bytes(local * optimizer_traffic(t.optimizer))).value;
+  // Once-per-step fp8 weight casts ride with the optimizer step (both touch every weight once).
+  for (int k = 0; k < 2; ++k)
+    if (crit_rank.n[k] > 0)
+      out.optimizer_s += dbl(crit_rank.n[k]) * cost.memory_bound(Bytes(fp8_weight_cast_bytes(t, lk.params[k]))).value;
 
   out.step_s = dbl(mb) * out.microbatch_s + out.bubble_s + out.exposed_pp_s + out.exposed_dp_s + out.optimizer_s;
 
