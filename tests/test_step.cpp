@@ -963,3 +963,64 @@ TEST(Determinism, SameScenarioTwiceIsIdentical) {
 
 }  // namespace
 }  // namespace capsim
+
+namespace capsim {
+namespace {
+
+// Megatron-LM's selective recompute modules drop exactly what they name: MLA's up-projected
+// q, k, v (kept by attention), the norms' outputs (kept by the GEMMs that read them) and the
+// experts' activation output (kept by the down projection), per token of one layer.
+TEST(RecomputeModules, DropWhatTheyName) {
+  const ModelSpec m = io::load_model("deepseek-v3");
+  TrainingPlan t;
+  t.precision = DType::bf16;
+  t.recompute = Recompute::selective;
+  const LoweringOptions lo = lowering_options(m, t);
+  const auto ops = lower_layer(m, 3, lo);
+  ShardContext sc;
+  sc.micro_batch = 1;
+  sc.seq_len = 4096;
+  sc.recompute = Recompute::selective;
+  sc.recompute_modules = 0;
+  const double none = layer_activation_bytes(ops, lo, m, sc) / 4096.0;
+  const double h = static_cast<double>(m.hidden);
+  const auto& a = *m.mla;
+  const double qkv = static_cast<double>(m.heads) * static_cast<double>(2 * (a.qk_nope_head_dim + a.qk_rope_head_dim) + a.v_head_dim);
+  sc.recompute_modules = kRecomputeMlaUpProj;
+  EXPECT_DOUBLE_EQ(none - layer_activation_bytes(ops, lo, m, sc) / 4096.0, qkv * 2.0);
+  sc.recompute_modules = kRecomputeLayernorm;  // q_down_proj's and the router's inputs
+  EXPECT_DOUBLE_EQ(none - layer_activation_bytes(ops, lo, m, sc) / 4096.0, 2.0 * h * 2.0);
+  sc.recompute_modules = kRecomputeMoeAct;
+  EXPECT_DOUBLE_EQ(none - layer_activation_bytes(ops, lo, m, sc) / 4096.0,
+                   static_cast<double>(m.moe->top_k * m.moe->expert_intermediate) * 2.0);
+}
+
+// Node-limited routing: with EP over 8 nodes a DeepSeek-V3 token crosses the network to at
+// most topk_group = 4 nodes instead of sending its 8 copies: the all-to-all gets cheaper, and
+// no cheaper than the same layout without the limit sending 4 copies.
+TEST(NodeLimitedRouting, CrossNodeCopiesCappedAtTopkGroup) {
+  ModelSpec m = io::load_model("deepseek-v3");
+  SystemSpec sys;
+  sys.gpu = io::load_gpu("h800-sxm5-80gb");
+  sys.num_gpus = 64;
+  sys.gpus_per_node = 8;
+  sys.nic_gbps_per_gpu = 400;
+  TrainingPlan t;
+  t.ep = 64;
+  t.dp = 64;
+  t.micro_batch = 1;
+  t.global_batch = 64;
+  t.seq_len = 4096;
+  t.zero = 1;
+  const hw::RooflineCostModel cost(sys);
+  const double limited = analytical_step(m, sys, t, cost).total_ep_s;
+  ModelSpec free = m;
+  free.moe->n_group = free.moe->topk_group = 0;
+  const double unlimited = analytical_step(free, sys, t, cost).total_ep_s;
+  EXPECT_LT(limited, unlimited);
+  free.moe->top_k = 4;
+  EXPECT_GE(limited, 0.999 * analytical_step(free, sys, t, cost).total_ep_s);
+}
+
+}  // namespace
+}  // namespace capsim

@@ -122,6 +122,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   sc.recompute = rc;
   const Framework fw = framework_of(t);
   sc.op_sac = fw == Framework::pytorch;
+  sc.recompute_modules = t.recompute_modules;
   ShardContext sc_full = sc;
   sc_full.recompute = Recompute::none;
   const double tokens = dbl(mb) * dbl(t.seq_len) / dbl(t.cp);
@@ -132,7 +133,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   MemVal* mv = &local;
   if (cache) {
     const MemKey key{&m, t.tp, t.cp, etp, mb, t.seq_len, t.sp, static_cast<int>(rc),
-                     rc == Recompute::full ? t.recompute_fraction : 1.0, static_cast<int>(t.precision),
+                     rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules, static_cast<int>(t.precision),
                      static_cast<int>(attention_of(t)), static_cast<int>(fw)};
     auto& entries = cache->impl().memory;
     auto [it, inserted] = entries.try_emplace(key);

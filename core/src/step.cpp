@@ -127,6 +127,9 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
           // Op-level checkpointing recomputes every second matrix multiply.
           lc.recompute += 0.5 * f;
           lc.recompute_flops += 0.5 * flops;
+        } else if (c.rc == Recompute::selective && (op.rerun & c.t.recompute_modules)) {
+          lc.recompute += f;
+          lc.recompute_flops += flops;
         }
         break;
       }
@@ -149,7 +152,10 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         lc.attn_bwd += bw;
         const double flops = 2.0 * dbl(a.batch * a.heads) * dbl(a.q_len) * dbl(a.kv_len) * 0.5 * dbl(a.qk_dim + a.v_dim);
         lc.fwd_flops += flops;
-        if (c.rc != Recompute::none && !(c.rc == Recompute::selective && c.pytorch && a.kernel != AttentionKernel::unfused)) {
+        const bool rerun = c.rc == Recompute::full ||
+                           (c.rc == Recompute::selective && (c.pytorch ? a.kernel == AttentionKernel::unfused
+                                                                       : (c.t.recompute_modules & kRecomputeCoreAttn) != 0));
+        if (rerun) {
           // Megatron-LM's selective recompute reruns the attention core; op-level
           // checkpointing saves a fused attention's output instead (an unfused one reruns).
           const double share = c.rc == Recompute::full ? c.rc_fraction : 1.0;
@@ -194,6 +200,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         lc.bwd += 2.0 * f;
         if (c.rc == Recompute::full) lc.recompute += c.rc_fraction * f;
         else if (c.rc == Recompute::selective && c.pytorch) lc.recompute += f;  // rerun from saved outputs
+        else if (c.rc == Recompute::selective && (op.rerun & c.t.recompute_modules)) lc.recompute += f;
         break;
       }
     }
@@ -214,8 +221,24 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
   }
   // Expert parallel: token dispatch and combine all-to-all, forward and backward.
   if (moe_layer && c.t.ep > 1) {
-    const double sent = c.tokens / tp * dbl(c.m.moe->top_k) * dbl(c.m.hidden) * 2.0;
-    const double a2a = c.cost.collective(CollectiveKind::all_to_all, Bytes(sent), c.g.ep).value;
+    const MoeSpec& e = *c.m.moe;
+    const double per_copy = c.tokens / tp * dbl(c.m.hidden) * 2.0;
+    double a2a = c.cost.collective(CollectiveKind::all_to_all, Bytes(per_copy * dbl(e.top_k)), c.g.ep).value;
+    const int64_t nodes = c.g.ep.nodes();
+    if (nodes > 1 && e.n_group > 0 && e.topk_group > 0) {
+      // Node-limited routing (DeepSeek-V3 report, Sec. 2.1.2 and 3.2.2): a token's copies
+      // cross the network once per destination node, at most topk_group nodes (groups per
+      // node when the EP group spans fewer nodes than groups), then fan out over NVLink
+      // inside the node; the two legs run at once, the slower one sets the time.
+      const int64_t group_reach = nodes <= e.n_group ? e.topk_group : e.topk_group * (nodes / e.n_group);
+      const int64_t dests = std::min({e.top_k, nodes, group_reach});
+      const double network = c.cost.collective(CollectiveKind::all_to_all, Bytes(per_copy * dbl(dests)), c.g.ep).value;
+      Group node = c.g.ep;
+      node.size = std::min(c.g.ep.per_node, c.g.ep.size);
+      node.per_node = node.size;
+      const double nvlink = c.cost.collective(CollectiveKind::all_to_all, Bytes(per_copy * dbl(e.top_k)), node).value;
+      a2a = std::min(a2a, std::max(network, nvlink));
+    }
     lc.ep_fwd = 2.0 * a2a;
     lc.ep_bwd = 2.0 * a2a * (c.rc == Recompute::full ? 1.0 + c.rc_fraction : 1.0);
   }
@@ -314,6 +337,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
   sc.sp = t.sp;
   sc.recompute = c.rc;
   sc.op_sac = c.pytorch;
+  sc.recompute_modules = t.recompute_modules;
   ShardContext sc_none = sc;
   sc_none.recompute = Recompute::none;
   double act_kind[2] = {0, 0};
@@ -408,7 +432,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   if (cache) {
     const LoweringOptions lo = lowering_options(m, t);
     const StepKey key{&m, &cost, t.tp, t.cp, c.etp, t.ep, c.b, t.seq_len, sys.gpus_per_node, t.sp,
-                      static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0,
+                      static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules,
                       static_cast<int>(t.precision), static_cast<int>(attention_of(t)), static_cast<int>(framework_of(t)),
                       opt.tp_overlap, opt.moe_imbalance, t.mode == TrainMode::lora ? std::max<int64_t>(1, lo.lora_rank) : 0,
                       lo.lora_targets};

@@ -102,6 +102,24 @@ void add_ffn(std::vector<Op>& ops, const ModelSpec& m, int64_t inner, const Lowe
   ops.push_back(gemm(prefix + "down_proj", m.hidden, inner, GemmSplit::row, o, true, Shard::tensor));
 }
 
+/// Mark what each selective-recompute module discards and reruns (Megatron-LM
+/// recompute_modules "layernorm", "mla_up_proj", "moe_act"; output-discarding checkpoints:
+/// the module's output, kept by the operator that reads it, is dropped and rerun).
+void tag_recompute_modules(std::vector<Op>& ops, const ModelSpec& m) {
+  for (Op& op : ops) {
+    const std::string& n = op.name;
+    if (n == "input_norm" || n == "post_attention_norm") op.rerun = kRecomputeLayernorm;
+    // The GEMMs that keep a norm's output as their input (kv_down_proj shares q's copy).
+    const bool reads_norm = n == "q_down_proj" || n == "q_proj" || n == "qkv_proj" || op.kind == OpKind::router ||
+                            n == "gate_up_proj" || n == "up_proj";
+    if (reads_norm && !op.saved.empty()) op.saved[0].module |= kRecomputeLayernorm;
+    if (m.mla && (n == "q_up_proj" || n == "kv_up_proj")) op.rerun = kRecomputeMlaUpProj;
+    if (m.mla && op.kind == OpKind::attention && !op.saved.empty()) op.saved[0].module |= kRecomputeMlaUpProj;
+    if (op.work == Shard::expert && op.kind == OpKind::elementwise) op.rerun = kRecomputeMoeAct;
+    if (n == "expert_down_proj" && !op.saved.empty()) op.saved[0].module |= kRecomputeMoeAct;
+  }
+}
+
 enum LoraBit : unsigned { kQ = 1, kK = 2, kV = 4, kO = 8, kGate = 16, kUp = 32, kDown = 64 };
 
 /// Attach LoRA adapters to the layer's GEMMs by the HF module names they stand for.
@@ -249,6 +267,7 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
   }
   ops.push_back(dropout("mlp_dropout", h, o));
   ops.push_back(residual("mlp_residual", h, o));
+  tag_recompute_modules(ops, m);
   attach_adapters(ops, m, o);
   return ops;
 }
@@ -309,7 +328,9 @@ double layer_activation_bytes(const std::vector<Op>& ops, const LoweringOptions&
   double bytes = 0;
   for (const Op& op : ops) {
     for (const Saved& s : op.saved) {
-      if (s.selective && c.recompute == Recompute::selective) continue;
+      if (c.recompute == Recompute::selective &&
+          ((s.selective && (c.recompute_modules & kRecomputeCoreAttn)) || (s.module & c.recompute_modules)))
+        continue;
       double div = 1.0;
       switch (s.shard) {
         case Shard::sequence: div = seq_div; break;

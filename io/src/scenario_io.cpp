@@ -96,6 +96,27 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
                   : s == "selective" ? std::optional<Recompute>(Recompute::selective)
                                      : std::optional<Recompute>(Recompute::full);
   }
+  if (const json* rm = r.get("recompute_modules")) {
+    static const std::vector<std::string> names = {"core_attn", "layernorm", "mla_up_proj", "moe_act"};
+    if (!rm->is_array()) {
+      issues.push_back({r.at("recompute_modules"), brief(*rm), "must be an array of module names", {}});
+    } else {
+      t.recompute_modules = 0;
+      for (size_t i = 0; i < rm->size(); ++i) {
+        const json& v = (*rm)[i];
+        const std::string name = v.is_string() ? v.get<std::string>() : "";
+        const auto it = std::find(names.begin(), names.end(), name);
+        if (it == names.end()) {
+          const std::string n = nearest(name, names);
+          issues.push_back({r.at("recompute_modules") + "/" + std::to_string(i), brief(v),
+                            "must be one of core_attn, layernorm, mla_up_proj, moe_act",
+                            n.empty() ? "" : "did you mean \"" + n + "\"?"});
+        } else {
+          t.recompute_modules |= 1u << static_cast<unsigned>(it - names.begin());
+        }
+      }
+    }
+  }
   if (r.choice("framework", s, {"megatron", "pytorch"}, false, true))
     t.framework = s == "auto"       ? std::optional<Framework>()
                   : s == "megatron" ? std::optional<Framework>(Framework::megatron)

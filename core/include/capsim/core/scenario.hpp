@@ -68,6 +68,17 @@ struct TrainingBudget {
   bool operator==(const TrainingBudget&) const = default;
 };
 
+/// What Megatron-LM's selective recompute reruns (TransformerConfig.recompute_modules):
+/// core attention (its default), the two RMSNorms, MLA's up-projections with RoPE, and the
+/// routed experts' activation function. The last three discard their outputs and rerun
+/// them in the backward (DeepSeek-V3 report, Sec. 3.2.3 and 3.3).
+enum RecomputeModule : unsigned {
+  kRecomputeCoreAttn = 1,
+  kRecomputeLayernorm = 2,
+  kRecomputeMlaUpProj = 4,
+  kRecomputeMoeAct = 8,
+};
+
 struct TrainingPlan {
   int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
   std::optional<int64_t> vpp = 1;   ///< virtual stages per pipeline rank; nullopt = auto
@@ -81,6 +92,8 @@ struct TrainingPlan {
   /// With full recompute: the fraction of each stage's layers recomputed (Megatron-LM
   /// --recompute-method block --recompute-num-layers); the rest keep all activations.
   double recompute_fraction = 1.0;
+  /// With selective recompute under Megatron-LM: RecomputeModule bits.
+  unsigned recompute_modules = kRecomputeCoreAttn;
   DType precision = DType::bf16;    ///< fp16, bf16 or fp8 (mixed precision)
   /// nullopt = auto: the framework's kernel (see attention_of).
   std::optional<AttentionKernel> attention;

@@ -27,6 +27,9 @@ struct Saved {
   double bytes_per_token = 0;
   Shard shard = Shard::sequence;
   bool selective = false;  ///< recomputed (so not kept) under selective recompute
+  /// RecomputeModule whose selective recompute discards it (0: kept); `selective` stands
+  /// for core attention.
+  unsigned module = 0;
 };
 
 /// How a GEMM's weight is split over tensor parallel ranks (Megatron-LM terms).
@@ -47,6 +50,8 @@ struct Op {
   /// A maps the k inputs to `adapter_rank` (the ranks of every adapter reading this input,
   /// summed), B maps them to `adapter_out` of the n outputs; 0 = none.
   int64_t adapter_rank = 0, adapter_out = 0;
+  /// RecomputeModule whose selective recompute reruns this operator's forward (0: none).
+  unsigned rerun = 0;
   // Attention: q heads, kv heads, head widths; keys attended is the sequence length.
   int64_t heads = 0, kv_heads = 0, qk_dim = 0, v_dim = 0;
   bool causal = true;
@@ -100,6 +105,7 @@ struct ShardContext {
   /// Selective recompute as PyTorch's op-level checkpointing (torchtitan's policy) rather
   /// than Megatron-LM's core-attention recompute.
   bool op_sac = false;
+  unsigned recompute_modules = kRecomputeCoreAttn;  ///< TrainingPlan::recompute_modules
 };
 
 /// Bytes one layer keeps for backward on one GPU for one microbatch, as its operators
