@@ -346,6 +346,19 @@ TEST(WrongType, LoraRankAndTargetsAcceptAuto) {
             (std::vector<Issue>{{"/training/lora/rank", "", "is required (an integer or \"auto\")", ""}}));
 }
 
+TEST(WrongType, ScheduleAutoAndRecomputeModules) {
+  json doc = good_scenario();
+  doc["training"]["schedule"] = "auto";
+  doc["training"]["recompute_modules"] = {"layernorm", "mla_up_proj"};
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_TRUE(s.training->schedule_auto);
+  EXPECT_EQ(s.training->recompute_modules, kRecomputeLayernorm | kRecomputeMlaUpProj);
+  doc["training"]["recompute_modules"] = {"layernorms"};
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/recompute_modules/0", "\"layernorms\"",
+                                                 "must be one of core_attn, layernorm, mla_up_proj, moe_act",
+                                                 "did you mean \"layernorm\"?"}}));
+}
+
 TEST(WrongType, NestedObjectNotAnObject) {
   json doc = good_scenario();
   doc["training"]["mode"] = "lora";

@@ -20,6 +20,7 @@
 #include "capsim/core/workload.hpp"
 #include "capsim/hw/roofline.hpp"
 #include "capsim/io/presets.hpp"
+#include "capsim/io/scenario_io.hpp"
 
 namespace capsim {
 namespace {
@@ -1020,6 +1021,31 @@ TEST(NodeLimitedRouting, CrossNodeCopiesCappedAtTopkGroup) {
   EXPECT_LT(limited, unlimited);
   free.moe->top_k = 4;
   EXPECT_GE(limited, 0.999 * analytical_step(free, sys, t, cost).total_ep_s);
+}
+
+}  // namespace
+}  // namespace capsim
+
+namespace capsim {
+namespace {
+
+// DeepSeek-V3 pre-training as its technical report describes it (2,048 H800, PP16, EP64,
+// FP8, recompute of RMSNorm, MLA up-projections and SwiGLU; schedule, ZeRO stage and micro
+// batch unpublished, so "auto"). It must fit in 80 GB, its EP all-to-all is node-limited,
+// and its cost is held against the report's 2.664M H800 GPU-hours for 14.8T tokens
+// (Table 1, Sec. 1: 180K per trillion). Recorded bound: the model's figure plus a margin;
+// the target is 15%.
+TEST(DeepSeekV3Report, FitsAndCostsAboutWhatTheReportSays) {
+  const Scenario s = io::load_scenario(std::filesystem::path(CAPSIM_TEST_SOURCE_DIR) / "scenarios" / "deepseek-v3-report.json");
+  const hw::RooflineCostModel cost(s.system);
+  const TrainEvaluation ev = evaluate_training(s, &cost);
+  ASSERT_TRUE(ev.feasible) << ev.fail_reason;
+  EXPECT_TRUE(ev.memory.peak().fits);
+  EXPECT_LE(ev.memory.peak().total_bytes, ev.memory.peak().capacity_bytes);
+  EXPECT_NE(std::find(ev.auto_fields.begin(), ev.auto_fields.end(), "schedule"), ev.auto_fields.end());
+  ASSERT_TRUE(ev.step.has_value());
+  const double gpu_hours_per_trillion = 1e12 / ev.step->tokens_per_s / 3600.0 * 2048.0;
+  EXPECT_NEAR(gpu_hours_per_trillion / 180e3, 1.0, 0.25) << gpu_hours_per_trillion;
 }
 
 }  // namespace

@@ -530,12 +530,16 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     // DualPipe: each microbatch crosses one of the rank's two chunks, so a microbatch costs
     // half the rank's two-chunk time; the all-to-all hides inside overlapped
     // forward-backward pairs; bubble (PP/2 - 1)(F&B + B - 3W) (DeepSeek-V3 report, Table 2).
-    const double f = crit.fwd / 2.0, b = crit.bwd / 2.0, w = crit.wgrad / 2.0, ep = crit.ep / 2.0;
+    // The all-to-all hides behind the other microbatch's computation only as far as that
+    // lasts (the report sizes both about equal, Sec. 3.2.1); beyond it, it is exposed.
+    const double busy = worst - crit.ep;
+    const double exposed = std::max(0.0, crit.ep - busy);
+    const double f = crit.fwd / 2.0, b = crit.bwd / 2.0, w = crit.wgrad / 2.0, ep = (crit.ep - exposed) / 2.0;
     const double fb = f + b - ep;
-    out.microbatch_s = (worst - crit.ep) / 2.0;
+    out.microbatch_s = (busy + exposed) / 2.0;
     out.bubble_s = dbl(t.pp / 2 - 1) * std::max(0.0, fb + b - 3.0 * w);
     per_mb_scale = dbl(mb) / 2.0;
-    crit.ep = 0.0;
+    crit.ep = exposed;
   }
   out.compute_s = crit.compute * per_mb_scale;
   out.recompute_s = crit.recompute * per_mb_scale;

@@ -125,11 +125,13 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
       (t.recompute_fraction <= 0.0 || t.recompute_fraction > 1.0))
     issues.push_back({r.at("recompute_fraction"), std::to_string(t.recompute_fraction), "must be in (0, 1]", {}});
   if (r.choice("precision", s, {"fp16", "bf16", "fp8"})) parse_dtype(s, t.precision);
-  if (r.choice("schedule", s, {"1f1b", "gpipe", "zb-h1", "dualpipe"}))
+  if (r.choice("schedule", s, {"1f1b", "gpipe", "zb-h1", "dualpipe"}, false, true)) {
+    t.schedule_auto = s == "auto";
     t.schedule = s == "gpipe"      ? Schedule::gpipe
                  : s == "zb-h1"    ? Schedule::zb_h1
                  : s == "dualpipe" ? Schedule::dualpipe
                                    : Schedule::one_f_one_b;
+  }
   if (r.choice("attention", s, {"fused", "flash2", "unfused"}, false, true))
     t.attention = s == "auto"     ? std::optional<AttentionKernel>()
                   : s == "flash2" ? std::optional<AttentionKernel>(AttentionKernel::flash2)

@@ -98,6 +98,9 @@ struct TrainingPlan {
   /// nullopt = auto: the framework's kernel (see attention_of).
   std::optional<AttentionKernel> attention;
   Schedule schedule = Schedule::one_f_one_b;
+  /// "auto": evaluate_training picks the fastest fitting schedule (1F1B with any vpp,
+  /// ZB-H1, DualPipe where its divisibility rules hold); `schedule` is then a placeholder.
+  bool schedule_auto = false;
   Optimizer optimizer = Optimizer::adamw;
   TrainMode mode = TrainMode::pretrain;
   std::optional<LoraSpec> lora;
