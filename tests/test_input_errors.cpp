@@ -329,6 +329,36 @@ TEST(WrongType, WholeNumberFloatForAutoKeys) {
             (std::vector<Issue>{{"/training/micro_batch", "2.5", "must be an integer >= 1 or \"auto\"", ""}}));
 }
 
+// SCHEMA.md: a field the source did not publish holds "auto"; LoRA's rank and targets too.
+TEST(WrongType, LoraRankAndTargetsAcceptAuto) {
+  json doc = good_scenario();
+  doc["training"]["mode"] = "lora";
+  doc["training"]["lora"] = {{"rank", "auto"}, {"targets", "auto"}};
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_FALSE(s.training->lora->rank.has_value());
+  EXPECT_FALSE(s.training->lora->targets.has_value());
+  doc["training"]["lora"] = {{"rank", 0}, {"targets", "all"}};
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/training/lora/rank", "0", "must be an integer >= 1 or \"auto\"", ""},
+                                {"/training/lora/targets", "\"all\"", "must be an array of module names or \"auto\"", ""}}));
+  doc["training"]["lora"] = {{"targets", {"q_proj"}}};
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/training/lora/rank", "", "is required (an integer or \"auto\")", ""}}));
+}
+
+TEST(WrongType, ScheduleAutoAndRecomputeModules) {
+  json doc = good_scenario();
+  doc["training"]["schedule"] = "auto";
+  doc["training"]["recompute_modules"] = {"layernorm", "mla_up_proj"};
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_TRUE(s.training->schedule_auto);
+  EXPECT_EQ(s.training->recompute_modules, kRecomputeLayernorm | kRecomputeMlaUpProj);
+  doc["training"]["recompute_modules"] = {"layernorms"};
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/recompute_modules/0", "\"layernorms\"",
+                                                 "must be one of core_attn, layernorm, mla_up_proj, moe_act",
+                                                 "did you mean \"layernorm\"?"}}));
+}
+
 TEST(WrongType, NestedObjectNotAnObject) {
   json doc = good_scenario();
   doc["training"]["mode"] = "lora";

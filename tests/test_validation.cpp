@@ -32,8 +32,8 @@ TEST(Validation, TrainingErrorBounds) {
   const auto& s = r["summary"]["training-public.json"];
   // Recorded bounds (current model plus a small margin; all inside the targets of step time
   // median 15% and p90 35%, peak memory median 15%); lower them as the model improves.
-  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.13);
-  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.335);
+  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.12);
+  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.315);
   EXPECT_LE(s["peak_memory_gib"]["median_abs_error"].get<double>(), 0.13);
   EXPECT_LE(s["peak_memory_gib"]["p90_abs_error"].get<double>(), 0.25);
 }

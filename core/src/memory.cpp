@@ -26,8 +26,8 @@ double dbl(int64_t v) { return static_cast<double>(v); }
 /// Megatron-LM DistributedDataParallelConfig: gradient buckets of max(40M, 1M*dp) elements.
 double grad_bucket_elements(int64_t dp) { return std::max(40e6, 1e6 * dbl(dp)); }
 
-/// LoRA adapter parameters of one layer: rank*(in+out) per targeted projection. With
-/// `experts`, only the adapters on routed experts' projections; else the rest.
+}  // namespace
+
 double lora_layer_params(const ModelSpec& m, const LoraSpec& l, bool moe, bool experts) {
   const int64_t h = m.hidden;
   const int64_t q = m.q_width();
@@ -35,19 +35,19 @@ double lora_layer_params(const ModelSpec& m, const LoraSpec& l, bool moe, bool e
   const int64_t o_in = m.mla ? m.heads * m.mla->v_head_dim : q;
   const int64_t inner = moe ? m.moe->expert_intermediate : m.intermediate;
   const double copies = moe ? dbl(m.moe->num_experts) : 1.0;
+  const int64_t r = l.rank.value_or(0);
   double p = 0;
-  for (const auto& t : l.targets) {
+  if (!l.targets) return p;
+  for (const auto& t : *l.targets) {
     const bool mlp = t == "gate_proj" || t == "up_proj" || t == "down_proj";
     if (experts != (mlp && moe)) continue;
-    if (t == "q_proj") p += dbl(l.rank * (h + q));
-    else if (t == "k_proj" || t == "v_proj") p += dbl(l.rank * (h + kv));
-    else if (t == "o_proj") p += dbl(l.rank * (o_in + h));
-    else if (mlp) p += copies * dbl(l.rank * (h + inner));
+    if (t == "q_proj") p += dbl(r * (h + q));
+    else if (t == "k_proj" || t == "v_proj") p += dbl(r * (h + kv));
+    else if (t == "o_proj") p += dbl(r * (o_in + h));
+    else if (mlp) p += copies * dbl(r * (h + inner));
   }
   return p;
 }
-
-}  // namespace
 
 std::vector<std::vector<int64_t>> stage_layer_ids(const ModelSpec& m, const TrainingPlan& t) {
   if (t.schedule == Schedule::dualpipe) {
@@ -108,7 +108,8 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   // 16 bytes.
   const double shard_g_bytes = zero >= 3 ? 2.0 : g_bytes;
   const double k_bytes = t.memory.offload_optimizer ? 0.0 : optimizer_bytes_per_param(t.optimizer);
-  const bool lora = t.mode == TrainMode::lora && t.lora.has_value();
+  const bool lora = t.mode == TrainMode::lora;
+  const LoraSpec lora_spec = lora ? resolved_lora(t) : LoraSpec{};
 
   const LoweringOptions lo = lowering_options(m, t);
   ShardContext sc;
@@ -121,6 +122,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   sc.recompute = rc;
   const Framework fw = framework_of(t);
   sc.op_sac = fw == Framework::pytorch;
+  sc.recompute_modules = t.recompute_modules;
   ShardContext sc_full = sc;
   sc_full.recompute = Recompute::none;
   const double tokens = dbl(mb) * dbl(t.seq_len) / dbl(t.cp);
@@ -131,7 +133,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   MemVal* mv = &local;
   if (cache) {
     const MemKey key{&m, t.tp, t.cp, etp, mb, t.seq_len, t.sp, static_cast<int>(rc),
-                     rc == Recompute::full ? t.recompute_fraction : 1.0, static_cast<int>(t.precision),
+                     rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules, static_cast<int>(t.precision),
                      static_cast<int>(attention_of(t)), static_cast<int>(fw)};
     auto& entries = cache->impl().memory;
     auto [it, inserted] = entries.try_emplace(key);
@@ -182,8 +184,8 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
       expert += n * layer_expert;
       max_layer_local = std::max(max_layer_local, layer_dense + layer_expert);
       if (lora) {
-        trainable_dense += n * lora_layer_params(m, *t.lora, k == 1, false) / tp;
-        trainable_expert += n * lora_layer_params(m, *t.lora, k == 1, true) / dbl(t.ep * etp);
+        trainable_dense += n * lora_layer_params(m, lora_spec, k == 1, false) / tp;
+        trainable_expert += n * lora_layer_params(m, lora_spec, k == 1, true) / dbl(t.ep * etp);
       }
       const KindCost kc = kind_cost(k);
       act_total += n * (rc == Recompute::full ? t.recompute_fraction * kc.act + (1.0 - t.recompute_fraction) * kc.act_full

@@ -277,9 +277,12 @@ DesStep simulate_dualpipe(const PipelineCosts& pc, const SystemSpec& sys, const 
     // Optimizer after the last computation.
     des::Task o;
     o.kind = TaskKind::optimizer;
-    double params = 0;
-    for (const ChunkCost& ch : pc.chunks[static_cast<size_t>(r)]) params += ch.params + ch.expert_params;
-    o.duration = t.memory.offload_optimizer ? 0.0 : cost.memory_bound(Bytes(params * optimizer_traffic(t.optimizer))).value;
+    double params = 0, cast = 0;
+    for (const ChunkCost& ch : pc.chunks[static_cast<size_t>(r)]) {
+      params += ch.params + ch.expert_params;
+      cast += ch.weight_cast_s;
+    }
+    o.duration = (t.memory.offload_optimizer ? 0.0 : cost.memory_bound(Bytes(params * optimizer_traffic(t.optimizer))).value) + cast;
     add(o);
   }
   // Data dependencies along each direction, through asynchronous sends.
@@ -512,10 +515,11 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
   // computation; then the optimizer runs over this rank's shard.
   for (int64_t r = 0; r < pp; ++r) {
     const auto& prog = program[static_cast<size_t>(r)];
-    double params = 0, experts = 0;
+    double params = 0, experts = 0, cast = 0;
     for (const ChunkCost& ch : pc.chunks[static_cast<size_t>(r)]) {
       params += ch.params;
       experts += ch.expert_params;
+      cast += ch.weight_cast_s;
     }
     if (dp_active && !fsdp && !opt.overlap_dp) {
       double sec = zero == 0 ? collective(CollectiveKind::all_reduce, grad_bytes, params, experts)
@@ -529,7 +533,7 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
     o.stream = compute[static_cast<size_t>(r)];
     const double local = (zero >= 1 ? params / static_cast<double>(groups.dp.size) : params) +
                          (zero >= 1 ? experts / static_cast<double>(groups.dp_expert.size) : experts);
-    o.duration = t.memory.offload_optimizer ? 0.0 : cost.memory_bound(Bytes(local * optimizer_traffic(t.optimizer))).value;
+    o.duration = (t.memory.offload_optimizer ? 0.0 : cost.memory_bound(Bytes(local * optimizer_traffic(t.optimizer))).value) + cast;
     const int32_t oid = sim.add_task(o);
     sim.add_edge(prog.back(), oid);
     if (prev_dp[static_cast<size_t>(r)] >= 0) sim.add_edge(prev_dp[static_cast<size_t>(r)], oid);

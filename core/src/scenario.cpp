@@ -45,6 +45,26 @@ Framework framework_of(const TrainingPlan& t) {
   return t.zero.value_or(0) >= 3 ? Framework::pytorch : Framework::megatron;
 }
 
+LoraSpec lora_defaults(Framework f) {
+  LoraSpec l;
+  if (f == Framework::megatron) {
+    l.rank = 32;
+    l.targets = std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  } else {
+    l.rank = 8;
+    l.targets = std::vector<std::string>{"q_proj", "v_proj"};
+  }
+  return l;
+}
+
+LoraSpec resolved_lora(const TrainingPlan& t) {
+  const LoraSpec d = lora_defaults(framework_of(t));
+  LoraSpec l = t.lora.value_or(d);
+  if (!l.rank) l.rank = d.rank;
+  if (!l.targets) l.targets = d.targets;
+  return l;
+}
+
 AttentionKernel attention_of(const TrainingPlan& t) {
   if (t.attention) return *t.attention;
   return framework_of(t) == Framework::pytorch ? AttentionKernel::flash2 : AttentionKernel::fused;

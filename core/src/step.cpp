@@ -57,11 +57,52 @@ double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& wgrad_o
     if (op.split == GemmSplit::column) n = std::max<int64_t>(1, n / tp);
     if (op.split == GemmSplit::row) k = std::max<int64_t>(1, k / tp);
   }
-  const double f = c.cost.gemm(m, n, k, dt, batch).value;
-  // Backward: input gradient [m x k] = dY [m x n] W^T, weight gradient [k x n] = X^T dY.
-  wgrad_out = c.cost.gemm(k, n, m, dt, batch).value;
+  double f = c.cost.gemm(m, n, k, dt, batch).value;
+  // Backward: input gradient [m x k] = dY [m x n] W^T, weight gradient [k x n] = X^T dY;
+  // a frozen weight needs only the first.
+  wgrad_out = op.frozen ? 0.0 : c.cost.gemm(k, n, m, dt, batch).value;
   bwd_out = c.cost.gemm(m, k, n, dt, batch).value + wgrad_out;
   flops_out = 2.0 * dbl(m) * dbl(n) * dbl(k) * dbl(batch);
+  if (dt == DType::fp8) {
+    const double mk = dbl(m) * dbl(k) * dbl(batch), mn = dbl(m) * dbl(n) * dbl(batch), kn = dbl(k) * dbl(n) * dbl(batch);
+    if (c.pytorch) {
+      // torchao Float8Linear (torchtitan's fp8): each of the three GEMMs casts both of its
+      // bf16 operands with dynamic tensorwise scales (read 2 B, write 1 B per element).
+      f += c.cost.memory_bound(Bytes((mk + kn) * 3.0)).value;
+      bwd_out += c.cost.memory_bound(Bytes((mn + kn) * 3.0)).value;
+      if (!op.frozen) {
+        const double w = c.cost.memory_bound(Bytes((mk + mn) * 3.0)).value;
+        wgrad_out += w;
+        bwd_out += w;
+      }
+    } else {
+      // Transformer Engine (Megatron-LM, NeMo): the input is cast once in the forward and
+      // the output gradient once in the backward, each by a fused cast-transpose kernel that
+      // reads 2 B and writes the fp8 copy and its transpose (1 B each) for the other GEMM
+      // (te.pytorch Linear: fp8_cast_transpose_fused on the input,
+      // fp8_cast_transpose_bgrad_fused on grad_output); no transpose when no weight
+      // gradient needs it. The fp8 weights are cast once per step and cached over the
+      // microbatches (is_first_microbatch; see fp8_weight_cast_bytes).
+      const double per = op.frozen ? 3.0 : 4.0;
+      f += c.cost.memory_bound(Bytes(mk * per)).value;
+      bwd_out += c.cost.memory_bound(Bytes(mn * per)).value;
+    }
+  }
+  if (op.adapter_rank > 0) {
+    // LoRA adapters in 16-bit beside the base GEMM: A [k x r] then B [r x out], the wide
+    // side split over tensor parallel ranks like the base weight. Their GEMMs are thin
+    // (r of 8 to 64): reading X and writing the wide side bound them, not FLOPs, and the
+    // smallest sit at the kernel launch floor.
+    const int64_t r = op.adapter_rank;
+    const int64_t out = std::max<int64_t>(1, (op.split == GemmSplit::column ? op.adapter_out * n / op.n : op.adapter_out));
+    const DType a = DType::bf16;
+    f += c.cost.gemm(m, r, k, a, batch).value + c.cost.gemm(m, out, r, a, batch).value;
+    // Backward: through B (input and weight gradient), then through A (both again).
+    const double awgrad = c.cost.gemm(r, out, m, a, batch).value + c.cost.gemm(k, r, m, a, batch).value;
+    wgrad_out += awgrad;
+    bwd_out += c.cost.gemm(m, r, out, a, batch).value + c.cost.gemm(m, k, r, a, batch).value + awgrad;
+    flops_out += 2.0 * dbl(m) * dbl(r) * dbl(k + out) * dbl(batch);
+  }
   return f;
 }
 
@@ -86,6 +127,9 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
           // Op-level checkpointing recomputes every second matrix multiply.
           lc.recompute += 0.5 * f;
           lc.recompute_flops += 0.5 * flops;
+        } else if (c.rc == Recompute::selective && (op.rerun & c.t.recompute_modules)) {
+          lc.recompute += f;
+          lc.recompute_flops += flops;
         }
         break;
       }
@@ -108,7 +152,10 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         lc.attn_bwd += bw;
         const double flops = 2.0 * dbl(a.batch * a.heads) * dbl(a.q_len) * dbl(a.kv_len) * 0.5 * dbl(a.qk_dim + a.v_dim);
         lc.fwd_flops += flops;
-        if (c.rc != Recompute::none && !(c.rc == Recompute::selective && c.pytorch && a.kernel != AttentionKernel::unfused)) {
+        const bool rerun = c.rc == Recompute::full ||
+                           (c.rc == Recompute::selective && (c.pytorch ? a.kernel == AttentionKernel::unfused
+                                                                       : (c.t.recompute_modules & kRecomputeCoreAttn) != 0));
+        if (rerun) {
           // Megatron-LM's selective recompute reruns the attention core; op-level
           // checkpointing saves a fused attention's output instead (an unfused one reruns).
           const double share = c.rc == Recompute::full ? c.rc_fraction : 1.0;
@@ -153,6 +200,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         lc.bwd += 2.0 * f;
         if (c.rc == Recompute::full) lc.recompute += c.rc_fraction * f;
         else if (c.rc == Recompute::selective && c.pytorch) lc.recompute += f;  // rerun from saved outputs
+        else if (c.rc == Recompute::selective && (op.rerun & c.t.recompute_modules)) lc.recompute += f;
         break;
       }
     }
@@ -173,8 +221,24 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
   }
   // Expert parallel: token dispatch and combine all-to-all, forward and backward.
   if (moe_layer && c.t.ep > 1) {
-    const double sent = c.tokens / tp * dbl(c.m.moe->top_k) * dbl(c.m.hidden) * 2.0;
-    const double a2a = c.cost.collective(CollectiveKind::all_to_all, Bytes(sent), c.g.ep).value;
+    const MoeSpec& e = *c.m.moe;
+    const double per_copy = c.tokens / tp * dbl(c.m.hidden) * 2.0;
+    double a2a = c.cost.collective(CollectiveKind::all_to_all, Bytes(per_copy * dbl(e.top_k)), c.g.ep).value;
+    const int64_t nodes = c.g.ep.nodes();
+    if (nodes > 1 && e.n_group > 0 && e.topk_group > 0) {
+      // Node-limited routing (DeepSeek-V3 report, Sec. 2.1.2 and 3.2.2): a token's copies
+      // cross the network once per destination node, at most topk_group nodes (groups per
+      // node when the EP group spans fewer nodes than groups), then fan out over NVLink
+      // inside the node; the two legs run at once, the slower one sets the time.
+      const int64_t group_reach = nodes <= e.n_group ? e.topk_group : e.topk_group * (nodes / e.n_group);
+      const int64_t dests = std::min({e.top_k, nodes, group_reach});
+      const double network = c.cost.collective(CollectiveKind::all_to_all, Bytes(per_copy * dbl(dests)), c.g.ep).value;
+      Group node = c.g.ep;
+      node.size = std::min(c.g.ep.per_node, c.g.ep.size);
+      node.per_node = node.size;
+      const double nvlink = c.cost.collective(CollectiveKind::all_to_all, Bytes(per_copy * dbl(e.top_k)), node).value;
+      a2a = std::min(a2a, std::max(network, nvlink));
+    }
     lc.ep_fwd = 2.0 * a2a;
     lc.ep_bwd = 2.0 * a2a * (c.rc == Recompute::full ? 1.0 + c.rc_fraction : 1.0);
   }
@@ -196,6 +260,15 @@ double optimizer_traffic(Optimizer o) {
     case Optimizer::adafactor: return 14.0;
   }
   return 30.0;
+}
+
+double fp8_weight_cast_bytes(const TrainingPlan& t, const LayerParams& lp) {
+  if (t.precision != DType::fp8 || framework_of(t) == Framework::pytorch) return 0.0;
+  // Transformer Engine casts each fp8 GEMM weight (read 2 B, write the fp8 copy and its
+  // transpose, 1 B each) on the first microbatch and reuses it for the rest of the step.
+  const double dense = dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / dbl(t.tp);
+  const double routed = dbl(lp.routed_experts) / dbl(t.ep * t.etp.value_or(1));
+  return (dense + routed) * 4.0;
 }
 
 LayoutGroups layout_groups(const TrainingPlan& t, int64_t gpn) {
@@ -264,6 +337,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
   sc.sp = t.sp;
   sc.recompute = c.rc;
   sc.op_sac = c.pytorch;
+  sc.recompute_modules = t.recompute_modules;
   ShardContext sc_none = sc;
   sc_none.recompute = Recompute::none;
   double act_kind[2] = {0, 0};
@@ -283,6 +357,8 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
   const int64_t stages = t.pp * vpp;
   const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, stages) : t.stage_layers;
   const bool dual = t.schedule == Schedule::dualpipe;
+  const bool lora = t.mode == TrainMode::lora;
+  const LoraSpec lora_spec = lora ? resolved_lora(t) : LoraSpec{};
   pc.chunks.assign(static_cast<size_t>(t.pp), std::vector<ChunkCost>(static_cast<size_t>(vpp)));
   std::vector<ChunkCost> by_stage(static_cast<size_t>(stages));
   int64_t next = 0;
@@ -297,9 +373,17 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.wgrad_s += lc.wgrad;
       ch.ep_s += lc.ep_fwd + lc.ep_bwd;
       ch.activation_bytes += act_kind[m.is_moe_layer(next) ? 1 : 0];
-      const LayerParams lp = layer_params(m, next);
-      ch.params += (dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router);
-      ch.expert_params += dbl(lp.routed_experts) / dbl(t.ep * c.etp);
+      ch.weight_cast_s += cost.memory_bound(Bytes(fp8_weight_cast_bytes(t, layer_params(m, next)))).value;
+      if (lora) {
+        // Only the adapters have gradients and optimizer state.
+        const bool moe = m.is_moe_layer(next);
+        ch.params += lora_layer_params(m, lora_spec, moe, false) / dbl(t.tp);
+        ch.expert_params += lora_layer_params(m, lora_spec, moe, true) / dbl(t.ep * c.etp);
+      } else {
+        const LayerParams lp = layer_params(m, next);
+        ch.params += (dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router);
+        ch.expert_params += dbl(lp.routed_experts) / dbl(t.ep * c.etp);
+      }
       ++ch.layers;
     }
     if (j == 0) {
@@ -307,14 +391,14 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.bwd_s += k.emb.bwd - k.emb.wgrad;
       ch.wgrad_s += k.emb.wgrad;
       ch.activation_bytes += emb_act;
-      ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
+      if (!lora) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
     }
     if (j == stages - 1) {
       ch.fwd_s += k.head.fwd;
       ch.bwd_s += k.head.bwd - k.head.wgrad;
       ch.wgrad_s += k.head.wgrad;
       ch.activation_bytes += head_act;
-      if (!m.tied_embeddings || t.pp > 1) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
+      if (!lora && (!m.tied_embeddings || t.pp > 1)) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
     }
   }
   if (dual) {
@@ -346,13 +430,15 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   KindCosts kc_local;
   const KindCosts* kcp = nullptr;
   if (cache) {
+    const LoweringOptions lo = lowering_options(m, t);
     const StepKey key{&m, &cost, t.tp, t.cp, c.etp, t.ep, c.b, t.seq_len, sys.gpus_per_node, t.sp,
-                      static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0,
+                      static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules,
                       static_cast<int>(t.precision), static_cast<int>(attention_of(t)), static_cast<int>(framework_of(t)),
-                      opt.tp_overlap, opt.moe_imbalance};
+                      opt.tp_overlap, opt.moe_imbalance, t.mode == TrainMode::lora ? std::max<int64_t>(1, lo.lora_rank) : 0,
+                      lo.lora_targets};
     auto& entries = cache->impl().step;
     auto it = entries.find(key);
-    if (it == entries.end()) it = entries.emplace(key, cost_kinds(c, lowering_options(m, t))).first;
+    if (it == entries.end()) it = entries.emplace(key, cost_kinds(c, lo)).first;
     kcp = &it->second;
   } else {
     kc_local = cost_kinds(c, lowering_options(m, t));
@@ -444,12 +530,16 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     // DualPipe: each microbatch crosses one of the rank's two chunks, so a microbatch costs
     // half the rank's two-chunk time; the all-to-all hides inside overlapped
     // forward-backward pairs; bubble (PP/2 - 1)(F&B + B - 3W) (DeepSeek-V3 report, Table 2).
-    const double f = crit.fwd / 2.0, b = crit.bwd / 2.0, w = crit.wgrad / 2.0, ep = crit.ep / 2.0;
+    // The all-to-all hides behind the other microbatch's computation only as far as that
+    // lasts (the report sizes both about equal, Sec. 3.2.1); beyond it, it is exposed.
+    const double busy = worst - crit.ep;
+    const double exposed = std::max(0.0, crit.ep - busy);
+    const double f = crit.fwd / 2.0, b = crit.bwd / 2.0, w = crit.wgrad / 2.0, ep = (crit.ep - exposed) / 2.0;
     const double fb = f + b - ep;
-    out.microbatch_s = (worst - crit.ep) / 2.0;
+    out.microbatch_s = (busy + exposed) / 2.0;
     out.bubble_s = dbl(t.pp / 2 - 1) * std::max(0.0, fb + b - 3.0 * w);
     per_mb_scale = dbl(mb) / 2.0;
-    crit.ep = 0.0;
+    crit.ep = exposed;
   }
   out.compute_s = crit.compute * per_mb_scale;
   out.recompute_s = crit.recompute * per_mb_scale;
@@ -480,7 +570,17 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   const RankKinds& crit_rank = ranks[static_cast<size_t>(out.slowest_stage)];
   for (int k = 0; k < 2; ++k)
     expert_params += dbl(crit_rank.n[k]) * dbl(lk.params[k].routed_experts) / dbl(t.ep * c.etp);
-  const double dense_params = crit.params;
+  double dense_params = crit.params;
+  if (t.mode == TrainMode::lora) {
+    // Only the adapters train: their gradients are reduced and stepped; the frozen base
+    // has neither gradients nor optimizer state.
+    const LoraSpec l = resolved_lora(t);
+    dense_params = expert_params = 0;
+    for (int k = 0; k < 2; ++k) {
+      dense_params += dbl(crit_rank.n[k]) * lora_layer_params(m, l, k == 1, false) / dbl(t.tp);
+      expert_params += dbl(crit_rank.n[k]) * lora_layer_params(m, l, k == 1, true) / dbl(t.ep * c.etp);
+    }
+  }
   // Collective times of the dense and expert groups are summed first, then hidden once
   // behind the compute they overlap with.
   struct DpCost {
@@ -551,6 +651,10 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   const double local = (zero >= 1 ? dense_params / dbl(c.g.dp.size) : dense_params) +
                        (zero >= 1 ? expert_params / dbl(c.g.dp_expert.size) : expert_params);
   out.optimizer_s = t.memory.offload_optimizer ? 0.0 : cost.memory_bound(Bytes(local * optimizer_traffic(t.optimizer))).value;
+  // Once-per-step fp8 weight casts ride with the optimizer step (both touch every weight once).
+  for (int k = 0; k < 2; ++k)
+    if (crit_rank.n[k] > 0)
+      out.optimizer_s += dbl(crit_rank.n[k]) * cost.memory_bound(Bytes(fp8_weight_cast_bytes(t, lk.params[k]))).value;
 
   out.step_s = dbl(mb) * out.microbatch_s + out.bubble_s + out.exposed_pp_s + out.exposed_dp_s + out.optimizer_s;
 

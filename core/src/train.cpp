@@ -52,6 +52,11 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     ev.auto_fields.push_back("attention");
     base.attention = attention_of(base);
   }
+  if (base.mode == TrainMode::lora) {
+    if (!base.lora || !base.lora->rank) ev.auto_fields.push_back("lora.rank");
+    if (!base.lora || !base.lora->targets) ev.auto_fields.push_back("lora.targets");
+    base.lora = resolved_lora(base);
+  }
   ev.params = count_params(m);
   if (base.seq_len > m.max_position && m.max_position > 0)
     ev.warnings.push_back("seq_len " + std::to_string(base.seq_len) + " exceeds the model's max_position_embeddings " +
@@ -82,6 +87,16 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     rcs = {{Recompute::none, 1.0}, {Recompute::selective, 1.0}, {Recompute::full, 0.25},
            {Recompute::full, 0.5}, {Recompute::full, 0.75}, {Recompute::full, 1.0}};
   }
+  // Schedules to try: the plan's, or with "auto" 1F1B (interleaved too, when vpp is auto)
+  // and the zero-bubble ones.
+  std::vector<Schedule> schedules = {base.schedule};
+  if (base.schedule_auto) {
+    ev.auto_fields.push_back("schedule");
+    schedules = {Schedule::one_f_one_b};
+    if (base.pp > 1) schedules.insert(schedules.end(), {Schedule::zb_h1, Schedule::dualpipe});
+    base.schedule = Schedule::one_f_one_b;
+    base.schedule_auto = false;
+  }
   if (base.vpp) vpps = {*base.vpp};
   else if (!base.stage_layers.empty()) {
     ev.auto_fields.push_back("vpp");
@@ -89,7 +104,7 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   } else {
     ev.auto_fields.push_back("vpp");
     for (int64_t v : divisors(std::max<int64_t>(1, m.layers / base.pp)))
-      if (base.pp * v <= m.layers && (base.pp > 1 || v == 1) && (base.schedule == Schedule::one_f_one_b || v == 1))
+      if (base.pp * v <= m.layers && (base.pp > 1 || v == 1) && (schedules.size() > 1 || base.schedule == Schedule::one_f_one_b || v == 1))
         vpps.push_back(v);
   }
   if (base.zero) zeros = {*base.zero};
@@ -113,12 +128,14 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   } best, smallest;
   double smallest_bytes = std::numeric_limits<double>::infinity();
 
+  for (Schedule sch : schedules)
   for (int64_t mb : mbs)
     for (const auto& [rc, rc_fraction] : rcs)
       for (int64_t v : vpps)
         for (int z : zeros)
           for (int64_t e : etps) {
             TrainingPlan t = base;
+            t.schedule = sch;
             t.micro_batch = mb;
             t.recompute = rc;
             t.recompute_fraction = rc_fraction;
@@ -127,6 +144,10 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
             t.etp = e;
             if (t.global_batch % (mb * t.dp) != 0) continue;
             if (v > 1 && num_microbatches(t) % t.pp != 0) continue;
+            if (v > 1 && sch != Schedule::one_f_one_b) continue;
+            if (sch == Schedule::dualpipe &&
+                (t.pp % 2 != 0 || num_microbatches(t) % 2 != 0 || num_microbatches(t) < 2 * t.pp))
+              continue;
             TrainingMemory mem = training_memory(m, s.system, t);
             const double bytes = mem.peak().total_bytes;
             if (bytes < smallest_bytes) {

@@ -18,6 +18,7 @@ Op gemm(std::string name, int64_t n, int64_t k, GemmSplit split, const LoweringO
   op.per_token = per_token;
   op.split = split;
   op.expert = expert;
+  op.frozen = o.frozen_base;
   op.flops_per_token = 2.0 * d(n) * d(k) * per_token;
   op.bytes_per_token = (d(k) + d(n)) * o.act_bytes * per_token;
   if (keep_input) op.saved.push_back({d(k) * o.gemm_input_bytes * per_token, input_shard, false});
@@ -101,6 +102,66 @@ void add_ffn(std::vector<Op>& ops, const ModelSpec& m, int64_t inner, const Lowe
   ops.push_back(gemm(prefix + "down_proj", m.hidden, inner, GemmSplit::row, o, true, Shard::tensor));
 }
 
+/// Mark what each selective-recompute module discards and reruns (Megatron-LM
+/// recompute_modules "layernorm", "mla_up_proj", "moe_act"; output-discarding checkpoints:
+/// the module's output, kept by the operator that reads it, is dropped and rerun).
+void tag_recompute_modules(std::vector<Op>& ops, const ModelSpec& m) {
+  for (Op& op : ops) {
+    const std::string& n = op.name;
+    if (n == "input_norm" || n == "post_attention_norm") op.rerun = kRecomputeLayernorm;
+    // The GEMMs that keep a norm's output as their input (kv_down_proj shares q's copy).
+    const bool reads_norm = n == "q_down_proj" || n == "q_proj" || n == "qkv_proj" || op.kind == OpKind::router ||
+                            n == "gate_up_proj" || n == "up_proj";
+    if (reads_norm && !op.saved.empty()) op.saved[0].module |= kRecomputeLayernorm;
+    if (m.mla && (n == "q_up_proj" || n == "kv_up_proj")) op.rerun = kRecomputeMlaUpProj;
+    if (m.mla && op.kind == OpKind::attention && !op.saved.empty()) op.saved[0].module |= kRecomputeMlaUpProj;
+    if (op.work == Shard::expert && op.kind == OpKind::elementwise) op.rerun = kRecomputeMoeAct;
+    if (n == "expert_down_proj" && !op.saved.empty()) op.saved[0].module |= kRecomputeMoeAct;
+  }
+}
+
+enum LoraBit : unsigned { kQ = 1, kK = 2, kV = 4, kO = 8, kGate = 16, kUp = 32, kDown = 64 };
+
+/// Attach LoRA adapters to the layer's GEMMs by the HF module names they stand for.
+/// Shared experts carry none (lora_layer_params counts MLP targets on routed experts only
+/// in MoE layers).
+void attach_adapters(std::vector<Op>& ops, const ModelSpec& m, const LoweringOptions& o) {
+  if (o.lora_rank <= 0 || o.lora_targets == 0) return;
+  const unsigned t = o.lora_targets;
+  const int64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
+  for (Op& op : ops) {
+    if (op.kind != OpKind::gemm) continue;
+    int64_t adapters = 0, out = 0;
+    auto add = [&](unsigned bit, int64_t width) {
+      if (t & bit) {
+        ++adapters;
+        out += width;
+      }
+    };
+    const std::string& n = op.name;
+    const bool routed = n.rfind("expert_", 0) == 0;
+    const std::string base = routed ? n.substr(7) : n;
+    if (n == "qkv_proj") {
+      add(kQ, q);
+      add(kK, kv);
+      add(kV, kv);
+    } else if (n == "q_proj") {
+      add(kQ, op.n);
+    } else if (n == "o_proj") {
+      add(kO, op.n);
+    } else if (n.rfind("shared_", 0) != 0 && base == "gate_up_proj") {
+      add(kGate, op.n / 2);
+      add(kUp, op.n / 2);
+    } else if (n.rfind("shared_", 0) != 0 && base == "up_proj") {
+      add(kUp, op.n);
+    } else if (n.rfind("shared_", 0) != 0 && base == "down_proj") {
+      add(kDown, op.n);
+    }
+    op.adapter_rank = adapters * o.lora_rank;
+    op.adapter_out = out;
+  }
+}
+
 }  // namespace
 
 LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
@@ -111,6 +172,15 @@ LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
   o.gemm_input_bytes = t.precision == DType::fp8 ? 1.0 : 2.0;
   o.attention = attention_of(t) == AttentionKernel::unfused ? AttentionImpl::unfused : AttentionImpl::flash;
   o.dropout = m.dropout > 0.0;
+  if (t.mode == TrainMode::lora) {
+    o.frozen_base = true;
+    const LoraSpec l = resolved_lora(t);
+    o.lora_rank = l.rank.value_or(0);
+    static const char* const names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    for (const std::string& target : l.targets.value_or(std::vector<std::string>{}))
+      for (unsigned i = 0; i < 7; ++i)
+        if (target == names[i]) o.lora_targets |= 1u << i;
+  }
   return o;
 }
 
@@ -197,6 +267,8 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
   }
   ops.push_back(dropout("mlp_dropout", h, o));
   ops.push_back(residual("mlp_residual", h, o));
+  tag_recompute_modules(ops, m);
+  attach_adapters(ops, m, o);
   return ops;
 }
 
@@ -256,7 +328,9 @@ double layer_activation_bytes(const std::vector<Op>& ops, const LoweringOptions&
   double bytes = 0;
   for (const Op& op : ops) {
     for (const Saved& s : op.saved) {
-      if (s.selective && c.recompute == Recompute::selective) continue;
+      if (c.recompute == Recompute::selective &&
+          ((s.selective && (c.recompute_modules & kRecomputeCoreAttn)) || (s.module & c.recompute_modules)))
+        continue;
       double div = 1.0;
       switch (s.shard) {
         case Shard::sequence: div = seq_div; break;

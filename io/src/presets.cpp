@@ -444,6 +444,8 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
       e.shared_experts = int_of(c, {"n_shared_experts"}, v3 ? 1 : 0);
       e.shared_intermediate = e.expert_intermediate;
       e.router_bias = str_of(c, {"topk_method"}, v3 ? "noaux_tc" : "greedy") == "noaux_tc";
+      e.n_group = int_of(c, {"n_group"}, 0);
+      e.topk_group = int_of(c, {"topk_group"}, 0);
       const int64_t first_dense = int_of(c, {"first_k_dense_replace"}, v3 ? 3 : 0);
       const int64_t freq = std::max<int64_t>(1, int_of(c, {"moe_layer_freq"}, 1));
       m.moe_layer.assign(static_cast<size_t>(std::max<int64_t>(0, m.layers)), false);

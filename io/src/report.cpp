@@ -136,10 +136,18 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"optimizer", std::string(to_string(t.optimizer))},
                  {"mode", std::string(to_string(t.mode))},
                  {"framework", std::string(to_string(framework_of(t)))}};
+  if (t.mode == TrainMode::lora) {
+    const LoraSpec l = resolved_lora(t);
+    layout["lora"] = {{"rank", l.rank.value_or(0)}, {"targets", l.targets.value_or(std::vector<std::string>{})}};
+  }
   j["layout"] = layout;
   json resolved = json::object();
   for (const auto& f : ev.auto_fields) {
     if (f == "recompute_fraction" && t.recompute.value_or(Recompute::none) != Recompute::full) continue;
+    if (f.rfind("lora.", 0) == 0) {
+      resolved["lora"][f.substr(5)] = layout["lora"][f.substr(5)];
+      continue;
+    }
     resolved[f] = layout[f];
   }
   j["resolved"] = resolved;

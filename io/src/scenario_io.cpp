@@ -96,6 +96,27 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
                   : s == "selective" ? std::optional<Recompute>(Recompute::selective)
                                      : std::optional<Recompute>(Recompute::full);
   }
+  if (const json* rm = r.get("recompute_modules")) {
+    static const std::vector<std::string> names = {"core_attn", "layernorm", "mla_up_proj", "moe_act"};
+    if (!rm->is_array()) {
+      issues.push_back({r.at("recompute_modules"), brief(*rm), "must be an array of module names", {}});
+    } else {
+      t.recompute_modules = 0;
+      for (size_t i = 0; i < rm->size(); ++i) {
+        const json& v = (*rm)[i];
+        const std::string name = v.is_string() ? v.get<std::string>() : "";
+        const auto it = std::find(names.begin(), names.end(), name);
+        if (it == names.end()) {
+          const std::string n = nearest(name, names);
+          issues.push_back({r.at("recompute_modules") + "/" + std::to_string(i), brief(v),
+                            "must be one of core_attn, layernorm, mla_up_proj, moe_act",
+                            n.empty() ? "" : "did you mean \"" + n + "\"?"});
+        } else {
+          t.recompute_modules |= 1u << static_cast<unsigned>(it - names.begin());
+        }
+      }
+    }
+  }
   if (r.choice("framework", s, {"megatron", "pytorch"}, false, true))
     t.framework = s == "auto"       ? std::optional<Framework>()
                   : s == "megatron" ? std::optional<Framework>(Framework::megatron)
@@ -104,11 +125,13 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
       (t.recompute_fraction <= 0.0 || t.recompute_fraction > 1.0))
     issues.push_back({r.at("recompute_fraction"), std::to_string(t.recompute_fraction), "must be in (0, 1]", {}});
   if (r.choice("precision", s, {"fp16", "bf16", "fp8"})) parse_dtype(s, t.precision);
-  if (r.choice("schedule", s, {"1f1b", "gpipe", "zb-h1", "dualpipe"}))
+  if (r.choice("schedule", s, {"1f1b", "gpipe", "zb-h1", "dualpipe"}, false, true)) {
+    t.schedule_auto = s == "auto";
     t.schedule = s == "gpipe"      ? Schedule::gpipe
                  : s == "zb-h1"    ? Schedule::zb_h1
                  : s == "dualpipe" ? Schedule::dualpipe
                                    : Schedule::one_f_one_b;
+  }
   if (r.choice("attention", s, {"fused", "flash2", "unfused"}, false, true))
     t.attention = s == "auto"     ? std::optional<AttentionKernel>()
                   : s == "flash2" ? std::optional<AttentionKernel>(AttentionKernel::flash2)
@@ -129,7 +152,9 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
   } else if (l) {
     ObjectReader lr(*l, r.at("lora"), issues);
     LoraSpec spec;
-    lr.integer("rank", spec.rank, true);
+    // "auto": the framework's default (lora_defaults), reported under resolved.
+    if (!lr.has("rank")) issues.push_back({lr.at("rank"), "", "is required (an integer or \"auto\")", {}});
+    else lr.integer_or_auto("rank", spec.rank);
     // Keys of the post-training schema that do not change a LoRA step's cost here: the
     // scaling alpha, and the base storage (a quantized base is mode "qlora").
     double alpha = 0;
@@ -140,8 +165,10 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
     lr.boolean("double_quant", dq);
     if (const json* tg = lr.get("targets")) {
       const std::vector<std::string> valid = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-      if (!tg->is_array()) {
-        issues.push_back({lr.at("targets"), brief(*tg), "must be an array of module names", {}});
+      if (tg->is_string() && *tg == "auto") {
+        spec.targets = std::nullopt;
+      } else if (!tg->is_array()) {
+        issues.push_back({lr.at("targets"), brief(*tg), "must be an array of module names or \"auto\"", {}});
       } else {
         for (size_t i = 0; i < tg->size(); ++i) {
           const json& v = (*tg)[i];
@@ -152,7 +179,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
                               "must be one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj",
                               n.empty() ? "" : "did you mean \"" + n + "\"?"});
           } else {
-            spec.targets.push_back(name);
+            spec.targets->push_back(name);
           }
         }
       }

@@ -22,6 +22,11 @@ namespace capsim {
 /// under 0.1% of the parameters for these shapes and are not counted.
 double optimizer_bytes_per_param(Optimizer o);
 
+/// LoRA adapter parameters of one layer (Hu et al. 2021: rank x (in + out) per adapted
+/// projection), unsharded. With `experts`, only the adapters on routed experts'
+/// projections (one per expert); else the rest. `l` must be resolved (resolved_lora).
+double lora_layer_params(const ModelSpec& m, const LoraSpec& l, bool moe, bool experts);
+
 /// Memory on one GPU of one pipeline stage.
 struct StageMemory {
   int64_t stage = 0;           ///< pipeline rank

@@ -58,6 +58,11 @@ struct MoeSpec {
   int64_t shared_experts = 0;       ///< always-active experts (DeepSeek)
   int64_t shared_intermediate = 0;  ///< FFN width of one shared expert
   bool router_bias = false;         ///< DeepSeek-V3 e_score_correction_bias (E params)
+  /// Group-limited routing (DeepSeek config n_group, topk_group): experts in n_group
+  /// groups, each token routed within its topk_group best groups; 0 = unlimited. Laid
+  /// out one group per node, this is DeepSeek-V3's node-limited routing (report Sec. 2.1.2:
+  /// each token to at most M = 4 nodes).
+  int64_t n_group = 0, topk_group = 0;
   bool operator==(const MoeSpec&) const = default;
 };
 

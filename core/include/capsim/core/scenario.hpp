@@ -43,8 +43,9 @@ struct SystemSpec {
 
 /// LoRA adapters (mode "lora").
 struct LoraSpec {
-  int64_t rank = 16;
-  std::vector<std::string> targets;  ///< HF module names, e.g. q_proj, v_proj
+  std::optional<int64_t> rank = 16;  ///< nullopt = auto: the framework's default (lora_defaults)
+  /// HF module names, e.g. q_proj, v_proj; nullopt = auto: the framework's default.
+  std::optional<std::vector<std::string>> targets = std::vector<std::string>{};
   bool operator==(const LoraSpec&) const = default;
 };
 
@@ -67,6 +68,17 @@ struct TrainingBudget {
   bool operator==(const TrainingBudget&) const = default;
 };
 
+/// What Megatron-LM's selective recompute reruns (TransformerConfig.recompute_modules):
+/// core attention (its default), the two RMSNorms, MLA's up-projections with RoPE, and the
+/// routed experts' activation function. The last three discard their outputs and rerun
+/// them in the backward (DeepSeek-V3 report, Sec. 3.2.3 and 3.3).
+enum RecomputeModule : unsigned {
+  kRecomputeCoreAttn = 1,
+  kRecomputeLayernorm = 2,
+  kRecomputeMlaUpProj = 4,
+  kRecomputeMoeAct = 8,
+};
+
 struct TrainingPlan {
   int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
   std::optional<int64_t> vpp = 1;   ///< virtual stages per pipeline rank; nullopt = auto
@@ -80,10 +92,15 @@ struct TrainingPlan {
   /// With full recompute: the fraction of each stage's layers recomputed (Megatron-LM
   /// --recompute-method block --recompute-num-layers); the rest keep all activations.
   double recompute_fraction = 1.0;
+  /// With selective recompute under Megatron-LM: RecomputeModule bits.
+  unsigned recompute_modules = kRecomputeCoreAttn;
   DType precision = DType::bf16;    ///< fp16, bf16 or fp8 (mixed precision)
   /// nullopt = auto: the framework's kernel (see attention_of).
   std::optional<AttentionKernel> attention;
   Schedule schedule = Schedule::one_f_one_b;
+  /// "auto": evaluate_training picks the fastest fitting schedule (1F1B with any vpp,
+  /// ZB-H1, DualPipe where its divisibility rules hold); `schedule` is then a placeholder.
+  bool schedule_auto = false;
   Optimizer optimizer = Optimizer::adamw;
   TrainMode mode = TrainMode::pretrain;
   std::optional<LoraSpec> lora;
@@ -107,6 +124,17 @@ struct TrainingPlan {
 
 /// The framework in force: the plan's, or the auto rule on its ZeRO stage.
 Framework framework_of(const TrainingPlan& t);
+
+/// LoRA rank and targets a framework uses when a run does not set them.
+/// Megatron-LM stacks (NeMo 2.0 and Megatron-Bridge `LoRA`): dim 32 on linear_qkv,
+/// linear_proj, linear_fc1, linear_fc2, i.e. every attention and MLP projection
+/// (NVIDIA/NeMo nemo/collections/llm/peft/lora.py, `target_modules` and `dim` defaults).
+/// PyTorch stacks (Hugging Face PEFT `LoraConfig`): r 8 on q_proj and v_proj for llama-style
+/// models (peft/utils/constants.py, TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
+LoraSpec lora_defaults(Framework f);
+
+/// The plan's LoRA spec with auto fields replaced by `lora_defaults` of its framework.
+LoraSpec resolved_lora(const TrainingPlan& t);
 
 /// The attention kernel in force: the plan's, or the framework's: Transformer Engine's
 /// fused kernel (cuDNN, FlashAttention-3 class on Hopper) under Megatron-LM, PyTorch's

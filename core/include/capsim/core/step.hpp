@@ -65,6 +65,8 @@ struct ChunkCost {
   double activation_bytes = 0;  ///< kept for backward per microbatch (as training_memory)
   double params = 0;         ///< dense parameters on this GPU
   double expert_params = 0;  ///< routed-expert parameters on this GPU
+  /// Seconds to cast this chunk's fp8 GEMM weights once per step (Transformer Engine).
+  double weight_cast_s = 0;
   int64_t layers = 0;
 };
 
@@ -80,6 +82,10 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
 
 /// Bytes per parameter a fused optimizer update reads and writes.
 double optimizer_traffic(Optimizer o);
+
+/// Bytes Transformer Engine moves to cast one layer's fp8 GEMM weights (on this GPU) once
+/// per step; 0 unless the plan trains in fp8 with Megatron-LM conventions.
+double fp8_weight_cast_bytes(const TrainingPlan& t, const LayerParams& lp);
 
 /// Step time of a fully resolved plan.
 StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,

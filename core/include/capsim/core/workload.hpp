@@ -27,6 +27,9 @@ struct Saved {
   double bytes_per_token = 0;
   Shard shard = Shard::sequence;
   bool selective = false;  ///< recomputed (so not kept) under selective recompute
+  /// RecomputeModule whose selective recompute discards it (0: kept); `selective` stands
+  /// for core attention.
+  unsigned module = 0;
 };
 
 /// How a GEMM's weight is split over tensor parallel ranks (Megatron-LM terms).
@@ -40,6 +43,15 @@ struct Op {
   double per_token = 1.0;
   GemmSplit split = GemmSplit::none;
   bool expert = false;  ///< routed expert weight (sharded over ep, etp)
+  /// Frozen weight (LoRA's base): the backward computes the input gradient only, and the
+  /// optimizer never sees it.
+  bool frozen = false;
+  /// LoRA adapters on this GEMM's weight (Hu et al. 2021, Sec. 4.1: h = W0 x + B A x):
+  /// A maps the k inputs to `adapter_rank` (the ranks of every adapter reading this input,
+  /// summed), B maps them to `adapter_out` of the n outputs; 0 = none.
+  int64_t adapter_rank = 0, adapter_out = 0;
+  /// RecomputeModule whose selective recompute reruns this operator's forward (0: none).
+  unsigned rerun = 0;
   // Attention: q heads, kv heads, head widths; keys attended is the sequence length.
   int64_t heads = 0, kv_heads = 0, qk_dim = 0, v_dim = 0;
   bool causal = true;
@@ -64,6 +76,10 @@ struct LoweringOptions {
   double gemm_input_bytes = 2;  ///< saved GEMM inputs (1 with fp8 training: cast copies)
   AttentionImpl attention = AttentionImpl::flash;
   bool dropout = false;         ///< training with dropout keeps 1-byte masks
+  bool frozen_base = false;     ///< LoRA: every base weight frozen
+  int64_t lora_rank = 0;        ///< LoRA rank per adapter
+  /// Adapted HF projections: bits of q, k, v, o, gate, up, down (in that order).
+  unsigned lora_targets = 0;
 };
 
 /// Options as a training plan implies them (fp8 keeps fp8 GEMM inputs; dropout when the
@@ -89,6 +105,7 @@ struct ShardContext {
   /// Selective recompute as PyTorch's op-level checkpointing (torchtitan's policy) rather
   /// than Megatron-LM's core-attention recompute.
   bool op_sac = false;
+  unsigned recompute_modules = kRecomputeCoreAttn;  ///< TrainingPlan::recompute_modules
 };
 
 /// Bytes one layer keeps for backward on one GPU for one microbatch, as its operators
