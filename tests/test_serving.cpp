@@ -48,7 +48,9 @@ TEST(Serving, AutoExpertParallelismIsTheFasterLayout) {
     double tokens = 0;
     for (const auto& q : r.requests) tokens += static_cast<double>(q.output);
     rate[ep] = tokens / r.duration_s;
-    if (ep == chosen.ep) EXPECT_EQ(r.duration_s, chosen.duration_s);
+    if (ep == chosen.ep) {
+      EXPECT_EQ(r.duration_s, chosen.duration_s);
+    }
   }
   EXPECT_EQ(chosen.ep, rate[2] > rate[1] * 1.001 ? 2 : 1);
 }
