@@ -269,5 +269,14 @@ capsim_cli_expect(NAME cli.hostile.head_dim_negative
 capsim_cli_expect(NAME cli.hostile.fp8_without_fp8_tensor_cores
   CMD train ${capsim_scenarios}/llama2-7b-8gpu.json --set system.gpu=a100-sxm4-80gb --set training.precision=fp8 --format json
   STDERR "/training/precision: needs FP8 tensor cores, which a100-sxm4-80gb does not have (got \"fp8\"); use bf16 or a GPU with FP8 (Hopper or later)")
+capsim_cli_expect(NAME cli.hostile.sla_without_max_qps EXIT_CODE 2
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --tpot-p99-ms 40
+  STDERR "--tpot-p99-ms requires --max-qps")
+capsim_cli_expect(NAME cli.hostile.threads_beyond_limit EXIT_CODE 2
+  CMD sweep ${CMAKE_CURRENT_SOURCE_DIR}/sweeps/small.json -o ${CMAKE_CURRENT_BINARY_DIR}/never.jsonl --threads 100000
+  STDERR "--threads: Value 100000 not in range 0 to 1024")
+capsim_cli_expect(NAME cli.hostile.unknown_subcommand EXIT_CODE 2
+  CMD foo
+  STDERR "capsim: unknown subcommand \"foo\"; valid: model, train, memory, infer, search, sweep, merge, plan, validate, calibrate, list")
 get_property(capsim_cli_tests GLOBAL PROPERTY capsim_cli_tests)
 set_tests_properties(${capsim_cli_tests} PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
