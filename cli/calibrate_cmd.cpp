@@ -17,6 +17,7 @@
 #include "capsim/io/presets.hpp"
 #include "capsim/io/scenario_io.hpp"
 #include "capsim/io/json_read.hpp"
+#include "capsim/io/report.hpp"
 #include "commands.hpp"
 
 namespace capsim::cli {
@@ -187,7 +188,7 @@ int run_calibrate_compare(const CalibrateArgs& a) {
     j["overall_median_abs_rel_err"] = all[all.size() / 2];
   }
   const std::string format = a.format.empty() ? (::isatty(::fileno(stdout)) ? "table" : "json") : a.format;
-  fmt::print("{}", format == "json" ? j.dump(2) + "\n" : t);
+  fmt::print("{}", format == "json" ? io::dump(j) : t);
   return 0;
 }
 

@@ -7,6 +7,10 @@
 
 namespace capsim::cli {
 
+/// Most worker threads --threads may ask for: far above any machine's cores, well below
+/// where starting threads fails.
+inline constexpr unsigned kMaxThreads = 1024;
+
 struct ModelArgs {
   std::string name;
   int64_t seq_len = 4096;

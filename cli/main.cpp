@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -589,11 +590,14 @@ int main(int argc, char** argv) {
   add_calibration_option(infer, infer_args.calibration);
   infer->add_option("scenario", infer_args.scenario, "Scenario JSON file (kind inference)")->required();
   infer->add_option("--set", infer_args.sets, "Override a scenario key before validation: path=value")->allow_extra_args(false);
-  infer->add_flag("--max-qps", infer_args.max_qps, "Find the highest Poisson arrival rate that meets the SLA");
+  auto* max_qps = infer->add_flag("--max-qps", infer_args.max_qps, "Find the highest Poisson arrival rate that meets the SLA");
+  // The SLA only means something to --max-qps: alone it would be silently ignored.
   infer->add_option("--ttft-p99-ms", infer_args.ttft_p99_ms, "SLA for --max-qps: P99 time to first token (default 500)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->needs(max_qps);
   infer->add_option("--tpot-p99-ms", infer_args.tpot_p99_ms, "SLA for --max-qps: P99 time per output token (default 50)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->needs(max_qps);
   infer->add_option("--seed", infer_args.seed, "Seed for lengths and arrivals");
   infer->add_option("--trace", infer_args.trace, "Write a Chrome/Perfetto timeline of engine iterations here");
   add_format(infer, infer_args.format);
@@ -609,7 +613,8 @@ int main(int argc, char** argv) {
   search->add_option("--rank", search_args.rank, "step (time per step) or cost (GPU-seconds per step)")
       ->check(CLI::IsMember({"step", "cost"}));
   search->add_flag("--schedules", search_args.schedules, "Also try ZB-H1 and DualPipe pipeline schedules");
-  search->add_option("--threads", search_args.threads, "Worker threads (default: all cores)");
+  search->add_option("--threads", search_args.threads, "Worker threads, at most 1024 (default: all cores)")
+      ->check(CLI::Range(0u, cli::kMaxThreads));
   search->add_option("--des-recheck", search_args.des_recheck, "Re-check the best N with the discrete-event engine");
   add_format(search, search_args.format);
   add_out(search, search_args.out);
@@ -622,7 +627,8 @@ int main(int argc, char** argv) {
   sweep->add_option("--shard", sweep_args.shard,
                     "index/count of this machine's share (default from SLURM_ARRAY_TASK_ID/COUNT or JOB_COMPLETION_INDEX "
                     "with CAPSIM_SHARD_COUNT)");
-  sweep->add_option("--threads", sweep_args.threads, "Worker threads (default: all cores)");
+  sweep->add_option("--threads", sweep_args.threads, "Worker threads, at most 1024 (default: all cores)")
+      ->check(CLI::Range(0u, cli::kMaxThreads));
 
   std::vector<std::string> merge_parts;
   std::string merge_out;
@@ -681,6 +687,20 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"gpus", "models", "engines"}));
 
+  // An unknown subcommand is named, with the valid ones (CLI11 would only say that an
+  // argument was not expected).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      const std::string n = io::nearest(argv[1], names);
+      std::string valid;
+      for (const auto& name : names) valid += (valid.empty() ? "" : ", ") + name;
+      fmt::print(stderr, "capsim: unknown subcommand \"{}\"; valid: {}{}\n", argv[1],
+                 valid, n.empty() ? "" : "; did you mean \"" + n + "\"?");
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -213,3 +213,70 @@ add_test(NAME cli.list.engines_matches_docs
          COMMAND ${CMAKE_COMMAND} -DCAPSIM=$<TARGET_FILE:capsim> -DDOC=${CMAKE_SOURCE_DIR}/docs/engines.md
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/docs_table.cmake)
 set_tests_properties(cli.list.engines_matches_docs PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
+
+# Hostile inputs (docs/hardening.md): each is an input error (1) or a usage error (2) with
+# where and why, never an internal error, a crash or a hang.
+set(capsim_hostile ${CMAKE_CURRENT_SOURCE_DIR}/hostile)
+capsim_cli_expect(NAME cli.hostile.number_beyond_double
+  CMD train ${capsim_hostile}/huge-number.json --format json
+  STDERR "huge-number.json: number at line 6, column 74 is beyond the range of a double (about 1.8e308) (got 1e309)")
+capsim_cli_expect(NAME cli.hostile.set_number_beyond_double
+  CMD train ${capsim_scenarios}/llama2-7b-8gpu.json --set training.seq_len=1e309 --format json
+  STDERR "--set: number is beyond the range of a double (about 1.8e308) (got training.seq_len=1e309)")
+string(REPEAT "[" 100000 capsim_deep)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/hostile-deep.json "${capsim_deep}")
+capsim_cli_expect(NAME cli.hostile.deep_nesting
+  CMD train ${CMAKE_CURRENT_BINARY_DIR}/hostile-deep.json --format json
+  STDERR "hostile-deep.json: arrays and objects nested deeper than 256 levels at line 1, column 257")
+capsim_cli_expect(NAME cli.hostile.duplicate_key
+  CMD train ${capsim_hostile}/duplicate-key.json --format json
+  STDERR "duplicate-key.json: key appears twice in one object, at line 6, column 16 and line 7, column 16 (got \"tp\"); keep one of them")
+capsim_cli_expect(NAME cli.hostile.device_file
+  CMD train /dev/zero --format json
+  STDERR "/dev/zero: is not a regular file (a folder, FIFO or device)")
+capsim_cli_expect(NAME cli.hostile.validation_measured_not_positive EXIT_CODE 0
+  CMD validate ${capsim_hostile}/bad-measured.json --format json
+  STDOUT "\"reason\": \"cannot read the case: /measured/step_time_s: must be a positive number (got 0)\""
+         "\"reason\": \"cannot read the case: /measured: must be an object of metric: value (got 5)\"")
+capsim_cli_expect(NAME cli.hostile.sweep_step_too_small
+  CMD sweep ${capsim_hostile}/sweep-tiny-step.json -o ${CMAKE_CURRENT_BINARY_DIR}/never.jsonl
+  STDERR "/axes/0/range: has more than 10000000 values (the row limit) (got {\"start\":0,\"step\":1e-300,\"stop\":1}); raise the step")
+capsim_cli_expect(NAME cli.hostile.sweep_grid_too_large
+  CMD sweep ${capsim_hostile}/sweep-huge-grid.json -o ${CMAKE_CURRENT_BINARY_DIR}/never.jsonl
+  STDERR "/axes: the grid has more than 10000000 rows (the limit); split it into several sweeps")
+capsim_cli_expect(NAME cli.hostile.sweep_path_not_a_string
+  CMD sweep ${capsim_hostile}/sweep-path-not-string.json -o ${CMAKE_CURRENT_BINARY_DIR}/never.jsonl
+  STDERR "/axes/0/path: must be a key path (e.g. training.tp) (got 5)")
+capsim_cli_expect(NAME cli.hostile.profile_attention_lengths_differ
+  CMD train ${capsim_scenarios}/llama2-7b-8gpu.json --calibration ${capsim_hostile}/profile-attention-mismatch.json
+  STDERR "profile-attention-mismatch.json/attention/0: seq and tflops must be non-empty and of one length (got 2 and 1 entries); make one with capsim calibrate fit")
+capsim_cli_expect(NAME cli.hostile.layers_beyond_limit
+  CMD train ${capsim_hostile}/inline-model.json --set model.num_hidden_layers=1000000000 --format json
+  STDERR "/model/num_hidden_layers: must be at most 4096 (the model size limit) (got 1000000000)")
+capsim_cli_expect(NAME cli.hostile.layers_negative
+  CMD train ${capsim_hostile}/inline-model.json --set model.num_hidden_layers=-1 --format json
+  STDERR "/model/num_hidden_layers: must be a positive integer (got -1)")
+capsim_cli_expect(NAME cli.hostile.hidden_overflows_parameter_count
+  CMD train ${capsim_hostile}/inline-model.json --set model.hidden_size=1099511627776 --format json
+  STDERR "/model/hidden_size: must be at most 1048576 (the model size limit) (got 1099511627776)")
+capsim_cli_expect(NAME cli.hostile.parameters_beyond_limit
+  CMD train ${capsim_hostile}/inline-model.json --set model.hidden_size=1048576 --set model.intermediate_size=16777216
+      --set model.num_attention_heads=8192 --format json
+  STDERR "/model: a model may have at most 1e15 parameters (got about 1.8e+15 parameters)")
+capsim_cli_expect(NAME cli.hostile.head_dim_negative
+  CMD train ${capsim_hostile}/inline-model.json --set model.head_dim=-1 --format json
+  STDERR "/model/head_dim: must be a positive integer (got -1)")
+capsim_cli_expect(NAME cli.hostile.fp8_without_fp8_tensor_cores
+  CMD train ${capsim_scenarios}/llama2-7b-8gpu.json --set system.gpu=a100-sxm4-80gb --set training.precision=fp8 --format json
+  STDERR "/training/precision: needs FP8 tensor cores, which a100-sxm4-80gb does not have (got \"fp8\"); use bf16 or a GPU with FP8 (Hopper or later)")
+capsim_cli_expect(NAME cli.hostile.sla_without_max_qps EXIT_CODE 2
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --tpot-p99-ms 40
+  STDERR "--tpot-p99-ms requires --max-qps")
+capsim_cli_expect(NAME cli.hostile.threads_beyond_limit EXIT_CODE 2
+  CMD sweep ${CMAKE_CURRENT_SOURCE_DIR}/sweeps/small.json -o ${CMAKE_CURRENT_BINARY_DIR}/never.jsonl --threads 100000
+  STDERR "--threads: Value 100000 not in range 0 to 1024")
+capsim_cli_expect(NAME cli.hostile.unknown_subcommand EXIT_CODE 2
+  CMD foo
+  STDERR "capsim: unknown subcommand \"foo\"; valid: model, train, memory, infer, search, sweep, merge, plan, validate, calibrate, list")
+get_property(capsim_cli_tests GLOBAL PROPERTY capsim_cli_tests)
+set_tests_properties(${capsim_cli_tests} PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)

@@ -154,7 +154,7 @@ RawFile read_raw(const std::filesystem::path& path) {
     }
     if (!header) {
       header = true;
-      if (j.value("schema", "") != kRawSchema || j.value("kind", "") != "header") {
+      if (!j.contains("schema") || j["schema"] != kRawSchema || !j.contains("kind") || j["kind"] != "header") {
         issues.push_back({where, brief(j.value("schema", json())), std::string("first line must be the header with schema \"") + kRawSchema + "\"", "see docs/calibration.md"});
         continue;
       }
@@ -163,7 +163,7 @@ RawFile read_raw(const std::filesystem::path& path) {
       out.header.driver = s("driver"), out.header.cuda_runtime = s("cuda_runtime"), out.header.cublas = s("cublas");
       out.header.cudnn = s("cudnn"), out.header.nccl = s("nccl"), out.header.created = s("created");
       out.header.gpu_count = j.contains("gpu_count") && j["gpu_count"].is_number_integer() ? j["gpu_count"].get<int64_t>() : 0;
-      out.header.quick = j.value("quick", false);
+      out.header.quick = j.contains("quick") && j["quick"].is_boolean() && j["quick"].get<bool>();
       continue;
     }
     out.rows.push_back(read_row(j, where, issues));
@@ -188,7 +188,7 @@ std::string raw_to_text(const RawFile& raw) {
   put("nccl", raw.header.nccl), put("created", raw.header.created);
   if (raw.header.gpu_count > 0) h["gpu_count"] = raw.header.gpu_count;
   h["quick"] = raw.header.quick;
-  out += h.dump() + "\n";
+  out += dump_text(h) + "\n";
   for (const RawMeasurement& r : raw.rows) {
     json j = json::object();
     j["kind"] = kind_name(r.kind);
@@ -214,7 +214,7 @@ std::string raw_to_text(const RawFile& raw) {
     j["time_s"] = r.time_s;
     if (r.p10_s > 0) j["p10_s"] = r.p10_s;
     if (r.p90_s > 0) j["p90_s"] = r.p90_s;
-    out += j.dump() + "\n";
+    out += dump_text(j) + "\n";
   }
   return out;
 }
@@ -506,19 +506,39 @@ std::string profile_to_json(const CalibrationProfile& p) {
                  {"loo_mape", f.error.loo_mape}});
   }
   j["collectives"] = c;
-  return j.dump(2) + "\n";
+  return dump_text(j, 2) + "\n";
 }
 
 CalibrationProfile read_profile(const std::filesystem::path& path) {
   const json j = read_json_file(path);
   std::vector<Issue> issues;
   const std::string where = path.string();
-  if (!j.is_object() || j.value("schema", "") != kProfileSchema) {
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != kProfileSchema) {
     issues.push_back({where + "/schema", j.is_object() ? brief(j.value("schema", json())) : brief(j),
                       std::string("must be \"") + kProfileSchema + "\"", "make one with capsim calibrate fit"});
     throw InputError(issues);
   }
   CalibrationProfile p;
+  // Tables are interpolated in log-log: x rising from above 0 and one y above 0 per x.
+  auto table = [&](const std::string& ptr, const char* xname, const std::vector<double>& x, const char* yname,
+                   const std::vector<double>& y) {
+    if (x.empty() || x.size() != y.size()) {
+      issues.push_back({ptr, std::to_string(x.size()) + " and " + std::to_string(y.size()) + " entries",
+                        std::string(xname) + " and " + yname + " must be non-empty and of one length",
+                        "make one with capsim calibrate fit"});
+      return;
+    }
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!std::isfinite(x[i]) || !(x[i] > 0) || (i > 0 && !(x[i] > x[i - 1]))) {
+        issues.push_back({ptr + "/" + xname + "/" + std::to_string(i), json(x[i]).dump(), "must rise from above 0", {}});
+        return;
+      }
+    for (size_t i = 0; i < y.size(); ++i)
+      if (!std::isfinite(y[i]) || !(y[i] > 0)) {
+        issues.push_back({ptr + "/" + yname + "/" + std::to_string(i), json(y[i]).dump(), "must be a positive number", {}});
+        return;
+      }
+  };
   try {
     p.name = j.value("name", path.stem().string());
     p.gpu = j.value("gpu", "");
@@ -539,18 +559,29 @@ CalibrationProfile read_profile(const std::filesystem::path& path) {
         t.m.push_back(pt.at(0).get<int64_t>()), t.n.push_back(pt.at(1).get<int64_t>()), t.k.push_back(pt.at(2).get<int64_t>());
         t.tflops.push_back(pt.at(3).get<double>());
       }
+      const std::string ptr = where + "/gemm/" + std::to_string(i);
+      if (t.tflops.empty())
+        issues.push_back({ptr + "/points_m_n_k_tflops", "[]", "must hold at least one point", "make one with capsim calibrate fit"});
+      for (size_t k = 0; k < t.tflops.size(); ++k)
+        if (t.m[k] < 1 || t.n[k] < 1 || t.k[k] < 1 || !std::isfinite(t.tflops[k]) || !(t.tflops[k] > 0)) {
+          issues.push_back({ptr + "/points_m_n_k_tflops/" + std::to_string(k), brief(g["points_m_n_k_tflops"][k]),
+                            "must be [m, n, k, tflops] with m, n, k >= 1 and tflops > 0", {}});
+          break;
+        }
       t.error.loo_mape = g.value("loo_mape", 0.0);
       t.error.max_abs = g.value("loo_max_abs_rel_err", 0.0);
       t.error.points = g.value("loo_points", int64_t{0});
       p.gemm.push_back(t);
     }
-    for (const auto& a : j.value("attention", json::array())) {
+    for (size_t i = 0; i < j.value("attention", json::array()).size(); ++i) {
+      const json& a = j["attention"][i];
       AttentionTable t;
       t.backward = a.at("pass").get<std::string>() == "bwd";
       t.causal = a.at("causal").get<bool>();
       t.head_dim = a.at("head_dim").get<int64_t>();
       t.seq = a.at("seq").get<std::vector<double>>();
       t.tflops = a.at("tflops").get<std::vector<double>>();
+      table(where + "/attention/" + std::to_string(i), "seq", t.seq, "tflops", t.tflops);
       p.attention.push_back(t);
     }
     if (j.contains("hbm_gbps")) p.hbm_gbps = j["hbm_gbps"].get<double>();
@@ -568,8 +599,10 @@ CalibrationProfile read_profile(const std::filesystem::path& path) {
       f.busbw_gbps = c.at("busbw_gbps").get<double>();
       f.size_bytes = c.at("size_bytes").get<std::vector<double>>();
       f.time_s = c.at("time_s").get<std::vector<double>>();
-      if (f.size_bytes.size() != f.time_s.size() || !std::is_sorted(f.size_bytes.begin(), f.size_bytes.end()))
-        issues.push_back({where + "/collectives/" + std::to_string(i), "", "size_bytes and time_s must be equal-length, sizes ascending", ""});
+      table(where + "/collectives/" + std::to_string(i), "size_bytes", f.size_bytes, "time_s", f.time_s);
+      if (f.ranks < 2 || f.nodes < 1)
+        issues.push_back({where + "/collectives/" + std::to_string(i), brief(c.at("ranks")) + " ranks, " + brief(c.at("nodes")) + " nodes",
+                          "needs ranks >= 2 and nodes >= 1", {}});
       for (const auto& r : c.value("residuals_bytes_measured_fit_relerr", json::array()))
         f.residuals.push_back({r.at(0).get<double>(), r.at(1).get<double>(), r.at(2).get<double>()});
       f.error.mape = c.value("mape", 0.0), f.error.max_abs = c.value("max_abs_rel_err", 0.0);

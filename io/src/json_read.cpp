@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unordered_map>
 #include <unistd.h>
 
 namespace capsim::io {
@@ -43,25 +45,124 @@ bool whole_number(const json& v, int64_t& out) {
 
 }  // namespace
 
+namespace {
+
+std::string at_line_col(std::string_view text, size_t pos) {
+  auto [line, col] = line_col(text, pos);
+  return "line " + std::to_string(line) + ", column " + std::to_string(col);
+}
+
+enum class Token { open, key, bad_number };
+
+/// Byte offset of the `nth` (0-based) token of `kind` in `text` (an opening bracket, an
+/// object key, or a number beyond the range of a double), scanning outside strings. The
+/// parser has accepted the text up to that token, so the scan need not check the grammar.
+size_t locate(std::string_view text, Token kind, size_t nth) {
+  size_t seen = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {
+      size_t j = i + 1;
+      while (j < text.size() && text[j] != '"') j += text[j] == '\\' ? 2 : 1;
+      if (kind == Token::key) {
+        size_t k = j + 1;
+        while (k < text.size() && (text[k] == ' ' || text[k] == '\t' || text[k] == '\n' || text[k] == '\r')) ++k;
+        if (k < text.size() && text[k] == ':' && seen++ == nth) return i;
+      }
+      i = j;
+    } else if (c == '{' || c == '[') {
+      if (kind == Token::open && seen++ == nth) return i;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      size_t j = i;
+      while (j < text.size() && text[j] != '\0' && std::strchr("0123456789+-.eE", text[j])) ++j;
+      if (kind == Token::bad_number && !std::isfinite(std::strtod(std::string(text.substr(i, j - i)).c_str(), nullptr)))
+        return i;
+      i = j - 1;
+    }
+  }
+  return text.size();
+}
+
+struct TooDeep {
+  size_t nth_open;
+};
+struct DuplicateKey {
+  std::string key;
+  size_t first, second;  // indices of the two keys among all keys of the text
+};
+
+}  // namespace
+
 json parse_json(std::string_view text, const std::string& origin) {
+  // The callback sees every bracket and key as the parser meets it: nesting and duplicate
+  // keys are rejected before the tree grows deep (a deep tree overflows the stack when
+  // copied or printed). Positions are found afterwards by counting tokens.
+  size_t opened = 0, keys = 0;
+  std::vector<std::unordered_map<std::string, size_t>> objects;
+  const json::parser_callback_t check = [&](int depth, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (depth >= kMaxJsonDepth) throw TooDeep{opened};
+        ++opened;
+        if (event == json::parse_event_t::object_start) objects.emplace_back();
+        break;
+      case json::parse_event_t::key: {
+        auto [it, fresh] = objects.back().emplace(parsed.get<std::string>(), keys);
+        if (!fresh) throw DuplicateKey{it->first, it->second, keys};
+        ++keys;
+        break;
+      }
+      case json::parse_event_t::object_end:
+        objects.pop_back();
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
   try {
-    return json::parse(text.begin(), text.end());
+    return json::parse(text.begin(), text.end(), check);
   } catch (const json::parse_error& e) {
     // nlohmann reports the byte index just past the offending character.
     const size_t pos = e.byte > 0 ? e.byte - 1 : 0;
-    auto [line, col] = line_col(text, pos);
     // "[json.exception.parse_error.101] parse error at line L, column C: <reason>"; the reason
     // itself may hold ": " (e.g. "invalid literal; last read: 'tru'"), so cut at the first one.
     std::string what = e.what();
     const auto colon = what.find(": ");
     std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
-    throw InputError({{origin, "", "malformed JSON at line " + std::to_string(line) + ", column " +
-                                       std::to_string(col) + ": " + reason,
+    throw InputError({{origin, "", "malformed JSON at " + at_line_col(text, pos) + ": " + reason, {}}});
+  } catch (const json::out_of_range&) {
+    // The only range error of the parser: a number that overflows a double (1e309).
+    const size_t pos = locate(text, Token::bad_number, 0);
+    size_t end = pos;
+    while (end < text.size() && text[end] != '\0' && std::strchr("0123456789+-.eE", text[end])) ++end;
+    std::string number(text.substr(pos, std::min<size_t>(end - pos, 40)));
+    throw InputError({{origin, number,
+                       "number at " + at_line_col(text, pos) + " is beyond the range of a double (about 1.8e308)", {}}});
+  } catch (const TooDeep& e) {
+    throw InputError({{origin, "",
+                       "arrays and objects nested deeper than " + std::to_string(kMaxJsonDepth) + " levels at " +
+                           at_line_col(text, locate(text, Token::open, e.nth_open)),
                        {}}});
+  } catch (const DuplicateKey& e) {
+    throw InputError({{origin, "\"" + e.key + "\"",
+                       "key appears twice in one object, at " + at_line_col(text, locate(text, Token::key, e.first)) +
+                           " and " + at_line_col(text, locate(text, Token::key, e.second)),
+                       "keep one of them"}});
   }
 }
 
-std::string read_text_file(const std::filesystem::path& path) {
+std::string read_text_file(const std::filesystem::path& path, std::uintmax_t max_bytes) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st))
+    throw InputError({{path.string(), "", "is not a regular file (a folder, FIFO or device)", {}}});
+  if (const std::uintmax_t size = fs::file_size(path, ec); !ec && size > max_bytes)
+    throw InputError({{path.string(), std::to_string(size) + " bytes",
+                       "is larger than the limit of " + std::to_string(max_bytes >> 20) + " MiB for this kind of input",
+                       {}}});
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError({{path.string(), "", "cannot open file", {}}});
   std::ostringstream ss;
@@ -108,8 +209,10 @@ std::string pointer_escape(std::string_view key) {
   return out;
 }
 
+std::string dump_text(const json& v, int indent) { return v.dump(indent, ' ', false, json::error_handler_t::replace); }
+
 std::string brief(const json& v) {
-  std::string s = v.dump();
+  std::string s = dump_text(v);
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
 }

@@ -141,7 +141,10 @@ PlanRequest load_plan(const fs::path& path) {
     if (const json* g = r.get("gpu_counts")) {
       if (!g->is_array()) issues.push_back({r.at("gpu_counts"), brief(*g), "must be a list of GPU counts", {}});
       else
-        for (const auto& v : *g) req.train_goal.gpu_counts.push_back(v.get<int64_t>());
+        for (size_t i = 0; i < g->size(); ++i) {
+          if ((*g)[i].is_number_integer() && (*g)[i].get<int64_t>() >= 1) req.train_goal.gpu_counts.push_back((*g)[i].get<int64_t>());
+          else issues.push_back({r.at("gpu_counts") + "/" + std::to_string(i), brief((*g)[i]), "must be an integer >= 1", {}});
+        }
     } else {
       for (int64_t n = 8; n <= 16384; n *= 2) req.train_goal.gpu_counts.push_back(n);
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
@@ -346,6 +347,21 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
   positive(gpt2 ? "n_layer" : "num_hidden_layers", m.layers);
   positive(gpt2 ? "n_head" : "num_attention_heads", m.heads);
   positive("vocab_size", m.vocab);
+  if (auto it = c.find("head_dim"); it != c.end() && !it->is_null()) positive("head_dim", m.head_dim);
+  // Sizes far beyond any published model are rejected before they size an allocation or
+  // overflow a parameter count.
+  const size_t issues_before_limits = issues.size();
+  auto at_most = [&](const char* key, int64_t v, int64_t limit) {
+    if (v > limit)
+      issues.push_back({pointer + "/" + key, std::to_string(v), "must be at most " + std::to_string(limit) + " (the model size limit)", {}});
+  };
+  at_most(gpt2 ? "n_embd" : "hidden_size", m.hidden, kMaxHidden);
+  at_most(gpt2 ? "n_layer" : "num_hidden_layers", m.layers, kMaxLayers);
+  at_most(gpt2 ? "n_head" : "num_attention_heads", m.heads, kMaxHeads);
+  at_most("num_key_value_heads", m.kv_heads, kMaxHeads);
+  at_most("head_dim", m.head_dim, kMaxHeadDim);
+  at_most("vocab_size", m.vocab, kMaxVocab);
+  if (issues.size() > issues_before_limits) throw InputError(std::move(issues));
   if (m.kv_heads <= 0 || (m.heads > 0 && m.heads % m.kv_heads != 0))
     issues.push_back({pointer + "/num_key_value_heads", std::to_string(m.kv_heads),
                       "must be a positive divisor of num_attention_heads (" + std::to_string(m.heads) + ")", {}});
@@ -468,6 +484,27 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
       m.fp8_weight_block = block != q->end() && block->is_array() && !block->empty() && (*block)[0].is_number_integer()
                                ? (*block)[0].get<int64_t>()
                                : 0;
+  }
+  at_most(gpt2 ? "n_inner" : "intermediate_size", m.intermediate, kMaxIntermediate);
+  if (m.moe) {
+    const char* experts = f == Family::mixtral ? "num_local_experts" : f == Family::qwen3_moe ? "num_experts" : "n_routed_experts";
+    at_most(experts, m.moe->num_experts, kMaxExperts);
+    at_most("moe_intermediate_size", m.moe->expert_intermediate, kMaxIntermediate);
+    at_most("n_shared_experts", m.moe->shared_experts, kMaxExperts);
+  }
+  if (issues.empty()) {
+    // A rough count (attention, MLP, experts, embeddings) in doubles, which cannot overflow.
+    const double h = static_cast<double>(m.hidden), attn = static_cast<double>(m.heads + m.kv_heads) * 2 * static_cast<double>(m.head_dim);
+    double per_layer = h * attn + 3 * h * static_cast<double>(m.intermediate);
+    if (m.moe)
+      per_layer += 3 * h * static_cast<double>(m.moe->expert_intermediate) *
+                   static_cast<double>(m.moe->num_experts + m.moe->shared_experts);
+    const double params = static_cast<double>(m.layers) * per_layer + 2 * h * static_cast<double>(m.vocab);
+    if (params > kMaxParams) {
+      char got[32];
+      std::snprintf(got, sizeof got, "about %.2g parameters", params);
+      issues.push_back({pointer, got, "a model may have at most 1e15 parameters", {}});
+    }
   }
   if (m.moe && (m.moe->top_k <= 0 || m.moe->top_k > m.moe->num_experts) && f != Family::deepseek_v2 &&
       f != Family::deepseek_v3)

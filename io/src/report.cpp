@@ -7,6 +7,7 @@
 
 #include "capsim/core/layout.hpp"
 #include "capsim/core/workload.hpp"
+#include "capsim/io/json_read.hpp"
 
 namespace capsim::io {
 
@@ -389,6 +390,6 @@ json utilization_over_time(const ServingResult& r, int windows) {
   return {{"window_s", width}, {"replicas", replicas}, {"windows", rows}};
 }
 
-std::string dump(const json& j) { return j.dump(2) + "\n"; }
+std::string dump(const json& j) { return dump_text(j, 2) + "\n"; }
 
 }  // namespace capsim::io

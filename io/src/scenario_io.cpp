@@ -446,7 +446,7 @@ bool layout_input_rejected(const std::vector<Issue>& issues) {
 }  // namespace
 
 std::vector<TraceRequest> read_request_trace(const fs::path& path, const std::string& pointer) {
-  const std::string text = read_text_file(path);
+  const std::string text = read_text_file(path, kMaxDataFileBytes);
   std::vector<TraceRequest> out;
   std::vector<Issue> issues;
   std::istringstream in(text);
@@ -524,6 +524,9 @@ void apply_overrides(json& doc, const std::vector<std::string>& sets) {
       value = json::parse(text);
     } catch (const json::parse_error&) {
       value = text;
+    } catch (const json::out_of_range&) {
+      issues.push_back({"--set", s, "number is beyond the range of a double (about 1.8e308)", {}});
+      continue;
     }
     try {
       doc[to_pointer(path)] = value;
@@ -586,6 +589,20 @@ Scenario scenario_from_json(const json& doc, const fs::path& base_dir, EngineKey
     top.allow("training");
   }
   top.finish();
+  // FP8 math needs FP8 tensor cores: on a GPU without them the answer would be for
+  // another data type than the one asked for.
+  if (!sc.system.gpu.id.empty() && sc.system.gpu.peak_fp8_tflops <= 0) {
+    auto no_fp8 = [&](const std::string& pointer, DType d) {
+      if (d == DType::fp8 && !has_issue_at(issues, pointer))
+        issues.push_back({pointer, "\"fp8\"", "needs FP8 tensor cores, which " + sc.system.gpu.id + " does not have",
+                          "use bf16 or a GPU with FP8 (Hopper or later)"});
+    };
+    if (sc.training) no_fp8("/training/precision", sc.training->precision);
+    if (sc.inference) {
+      no_fp8("/inference/weight_dtype", sc.inference->weight_dtype);
+      no_fp8("/inference/activation_dtype", sc.inference->activation_dtype);
+    }
+  }
   // Layout rules need the model and the GPU; they are checked even when other keys have
   // problems, so that every problem is reported at once, but not when a key they read was
   // itself rejected: they would judge the default standing in for it, a value never written.

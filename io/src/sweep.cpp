@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -11,6 +14,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "capsim/core/serving.hpp"
@@ -107,6 +111,15 @@ json evaluate_row(const SweepSpec& spec, size_t index, const CalibrationProfile*
   return row;
 }
 
+/// Whether `row` has the shape evaluate_row gives every row of a grid of `rows_total`
+/// (what the rows writer relies on); journals and parts are checked with it.
+bool is_row(const json& row, size_t rows_total) {
+  return row.is_object() && row.contains("index") && row["index"].is_number_unsigned() &&
+         row["index"].get<uint64_t>() < rows_total && row.contains("inputs") && row["inputs"].is_object() &&
+         row.contains("status") && row["status"].is_string() && (!row.contains("outputs") || row["outputs"].is_object()) &&
+         (!row.contains("error") || row["error"].is_string());
+}
+
 std::string csv_escape(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";
@@ -114,12 +127,12 @@ std::string csv_escape(const std::string& s) {
   return out + "\"";
 }
 
-std::string cell(const json& v) { return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string() : v.dump(); }
+std::string cell(const json& v) { return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string() : dump_text(v); }
 
 std::string rows_text(const std::vector<json>& rows, bool csv) {
   std::string out;
   if (!csv) {
-    for (const auto& r : rows) out += r.dump() + "\n";
+    for (const auto& r : rows) out += dump_text(r) + "\n";
     return out;
   }
   std::vector<std::string> in_cols, out_cols;
@@ -193,6 +206,7 @@ SweepSpec load_sweep(const fs::path& path) {
   } else {
     issues.push_back({"/base", "", "is required (a scenario path or object)", {}});
   }
+  // Values of one axis; a range is expanded only when its count is within the row limit.
   auto read_values = [&](const json& a, const std::string& ptr, std::vector<std::string>& out) {
     if (a.contains("values")) {
       if (!a["values"].is_array() || a["values"].empty()) {
@@ -202,23 +216,69 @@ SweepSpec load_sweep(const fs::path& path) {
       for (const auto& v : a["values"]) out.push_back(v.dump());
     } else if (a.contains("range")) {
       const json& g = a["range"];
-      if (!g.is_object() || !g.contains("start") || !g.contains("stop") || !g["start"].is_number() || !g["stop"].is_number()) {
+      const bool numbers = g.is_object() && g.contains("start") && g.contains("stop") && g["start"].is_number() &&
+                           g["stop"].is_number() && (!g.contains("step") || g["step"].is_number());
+      if (!numbers) {
         issues.push_back({ptr + "/range", brief(g), "must be {start, stop[, step]} numbers (stop inclusive)", {}});
         return;
       }
       const double start = g["start"].get<double>(), stop = g["stop"].get<double>();
-      const double step = g.value("step", 1.0);
-      if (step <= 0 || stop < start) {
+      const double step = g.contains("step") ? g["step"].get<double>() : 1.0;
+      if (!(step > 0) || stop < start) {
         issues.push_back({ptr + "/range", brief(g), "needs step > 0 and stop >= start", {}});
         return;
       }
+      const std::string too_many = "has more than " + std::to_string(kMaxSweepRows) + " values (the row limit)";
       const bool integral = g["start"].is_number_integer() && g["stop"].is_number_integer() &&
                             (!g.contains("step") || g["step"].is_number_integer());
-      for (double v = start; v <= stop + 1e-9 * std::max(1.0, std::abs(stop)); v += step)
-        out.push_back(integral ? std::to_string(static_cast<int64_t>(std::llround(v))) : json(v).dump());
+      if (integral) {
+        // Counted in integers: doubles stop telling neighbours apart above 2^53.
+        const auto as_int = [&](const char* k, int64_t& v) {
+          if (g[k].is_number_unsigned() && g[k].get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return false;
+          v = g[k].get<int64_t>();
+          return true;
+        };
+        int64_t i0 = 0, i1 = 0, di = 1;
+        if (!as_int("start", i0) || !as_int("stop", i1) || (g.contains("step") && !as_int("step", di))) {
+          issues.push_back({ptr + "/range", brief(g), "integer ranges must stay within -2^63..2^63-1", {}});
+          return;
+        }
+        const uint64_t count = (static_cast<uint64_t>(i1) - static_cast<uint64_t>(i0)) / static_cast<uint64_t>(di) + 1;
+        if (count > kMaxSweepRows) {
+          issues.push_back({ptr + "/range", brief(g), too_many, "raise the step"});
+          return;
+        }
+        for (uint64_t k = 0; k < count; ++k)
+          out.push_back(std::to_string(static_cast<int64_t>(static_cast<uint64_t>(i0) + k * static_cast<uint64_t>(di))));
+        return;
+      }
+      // Values start + k*step (not a running sum, which stalls once step is below the
+      // spacing of doubles); the stop is inclusive within a relative 1e-9.
+      const double count = std::floor((stop - start) / step + 1e-9) + 1;
+      if (!(count <= static_cast<double>(kMaxSweepRows))) {
+        issues.push_back({ptr + "/range", brief(g), too_many, "raise the step"});
+        return;
+      }
+      const auto n = static_cast<size_t>(count);
+      for (size_t k = 0; k < n; ++k) {
+        const double v = start + static_cast<double>(k) * step;
+        if (k > 0 && !(v > start + static_cast<double>(k - 1) * step)) {
+          out.clear();
+          issues.push_back({ptr + "/range", brief(g), "step is too small to tell neighbouring values apart", {}});
+          return;
+        }
+        out.push_back(json(v).dump());
+      }
     } else {
       issues.push_back({ptr, "", "needs \"values\" or \"range\"", {}});
     }
+  };
+  // The key path of an axis (or of one path of a zip).
+  auto read_path = [&](const json& a, const std::string& ptr) {
+    if (a.is_object() && a.contains("path") && a["path"].is_string()) return a["path"].get<std::string>();
+    if (a.is_object() && a.contains("path"))
+      issues.push_back({ptr + "/path", brief(a["path"]), "must be a key path (e.g. training.tp)", {}});
+    return std::string();
   };
   if (const json* axes = r.get("axes")) {
     if (!axes->is_array() || axes->empty()) {
@@ -235,7 +295,7 @@ SweepSpec load_sweep(const fs::path& path) {
           }
           for (size_t k = 0; k < a["zip"].size(); ++k) {
             const json& z = a["zip"][k];
-            axis.paths.push_back(z.value("path", std::string()));
+            axis.paths.push_back(read_path(z, ptr + "/zip/" + std::to_string(k)));
             axis.values.emplace_back();
             read_values(z, ptr + "/zip/" + std::to_string(k), axis.values.back());
           }
@@ -243,7 +303,7 @@ SweepSpec load_sweep(const fs::path& path) {
             if (v.size() != axis.values.front().size())
               issues.push_back({ptr + "/zip", "", "zipped axes must have the same number of values", {}});
         } else {
-          axis.paths.push_back(a.value("path", std::string()));
+          axis.paths.push_back(read_path(a, ptr));
           axis.values.emplace_back();
           read_values(a, ptr, axis.values.back());
         }
@@ -262,6 +322,18 @@ SweepSpec load_sweep(const fs::path& path) {
       for (const auto& v : *o) spec.outputs.push_back(v.is_string() ? v.get<std::string>() : v.dump());
   }
   r.finish();
+  if (issues.empty()) {
+    // The grid size, checked before any row list is allocated.
+    size_t rows = 1;
+    for (const auto& a : spec.axes) {
+      if (a.size() > kMaxSweepRows / rows) {
+        issues.push_back({"/axes", "", "the grid has more than " + std::to_string(kMaxSweepRows) + " rows (the limit)",
+                          "split it into several sweeps"});
+        break;
+      }
+      rows *= a.size();
+    }
+  }
   if (issues.empty()) {
     // Every axis path must name a scenario key: apply the first value of each and read.
     json base = parse_json(spec.base_text, "base");
@@ -350,21 +422,26 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
     std::ifstream in(journal);
     std::string line;
     bool first = true;
+    size_t no = 0;
     while (std::getline(in, line)) {
+      ++no;
       if (line.empty()) continue;
       json j;
       try {
-        j = json::parse(line);
-      } catch (const json::parse_error&) {
+        j = parse_json(line, journal.string());
+      } catch (const InputError&) {
         continue;  // a line cut short by an interruption
       }
       if (first) {
         first = false;
-        if (j.value("grid_hash", std::string()) != hex(spec.grid_hash))
+        if (!j.is_object() || !j.contains("grid_hash") || j["grid_hash"] != hex(spec.grid_hash))
           throw InputError({{journal.string(), "", "belongs to a different grid; remove it to start over", {}}});
         continue;
       }
-      if (j.contains("index")) done[j["index"].get<size_t>()] = j;
+      if (!is_row(j, sum.rows_total))
+        throw InputError({{journal.string() + ":" + std::to_string(no), brief(j), "is not a row of this grid",
+                           "remove the journal to start over"}});
+      done[j["index"].get<size_t>()] = j;
     }
   }
   sum.skipped_resumed = done.size();
@@ -385,13 +462,20 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
       if (k >= todo.size()) return;
       json row = evaluate_row(spec, todo[k], run.calibration);
       std::lock_guard<std::mutex> lock(mu);
-      jout << row.dump() << "\n" << std::flush;
+      jout << dump_text(row) << "\n" << std::flush;
       done[todo[k]] = std::move(row);
       ++finished;
     }
   };
   std::vector<std::thread> pool;
-  for (unsigned t = 0; t < std::max(1u, run.threads); ++t) pool.emplace_back(worker);
+  for (unsigned t = 0; t < std::max(1u, run.threads); ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      if (pool.empty()) throw;
+      break;  // fewer threads than asked: the others take the work
+    }
+  }
   while (run.progress && finished.load() < todo.size() && !(run.stop && run.stop->load())) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -425,7 +509,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
                         {"failed", sum.failed},
                         {"format", csv ? "csv" : "jsonl"}};
   if (run.calibration) summary["calibration"] = calibration_json(*run.calibration);
-  write_file_atomic(sum.summary_file, summary.dump(2) + "\n");
+  write_file_atomic(sum.summary_file, dump_text(summary, 2) + "\n");
   std::error_code ec;
   fs::remove(journal, ec);
   return sum;
@@ -447,30 +531,61 @@ void merge_parts(const std::vector<fs::path>& parts, const fs::path& out) {
       issues.insert(issues.end(), e.issues().begin(), e.issues().end());
       continue;
     }
-    const std::string h = s.value("grid_hash", std::string());
-    const size_t c = s["shard"].value("count", size_t{0}), idx = s["shard"].value("index", size_t{0});
+    // The summary as `capsim sweep` writes it; anything else is named, not trusted.
+    std::string h, format;
+    int64_t c = 0, idx = 0, rows_total = 0;
+    const size_t before = issues.size();
+    ObjectReader sr(s, sp.string() + "#", issues);
+    sr.string("grid_hash", h, true);
+    sr.integer("rows_total", rows_total, true, 0);
+    sr.string("format", format);
+    if (const json* sh = sr.get("shard")) {
+      ObjectReader shr(*sh, sr.at("shard"), issues);
+      shr.integer("index", idx, true, 0);
+      shr.integer("count", c, true, 1);
+    } else {
+      issues.push_back({sr.at("shard"), "", "is required", {}});
+    }
+    if (issues.size() > before) continue;
     if (hash.empty()) {
       hash = h;
-      count = c;
-      total = s.value("rows_total", size_t{0});
+      count = static_cast<size_t>(c);
+      total = static_cast<size_t>(rows_total);
+      if (count > kMaxSweepRows || total > kMaxSweepRows) {
+        issues.push_back({sp.string(), std::to_string(std::max(count, total)),
+                          "counts more rows or shards than a sweep may have (" + std::to_string(kMaxSweepRows) + ")", {}});
+        break;
+      }
       shard_seen.assign(count, 0);
-      csv = s.value("format", std::string()) == "csv";
+      csv = format == "csv";
     }
     if (h != hash) issues.push_back({part.string(), h, "comes from a different grid (hash " + hash + " expected)", {}});
-    else if (c != count) issues.push_back({part.string(), std::to_string(c), "has a different shard count", {}});
-    else if (idx >= count || shard_seen[idx]) issues.push_back({part.string(), std::to_string(idx), "duplicates a shard", {}});
-    else shard_seen[idx] = 1;
+    else if (static_cast<size_t>(c) != count) issues.push_back({part.string(), std::to_string(c), "has a different shard count", {}});
+    else if (static_cast<size_t>(idx) >= count || shard_seen[static_cast<size_t>(idx)])
+      issues.push_back({part.string(), std::to_string(idx), "duplicates a shard", {}});
+    else shard_seen[static_cast<size_t>(idx)] = 1;
     if (csv) {
       issues.push_back({part.string(), "", "merge reads JSON Lines parts; run the sweep with a .jsonl output", {}});
       continue;
     }
-    std::istringstream in(read_text_file(part));
+    std::istringstream in(read_text_file(part, kMaxDataFileBytes));
     std::string line;
-    while (std::getline(in, line))
-      if (!line.empty()) {
-        json row = json::parse(line);
+    size_t no = 0;
+    while (std::getline(in, line)) {
+      ++no;
+      if (line.empty()) continue;
+      const std::string where = part.string() + ":" + std::to_string(no);
+      try {
+        json row = parse_json(line, where);
+        if (!is_row(row, total)) {
+          issues.push_back({where, brief(row), "is not a row of this grid", "run the shard again"});
+          continue;
+        }
         rows[row["index"].get<size_t>()] = row;
+      } catch (const InputError& e) {
+        issues.insert(issues.end(), e.issues().begin(), e.issues().end());
       }
+    }
   }
   for (size_t i = 0; i < shard_seen.size(); ++i)
     if (!shard_seen[i]) issues.push_back({"shard " + std::to_string(i) + " of " + std::to_string(count), "", "is missing", {}});

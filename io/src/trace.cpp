@@ -4,6 +4,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "capsim/io/json_read.hpp"
+
 namespace capsim::io {
 
 using nlohmann::json;
@@ -96,7 +98,7 @@ std::string chrome_trace(const DesStep& d) {
                         {"args", {{"bytes", bytes}}}});
   json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"},
               {"otherData", {{"generator", "capsim"}, {"schedule", std::string(to_string(d.schedule))}}}};
-  return doc.dump() + "\n";
+  return dump_text(doc) + "\n";
 }
 
 std::string serving_trace(const ServingResult& r) {
@@ -119,7 +121,7 @@ std::string serving_trace(const ServingResult& r) {
                       {"args", {{"decodes", it.decodes}, {"prefill_tokens", it.prefill_tokens}}}});
   }
   json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", {{"generator", "capsim"}}}};
-  return doc.dump() + "\n";
+  return dump_text(doc) + "\n";
 }
 
 json des_json(const DesStep& d) {

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <system_error>
@@ -159,14 +161,32 @@ std::string group_table(const json& groups, const std::string& by) {
 
 namespace {
 
+/// The measured metrics of a case: an object, or empty when the case has none.
+json measured_of(const json& c) {
+  return c.is_object() && c.contains("measured") && c["measured"].is_object() ? c["measured"] : json::object();
+}
+
+/// Why the measurements of a case cannot be compared with a prediction ("" when they can):
+/// each must be a positive number (a relative error divides by it).
+std::string measured_problem(const json& c) {
+  if (!c.is_object()) return "a case must be a JSON object (got " + brief(c) + ")";
+  if (!c.contains("measured")) return "";
+  if (!c["measured"].is_object()) return "/measured: must be an object of metric: value (got " + brief(c["measured"]) + ")";
+  std::vector<Issue> issues;
+  for (auto it = c["measured"].begin(); it != c["measured"].end(); ++it)
+    if (!it.value().is_number() || !(it.value().get<double>() > 0))
+      issues.push_back({"/measured/" + pointer_escape(it.key()), brief(it.value()), "must be a positive number", {}});
+  return issues.empty() ? "" : InputError(std::move(issues)).what();
+}
+
 /// One case: its prediction of every metric it measured, the errors, and why not where it
 /// could not be simulated.
 json evaluate_case(const json& c, const std::string& file, const std::filesystem::path& dir,
                    const CalibrationProfile* calibration) {
   json r;
-  r["id"] = c.is_object() ? c.value("id", std::string()) : std::string();
+  r["id"] = c.is_object() && c.contains("id") && c["id"].is_string() ? c["id"].get<std::string>() : std::string();
   r["file"] = file;
-  const json measured = c.is_object() ? c.value("measured", json::object()) : json::object();
+  const json measured = measured_of(c);
   r["measured"] = measured;
   json predicted = json::object(), resolved = json::object();
   std::string reason;
@@ -178,7 +198,9 @@ json evaluate_case(const json& c, const std::string& file, const std::filesystem
                                ? c["training"]["mode"].get<std::string>()
                                : std::string();
   static const std::vector<std::string> kNotSimulated = {"qlora", "dpo", "simpo", "orpo", "ppo", "grpo", "distill"};
-  try {
+  const std::string problem = measured_problem(c);
+  if (!problem.empty()) reason = "cannot read the case: " + problem;
+  else try {
     if (std::find(kNotSimulated.begin(), kNotSimulated.end(), mode) != kNotSimulated.end())
       throw NotSimulated("training mode \"" + mode + "\" is not simulated");
     const Scenario sc = scenario_from_json(c, dir, EngineKeys::ignore_unknown);
@@ -236,9 +258,19 @@ json run_validation(const std::vector<std::filesystem::path>& files, const Calib
     const json& list = doc["cases"];
     std::vector<json> results(list.size());
     std::atomic<size_t> next{0};
+    // An exception must not leave a worker thread (that aborts): the first is kept and
+    // rethrown here once all have stopped.
+    std::mutex failed_mu;
+    std::exception_ptr failed;
     auto worker = [&] {
-      for (size_t i = next++; i < results.size(); i = next++)
-        results[i] = evaluate_case(list[i], file, path.parent_path(), calibration);
+      try {
+        for (size_t i = next++; i < results.size(); i = next++)
+          results[i] = evaluate_case(list[i], file, path.parent_path(), calibration);
+      } catch (...) {
+        next = results.size();
+        std::lock_guard<std::mutex> lock(failed_mu);
+        if (!failed) failed = std::current_exception();
+      }
     };
     std::vector<std::thread> pool;
     for (unsigned t = 1; t < std::min<size_t>(std::max(1u, threads), results.size()); ++t) {
@@ -250,6 +282,7 @@ json run_validation(const std::vector<std::filesystem::path>& files, const Calib
     }
     worker();
     for (auto& t : pool) t.join();
+    if (failed) std::rethrow_exception(failed);
     std::map<std::string, std::vector<double>> errors;
     for (json& r : results) {
       for (auto it = r["error"].begin(); it != r["error"].end(); ++it) errors[it.key()].push_back(std::abs(it.value().get<double>()));
@@ -258,7 +291,7 @@ json run_validation(const std::vector<std::filesystem::path>& files, const Calib
     json per_metric = json::object();
     std::vector<std::string> metrics;
     for (const json& c : list) {
-      const json meas = c.is_object() ? c.value("measured", json::object()) : json::object();
+      const json meas = measured_of(c);
       for (auto it = meas.begin(); it != meas.end(); ++it)
         if (std::find(metrics.begin(), metrics.end(), it.key()) == metrics.end()) metrics.push_back(it.key());
     }

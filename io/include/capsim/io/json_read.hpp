@@ -2,6 +2,7 @@
 /// Helpers for reading our own JSON files strictly: every problem is collected as an
 /// Issue with its JSON pointer; unknown keys get the nearest valid key as a hint.
 
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -13,14 +14,26 @@
 
 namespace capsim::io {
 
+/// Deepest nesting of arrays and objects an input may have (real files nest under 10).
+inline constexpr int kMaxJsonDepth = 256;
+
+/// Largest input file read whole: scenarios, sweeps, plans, profiles, validation files.
+inline constexpr std::uintmax_t kMaxInputFileBytes = std::uintmax_t{64} << 20;
+
+/// Largest data file read whole: request traces and sweep row files.
+inline constexpr std::uintmax_t kMaxDataFileBytes = std::uintmax_t{1} << 30;
+
 /// Parse JSON text; malformed input throws InputError naming `origin`, line and column.
+/// Also rejected, with line and column: nesting deeper than kMaxJsonDepth, a key twice in
+/// one object (parsers disagree on which wins), and a number beyond the range of a double.
 nlohmann::json parse_json(std::string_view text, const std::string& origin);
 
 /// Read and parse a file; a missing or unreadable file throws InputError.
 nlohmann::json read_json_file(const std::filesystem::path& path);
 
-/// Read a whole file as text, or throw InputError.
-std::string read_text_file(const std::filesystem::path& path);
+/// Read a whole file as text, or throw InputError: also for something that is not a
+/// regular file (a folder, FIFO or device) and for a file larger than `max_bytes`.
+std::string read_text_file(const std::filesystem::path& path, std::uintmax_t max_bytes = kMaxInputFileBytes);
 
 /// Levenshtein edit distance (for "did you mean").
 size_t edit_distance(std::string_view a, std::string_view b);
@@ -30,6 +43,11 @@ std::string nearest(std::string_view word, const std::vector<std::string>& candi
 
 /// Escape a key for use in a JSON pointer (RFC 6901).
 std::string pointer_escape(std::string_view key);
+
+/// JSON text of `v` (indented when indent >= 0) with bytes that are not UTF-8 replaced by
+/// U+FFFD: strings from the command line, file names and foreign logs can hold any bytes,
+/// and a report must stay valid JSON.
+std::string dump_text(const nlohmann::json& v, int indent = -1);
 
 /// Short text form of a JSON value for messages.
 std::string brief(const nlohmann::json& v);

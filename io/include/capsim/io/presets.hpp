@@ -2,6 +2,7 @@
 /// Presets shipped in data/: GPUs (data/gpus/<id>.json) and models (Hugging Face
 /// config.json files in data/models/<name>.json).
 
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -11,6 +12,20 @@
 #include "capsim/core/model.hpp"
 
 namespace capsim::io {
+
+/// Limits on a model's shape, each far beyond any published model (the largest have about
+/// 130 layers, hidden 32768, vocabularies under 10^6, a few hundred experts): a larger
+/// value is a typo, and would size allocations per layer or overflow parameter counts.
+inline constexpr int64_t kMaxLayers = 4096;
+inline constexpr int64_t kMaxHidden = int64_t{1} << 20;
+inline constexpr int64_t kMaxHeads = int64_t{1} << 16;
+inline constexpr int64_t kMaxHeadDim = int64_t{1} << 16;
+inline constexpr int64_t kMaxVocab = int64_t{1} << 24;
+inline constexpr int64_t kMaxIntermediate = int64_t{1} << 24;
+inline constexpr int64_t kMaxExperts = int64_t{1} << 16;
+/// Most parameters a model may have (10^15), so that int64 counts and their products with
+/// bytes per parameter stay exact.
+inline constexpr double kMaxParams = 1e15;
 
 /// The data folder: $CAPSIM_DATA_DIR if set, else the one this build was configured with.
 std::filesystem::path data_dir();

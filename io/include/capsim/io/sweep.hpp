@@ -14,6 +14,10 @@
 
 namespace capsim::io {
 
+/// Most rows one sweep may have (checked before the grid is expanded): a larger grid is
+/// most likely a range with a step far too small.
+inline constexpr size_t kMaxSweepRows = 10'000'000;
+
 /// One axis: a key path and its values (several paths move together in a zip).
 struct SweepAxis {
   std::vector<std::string> paths;

@@ -1,0 +1,132 @@
+// Hostile inputs: each is an input error with where and why, never a crash, a hang or an
+// "internal error" (docs/hardening.md lists them with what each gets).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "capsim/core/diagnostics.hpp"
+#include "capsim/io/json_read.hpp"
+#include "capsim/io/sweep.hpp"
+
+namespace capsim {
+
+void PrintTo(const Issue& i, std::ostream* os);
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// The issues parse_json throws for `text`.
+std::vector<Issue> parse_issues(const std::string& text) {
+  try {
+    (void)io::parse_json(text, "in.json");
+  } catch (const InputError& e) {
+    return e.issues();
+  }
+  ADD_FAILURE() << "expected an InputError for " << text.substr(0, 200);
+  return {};
+}
+
+/// The issues read_text_file throws for `path`.
+std::vector<Issue> read_issues(const fs::path& path, std::uintmax_t max_bytes = io::kMaxInputFileBytes) {
+  try {
+    (void)io::read_text_file(path, max_bytes);
+  } catch (const InputError& e) {
+    return e.issues();
+  }
+  ADD_FAILURE() << "expected an InputError for " << path;
+  return {};
+}
+
+// Rule: a number beyond the range of a double is an input error at its line and column.
+TEST(HostileJson, NumberBeyondDoubleRange) {
+  EXPECT_EQ(parse_issues("{\n  \"tp\": 1,\n  \"qps\": 1e309\n}"),
+            (std::vector<Issue>{{"in.json", "1e309",
+                                 "number at line 3, column 10 is beyond the range of a double (about 1.8e308)", ""}}));
+  EXPECT_EQ(parse_issues("[-2e400]"),
+            (std::vector<Issue>{{"in.json", "-2e400",
+                                 "number at line 1, column 2 is beyond the range of a double (about 1.8e308)", ""}}));
+}
+
+// Rule: nesting is bounded (a deep tree overflows the stack when printed); 256 levels pass.
+TEST(HostileJson, NestingDeeperThanTheLimit) {
+  const std::string ok = std::string(io::kMaxJsonDepth, '[') + std::string(io::kMaxJsonDepth, ']');
+  EXPECT_NO_THROW((void)io::parse_json(ok, "in.json"));
+  EXPECT_EQ(parse_issues(std::string(100000, '[') + std::string(100000, ']')),
+            (std::vector<Issue>{
+                {"in.json", "", "arrays and objects nested deeper than 256 levels at line 1, column 257", ""}}));
+  EXPECT_EQ(parse_issues("{\"a\": \"[{[\",\n \"b\": " + std::string(300, '[')),
+            (std::vector<Issue>{
+                {"in.json", "", "arrays and objects nested deeper than 256 levels at line 2, column 262", ""}}));
+}
+
+// Rule: a key twice in one object is rejected with both places (the parser would keep the last).
+TEST(HostileJson, DuplicateKey) {
+  EXPECT_EQ(parse_issues("{\n  \"training\": {\"tp\": 2,\n                \"pp\": 1, \"tp\": 4}\n}"),
+            (std::vector<Issue>{{"in.json", "\"tp\"",
+                                 "key appears twice in one object, at line 2, column 16 and line 3, column 26",
+                                 "keep one of them"}}));
+  // The same key in two different objects is fine.
+  EXPECT_NO_THROW((void)io::parse_json(R"({"a": {"tp": 1}, "b": {"tp": 2}, "tp": [{"tp": 3}]})", "in.json"));
+}
+
+// Rule: only regular files are read: a device or a folder would never end or is not input.
+TEST(HostileFile, NotARegularFile) {
+  EXPECT_EQ(read_issues("/dev/zero"),
+            (std::vector<Issue>{{"/dev/zero", "", "is not a regular file (a folder, FIFO or device)", ""}}));
+  EXPECT_EQ(read_issues(fs::temp_directory_path()),
+            (std::vector<Issue>{
+                {fs::temp_directory_path().string(), "", "is not a regular file (a folder, FIFO or device)", ""}}));
+}
+
+// Rule: a file above the size limit is rejected before it is read.
+TEST(HostileFile, LargerThanTheLimit) {
+  const fs::path p = fs::temp_directory_path() / "capsim-hostile-large.json";
+  {
+    std::ofstream out(p, std::ios::binary);
+    out << std::string(3u << 20, ' ');
+  }
+  EXPECT_EQ(read_issues(p, std::uintmax_t{2} << 20),
+            (std::vector<Issue>{{p.string(), "3145728 bytes", "is larger than the limit of 2 MiB for this kind of input", ""}}));
+  fs::remove(p);
+}
+
+// Rule: bytes that are not UTF-8 (from --set, file names, foreign logs) are replaced in
+// reports and messages, which stay valid JSON instead of failing to print.
+TEST(HostileText, InvalidUtf8IsReplacedWhenPrinted) {
+  const nlohmann::json j = {{"id", std::string("a\xff" "b")}};
+  EXPECT_EQ(io::dump_text(j), "{\"id\":\"a\xef\xbf\xbd" "b\"}");
+  EXPECT_EQ(io::brief(j["id"]), "\"a\xef\xbf\xbd" "b\"");
+}
+
+/// The values of the single axis of a sweep over training.seq_len with `range`.
+std::vector<std::string> range_values(const std::string& range) {
+  const fs::path p = fs::temp_directory_path() / "capsim-hostile-sweep.json";
+  {
+    std::ofstream out(p);
+    out << R"({"base": {"kind": "training", "model": "llama2-7b",
+                        "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 8, "gpus_per_node": 8},
+                        "training": {"tp": 1, "pp": 1, "dp": 8, "global_batch": 64, "seq_len": 4096}},
+              "axes": [{"path": "training.seq_len", "range": )"
+        << range << "}]}";
+  }
+  const io::SweepSpec spec = io::load_sweep(p);
+  fs::remove(p);
+  return spec.axes.at(0).values.at(0);
+}
+
+// Rule: ranges always advance: integers above 2^53 are counted exactly, and a range whose
+// start is its stop has one value even where adding the step changes nothing.
+TEST(HostileSweep, RangesThatWouldNotAdvance) {
+  EXPECT_EQ(range_values(R"({"start": 9007199254740993, "stop": 9007199254740995})"),
+            (std::vector<std::string>{"9007199254740993", "9007199254740994", "9007199254740995"}));
+  EXPECT_EQ(range_values(R"({"start": 1e300, "stop": 1e300})"), (std::vector<std::string>{"1e+300"}));
+}
+
+}  // namespace
+}  // namespace capsim
