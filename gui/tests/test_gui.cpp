@@ -3,6 +3,7 @@
 
 #include <QComboBox>
 #include <QDir>
+#include <QProcess>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -166,6 +167,32 @@ class GuiTest : public QObject {
     QVERIFY2(w.panel()->issue_text().contains(QStringLiteral("/system/num_gpus")), qPrintable(w.panel()->issue_text()));
     QVERIFY(!w.serving_view()->running());
     QVERIFY(w.current_report().isEmpty());
+  }
+
+  /// The capsim command on the same file prints the bytes the window exports.
+  void reports_equal_the_cli_output() {
+    auto cli = [](const QStringList& args) {
+      QProcess p;
+      p.start(QStringLiteral(CAPSIM_CLI), args);
+      if (!p.waitForFinished(120000) || p.exitCode() != 0) qFatal("capsim failed: %s", p.readAllStandardError().constData());
+      return QString::fromUtf8(p.readAllStandardOutput());
+    };
+    gui::MainWindow w;
+    const QString example = QStringLiteral(CAPSIM_SOURCE_DIR "/examples/llama3-8b-h100.json");
+    QVERIFY(w.open_file(example));
+    QCOMPARE(w.current_report(), cli({QStringLiteral("train"), example, QStringLiteral("--format"), QStringLiteral("json")}));
+
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("serving.json"));
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(40);
+    field<QComboBox>(w, "/inference/engine/name")->setCurrentText(QStringLiteral("sglang"));
+    QVERIFY(w.save_file(path));
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    QVERIFY(w.open_file(path));
+    QVERIFY(done.wait(120000));
+    QVERIFY(w.current_report().contains(QStringLiteral("sglang")));
+    QCOMPARE(w.current_report(), cli({QStringLiteral("infer"), path, QStringLiteral("--format"), QStringLiteral("json")}));
   }
 
   /// With CAPSIM_GUI_SCREENSHOTS=<folder> (docs/images), each tab as a PNG.
