@@ -21,11 +21,11 @@ inline constexpr uint64_t kDefaultSeed = 20261129;
 
 /// A training document evaluated with the analytical engine.
 struct TrainingOutcome {
-  std::vector<Issue> issues;    ///< the input's problems; when non-empty nothing below is set
-  std::string internal_error;   ///< an unexpected failure (not the user's input)
+  std::vector<Issue> issues;   ///< the input's problems; when non-empty nothing below is set
+  std::string internal_error;  ///< an unexpected failure (not the user's input)
   Scenario scenario;
   TrainEvaluation evaluation;
-  std::string report;           ///< io::dump of the report, as `capsim train --format json`
+  std::string report;  ///< io::dump of the report, as `capsim train --format json`
   bool ok() const { return issues.empty() && internal_error.empty(); }
 };
 
@@ -41,11 +41,11 @@ struct LatencyRow {
 /// A serving run as `capsim infer` makes it.
 struct ServingOutcome {
   std::string internal_error;
-  std::string does_not_fit;        ///< the reason, when the deployment does not fit
+  std::string does_not_fit;         ///< the reason, when the deployment does not fit
   std::vector<LatencyRow> latency;  ///< ttft, tpot, itl, e2e (empty when it does not fit)
   double throughput_tokens_per_s = 0;
   double requests_per_s = 0;
-  std::string report;               ///< io::dump of the report, as `capsim infer --format json`
+  std::string report;  ///< io::dump of the report, as `capsim infer --format json`
 };
 
 /// Read `doc` as an inference scenario; throws InputError with every problem.

@@ -86,7 +86,9 @@ void MainWindow::build_menus() {
   rebuild_recent_menu();
 }
 
-QStringList MainWindow::recent_files() const { return QSettings().value(kRecentKey).toStringList(); }
+QStringList MainWindow::recent_files() const {
+  return QSettings().value(kRecentKey).toStringList();
+}
 
 void MainWindow::rebuild_recent_menu() {
   recent_menu_->clear();
@@ -116,7 +118,8 @@ void MainWindow::evaluate_training_now() {
   training_view_->show_outcome(out);
   if (panel_->kind() == ScenarioKind::training) {
     panel_->show_issues(out.issues);
-    if (!out.internal_error.empty()) panel_->show_message(tr("Internal error: %1").arg(QString::fromStdString(out.internal_error)));
+    if (!out.internal_error.empty())
+      panel_->show_message(tr("Internal error: %1").arg(QString::fromStdString(out.internal_error)));
   }
 }
 
@@ -264,8 +267,10 @@ void MainWindow::open_dialog() {
 
 void MainWindow::save() {
   const QString& path = panel_->kind() == ScenarioKind::training ? training_path_ : serving_path_;
-  if (path.isEmpty()) save_as();
-  else save_file(path);
+  if (path.isEmpty())
+    save_as();
+  else
+    save_file(path);
 }
 
 void MainWindow::save_as() {

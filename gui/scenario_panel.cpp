@@ -75,7 +75,8 @@ QString gpu_tooltip(const std::string& id) {
   try {
     const GpuSpec g = io::load_gpu(id);
     return QString::fromStdString(g.name) +
-           QStringLiteral("\nBF16 dense %1 TFLOP/s, FP8 %2 TFLOP/s\nHBM %3 GiB at %4 GB/s\nNVLink %5 GB/s per direction\nTDP %6 W")
+           QStringLiteral(
+               "\nBF16 dense %1 TFLOP/s, FP8 %2 TFLOP/s\nHBM %3 GiB at %4 GB/s\nNVLink %5 GB/s per direction\nTDP %6 W")
                .arg(g.peak_bf16_tflops)
                .arg(g.peak_fp8_tflops)
                .arg(g.hbm_capacity_bytes / kGiB, 0, 'f', 1)
@@ -94,9 +95,9 @@ struct Field {
   std::string pointer;
   Scope scope = Scope::training;
   QWidget* widget = nullptr;
-  QComboBox* dist = nullptr;         ///< length fields: the distribution beside the mean
-  json fallback;                     ///< shown when the document lacks the key
-  bool erase_when_auto = false;      ///< "auto" (or "") leaves the key out of the document
+  QComboBox* dist = nullptr;     ///< length fields: the distribution beside the mean
+  json fallback;                 ///< shown when the document lacks the key
+  bool erase_when_auto = false;  ///< "auto" (or "") leaves the key out of the document
 };
 
 struct ScenarioPanel::Impl {
@@ -162,12 +163,16 @@ std::optional<json> widget_value(const Field& f) {
 
 void select_combo(QComboBox* c, const json& v) {
   int i = -1;
-  if (v.is_number_integer()) i = c->findData(QVariant(v.get<int>()));
-  else if (v.is_string()) i = c->findData(QVariant(QString::fromStdString(v.get<std::string>())));
+  if (v.is_number_integer())
+    i = c->findData(QVariant(v.get<int>()));
+  else if (v.is_string())
+    i = c->findData(QVariant(QString::fromStdString(v.get<std::string>())));
   if (i < 0) {
     // Keep what the file says, even where the menu has no such entry.
-    if (v.is_string()) c->addItem(QString::fromStdString(v.get<std::string>()), QString::fromStdString(v.get<std::string>()));
-    else c->addItem(QString::fromStdString(v.dump()).left(40) + QStringLiteral(" (from the file)"), QVariant());
+    if (v.is_string())
+      c->addItem(QString::fromStdString(v.get<std::string>()), QString::fromStdString(v.get<std::string>()));
+    else
+      c->addItem(QString::fromStdString(v.dump()).left(40) + QStringLiteral(" (from the file)"), QVariant());
     i = c->count() - 1;
   }
   c->setCurrentIndex(i);
@@ -186,8 +191,10 @@ void set_widget(const Field& f, const json& v) {
     return;
   }
   if (auto* s = qobject_cast<QSpinBox*>(f.widget)) {
-    if (v.is_number()) s->setValue(static_cast<int>(v.get<double>()));
-    else if (v == json("auto") && !s->specialValueText().isEmpty()) s->setValue(s->minimum());
+    if (v.is_number())
+      s->setValue(static_cast<int>(v.get<double>()));
+    else if (v == json("auto") && !s->specialValueText().isEmpty())
+      s->setValue(s->minimum());
   } else if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) {
     if (v.is_number()) d->setValue(v.get<double>());
   } else if (auto* check = qobject_cast<QCheckBox*>(f.widget)) {
@@ -220,10 +227,14 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent), impl_(std::make
     auto on_change = [this, i] {
       if (!impl_->filling) write_field(i);
     };
-    if (auto* s = qobject_cast<QSpinBox*>(f.widget)) connect(s, &QSpinBox::valueChanged, this, on_change);
-    else if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) connect(d, &QDoubleSpinBox::valueChanged, this, on_change);
-    else if (auto* check = qobject_cast<QCheckBox*>(f.widget)) connect(check, &QCheckBox::toggled, this, on_change);
-    else if (auto* box = qobject_cast<QComboBox*>(f.widget)) connect(box, &QComboBox::currentIndexChanged, this, on_change);
+    if (auto* s = qobject_cast<QSpinBox*>(f.widget))
+      connect(s, &QSpinBox::valueChanged, this, on_change);
+    else if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget))
+      connect(d, &QDoubleSpinBox::valueChanged, this, on_change);
+    else if (auto* check = qobject_cast<QCheckBox*>(f.widget))
+      connect(check, &QCheckBox::toggled, this, on_change);
+    else if (auto* box = qobject_cast<QComboBox*>(f.widget))
+      connect(box, &QComboBox::currentIndexChanged, this, on_change);
     if (f.dist) connect(f.dist, &QComboBox::currentIndexChanged, this, on_change);
   }
   connect(impl_->tabs, &QTabWidget::currentChanged, this, [this] { emit kind_changed(kind()); });
@@ -236,7 +247,8 @@ QWidget* ScenarioPanel::build_shared_box() {
   auto* box = new QGroupBox(tr("Model and system"));
   auto* form = new QFormLayout(box);
   std::vector<std::pair<QString, QVariant>> models;
-  for (const auto& n : io::model_preset_names()) models.emplace_back(QString::fromStdString(n), QString::fromStdString(n));
+  for (const auto& n : io::model_preset_names())
+    models.emplace_back(QString::fromStdString(n), QString::fromStdString(n));
   impl_->model = combo(models);
   impl_->model_info = new QLabel;
   impl_->model_info->setObjectName(QStringLiteral("model_info"));
@@ -314,7 +326,8 @@ QWidget* ScenarioPanel::build_serving_tab() {
       combo({{"bf16", "bf16"}, {"fp16", "fp16"}, {"fp8", "fp8"}, {"int8", "int8"}, {"int4", "int4"}}), "bf16");
   std::vector<std::pair<QString, QVariant>> names = {{tr("default (vLLM V1)"), QString()}};
   for (const auto& e : impl_->engines)
-    if (std::none_of(names.begin(), names.end(), [&](const auto& n) { return n.second.toString().toStdString() == e.name; }))
+    if (std::none_of(names.begin(), names.end(),
+                     [&](const auto& n) { return n.second.toString().toStdString() == e.name; }))
       names.emplace_back(QString::fromStdString(e.name), QString::fromStdString(e.name));
   impl_->engine_name = combo(names);
   impl_->engine_version = new QComboBox;
@@ -419,7 +432,7 @@ void ScenarioPanel::write_field(size_t index) {
     if (mode == "poisson") impl_->serving["inference"]["workload"]["qps"] = impl_->qps->value();
     if (mode == "concurrency") impl_->serving["inference"]["workload"]["concurrency"] = impl_->concurrency->value();
   }
-  emit document_changed(f.scope == Scope::shared ? kind()
+  emit document_changed(f.scope == Scope::shared     ? kind()
                         : f.scope == Scope::training ? ScenarioKind::training
                                                      : ScenarioKind::inference);
 }
@@ -432,19 +445,25 @@ ScenarioKind ScenarioPanel::kind() const {
   return impl_->tabs->currentIndex() == 1 ? ScenarioKind::inference : ScenarioKind::training;
 }
 
-void ScenarioPanel::set_kind(ScenarioKind kind) { impl_->tabs->setCurrentIndex(kind == ScenarioKind::inference ? 1 : 0); }
+void ScenarioPanel::set_kind(ScenarioKind kind) {
+  impl_->tabs->setCurrentIndex(kind == ScenarioKind::inference ? 1 : 0);
+}
 
 void ScenarioPanel::load_document(const json& doc) {
   ScenarioKind k = ScenarioKind::training;
-  if (doc.contains("kind") && doc["kind"] == "inference") k = ScenarioKind::inference;
-  else if (!doc.contains("kind") && doc.contains("inference") && !doc.contains("training")) k = ScenarioKind::inference;
+  if (doc.contains("kind") && doc["kind"] == "inference")
+    k = ScenarioKind::inference;
+  else if (!doc.contains("kind") && doc.contains("inference") && !doc.contains("training"))
+    k = ScenarioKind::inference;
   impl_->doc(k) = doc;
   json& other = impl_->doc(k == ScenarioKind::training ? ScenarioKind::inference : ScenarioKind::training);
   for (const char* key : {"model", "system"})
     if (doc.contains(key)) other[key] = doc[key];
   fill_widgets();
-  if (kind() == k) emit document_changed(k);
-  else set_kind(k);
+  if (kind() == k)
+    emit document_changed(k);
+  else
+    set_kind(k);
 }
 
 void ScenarioPanel::show_issues(const std::vector<Issue>& issues) {
@@ -467,8 +486,12 @@ void ScenarioPanel::show_issues(const std::vector<Issue>& issues) {
   }
 }
 
-void ScenarioPanel::show_message(const QString& text) { impl_->issues->setText(text); }
+void ScenarioPanel::show_message(const QString& text) {
+  impl_->issues->setText(text);
+}
 
-QString ScenarioPanel::issue_text() const { return impl_->issues->text(); }
+QString ScenarioPanel::issue_text() const {
+  return impl_->issues->text();
+}
 
 }  // namespace capsim::gui

@@ -20,8 +20,10 @@ namespace capsim::gui {
 
 namespace {
 
-const QStringList kColumns = {QStringLiteral("mean"), QStringLiteral("p50"), QStringLiteral("p90"), QStringLiteral("p99")};
-const QStringList kMetrics = {QStringLiteral("ttft"), QStringLiteral("tpot"), QStringLiteral("itl"), QStringLiteral("e2e")};
+const QStringList kColumns = {QStringLiteral("mean"), QStringLiteral("p50"), QStringLiteral("p90"),
+                              QStringLiteral("p99")};
+const QStringList kMetrics = {QStringLiteral("ttft"), QStringLiteral("tpot"), QStringLiteral("itl"),
+                              QStringLiteral("e2e")};
 
 }  // namespace
 
@@ -56,7 +58,8 @@ ServingView::ServingView(QWidget* parent) : QWidget(parent) {
   table_->setVerticalHeaderLabels({tr("TTFT"), tr("TPOT"), tr("ITL"), tr("E2E")});
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
-  table_->setFixedHeight(table_->horizontalHeader()->sizeHint().height() + 4 * table_->verticalHeader()->defaultSectionSize() + 6);
+  table_->setFixedHeight(table_->horizontalHeader()->sizeHint().height() +
+                         4 * table_->verticalHeader()->defaultSectionSize() + 6);
   layout->addWidget(table_);
 
   chart_ = new QChart;
@@ -153,8 +156,12 @@ double ServingView::cell(const QString& metric, const QString& column) const {
   return item ? item->data(Qt::UserRole).toDouble() : std::numeric_limits<double>::quiet_NaN();
 }
 
-QString ServingView::status() const { return status_->text(); }
+QString ServingView::status() const {
+  return status_->text();
+}
 
-bool ServingView::running() const { return cancel_->isEnabled(); }
+bool ServingView::running() const {
+  return cancel_->isEnabled();
+}
 
 }  // namespace capsim::gui

@@ -18,10 +18,12 @@ namespace capsim::gui {
 
 namespace {
 
-const QStringList kMemoryComponents = {QStringLiteral("weights"), QStringLiteral("gradients"), QStringLiteral("optimizer"),
-                                       QStringLiteral("activations"), QStringLiteral("other")};
-const QStringList kStepComponents = {QStringLiteral("compute"), QStringLiteral("recompute"), QStringLiteral("exposed comms"),
-                                     QStringLiteral("bubble"), QStringLiteral("optimizer")};
+const QStringList kMemoryComponents = {QStringLiteral("weights"), QStringLiteral("gradients"),
+                                       QStringLiteral("optimizer"), QStringLiteral("activations"),
+                                       QStringLiteral("other")};
+const QStringList kStepComponents = {QStringLiteral("compute"), QStringLiteral("recompute"),
+                                     QStringLiteral("exposed comms"), QStringLiteral("bubble"),
+                                     QStringLiteral("optimizer")};
 
 QChartView* chart_view(QChart* chart) {
   auto* view = new QChartView(chart);
@@ -37,7 +39,9 @@ void remove_axes(QChart* chart) {
   }
 }
 
-QString gib(double bytes) { return QStringLiteral("%1 GiB").arg(bytes / kGiB, 0, 'f', 2); }
+QString gib(double bytes) {
+  return QStringLiteral("%1 GiB").arg(bytes / kGiB, 0, 'f', 2);
+}
 
 }  // namespace
 
@@ -79,8 +83,9 @@ void TrainingView::clear(const QString& why) {
 
 void TrainingView::show_outcome(const TrainingOutcome& outcome) {
   if (!outcome.ok()) {
-    clear(outcome.internal_error.empty() ? tr("No result: the input has problems (listed under the editor).")
-                                         : tr("Internal error: %1").arg(QString::fromStdString(outcome.internal_error)));
+    clear(outcome.internal_error.empty()
+              ? tr("No result: the input has problems (listed under the editor).")
+              : tr("Internal error: %1").arg(QString::fromStdString(outcome.internal_error)));
     return;
   }
   clear(QString());
@@ -204,7 +209,9 @@ double TrainingView::capacity_line() const {
   return 0;
 }
 
-QString TrainingView::verdict() const { return verdict_->text(); }
+QString TrainingView::verdict() const {
+  return verdict_->text();
+}
 
 std::vector<double> TrainingView::step_values() const {
   std::vector<double> out;
@@ -214,6 +221,8 @@ std::vector<double> TrainingView::step_values() const {
   return out;
 }
 
-QString TrainingView::summary() const { return summary_->text(); }
+QString TrainingView::summary() const {
+  return summary_->text();
+}
 
 }  // namespace capsim::gui

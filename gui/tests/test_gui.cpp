@@ -82,7 +82,9 @@ class GuiTest : public QObject {
       issues = e.issues();
     }
     QVERIFY(!issues.empty());
-    for (const Issue& i : issues) QVERIFY2(w.panel()->issue_text().contains(QString::fromStdString(format_issue(i))), qPrintable(w.panel()->issue_text()));
+    for (const Issue& i : issues)
+      QVERIFY2(w.panel()->issue_text().contains(QString::fromStdString(format_issue(i))),
+               qPrintable(w.panel()->issue_text()));
     QVERIFY(w.training_view()->memory_values(QStringLiteral("weights")).empty());
     QVERIFY(w.training_view()->step_values().empty());
     QVERIFY(w.current_report().isEmpty());
@@ -95,7 +97,8 @@ class GuiTest : public QObject {
     gui::MainWindow w;
     field<QComboBox>(w, "/model")->setCurrentText(QStringLiteral("llama3-70b"));
     field<QComboBox>(w, "/training/zero")->setCurrentText(QStringLiteral("0"));
-    QVERIFY2(w.training_view()->verdict().startsWith(QStringLiteral("Does not fit")), qPrintable(w.training_view()->verdict()));
+    QVERIFY2(w.training_view()->verdict().startsWith(QStringLiteral("Does not fit")),
+             qPrintable(w.training_view()->verdict()));
     QVERIFY(!w.current_report().isEmpty());  // "does not fit" is an answer with its breakdown
   }
 
@@ -113,13 +116,15 @@ class GuiTest : public QObject {
     QVERIFY(w.open_file(path));
     const Scenario s = io::load_scenario(path.toStdString());
     const io::CostModels costs(s.system, nullptr);
-    QCOMPARE(w.current_report().toStdString(), io::dump(io::analytical_train_report(s, evaluate_training(s, &costs.get()))));
+    QCOMPARE(w.current_report().toStdString(),
+             io::dump(io::analytical_train_report(s, evaluate_training(s, &costs.get()))));
     // A file written by hand, with auto fields and keys the editor does not show.
     const QString example = QStringLiteral(CAPSIM_SOURCE_DIR "/examples/llama3-8b-h100.json");
     QVERIFY(w.open_file(example));
     const Scenario e = io::load_scenario(example.toStdString());
     const io::CostModels ecosts(e.system, nullptr);
-    QCOMPARE(w.current_report().toStdString(), io::dump(io::analytical_train_report(e, evaluate_training(e, &ecosts.get()))));
+    QCOMPARE(w.current_report().toStdString(),
+             io::dump(io::analytical_train_report(e, evaluate_training(e, &ecosts.get()))));
     const QString exported = dir.filePath(QStringLiteral("report.json"));
     QVERIFY(w.export_report(exported));
     QFile f(exported);
@@ -174,13 +179,15 @@ class GuiTest : public QObject {
     auto cli = [](const QStringList& args) {
       QProcess p;
       p.start(QStringLiteral(CAPSIM_CLI), args);
-      if (!p.waitForFinished(120000) || p.exitCode() != 0) qFatal("capsim failed: %s", p.readAllStandardError().constData());
+      if (!p.waitForFinished(120000) || p.exitCode() != 0)
+        qFatal("capsim failed: %s", p.readAllStandardError().constData());
       return QString::fromUtf8(p.readAllStandardOutput());
     };
     gui::MainWindow w;
     const QString example = QStringLiteral(CAPSIM_SOURCE_DIR "/examples/llama3-8b-h100.json");
     QVERIFY(w.open_file(example));
-    QCOMPARE(w.current_report(), cli({QStringLiteral("train"), example, QStringLiteral("--format"), QStringLiteral("json")}));
+    QCOMPARE(w.current_report(),
+             cli({QStringLiteral("train"), example, QStringLiteral("--format"), QStringLiteral("json")}));
 
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("serving.json"));
@@ -192,7 +199,8 @@ class GuiTest : public QObject {
     QVERIFY(w.open_file(path));
     QVERIFY(done.wait(120000));
     QVERIFY(w.current_report().contains(QStringLiteral("sglang")));
-    QCOMPARE(w.current_report(), cli({QStringLiteral("infer"), path, QStringLiteral("--format"), QStringLiteral("json")}));
+    QCOMPARE(w.current_report(),
+             cli({QStringLiteral("infer"), path, QStringLiteral("--format"), QStringLiteral("json")}));
   }
 
   /// With CAPSIM_GUI_SCREENSHOTS=<folder> (docs/images), each tab as a PNG.
