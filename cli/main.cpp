@@ -211,8 +211,7 @@ int run_train(const TrainArgs& a) {
   } else {
     if (!a.trace.empty())
       throw InputError({{"--trace", a.trace, "a timeline needs the discrete-event engine", "add --engine des"}});
-    r = io::train_report(s, ev);
-    r["engine"] = "analytical";
+    r = io::analytical_train_report(s, ev);
   }
   add_calibration(r, cal, &s.system.gpu);
   for (const auto& w : ev.warnings) fmt::print(stderr, "warning: {}\n", w);
@@ -316,10 +315,7 @@ int run_infer(const InferArgs& a) {
   }
   } catch (const ServingDoesNotFit& e) {
     // "Does not fit" is an answer: the report says so, with the reason and the memory.
-    r = {{"schema", "capsim-serving-report/1"}, {"id", s.id}, {"status", "does_not_fit"}, {"reason", e.what()}};
-    const InferenceMemory mem = inference_memory(s.model, s.system, *s.inference);
-    r["memory"] = {{"weights_bytes", mem.weights_bytes}, {"kv_cache_bytes_per_token", mem.kv_bytes_per_token},
-                   {"num_blocks", mem.num_blocks}, {"fits", mem.fits}};
+    r = io::serving_does_not_fit_report(s, e.what());
     emit(resolve_format(a.format) == "json" ? io::dump(r) : fmt::format("does not fit: {}\n", e.what()), a.out);
     return 0;
   }

@@ -390,6 +390,20 @@ json utilization_over_time(const ServingResult& r, int windows) {
   return {{"window_s", width}, {"replicas", replicas}, {"windows", rows}};
 }
 
+json analytical_train_report(const Scenario& s, const TrainEvaluation& ev) {
+  json r = train_report(s, ev);
+  r["engine"] = "analytical";
+  return r;
+}
+
+json serving_does_not_fit_report(const Scenario& s, const std::string& reason) {
+  json r = {{"schema", "capsim-serving-report/1"}, {"id", s.id}, {"status", "does_not_fit"}, {"reason", reason}};
+  const InferenceMemory mem = inference_memory(s.model, s.system, *s.inference);
+  r["memory"] = {{"weights_bytes", mem.weights_bytes}, {"kv_cache_bytes_per_token", mem.kv_bytes_per_token},
+                 {"num_blocks", mem.num_blocks}, {"fits", mem.fits}};
+  return r;
+}
+
 std::string dump(const json& j) { return dump_text(j, 2) + "\n"; }
 
 }  // namespace capsim::io

@@ -3,6 +3,8 @@
 /// docs/report.md.
 
 #include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
 
 #include "capsim/core/memory.hpp"
 #include "capsim/core/model.hpp"
@@ -41,6 +43,15 @@ nlohmann::json serving_metrics(const std::vector<ServingResult>& runs);
 /// the run's timeline): the share of replica time busy, KV-cache use while busy, decode and
 /// prefill tokens per second. Iterations straddling a boundary count pro rata.
 nlohmann::json utilization_over_time(const ServingResult& r, int windows);
+
+/// `capsim train`'s report from the analytical engine: train_report marked
+/// "engine": "analytical". Every front end builds it here, so the same scenario gives the
+/// same bytes from the CLI and the GUI.
+nlohmann::json analytical_train_report(const Scenario& s, const TrainEvaluation& ev);
+
+/// `capsim infer`'s answer when the deployment does not fit (ServingDoesNotFit): the
+/// reason and the serving memory that rules it out. "Does not fit" is an answer, not an error.
+nlohmann::json serving_does_not_fit_report(const Scenario& s, const std::string& reason);
 
 /// Serialise deterministically (sorted keys, 2-space indent, trailing newline).
 std::string dump(const nlohmann::json& j);

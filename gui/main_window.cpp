@@ -1,0 +1,294 @@
+#include "main_window.hpp"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFutureWatcher>
+#include <QKeySequence>
+#include <QMenuBar>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSplitter>
+#include <QStackedWidget>
+#include <QStatusBar>
+#include <QTimer>
+#include <QtConcurrent/QtConcurrentRun>
+#include <exception>
+#include <nlohmann/json.hpp>
+
+#include "capsim/io/json_read.hpp"
+#include "capsim/io/report.hpp"
+#include "evaluation.hpp"
+#include "serving_view.hpp"
+#include "training_view.hpp"
+
+namespace capsim::gui {
+
+namespace {
+
+constexpr int kMaxRecent = 8;
+const char* const kRecentKey = "recent_files";
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  panel_ = new ScenarioPanel;
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(panel_);
+  scroll->setWidgetResizable(true);
+  scroll->setMinimumWidth(panel_->sizeHint().width() + 24);
+  training_view_ = new TrainingView;
+  serving_view_ = new ServingView;
+  results_ = new QStackedWidget;
+  results_->addWidget(training_view_);
+  results_->addWidget(serving_view_);
+  auto* split = new QSplitter;
+  split->addWidget(scroll);
+  split->addWidget(results_);
+  split->setStretchFactor(1, 1);
+  setCentralWidget(split);
+
+  serving_timer_ = new QTimer(this);
+  serving_timer_->setSingleShot(true);
+  serving_timer_->setInterval(300);
+  connect(serving_timer_, &QTimer::timeout, this, &MainWindow::run_serving_now);
+  connect(panel_, &ScenarioPanel::document_changed, this, &MainWindow::on_document_changed);
+  connect(panel_, &ScenarioPanel::kind_changed, this, &MainWindow::on_kind_changed);
+  connect(serving_view_, &ServingView::run_requested, this, &MainWindow::run_serving_now);
+  connect(serving_view_, &ServingView::cancel_requested, this, &MainWindow::cancel_serving);
+
+  build_menus();
+  QSettings settings;
+  if (!restoreGeometry(settings.value("geometry").toByteArray())) resize(1280, 860);
+  restoreState(settings.value("window_state").toByteArray());
+  update_title();
+  evaluate_training_now();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::build_menus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* open = file->addAction(tr("&Open scenario..."), this, &MainWindow::open_dialog);
+  open->setShortcut(QKeySequence::Open);
+  recent_menu_ = file->addMenu(tr("Open &recent"));
+  QAction* save = file->addAction(tr("&Save scenario"), this, &MainWindow::save);
+  save->setShortcut(QKeySequence::Save);
+  QAction* save_as = file->addAction(tr("Save scenario &as..."), this, &MainWindow::save_as);
+  save_as->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S));
+  QAction* exp = file->addAction(tr("&Export report JSON..."), this, &MainWindow::export_dialog);
+  exp->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+  file->addSeparator();
+  QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+  quit->setShortcut(QKeySequence::Quit);
+  rebuild_recent_menu();
+}
+
+QStringList MainWindow::recent_files() const {
+  return QSettings().value(kRecentKey).toStringList();
+}
+
+void MainWindow::rebuild_recent_menu() {
+  recent_menu_->clear();
+  const QStringList files = recent_files();
+  for (const QString& f : files) recent_menu_->addAction(f, this, [this, f] { open_file(f); });
+  recent_menu_->setEnabled(!files.isEmpty());
+}
+
+void MainWindow::remember_file(const QString& path) {
+  const QString abs = QFileInfo(path).absoluteFilePath();
+  QStringList files = recent_files();
+  files.removeAll(abs);
+  files.prepend(abs);
+  while (files.size() > kMaxRecent) files.removeLast();
+  QSettings().setValue(kRecentKey, files);
+  rebuild_recent_menu();
+}
+
+void MainWindow::update_title() {
+  const QString& path = panel_->kind() == ScenarioKind::training ? training_path_ : serving_path_;
+  setWindowTitle(path.isEmpty() ? tr("capsim - what if") : tr("capsim - %1").arg(QFileInfo(path).fileName()));
+}
+
+void MainWindow::evaluate_training_now() {
+  const TrainingOutcome out = evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_);
+  training_report_ = out.report;
+  training_view_->show_outcome(out);
+  if (panel_->kind() == ScenarioKind::training) {
+    panel_->show_issues(out.issues);
+    if (!out.internal_error.empty())
+      panel_->show_message(tr("Internal error: %1").arg(QString::fromStdString(out.internal_error)));
+  }
+}
+
+std::optional<Scenario> MainWindow::validate_serving() {
+  try {
+    Scenario s = read_serving_document(panel_->document(ScenarioKind::inference), base_dir_);
+    panel_->show_issues({});
+    return s;
+  } catch (const InputError& e) {
+    panel_->show_issues(e.issues());
+  } catch (const std::exception& e) {
+    panel_->show_message(tr("Internal error: %1").arg(QString::fromUtf8(e.what())));
+  }
+  return std::nullopt;
+}
+
+void MainWindow::run_serving_now() {
+  serving_timer_->stop();
+  ++generation_;
+  serving_report_.clear();
+  serving_dirty_ = false;
+  const std::optional<Scenario> s = validate_serving();
+  if (!s) {
+    serving_view_->show_idle(tr("No result: the input has problems (listed under the editor)."));
+    return;
+  }
+  serving_view_->show_running();
+  const uint64_t gen = generation_;
+  auto* watcher = new QFutureWatcher<ServingOutcome>(this);
+  connect(watcher, &QFutureWatcher<ServingOutcome>::finished, this, [this, watcher, gen] {
+    watcher->deleteLater();
+    if (gen != generation_) return;  // an edit, a newer run or a cancel came since
+    const ServingOutcome out = watcher->result();
+    serving_report_ = out.report;
+    serving_view_->show_outcome(out);
+    emit serving_finished();
+  });
+  watcher->setFuture(QtConcurrent::run([scenario = *s] { return run_serving(scenario); }));
+}
+
+void MainWindow::cancel_serving() {
+  serving_timer_->stop();
+  ++generation_;
+  serving_report_.clear();
+  serving_dirty_ = true;
+  serving_view_->show_idle(tr("Cancelled; press Run to simulate again."));
+}
+
+void MainWindow::on_document_changed(ScenarioKind kind) {
+  if (kind == ScenarioKind::training) {
+    evaluate_training_now();
+    return;
+  }
+  // Results of the old document are stale from now on.
+  ++generation_;
+  serving_report_.clear();
+  serving_dirty_ = true;
+  if (panel_->kind() == ScenarioKind::inference) {
+    if (validate_serving()) {
+      serving_view_->show_running();
+      serving_timer_->start();
+    } else {
+      serving_view_->show_idle(tr("No result: the input has problems (listed under the editor)."));
+    }
+  }
+}
+
+void MainWindow::on_kind_changed(ScenarioKind kind) {
+  results_->setCurrentIndex(kind == ScenarioKind::training ? 0 : 1);
+  update_title();
+  if (kind == ScenarioKind::training) {
+    evaluate_training_now();
+  } else if (serving_dirty_) {
+    run_serving_now();
+  } else if (!serving_view_->running()) {
+    validate_serving();
+  }
+}
+
+bool MainWindow::open_file(const QString& path) {
+  try {
+    const nlohmann::json doc = io::read_json_file(path.toStdString());
+    if (!doc.is_object()) throw InputError({{"", io::brief(doc), "a scenario must be a JSON object", {}}});
+    base_dir_ = std::filesystem::path(path.toStdString()).parent_path();
+    const bool inference = doc.value("kind", std::string()) == "inference" ||
+                           (!doc.contains("kind") && doc.contains("inference") && !doc.contains("training"));
+    (inference ? serving_path_ : training_path_) = path;
+    serving_dirty_ = true;
+    ++generation_;
+    serving_report_.clear();
+    panel_->load_document(doc);
+    // The other kind's document took the file's model and system: refresh it too.
+    if (inference) evaluate_training_now();
+    remember_file(path);
+    update_title();
+    statusBar()->showMessage(tr("Opened %1").arg(path), 5000);
+    return true;
+  } catch (const InputError& e) {
+    panel_->show_issues(e.issues());
+  } catch (const std::exception& e) {
+    panel_->show_message(QString::fromUtf8(e.what()));
+  }
+  statusBar()->showMessage(tr("Could not open %1").arg(path), 5000);
+  return false;
+}
+
+bool MainWindow::save_file(const QString& path) {
+  try {
+    io::write_file_atomic(path.toStdString(), io::dump(panel_->document(panel_->kind())));
+  } catch (const std::exception& e) {
+    statusBar()->showMessage(tr("Could not save %1: %2").arg(path, QString::fromUtf8(e.what())), 8000);
+    return false;
+  }
+  (panel_->kind() == ScenarioKind::training ? training_path_ : serving_path_) = path;
+  remember_file(path);
+  update_title();
+  statusBar()->showMessage(tr("Saved %1").arg(path), 5000);
+  return true;
+}
+
+QString MainWindow::current_report() const {
+  return QString::fromStdString(panel_->kind() == ScenarioKind::training ? training_report_ : serving_report_);
+}
+
+bool MainWindow::export_report(const QString& path) {
+  const std::string& report = panel_->kind() == ScenarioKind::training ? training_report_ : serving_report_;
+  if (report.empty()) {
+    statusBar()->showMessage(tr("No report to export: fix the input or wait for the run."), 8000);
+    return false;
+  }
+  try {
+    io::write_file_atomic(path.toStdString(), report);
+  } catch (const std::exception& e) {
+    statusBar()->showMessage(tr("Could not write %1: %2").arg(path, QString::fromUtf8(e.what())), 8000);
+    return false;
+  }
+  statusBar()->showMessage(tr("Report written to %1").arg(path), 5000);
+  return true;
+}
+
+void MainWindow::open_dialog() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open scenario"), QString(), tr("Scenario (*.json)"));
+  if (!path.isEmpty()) open_file(path);
+}
+
+void MainWindow::save() {
+  const QString& path = panel_->kind() == ScenarioKind::training ? training_path_ : serving_path_;
+  if (path.isEmpty())
+    save_as();
+  else
+    save_file(path);
+}
+
+void MainWindow::save_as() {
+  const QString path = QFileDialog::getSaveFileName(this, tr("Save scenario"), QString(), tr("Scenario (*.json)"));
+  if (!path.isEmpty()) save_file(path);
+}
+
+void MainWindow::export_dialog() {
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export report"), QString(), tr("Report (*.json)"));
+  if (!path.isEmpty()) export_report(path);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  QSettings settings;
+  settings.setValue("geometry", saveGeometry());
+  settings.setValue("window_state", saveState());
+  cancel_serving();
+  QMainWindow::closeEvent(event);
+}
+
+}  // namespace capsim::gui

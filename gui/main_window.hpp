@@ -1,0 +1,93 @@
+#pragma once
+/// The capsim-gui main window: the scenario editor beside the results of its front tab;
+/// training results follow every edit, serving runs on a worker thread.
+
+#include <QMainWindow>
+#include <QString>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "capsim/core/scenario.hpp"
+#include "scenario_panel.hpp"
+
+class QMenu;
+class QStackedWidget;
+class QTimer;
+
+namespace capsim::gui {
+
+class ServingView;
+class TrainingView;
+
+/// Editor, results, file menu, settings.
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  /// Restores geometry and recent files from QSettings and evaluates the default scenarios.
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  /// The scenario editor.
+  ScenarioPanel* panel() const { return panel_; }
+  /// The training results.
+  TrainingView* training_view() const { return training_view_; }
+  /// The serving results.
+  ServingView* serving_view() const { return serving_view_; }
+
+  /// Open a scenario file (the CLI's format); problems go to the status bar. True on success.
+  bool open_file(const QString& path);
+  /// Save the front tab's scenario document to `path`. True on success.
+  bool save_file(const QString& path);
+  /// Write the front tab's report (the CLI's JSON) to `path`; false when there is none.
+  bool export_report(const QString& path);
+  /// The front tab's report as `capsim train`/`capsim infer --format json` prints it;
+  /// empty while there is none (invalid input, serving run in flight or cancelled).
+  QString current_report() const;
+  /// Start a serving run of the current serving document now (stale runs are dropped).
+  void run_serving_now();
+  /// Stop waiting for the serving run in flight; its result is dropped when it arrives.
+  void cancel_serving();
+  /// The recent files list, newest first.
+  QStringList recent_files() const;
+
+ signals:
+  /// A serving run finished and its result is shown.
+  void serving_finished();
+
+ protected:
+  /// Saves geometry and state.
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  void build_menus();
+  void rebuild_recent_menu();
+  void remember_file(const QString& path);
+  void evaluate_training_now();
+  std::optional<Scenario> validate_serving();
+  void on_document_changed(ScenarioKind kind);
+  void on_kind_changed(ScenarioKind kind);
+  void update_title();
+  void open_dialog();
+  void save();
+  void save_as();
+  void export_dialog();
+
+  ScenarioPanel* panel_ = nullptr;
+  TrainingView* training_view_ = nullptr;
+  ServingView* serving_view_ = nullptr;
+  QStackedWidget* results_ = nullptr;
+  QMenu* recent_menu_ = nullptr;
+  QTimer* serving_timer_ = nullptr;
+  std::filesystem::path base_dir_;
+  QString training_path_, serving_path_;
+  std::string training_report_, serving_report_;
+  /// Bumped by every serving edit, run and cancel; a finished run shows only if its
+  /// generation is still current.
+  uint64_t generation_ = 0;
+  bool serving_dirty_ = true;
+};
+
+}  // namespace capsim::gui

@@ -1,0 +1,228 @@
+#include "training_view.hpp"
+
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QHorizontalStackedBarSeries>
+#include <QLabel>
+#include <QLineSeries>
+#include <QStackedBarSeries>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <algorithm>
+
+#include "capsim/core/units.hpp"
+
+namespace capsim::gui {
+
+namespace {
+
+const QStringList kMemoryComponents = {QStringLiteral("weights"), QStringLiteral("gradients"),
+                                       QStringLiteral("optimizer"), QStringLiteral("activations"),
+                                       QStringLiteral("other")};
+const QStringList kStepComponents = {QStringLiteral("compute"), QStringLiteral("recompute"),
+                                     QStringLiteral("exposed comms"), QStringLiteral("bubble"),
+                                     QStringLiteral("optimizer")};
+
+QChartView* chart_view(QChart* chart) {
+  auto* view = new QChartView(chart);
+  view->setRenderHint(QPainter::Antialiasing);
+  view->setMinimumHeight(240);
+  return view;
+}
+
+void remove_axes(QChart* chart) {
+  for (QAbstractAxis* a : chart->axes()) {
+    chart->removeAxis(a);
+    delete a;
+  }
+}
+
+QString gib(double bytes) {
+  return QStringLiteral("%1 GiB").arg(bytes / kGiB, 0, 'f', 2);
+}
+
+}  // namespace
+
+TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  memory_chart_ = new QChart;
+  memory_chart_->setTitle(tr("Memory per GPU by pipeline stage"));
+  memory_chart_->legend()->setAlignment(Qt::AlignBottom);
+  step_chart_ = new QChart;
+  step_chart_->setTitle(tr("Where the step time goes"));
+  step_chart_->legend()->setAlignment(Qt::AlignBottom);
+  verdict_ = new QLabel;
+  verdict_->setObjectName(QStringLiteral("verdict"));
+  verdict_->setWordWrap(true);
+  summary_ = new QLabel;
+  summary_->setObjectName(QStringLiteral("summary"));
+  summary_->setWordWrap(true);
+  notes_ = new QLabel;
+  notes_->setWordWrap(true);
+  notes_->setStyleSheet(QStringLiteral("color: #555;"));
+  layout->addWidget(chart_view(memory_chart_), 3);
+  layout->addWidget(verdict_);
+  layout->addWidget(chart_view(step_chart_), 2);
+  layout->addWidget(summary_);
+  layout->addWidget(notes_);
+  clear(tr("no result yet"));
+}
+
+void TrainingView::clear(const QString& why) {
+  for (QChart* c : {memory_chart_, step_chart_}) {
+    c->removeAllSeries();
+    remove_axes(c);
+  }
+  verdict_->setText(why);
+  verdict_->setStyleSheet(QStringLiteral("color: #a00000; font-weight: bold;"));
+  summary_->clear();
+  notes_->clear();
+}
+
+void TrainingView::show_outcome(const TrainingOutcome& outcome) {
+  if (!outcome.ok()) {
+    clear(outcome.internal_error.empty()
+              ? tr("No result: the input has problems (listed under the editor).")
+              : tr("Internal error: %1").arg(QString::fromStdString(outcome.internal_error)));
+    return;
+  }
+  clear(QString());
+  const TrainEvaluation& ev = outcome.evaluation;
+
+  // Memory: one stacked bar per stage, the capacity as a line across them.
+  auto* bars = new QStackedBarSeries;
+  std::vector<QBarSet*> sets;
+  for (const QString& name : kMemoryComponents) {
+    sets.push_back(new QBarSet(name));
+    bars->append(sets.back());
+  }
+  QStringList categories;
+  double top = 0, capacity = 0;
+  for (const StageMemory& s : ev.memory.stages) {
+    categories << tr("stage %1").arg(s.stage);
+    const double parts[] = {s.weights_bytes, s.gradients_bytes, s.optimizer_bytes, s.activations_bytes, s.other_bytes};
+    for (size_t i = 0; i < sets.size(); ++i) sets[i]->append(parts[i] / kGiB);
+    top = std::max(top, s.total_bytes / kGiB);
+    capacity = s.capacity_bytes / kGiB;
+  }
+  memory_chart_->addSeries(bars);
+  auto* cap = new QLineSeries;
+  cap->setName(tr("capacity %1").arg(gib(capacity * kGiB)));
+  cap->append(-0.5, capacity);
+  cap->append(static_cast<double>(categories.size()) - 0.5, capacity);
+  QPen pen(Qt::red);
+  pen.setWidth(2);
+  pen.setStyle(Qt::DashLine);
+  cap->setPen(pen);
+  memory_chart_->addSeries(cap);
+  auto* x = new QBarCategoryAxis;
+  x->append(categories);
+  auto* y = new QValueAxis;
+  y->setTitleText(tr("GiB"));
+  y->setRange(0, std::max(top, capacity) * 1.1);
+  memory_chart_->addAxis(x, Qt::AlignBottom);
+  memory_chart_->addAxis(y, Qt::AlignLeft);
+  bars->attachAxis(x);
+  bars->attachAxis(y);
+  // The line's x runs over the bars' category positions (stage i at x = i).
+  auto* line_x = new QValueAxis;
+  line_x->setRange(-0.5, static_cast<double>(categories.size()) - 0.5);
+  line_x->setVisible(false);
+  memory_chart_->addAxis(line_x, Qt::AlignTop);
+  cap->attachAxis(line_x);
+  cap->attachAxis(y);
+
+  const StageMemory& peak = ev.memory.peak();
+  if (ev.memory.fits()) {
+    verdict_->setText(tr("Fits: the fullest GPU (stage %1) needs %2 of %3.")
+                          .arg(peak.stage)
+                          .arg(gib(peak.total_bytes), gib(peak.capacity_bytes)));
+    verdict_->setStyleSheet(QStringLiteral("color: #006000; font-weight: bold;"));
+  } else {
+    verdict_->setText(tr("Does not fit: stage %1 needs %2 per GPU, the GPU has %3.")
+                          .arg(peak.stage)
+                          .arg(gib(peak.total_bytes), gib(peak.capacity_bytes)));
+  }
+
+  if (ev.step) {
+    const StepBreakdown& st = *ev.step;
+    const double comms = st.exposed_tp_s + st.exposed_cp_s + st.exposed_ep_s + st.exposed_pp_s + st.exposed_dp_s;
+    const double parts[] = {st.compute_s, st.recompute_s, comms, st.bubble_s, st.optimizer_s};
+    auto* series = new QHorizontalStackedBarSeries;
+    for (int i = 0; i < kStepComponents.size(); ++i) {
+      auto* set = new QBarSet(kStepComponents[i]);
+      set->append(parts[i]);
+      series->append(set);
+    }
+    step_chart_->addSeries(series);
+    auto* cat = new QBarCategoryAxis;
+    cat->append(tr("step"));
+    auto* secs = new QValueAxis;
+    secs->setTitleText(tr("seconds"));
+    secs->setMin(0);
+    step_chart_->addAxis(cat, Qt::AlignLeft);
+    step_chart_->addAxis(secs, Qt::AlignBottom);
+    series->attachAxis(cat);
+    series->attachAxis(secs);
+    summary_->setText(tr("Step %1 s   MFU %2 %   %3 tokens/s (%4 per GPU)")
+                          .arg(st.step_s, 0, 'f', 3)
+                          .arg(100 * st.mfu, 0, 'f', 1)
+                          .arg(st.tokens_per_s, 0, 'f', 0)
+                          .arg(st.tokens_per_s_per_gpu, 0, 'f', 0));
+  }
+  QStringList notes;
+  const TrainingPlan& p = ev.plan;
+  notes << tr("Layout: tp %1, pp %2, dp %3, cp %4, ep %5, micro batch %6, recompute %7, ZeRO %8")
+               .arg(p.tp)
+               .arg(p.pp)
+               .arg(p.dp)
+               .arg(p.cp)
+               .arg(p.ep)
+               .arg(p.micro_batch.value_or(1))
+               .arg(QString::fromUtf8(to_string(p.recompute.value_or(Recompute::none)).data()))
+               .arg(p.zero.value_or(0));
+  if (!ev.auto_fields.empty()) {
+    QStringList names;
+    for (const auto& f : ev.auto_fields) names << QString::fromStdString(f);
+    notes << tr("Chosen for you (auto): %1").arg(names.join(QStringLiteral(", ")));
+  }
+  for (const auto& w : ev.warnings) notes << tr("warning: %1").arg(QString::fromStdString(w));
+  notes_->setText(notes.join(QStringLiteral("\n")));
+}
+
+std::vector<double> TrainingView::memory_values(const QString& component) const {
+  std::vector<double> out;
+  for (QAbstractSeries* s : memory_chart_->series())
+    if (auto* bars = qobject_cast<QStackedBarSeries*>(s))
+      for (QBarSet* set : bars->barSets())
+        if (set->label() == component)
+          for (int i = 0; i < set->count(); ++i) out.push_back(set->at(i));
+  return out;
+}
+
+double TrainingView::capacity_line() const {
+  for (QAbstractSeries* s : memory_chart_->series())
+    if (auto* line = qobject_cast<QLineSeries*>(s))
+      if (line->count() > 0) return line->at(0).y();
+  return 0;
+}
+
+QString TrainingView::verdict() const {
+  return verdict_->text();
+}
+
+std::vector<double> TrainingView::step_values() const {
+  std::vector<double> out;
+  for (QAbstractSeries* s : step_chart_->series())
+    if (auto* bars = qobject_cast<QHorizontalStackedBarSeries*>(s))
+      for (QBarSet* set : bars->barSets()) out.push_back(set->count() > 0 ? set->at(0) : 0);
+  return out;
+}
+
+QString TrainingView::summary() const {
+  return summary_->text();
+}
+
+}  // namespace capsim::gui

@@ -1,0 +1,49 @@
+#pragma once
+/// Training results: memory per GPU as a stacked bar per pipeline stage against the GPU's
+/// capacity, and where the step time goes, with MFU and tokens/s.
+
+#include <QWidget>
+#include <vector>
+
+#include "evaluation.hpp"
+
+class QBarSet;
+class QChart;
+class QLabel;
+
+namespace capsim::gui {
+
+/// Charts and figures of one training evaluation.
+class TrainingView : public QWidget {
+  Q_OBJECT
+
+ public:
+  /// Empty charts until the first show_outcome.
+  explicit TrainingView(QWidget* parent = nullptr);
+
+  /// Draw `outcome`; an outcome with issues clears the charts and says why.
+  void show_outcome(const TrainingOutcome& outcome);
+
+  /// The bar heights of one memory component ("weights", "gradients", "optimizer",
+  /// "activations", "other") per stage, GiB; empty when nothing is drawn.
+  std::vector<double> memory_values(const QString& component) const;
+  /// The capacity line's height (GiB); 0 when nothing is drawn.
+  double capacity_line() const;
+  /// The verdict line under the memory chart ("fits ...", "does not fit ...").
+  QString verdict() const;
+  /// The step-time bar's segments in seconds, in the order compute, recompute, exposed
+  /// comms, bubble, optimizer; empty when nothing is drawn.
+  std::vector<double> step_values() const;
+  /// The throughput line (step time, MFU, tokens/s).
+  QString summary() const;
+
+ private:
+  void clear(const QString& why);
+  QChart* memory_chart_ = nullptr;
+  QChart* step_chart_ = nullptr;
+  QLabel* verdict_ = nullptr;
+  QLabel* summary_ = nullptr;
+  QLabel* notes_ = nullptr;
+};
+
+}  // namespace capsim::gui
