@@ -294,12 +294,12 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
       p.kv_dtype = d;
     }
   }
-  const json* e = r.get("engine");
+  const json* ej = r.get("engine");
   std::string engine_name, engine_version;
-  if (e && !e->is_object()) {
-    issues.push_back({r.at("engine"), brief(*e), "must be an object", {}});
-  } else if (e) {
-    ObjectReader er(*e, r.at("engine"), issues);
+  if (ej && !ej->is_object()) {
+    issues.push_back({r.at("engine"), brief(*ej), "must be an object", {}});
+  } else if (ej) {
+    ObjectReader er(*ej, r.at("engine"), issues);
     // The engine and its release select the profile (data/engines/); the attention kernel
     // family a source names is recorded by the case but priced by the profile.
     er.string("name", engine_name);
@@ -311,7 +311,7 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
       if (er.integer_or_auto(key, v)) out = v;
     };
     opt_int("max_num_seqs", p.engine.max_num_seqs);
-    p.engine.max_num_seqs_auto = er.has("max_num_seqs") && (*e)["max_num_seqs"].is_string() && (*e)["max_num_seqs"] == "auto";
+    p.engine.max_num_seqs_auto = er.has("max_num_seqs") && (*ej)["max_num_seqs"].is_string() && (*ej)["max_num_seqs"] == "auto";
     opt_int("max_num_batched_tokens", p.engine.max_num_batched_tokens);
     opt_int("block_size", p.engine.block_size);
     opt_int("cuda_graph_max_tokens", p.engine.cuda_graph_max_tokens);
@@ -326,14 +326,14 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     if (er.choice("preemption", mode, {"recompute", "swap"})) p.engine.swap_preemption = mode == "swap";
     double swap_gib = 0;
     if (er.number("swap_space_gib", swap_gib, false, 0)) p.engine.swap_space_gib = swap_gib;
-    if (er.has("chunked_prefill") && (*e)["chunked_prefill"].is_string() && (*e)["chunked_prefill"] == "auto") {
+    if (er.has("chunked_prefill") && (*ej)["chunked_prefill"].is_string() && (*ej)["chunked_prefill"] == "auto") {
       er.allow("chunked_prefill");
     } else {
       bool b = false;
       if (er.boolean("chunked_prefill", b)) p.engine.chunked_prefill = b;
     }
-    if (er.has("gpu_memory_utilization") && (*e)["gpu_memory_utilization"].is_string() &&
-        (*e)["gpu_memory_utilization"] == "auto") {
+    if (er.has("gpu_memory_utilization") && (*ej)["gpu_memory_utilization"].is_string() &&
+        (*ej)["gpu_memory_utilization"] == "auto") {
       er.allow("gpu_memory_utilization");
     } else {
       double u = 0;
@@ -342,10 +342,10 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     // Validation cases follow SCHEMA.md: a reader ignores an engine key it does not know.
     // Scenarios are our own files: an unknown key is a typo, reported with a hint.
     if (engine_keys == EngineKeys::ignore_unknown)
-      for (auto it = e->begin(); it != e->end(); ++it) er.allow(it.key());
+      for (auto it = ej->begin(); it != ej->end(); ++it) er.allow(it.key());
     er.finish();
   }
-  if (!engine_name.empty() || !e || !has_issue_at(issues, r.at("engine") + "/name")) {
+  if (!engine_name.empty() || !ej || !has_issue_at(issues, r.at("engine") + "/name")) {
     try {
       p.profile = select_engine_profile(engine_name, engine_version, r.at("engine"));
     } catch (const InputError& err) {
