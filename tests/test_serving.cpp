@@ -79,7 +79,7 @@ TEST(Serving, BatchOneDecodeIsBandwidthBound) {
     IterationBatch b;
     b.decodes = 1;
     b.decode_context = 128;
-    const double t = im.seconds(b);
+    const double t = im.gpu_seconds(b);  // the GPU's part; the engine's host time comes on top
     const double roofline = im.weight_bytes_per_gpu() / (s.system.gpu.hbm_bandwidth().value * s.system.gpu.efficiency.hbm.value);
     // Four GEMM kernels a layer (QKV, output, gate/up, down) and the head, each with the
     // GPU's fixed fill-and-drain time.
