@@ -13,6 +13,7 @@
 #include "capsim/core/diagnostics.hpp"
 #include "capsim/core/pipeline_sim.hpp"
 #include "capsim/core/search.hpp"
+#include <chrono>
 #include <thread>
 #include "capsim/core/serving.hpp"
 #include "capsim/core/train.hpp"
@@ -484,7 +485,16 @@ int run_merge(const std::vector<std::string>& parts, const std::string& out) {
 int run_validate(const ValidateArgs& a) {
   std::vector<std::filesystem::path> files(a.files.begin(), a.files.end());
   const auto cal = load_calibration(a.calibration);
-  json r = io::run_validation(files, cal ? &*cal : nullptr, std::max(1u, std::thread::hardware_concurrency()));
+  // Progress on a terminal: cases done per file, with the elapsed time; silent when piped.
+  const bool tty = ::isatty(::fileno(stderr)) != 0;
+  const auto start = std::chrono::steady_clock::now();
+  io::ValidationProgress progress;
+  if (tty)
+    progress = [&](const std::string& file, size_t done, size_t total) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      fmt::print(stderr, "\rcapsim: validate {} {}/{} cases, {:.1f} s{}", file, done, total, s, done == total ? "\n" : "");
+    };
+  json r = io::run_validation(files, cal ? &*cal : nullptr, std::max(1u, std::thread::hardware_concurrency()), progress);
   add_calibration(r, cal);
   const bool as_json = resolve_format(a.format) == "json";
   std::string table = as_json ? "" : io::validation_table(r);

@@ -245,7 +245,7 @@ json evaluate_case(const json& c, const std::string& file, const std::filesystem
 }  // namespace
 
 json run_validation(const std::vector<std::filesystem::path>& files, const CalibrationProfile* calibration,
-                    unsigned threads) {
+                    unsigned threads, const ValidationProgress& progress) {
   json cases = json::array();
   json summary = json::object();
   for (const auto& path : files) {
@@ -260,12 +260,18 @@ json run_validation(const std::vector<std::filesystem::path>& files, const Calib
     std::atomic<size_t> next{0};
     // An exception must not leave a worker thread (that aborts): the first is kept and
     // rethrown here once all have stopped.
-    std::mutex failed_mu;
+    std::mutex failed_mu, progress_mu;
     std::exception_ptr failed;
+    size_t done = 0;
     auto worker = [&] {
       try {
-        for (size_t i = next++; i < results.size(); i = next++)
+        for (size_t i = next++; i < results.size(); i = next++) {
           results[i] = evaluate_case(list[i], file, path.parent_path(), calibration);
+          if (progress) {
+            std::lock_guard<std::mutex> lock(progress_mu);
+            progress(file, ++done, results.size());
+          }
+        }
       } catch (...) {
         next = results.size();
         std::lock_guard<std::mutex> lock(failed_mu);

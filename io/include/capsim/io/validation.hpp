@@ -4,6 +4,7 @@
 /// and per metric.
 
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
@@ -22,9 +23,14 @@ ErrorSummary summarize_errors(std::vector<double> abs_errors);
 /// Run every case of the given files. JSON: `cases[]` (id, file, status, predicted,
 /// measured, error, resolved, reason) and `summary` keyed by file then metric
 /// (n, median_abs_error, p90_abs_error, max_abs_error, unsupported).
+/// Called as each case of a file completes (file name, cases done, cases in the file), one
+/// call at a time.
+using ValidationProgress = std::function<void(const std::string& file, size_t done, size_t total)>;
+
 /// Cases run on `threads` worker threads; the report does not depend on the count.
 nlohmann::json run_validation(const std::vector<std::filesystem::path>& files,
-                              const CalibrationProfile* calibration = nullptr, unsigned threads = 1);
+                              const CalibrationProfile* calibration = nullptr, unsigned threads = 1,
+                              const ValidationProgress& progress = {});
 
 /// Error statistics per group of a validation report: `by` is "source" (the case id up to
 /// its first "-"), "engine", "gpu", "model" or "mode". Keyed by group then metric (and
