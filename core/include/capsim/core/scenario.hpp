@@ -19,7 +19,9 @@ enum class Recompute { none, selective, full };
 /// Pipeline schedule; interleaving (vpp > 1) is the interleaved variant of 1F1B.
 enum class Schedule { one_f_one_b, gpipe, zb_h1, dualpipe };
 enum class Optimizer { adamw, sgd, adafactor, lion, adam8bit };
-enum class TrainMode { pretrain, sft, lora };
+/// ppo / grpo: an RL iteration (Scenario::rl) whose updates are full-parameter training
+/// steps of this plan; the other modes are one optimizer step.
+enum class TrainMode { pretrain, sft, lora, ppo, grpo };
 /// The training stack whose conventions decide what "selective" recompute keeps and how
 /// the loss holds the logits: Megatron-LM (core-attention recompute, fused vocab-parallel
 /// cross entropy) or PyTorch-native FSDP stacks such as torchtitan (op-level selective
@@ -237,12 +239,52 @@ struct InferencePlan {
   bool operator==(const InferencePlan&) const = default;
 };
 
+/// A model an RL iteration runs besides the actor (SCHEMA.md, `rl.models`).
+struct RlModel {
+  enum class Kind {
+    none,   ///< absent (null)
+    actor,  ///< "model": the case's model
+    rule,   ///< a program (a verifier): no network, no GPU time
+    other,  ///< a model of its own (an HF config object)
+  };
+  Kind kind = Kind::none;
+  std::optional<ModelSpec> config;  ///< for Kind::other
+  bool operator==(const RlModel&) const = default;
+};
+
+/// One PPO/GRPO iteration (SCHEMA.md, "Post-training cases", `rl`): rollout generation on
+/// a serving engine, scoring forwards, `ppo_epochs` x `mini_batches` updates of the
+/// training plan, and the weights moved from the training layout to the engine.
+struct RlSpec {
+  enum class Placement { colocated, split };
+  int64_t prompts_per_step = 1;
+  int64_t group_size = 1;  ///< samples per prompt (1 for PPO)
+  std::optional<double> prompt_tokens;  ///< per sample; nullopt = auto
+  /// Response tokens per sample: mean, and the longest a sample may run (0: none given).
+  double response_mean = 1;
+  double response_max = 0;
+  bool response_fixed = false;  ///< every response exactly `response_mean` long
+  int64_t max_total_tokens = 0;  ///< cap on prompt + response (0: none)
+  int64_t ppo_epochs = 1;
+  std::optional<int64_t> mini_batches;  ///< nullopt = auto: samples / global_batch
+  int64_t async_staleness = 0;
+  Placement placement = Placement::colocated;
+  int64_t rollout_gpus = 1, train_gpus = 1;
+  /// The rollout engine: tp, pp, ep, weight/activation dtype, engine profile and knobs;
+  /// replicas and workload are filled in per iteration.
+  InferencePlan rollout;
+  RlModel critic, reward, reference;
+  bool operator==(const RlSpec&) const = default;
+};
+
 struct Scenario {
   std::string id;
   ModelSpec model;
   SystemSpec system;
   std::optional<TrainingPlan> training;
   std::optional<InferencePlan> inference;
+  /// Mode ppo/grpo: the RL iteration around `training` (the actor's update layout).
+  std::optional<RlSpec> rl;
   bool operator==(const Scenario&) const = default;
 };
 
