@@ -137,7 +137,7 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"optimizer", std::string(to_string(t.optimizer))},
                  {"mode", std::string(to_string(t.mode))},
                  {"framework", std::string(to_string(framework_of(t)))}};
-  if (t.mode == TrainMode::lora) {
+  if (trains_adapters(t.mode)) {
     const LoraSpec l = resolved_lora(t);
     layout["lora"] = {{"rank", l.rank.value_or(0)}, {"targets", l.targets.value_or(std::vector<std::string>{})}};
   }

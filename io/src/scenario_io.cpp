@@ -336,9 +336,10 @@ void read_training(ObjectReader& r, TrainingPlan& t, std::optional<RlSpec>& rl_o
                   : s == "adam8bit"  ? Optimizer::adam8bit
                                      : Optimizer::adamw;
   }
-  if (r.choice("mode", s, {"pretrain", "sft", "lora", "ppo", "grpo"}))
-    t.mode = s == "sft"    ? TrainMode::sft
-             : s == "lora" ? TrainMode::lora
+  if (r.choice("mode", s, {"pretrain", "sft", "lora", "qlora", "ppo", "grpo"}))
+    t.mode = s == "sft"     ? TrainMode::sft
+             : s == "lora"  ? TrainMode::lora
+             : s == "qlora" ? TrainMode::qlora
              : s == "ppo"  ? TrainMode::ppo
              : s == "grpo" ? TrainMode::grpo
                            : TrainMode::pretrain;
@@ -357,14 +358,19 @@ void read_training(ObjectReader& r, TrainingPlan& t, std::optional<RlSpec>& rl_o
     // "auto": the framework's default (lora_defaults), reported under resolved.
     if (!lr.has("rank")) issues.push_back({lr.at("rank"), "", "is required (an integer or \"auto\")", {}});
     else lr.integer_or_auto("rank", spec.rank);
-    // Keys of the post-training schema that do not change a LoRA step's cost here: the
-    // scaling alpha, and the base storage (a quantized base is mode "qlora").
+    // The scaling alpha does not change a step's cost.
     double alpha = 0;
     lr.number("alpha", alpha, false, 0);
     std::string base;
     lr.choice("base_dtype", base, {"bf16", "fp16", "nf4", "int8", "fp8"});
     bool dq = false;
     lr.boolean("double_quant", dq);
+    // Storage of the frozen base's linear weights. NF4: 4-bit codes plus the quantization
+    // constants, one fp32 absmax per 64-weight block, or with double quantization an 8-bit
+    // absmax and one fp32 constant per 256 blocks (Dettmers et al. 2023, QLoRA, Sec. 2-3).
+    // int8/fp8: one byte per weight (per-row scales are negligible).
+    if (base == "nf4") spec.base_bytes_per_param = 0.5 + (dq ? 1.0 / 64 + 4.0 / (64 * 256) : 4.0 / 64);
+    else if (base == "int8" || base == "fp8") spec.base_bytes_per_param = 1.0;
     if (const json* tg = lr.get("targets")) {
       const std::vector<std::string> valid = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
       if (tg->is_string() && *tg == "auto") {
@@ -389,8 +395,8 @@ void read_training(ObjectReader& r, TrainingPlan& t, std::optional<RlSpec>& rl_o
     lr.finish();
     t.lora = spec;
   }
-  if (t.mode == TrainMode::lora && !t.lora && !l)
-    issues.push_back({r.pointer() + "/lora", "", "is required when mode is \"lora\" (rank and targets)", {}});
+  if (trains_adapters(t.mode) && !t.lora && !l)
+    issues.push_back({r.pointer() + "/lora", "", "is required when mode is \"" + std::string(to_string(t.mode)) + "\" (rank and targets)", {}});
   if (const json* sl = r.get("stage_layers")) {
     if (!sl->is_array()) {
       issues.push_back({r.at("stage_layers"), brief(*sl), "must be an array of positive integers", {}});

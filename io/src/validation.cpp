@@ -221,7 +221,7 @@ json evaluate_case(const json& c, const std::string& file, const std::filesystem
                                    c["training"].contains("mode") && c["training"]["mode"].is_string()
                                ? c["training"]["mode"].get<std::string>()
                                : std::string();
-  static const std::vector<std::string> kNotSimulated = {"qlora", "dpo", "simpo", "orpo", "distill"};
+  static const std::vector<std::string> kNotSimulated = {"dpo", "simpo", "orpo", "distill"};
   const std::string problem = measured_problem(c);
   if (!problem.empty()) reason = "cannot read the case: " + problem;
   else try {

@@ -21,7 +21,10 @@ enum class Schedule { one_f_one_b, gpipe, zb_h1, dualpipe };
 enum class Optimizer { adamw, sgd, adafactor, lion, adam8bit };
 /// ppo / grpo: an RL iteration (Scenario::rl) whose updates are full-parameter training
 /// steps of this plan; the other modes are one optimizer step.
-enum class TrainMode { pretrain, sft, lora, ppo, grpo };
+enum class TrainMode { pretrain, sft, lora, qlora, ppo, grpo };
+
+/// Whether the mode trains LoRA adapters on a frozen base (lora, qlora).
+inline bool trains_adapters(TrainMode m) { return m == TrainMode::lora || m == TrainMode::qlora; }
 /// The training stack whose conventions decide what "selective" recompute keeps and how
 /// the loss holds the logits: Megatron-LM (core-attention recompute, fused vocab-parallel
 /// cross entropy) or PyTorch-native FSDP stacks such as torchtitan (op-level selective
@@ -48,6 +51,11 @@ struct LoraSpec {
   std::optional<int64_t> rank = 16;  ///< nullopt = auto: the framework's default (lora_defaults)
   /// HF module names, e.g. q_proj, v_proj; nullopt = auto: the framework's default.
   std::optional<std::vector<std::string>> targets = std::vector<std::string>{};
+  /// Bytes per parameter of the frozen base's linear weights (embeddings, head and norms
+  /// stay 16-bit). 2 for a bf16/fp16 base. QLoRA (Dettmers et al. 2023, Sec. 2-3): NF4 at
+  /// 0.5 B plus one fp32 absmax per 64-weight block (4/64 B); with double quantization the
+  /// absmax is 8-bit with one fp32 constant per 256 blocks: 1/64 + 4/(64*256) B.
+  double base_bytes_per_param = 2.0;
   bool operator==(const LoraSpec&) const = default;
 };
 
