@@ -16,6 +16,7 @@
 #include <chrono>
 #include <thread>
 #include "capsim/core/serving.hpp"
+#include "capsim/core/posttrain.hpp"
 #include "capsim/core/train.hpp"
 #include "capsim/io/calibration_io.hpp"
 #include "capsim/io/json_read.hpp"
@@ -145,6 +146,19 @@ std::string train_table(const json& r) {
       s += fmt::format("    {:>5}  {:>6.3f}  {:>6.3f}  {:>12}\n", st["stage"].get<int64_t>(), st["busy_s"].get<double>(),
                        st["idle_s"].get<double>(), gib(st["peak_activation_bytes"].get<double>()));
   }
+  if (r.contains("rl")) {
+    const json& q = r["rl"];
+    s += fmt::format("  rl       {} placement{}: {} samples of {:.0f} prompt + {:.0f} response tokens (cap {:.0f}, longest {})\n",
+                     q["placement"].get<std::string>(), q["overlapped"].get<bool>() ? ", generation overlapped" : "",
+                     q["samples"].get<int64_t>(), q["prompt_tokens"].get<double>(),
+                     q["response_tokens"]["mean"].get<double>(), q["response_tokens"]["cap"].get<double>(),
+                     q["response_tokens"]["longest"].get<int64_t>());
+    s += fmt::format("    generation {:.2f} s  scoring {:.2f} s  training {:.2f} s  resharding {:.2f} s\n",
+                     q["generation_s"].get<double>(), q["scoring_s"].get<double>(), q["training_s"].get<double>(),
+                     q["resharding_s"].get<double>());
+    s += fmt::format("    iteration {:.2f} s  {:.0f} tokens/s  bottleneck {}\n", q["step_time_s"].get<double>(),
+                     q["throughput_tokens_per_s"].get<double>(), q["bottleneck"].get<std::string>());
+  }
   if (r.contains("budget")) {
     const json& b = r["budget"];
     s += fmt::format("  budget   {:.3g} tokens: {:.1f} days, {:.3g} GPU-hours, {:.3g} MWh", b["tokens"].get<double>(),
@@ -196,6 +210,16 @@ int run_train(const TrainArgs& a) {
   const auto cal = load_calibration(a.calibration);
   const io::CostModels costs(s.system, cal ? &*cal : nullptr);
   const CostModel& cost = costs.get();
+  if (s.rl) {
+    if (a.engine == "des" || !a.trace.empty())
+      throw InputError({{"--engine", a.engine, "an RL iteration is evaluated with the analytical engine", "drop --engine des"}});
+    const RlIteration it = evaluate_rl_iteration(s, cost);
+    json r = io::rl_train_report(s, it);
+    add_calibration(r, cal, &s.system.gpu);
+    for (const auto& w : it.update.warnings) fmt::print(stderr, "warning: {}\n", w);
+    emit(resolve_format(a.format) == "json" ? io::dump(r) : train_table(r), a.out);
+    return 0;
+  }
   TrainEvaluation ev = evaluate_training(s, &cost);
   json r;
   if (a.engine == "des") {

@@ -128,6 +128,16 @@ capsim_cli_expect(NAME cli.infer.request_does_not_fit EXIT_CODE 0
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --set system.gpu=a100-sxm4-40gb --set inference.tp=2
       --set system.num_gpus=2 --format json
   STDOUT "\"status\": \"does_not_fit\"" "needs more KV-cache blocks than a replica has")
+# An RL iteration: per-phase seconds and the bottleneck, in the table and the JSON report.
+capsim_cli_expect(NAME cli.train.grpo_iteration EXIT_CODE 0
+  CMD train ${capsim_scenarios}/grpo-llama3.1-8b-colocated.json --format table
+  STDOUT "colocated placement: 2048 samples" "generation" "bottleneck")
+capsim_cli_expect(NAME cli.train.grpo_iteration_json EXIT_CODE 0
+  CMD train ${capsim_scenarios}/grpo-llama3.1-8b-colocated.json --format json
+  STDOUT "\"generation_s\"" "\"resharding_s\"" "\"throughput_tokens_per_s\"")
+capsim_cli_expect(NAME cli.train.grpo_no_des EXIT_CODE 1
+  CMD train ${capsim_scenarios}/grpo-llama3.1-8b-colocated.json --engine des
+  STDERR "an RL iteration is evaluated with the analytical engine")
 # Errors per source family, with the signed median.
 capsim_cli_expect(NAME cli.validate.group_by_source EXIT_CODE 0
   CMD validate ${CAPSIM_DATA_DIR}/validation/posttraining-public.json --group-by source,mode --format table

@@ -136,20 +136,22 @@ TEST(Validation, CasesCarryTheirGroups) {
   }
 }
 
-// Post-training modes not simulated yet are reported with the mode as the reason; the
-// LoRA cases (with "auto" NIC rates on one node) are simulated.
-TEST(Validation, PostTrainingModesReportedNotSimulated) {
+// Post-training: the GRPO iterations are simulated (serving simulator for the rollout,
+// training engine for scoring and updates), QLoRA peak memory with the NF4 base (Dettmers
+// et al. 2023), and the LoRA cases (with "auto" NIC rates on one node) are simulated.
+TEST(Validation, PostTrainingGrpoAndQloraSimulated) {
   const auto dir = std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation";
   const nlohmann::json r = io::run_validation({dir / "posttraining-public.json"});
   size_t grpo = 0, qlora = 0, lora_ok = 0;
   for (const auto& c : r["cases"]) {
     const std::string id = c["id"];
     if (id.find("grpo") != std::string::npos) {
-      EXPECT_EQ(c["status"], "unsupported");
-      EXPECT_EQ(c["reason"], "training mode \"grpo\" is not simulated");
+      EXPECT_EQ(c["status"], "ok") << id << ": " << c.value("reason", std::string());
+      EXPECT_TRUE(c["predicted"].contains("step_time_s")) << id;
+      EXPECT_TRUE(c["predicted"].contains("throughput_tokens_per_s")) << id;
       ++grpo;
     } else if (id.find("qlora") != std::string::npos) {
-      EXPECT_EQ(c["reason"], "training mode \"qlora\" is not simulated");
+      EXPECT_EQ(c["status"], "ok") << id;
       ++qlora;
     } else if (c["status"] == "ok") {
       ++lora_ok;
@@ -158,6 +160,19 @@ TEST(Validation, PostTrainingModesReportedNotSimulated) {
   EXPECT_EQ(grpo, 22u);
   EXPECT_EQ(qlora, 4u);
   EXPECT_EQ(lora_ok, 2u);
+}
+
+// GRPO accuracy as a ratchet: the median |error| over the 22 NeMo RL iterations stays
+// within the figure recorded here (the current model plus a small margin); lower it as the
+// model improves. Today: step time 21.0%, throughput 23.8%.
+TEST(Validation, GrpoErrorBounds) {
+  const auto dir = std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation";
+  const nlohmann::json r = io::run_validation({dir / "posttraining-public.json"});
+  const nlohmann::json g = io::group_errors(r, "mode");
+  ASSERT_TRUE(g.contains("grpo"));
+  EXPECT_EQ(g["grpo"]["step_time_s"]["n"], 22);
+  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.22);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.25);
 }
 
 TEST(Validation, Deterministic) {

@@ -108,7 +108,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   // 16 bytes.
   const double shard_g_bytes = zero >= 3 ? 2.0 : g_bytes;
   const double k_bytes = t.memory.offload_optimizer ? 0.0 : optimizer_bytes_per_param(t.optimizer);
-  const bool lora = t.mode == TrainMode::lora;
+  const bool lora = trains_adapters(t.mode);
   const LoraSpec lora_spec = lora ? resolved_lora(t) : LoraSpec{};
 
   const LoweringOptions lo = lowering_options(m, t);
@@ -171,6 +171,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
     const RankKinds& rk = ranks[static_cast<size_t>(r)];
     s.layers = rk.layers();
     double dense = 0, expert = 0, trainable_dense = 0, trainable_expert = 0;
+    double linear = 0;  // linear-layer weights of the transformer layers (a quantized base's part)
     double act_total = 0, working = 0, max_layer_local = 0;
     // Every layer of a kind is alike, so each kind counts once times its number of layers.
     for (int k = 0; k < 2; ++k) {
@@ -180,6 +181,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
       const double layer_dense =
           dbl(lp.attention) / tp + dbl(lp.norms) + dbl(lp.dense_mlp) / tp + dbl(lp.router) + dbl(lp.shared_experts) / tp;
       const double layer_expert = dbl(lp.routed_experts) / dbl(t.ep * etp);
+      linear += n * (dbl(lp.attention) / tp + dbl(lp.dense_mlp) / tp + dbl(lp.shared_experts) / tp + layer_expert);
       dense += n * layer_dense;
       expert += n * layer_expert;
       max_layer_local = std::max(max_layer_local, layer_dense + layer_expert);
@@ -218,7 +220,9 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
     auto shard = [](double p, double group, double on) { return on > 0 ? p / group : p; };
     if (lora) {
       s.params += trainable_dense + trainable_expert;
-      s.weights_bytes = (dense + expert) * w_bytes + (trainable_dense + trainable_expert) * w_bytes;
+      // The frozen base: its linear weights at the base's storage, the rest 16-bit.
+      s.weights_bytes = linear * lora_spec.base_bytes_per_param + (dense + expert - linear) * w_bytes +
+                        (trainable_dense + trainable_expert) * w_bytes;
     } else {
       s.weights_bytes = shard(dense, dense_group, zw) * w_bytes + shard(expert, expert_group, zw) * w_bytes;
     }

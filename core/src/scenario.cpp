@@ -75,6 +75,9 @@ std::string_view to_string(TrainMode m) {
     case TrainMode::pretrain: return "pretrain";
     case TrainMode::sft: return "sft";
     case TrainMode::lora: return "lora";
+    case TrainMode::qlora: return "qlora";
+    case TrainMode::ppo: return "ppo";
+    case TrainMode::grpo: return "grpo";
   }
   return "?";
 }

@@ -357,7 +357,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
   const int64_t stages = t.pp * vpp;
   const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, stages) : t.stage_layers;
   const bool dual = t.schedule == Schedule::dualpipe;
-  const bool lora = t.mode == TrainMode::lora;
+  const bool lora = trains_adapters(t.mode);
   const LoraSpec lora_spec = lora ? resolved_lora(t) : LoraSpec{};
   pc.chunks.assign(static_cast<size_t>(t.pp), std::vector<ChunkCost>(static_cast<size_t>(vpp)));
   std::vector<ChunkCost> by_stage(static_cast<size_t>(stages));
@@ -434,7 +434,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     const StepKey key{&m, &cost, t.tp, t.cp, c.etp, t.ep, c.b, t.seq_len, sys.gpus_per_node, t.sp,
                       static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules,
                       static_cast<int>(t.precision), static_cast<int>(attention_of(t)), static_cast<int>(framework_of(t)),
-                      opt.tp_overlap, opt.moe_imbalance, t.mode == TrainMode::lora ? std::max<int64_t>(1, lo.lora_rank) : 0,
+                      opt.tp_overlap, opt.moe_imbalance, trains_adapters(t.mode) ? std::max<int64_t>(1, lo.lora_rank) : 0,
                       lo.lora_targets};
     auto& entries = cache->impl().step;
     auto it = entries.find(key);
@@ -571,7 +571,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   for (int k = 0; k < 2; ++k)
     expert_params += dbl(crit_rank.n[k]) * dbl(lk.params[k].routed_experts) / dbl(t.ep * c.etp);
   double dense_params = crit.params;
-  if (t.mode == TrainMode::lora) {
+  if (trains_adapters(t.mode)) {
     // Only the adapters train: their gradients are reduced and stepped; the frozen base
     // has neither gradients nor optimizer state.
     const LoraSpec l = resolved_lora(t);

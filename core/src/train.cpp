@@ -52,7 +52,7 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     ev.auto_fields.push_back("attention");
     base.attention = attention_of(base);
   }
-  if (base.mode == TrainMode::lora) {
+  if (trains_adapters(base.mode)) {
     if (!base.lora || !base.lora->rank) ev.auto_fields.push_back("lora.rank");
     if (!base.lora || !base.lora->targets) ev.auto_fields.push_back("lora.targets");
     base.lora = resolved_lora(base);

@@ -172,7 +172,7 @@ LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
   o.gemm_input_bytes = t.precision == DType::fp8 ? 1.0 : 2.0;
   o.attention = attention_of(t) == AttentionKernel::unfused ? AttentionImpl::unfused : AttentionImpl::flash;
   o.dropout = m.dropout > 0.0;
-  if (t.mode == TrainMode::lora) {
+  if (trains_adapters(t.mode)) {
     o.frozen_base = true;
     const LoraSpec l = resolved_lora(t);
     o.lora_rank = l.rank.value_or(0);

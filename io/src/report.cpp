@@ -137,7 +137,7 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"optimizer", std::string(to_string(t.optimizer))},
                  {"mode", std::string(to_string(t.mode))},
                  {"framework", std::string(to_string(framework_of(t)))}};
-  if (t.mode == TrainMode::lora) {
+  if (trains_adapters(t.mode)) {
     const LoraSpec l = resolved_lora(t);
     layout["lora"] = {{"rank", l.rank.value_or(0)}, {"targets", l.targets.value_or(std::vector<std::string>{})}};
   }
@@ -388,6 +388,64 @@ json utilization_over_time(const ServingResult& r, int windows) {
                     {"prefill_tokens_per_s", width > 0 ? prefill[i] / width : 0.0}});
   }
   return {{"window_s", width}, {"replicas", replicas}, {"windows", rows}};
+}
+
+json rl_iteration_json(const Scenario& s, const RlIteration& it) {
+  const RlSpec& rl = *s.rl;
+  json j = {{"generation_s", it.generation_s},
+            {"scoring_s", it.scoring_s},
+            {"training_s", it.training_s},
+            {"resharding_s", it.resharding_s},
+            {"step_time_s", it.step_time_s},
+            {"throughput_tokens_per_s", it.throughput_tokens_per_s},
+            {"bottleneck", it.bottleneck},
+            {"placement", rl.placement == RlSpec::Placement::split ? "split" : "colocated"},
+            {"overlapped", rl.placement == RlSpec::Placement::split && rl.async_staleness >= 1},
+            {"samples", it.samples},
+            {"prompt_tokens", it.prompt_tokens},
+            {"prompt_tokens_source", it.prompt_auto ? "auto: kRlAutoPromptTokens (core/include/capsim/core/posttrain.hpp)"
+                                                    : "scenario"},
+            {"response_tokens",
+             {{"mean", rl.response_mean},
+              {"cap", it.response_cap},
+              {"dist", it.response_scale > 0 ? "exponential truncated at cap" : rl.response_fixed ? "fixed" : "all at cap"},
+              {"scale", it.response_scale},
+              {"longest", it.longest_response}}},
+            {"tokens_per_step", it.tokens_per_step},
+            {"rollout",
+             {{"gpus", rl.rollout_gpus},
+              {"tp", rl.rollout.tp},
+              {"pp", rl.rollout.pp},
+              {"replicas", it.rollout_replicas},
+              {"engine_profile", rl.rollout.profile.id},
+              {"iterations", it.rollout_iterations},
+              {"preemptions", it.rollout_preemptions},
+              {"peak_kv_utilization", it.rollout_peak_kv_utilization}}},
+            {"update",
+             {{"gpus", rl.train_gpus},
+              {"ppo_epochs", rl.ppo_epochs},
+              {"mini_batches", it.mini_batches},
+              {"seq_len", it.train_seq_len},
+              {"step_s", it.update_step_s}}},
+            {"forward_pass_s", it.forward_pass_s},
+            {"refit_bytes_per_gpu", it.refit_bytes_per_gpu},
+            {"status", it.feasible ? "ok" : "does_not_fit"}};
+  if (!it.feasible) j["fail_reason"] = it.fail_reason;
+  return j;
+}
+
+json rl_train_report(const Scenario& s, const RlIteration& it) {
+  Scenario trainer = s;
+  trainer.system.num_gpus = s.rl->train_gpus;
+  json r = train_report(trainer, it.update);
+  r["system"]["num_gpus"] = s.system.num_gpus;
+  r["rl"] = rl_iteration_json(s, it);
+  if (!it.feasible) {
+    r["status"] = "does_not_fit";
+    r["fail_reason"] = it.fail_reason;
+  }
+  r["engine"] = "analytical";
+  return r;
 }
 
 json analytical_train_report(const Scenario& s, const TrainEvaluation& ev) {

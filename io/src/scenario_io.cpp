@@ -66,7 +66,199 @@ void read_system(ObjectReader& r, SystemSpec& sys, std::vector<Issue>& issues) {
   r.finish();
 }
 
-void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vector<Issue>& issues) {
+/// A model of `rl.models`: "model" (the case's), "rule" (reward only), null, or an HF
+/// config object.
+RlModel read_rl_model(const json& v, const std::string& ptr, bool rule_ok, std::vector<Issue>& issues) {
+  RlModel m;
+  if (v.is_null()) return m;
+  if (v.is_string() && v == "model") {
+    m.kind = RlModel::Kind::actor;
+  } else if (v.is_string() && v == "rule" && rule_ok) {
+    m.kind = RlModel::Kind::rule;
+  } else if (v.is_object()) {
+    m.kind = RlModel::Kind::other;
+    try {
+      m.config = model_from_hf_config(v, ptr, "");
+    } catch (const InputError& e) {
+      issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+    }
+  } else {
+    issues.push_back({ptr, brief(v),
+                      rule_ok ? "must be \"model\", \"rule\", null or an HF config object"
+                              : "must be \"model\", null or an HF config object",
+                      {}});
+  }
+  return m;
+}
+
+/// `rl.rollout.engine`: the engine and release select the profile; the knobs a rollout
+/// sets are read on top (SCHEMA.md: as `inference.engine`).
+void read_rl_engine(const json& e, const std::string& ptr, InferencePlan& p, EngineKeys engine_keys,
+                    std::vector<Issue>& issues) {
+  ObjectReader er(e, ptr, issues);
+  std::string name, version;
+  er.string("name", name, true);
+  er.string("version", version);
+  double u = 0;
+  if (er.number("gpu_memory_utilization", u, false, 0)) {
+    if (u <= 0 || u > 1) issues.push_back({er.at("gpu_memory_utilization"), brief(e["gpu_memory_utilization"]), "must be in (0, 1]", {}});
+    else p.engine.gpu_memory_utilization = u;
+  }
+  std::optional<int64_t> v;
+  if (er.integer_or_auto("max_num_seqs", v) && v) p.engine.max_num_seqs = v;
+  v.reset();
+  if (er.integer_or_auto("max_num_batched_tokens", v) && v) p.engine.max_num_batched_tokens = v;
+  if (engine_keys == EngineKeys::ignore_unknown)
+    for (auto it = e.begin(); it != e.end(); ++it) er.allow(it.key());
+  er.finish();
+  if (!name.empty()) {
+    try {
+      p.profile = select_engine_profile(name, version, ptr);
+    } catch (const InputError& err) {
+      issues.insert(issues.end(), err.issues().begin(), err.issues().end());
+    }
+  }
+}
+
+/// The `rl` block of a ppo/grpo case (SCHEMA.md, "Post-training cases").
+void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, std::optional<RlSpec>& out,
+             int64_t num_gpus, EngineKeys engine_keys, std::vector<Issue>& issues) {
+  if (!v.is_object()) {
+    issues.push_back({ptr, brief(v), "must be an object", {}});
+    return;
+  }
+  ObjectReader r(v, ptr, issues);
+  RlSpec rl;
+  std::string s;
+  r.choice("algorithm", s, {"ppo", "grpo", "rloo", "reinforce++", "dapo"});
+  r.integer("prompts_per_step", rl.prompts_per_step, true);
+  r.integer("group_size", rl.group_size, true);
+  if (const json* pt = r.get("prompt_tokens")) {
+    if (pt->is_string() && *pt == "auto") {
+      rl.prompt_tokens = std::nullopt;
+    } else if (pt->is_number() && pt->get<double>() >= 1) {
+      rl.prompt_tokens = pt->get<double>();
+    } else if (pt->is_object()) {
+      ObjectReader pr(*pt, r.at("prompt_tokens"), issues);
+      double mean = 1;
+      if (pr.number("mean", mean, true, 1)) rl.prompt_tokens = mean;
+      pr.allow("max");  // the prompt is prefilled once: its mean is what costs
+      pr.allow("dist");
+      pr.finish();
+    } else {
+      issues.push_back({r.at("prompt_tokens"), brief(*pt), "must be a number >= 1, {\"mean\": m} or \"auto\"", {}});
+    }
+  }
+  if (const json* rt = r.get("response_tokens")) {
+    if (rt->is_number() && rt->get<double>() >= 1) {
+      rl.response_mean = rt->get<double>();
+      rl.response_fixed = true;
+    } else if (rt->is_object()) {
+      ObjectReader rr(*rt, r.at("response_tokens"), issues);
+      rr.number("mean", rl.response_mean, true, 1);
+      std::string dist;
+      if (rr.choice("dist", dist, {"fixed", "exponential"})) rl.response_fixed = dist == "fixed";
+      rr.number("max", rl.response_max, !rl.response_fixed && !v.contains("max_total_tokens"), 1);
+      rr.finish();
+      if (rl.response_max > 0 && rl.response_mean > rl.response_max)
+        issues.push_back({r.at("response_tokens"), brief(*rt), "mean must not exceed max", {}});
+    } else {
+      issues.push_back({r.at("response_tokens"), brief(*rt), "must be a number >= 1 or {\"mean\", \"max\"}", {}});
+    }
+  } else {
+    issues.push_back({r.at("response_tokens"), "", "is required (a number or {\"mean\", \"max\"})", {}});
+  }
+  r.integer("max_total_tokens", rl.max_total_tokens);
+  r.integer("ppo_epochs", rl.ppo_epochs);
+  r.integer_or_auto("mini_batches", rl.mini_batches);
+  r.integer("async_staleness", rl.async_staleness, false, 0);
+  if (r.choice("placement", s, {"colocated", "split"}, true))
+    rl.placement = s == "split" ? RlSpec::Placement::split : RlSpec::Placement::colocated;
+  if (rl.placement == RlSpec::Placement::colocated && rl.async_staleness > 0)
+    issues.push_back({r.at("async_staleness"), std::to_string(rl.async_staleness),
+                      "needs placement \"split\": colocated generation and training take turns on the same GPUs",
+                      "set async_staleness to 0, or placement to \"split\""});
+  const json* g = r.get("gpus");
+  bool gpus_ok = false;
+  if (!g) {
+    issues.push_back({r.at("gpus"), "", "is required ({\"rollout\": n, \"train\": n})", {}});
+  } else if (!g->is_object()) {
+    issues.push_back({r.at("gpus"), brief(*g), "must be an object", {}});
+  } else {
+    ObjectReader gr(*g, r.at("gpus"), issues);
+    const bool rollout_ok = gr.integer("rollout", rl.rollout_gpus, true);
+    gpus_ok = gr.integer("train", rl.train_gpus, true) && rollout_ok;
+    for (const char* k : {"critic", "reward", "reference"}) {
+      int64_t n = 0;
+      gr.integer(k, n);
+    }
+    gr.finish();
+    const std::string n = std::to_string(num_gpus);
+    if (gpus_ok && rl.placement == RlSpec::Placement::colocated && (rl.rollout_gpus != num_gpus || rl.train_gpus != num_gpus))
+      issues.push_back({r.at("gpus"), brief(*g), "colocated roles share every GPU: rollout and train must both equal num_gpus (" + n + ")", {}});
+    if (gpus_ok && rl.placement == RlSpec::Placement::split && rl.rollout_gpus + rl.train_gpus != num_gpus)
+      issues.push_back({r.at("gpus"), brief(*g), "split pools: rollout + train must equal num_gpus (" + n + ")", {}});
+  }
+  const json* ro = r.get("rollout");
+  if (!ro) {
+    issues.push_back({r.at("rollout"), "", "is required (engine, tp, pp)", {}});
+  } else if (!ro->is_object()) {
+    issues.push_back({r.at("rollout"), brief(*ro), "must be an object", {}});
+  } else {
+    ObjectReader rr(*ro, r.at("rollout"), issues);
+    InferencePlan& p = rl.rollout;
+    rr.integer("tp", p.tp);
+    rr.integer("pp", p.pp);
+    std::optional<int64_t> ep = 1;
+    // Absent: vLLM's default, expert parallelism off (enable_expert_parallel False): the
+    // experts are sharded over the tensor-parallel ranks.
+    if (rr.integer_or_auto("ep", ep)) p.ep = ep;
+    if (rr.choice("precision", s, {"bf16", "fp16", "fp8"})) {
+      parse_dtype(s, p.weight_dtype);
+      p.activation_dtype = p.weight_dtype == DType::fp8 ? DType::fp8 : p.weight_dtype;
+    } else {
+      p.weight_dtype = p.activation_dtype = t.precision == DType::fp8 ? DType::fp8 : t.precision;
+    }
+    p.kv_dtype = std::nullopt;  // the engine's default: the model's dtype
+    if (const json* e = rr.get("engine")) {
+      if (!e->is_object()) issues.push_back({rr.at("engine"), brief(*e), "must be an object", {}});
+      else read_rl_engine(*e, rr.at("engine"), p, engine_keys, issues);
+    } else {
+      try {
+        p.profile = select_engine_profile("", "", rr.at("engine"));
+      } catch (const InputError& err) {
+        issues.insert(issues.end(), err.issues().begin(), err.issues().end());
+      }
+    }
+    rr.finish();
+    if (gpus_ok && p.tp >= 1 && p.pp >= 1 && rl.rollout_gpus % (p.tp * p.pp) != 0)
+      issues.push_back({rr.at("tp"), std::to_string(p.tp),
+                        "tp*pp = " + std::to_string(p.tp * p.pp) + " must divide gpus.rollout = " + std::to_string(rl.rollout_gpus), {}});
+  }
+  if (const json* m = r.get("models")) {
+    if (!m->is_object()) {
+      issues.push_back({r.at("models"), brief(*m), "must be an object", {}});
+    } else {
+      ObjectReader mr(*m, r.at("models"), issues);
+      if (const json* a = mr.get("actor"); a && !(a->is_string() && *a == "model"))
+        issues.push_back({mr.at("actor"), brief(*a), "must be \"model\" (the case's model is the actor)", {}});
+      if (const json* c = mr.get("critic")) rl.critic = read_rl_model(*c, mr.at("critic"), false, issues);
+      if (const json* c = mr.get("reward")) rl.reward = read_rl_model(*c, mr.at("reward"), true, issues);
+      if (const json* c = mr.get("reference")) rl.reference = read_rl_model(*c, mr.at("reference"), false, issues);
+      mr.finish();
+    }
+  } else {
+    // Absent: GRPO's usual set (a rule reward, a reference for the KL term); PPO adds a critic.
+    rl.reward.kind = RlModel::Kind::rule;
+    rl.reference.kind = RlModel::Kind::actor;
+    if (t.mode == TrainMode::ppo) rl.critic.kind = RlModel::Kind::actor;
+  }
+  r.finish();
+  out = rl;
+}
+
+void read_training(ObjectReader& r, TrainingPlan& t, std::optional<RlSpec>& rl_out, int64_t num_gpus,
+                   EngineKeys engine_keys, std::vector<Issue>& issues) {
   r.integer("tp", t.tp);
   r.integer("pp", t.pp);
   r.integer("cp", t.cp);
@@ -144,8 +336,19 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
                   : s == "adam8bit"  ? Optimizer::adam8bit
                                      : Optimizer::adamw;
   }
-  if (r.choice("mode", s, {"pretrain", "sft", "lora"}))
-    t.mode = s == "sft" ? TrainMode::sft : s == "lora" ? TrainMode::lora : TrainMode::pretrain;
+  if (r.choice("mode", s, {"pretrain", "sft", "lora", "qlora", "ppo", "grpo"}))
+    t.mode = s == "sft"     ? TrainMode::sft
+             : s == "lora"  ? TrainMode::lora
+             : s == "qlora" ? TrainMode::qlora
+             : s == "ppo"  ? TrainMode::ppo
+             : s == "grpo" ? TrainMode::grpo
+                           : TrainMode::pretrain;
+  if (t.mode == TrainMode::ppo || t.mode == TrainMode::grpo) {
+    if (const json* rl = r.get("rl")) read_rl(*rl, r.at("rl"), t, rl_out, num_gpus, engine_keys, issues);
+    else issues.push_back({r.at("rl"), "", "is required when mode is \"" + s + "\" (samples, lengths, placement, GPUs)", {}});
+  } else if (r.get("rl")) {
+    issues.push_back({r.at("rl"), "", "is read only when mode is \"ppo\" or \"grpo\"", {}});
+  }
   const json* l = r.get("lora");
   if (l && !l->is_object()) {
     issues.push_back({r.at("lora"), brief(*l), "must be an object", {}});
@@ -155,14 +358,19 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
     // "auto": the framework's default (lora_defaults), reported under resolved.
     if (!lr.has("rank")) issues.push_back({lr.at("rank"), "", "is required (an integer or \"auto\")", {}});
     else lr.integer_or_auto("rank", spec.rank);
-    // Keys of the post-training schema that do not change a LoRA step's cost here: the
-    // scaling alpha, and the base storage (a quantized base is mode "qlora").
+    // The scaling alpha does not change a step's cost.
     double alpha = 0;
     lr.number("alpha", alpha, false, 0);
     std::string base;
     lr.choice("base_dtype", base, {"bf16", "fp16", "nf4", "int8", "fp8"});
     bool dq = false;
     lr.boolean("double_quant", dq);
+    // Storage of the frozen base's linear weights. NF4: 4-bit codes plus the quantization
+    // constants, one fp32 absmax per 64-weight block, or with double quantization an 8-bit
+    // absmax and one fp32 constant per 256 blocks (Dettmers et al. 2023, QLoRA, Sec. 2-3).
+    // int8/fp8: one byte per weight (per-row scales are negligible).
+    if (base == "nf4") spec.base_bytes_per_param = 0.5 + (dq ? 1.0 / 64 + 4.0 / (64 * 256) : 4.0 / 64);
+    else if (base == "int8" || base == "fp8") spec.base_bytes_per_param = 1.0;
     if (const json* tg = lr.get("targets")) {
       const std::vector<std::string> valid = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
       if (tg->is_string() && *tg == "auto") {
@@ -187,8 +395,8 @@ void read_training(ObjectReader& r, TrainingPlan& t, int64_t num_gpus, std::vect
     lr.finish();
     t.lora = spec;
   }
-  if (t.mode == TrainMode::lora && !t.lora && !l)
-    issues.push_back({r.pointer() + "/lora", "", "is required when mode is \"lora\" (rank and targets)", {}});
+  if (trains_adapters(t.mode) && !t.lora && !l)
+    issues.push_back({r.pointer() + "/lora", "", "is required when mode is \"" + std::string(to_string(t.mode)) + "\" (rank and targets)", {}});
   if (const json* sl = r.get("stage_layers")) {
     if (!sl->is_array()) {
       issues.push_back({r.at("stage_layers"), brief(*sl), "must be an array of positive integers", {}});
@@ -436,7 +644,8 @@ bool layout_input_rejected(const std::vector<Issue>& issues) {
       "/training/dp", "/training/cp", "/training/ep", "/training/vpp", "/training/etp", "/training/sp",
       "/training/zero", "/training/micro_batch", "/training/global_batch", "/training/seq_len",
       "/training/precision", "/training/stage_layers", "/inference", "/inference/tp", "/inference/pp",
-      "/inference/ep", "/inference/replicas", "/inference/engine/gpu_memory_utilization"};
+      "/inference/ep", "/inference/replicas", "/inference/engine/gpu_memory_utilization", "/training/rl",
+      "/training/rl/placement", "/training/rl/gpus", "/training/rl/gpus/train"};
   return std::any_of(issues.begin(), issues.end(), [&](const Issue& i) {
     return std::find(inputs.begin(), inputs.end(), i.pointer) != inputs.end() ||
            i.pointer.rfind("/training/stage_layers/", 0) == 0;
@@ -570,7 +779,7 @@ Scenario scenario_from_json(const json& doc, const fs::path& base_dir, EngineKey
       ObjectReader r(*t, "/training", issues);
       TrainingPlan plan;
       if (!t->is_object()) issues.push_back({"/training", brief(*t), "must be an object", {}});
-      else read_training(r, plan, sc.system.num_gpus, issues);
+      else read_training(r, plan, sc.rl, sc.system.num_gpus, engine_keys, issues);
       sc.training = plan;
     } else {
       issues.push_back({"/training", "", "is required for kind \"training\"", {}});
@@ -607,7 +816,10 @@ Scenario scenario_from_json(const json& doc, const fs::path& base_dir, EngineKey
   // problems, so that every problem is reported at once, but not when a key they read was
   // itself rejected: they would judge the default standing in for it, a value never written.
   if (sc.model.layers > 0 && !sc.system.gpu.id.empty() && !layout_input_rejected(issues)) {
-    auto layout = sc.training ? check_training_layout(sc) : check_inference_layout(sc);
+    // Split RL placement: the training layout covers the trainer's pool, not every GPU.
+    Scenario trainer = sc;
+    if (sc.rl && sc.rl->placement == RlSpec::Placement::split) trainer.system.num_gpus = sc.rl->train_gpus;
+    auto layout = sc.training ? check_training_layout(trainer) : check_inference_layout(sc);
     issues.insert(issues.end(), layout.begin(), layout.end());
     if (sc.system.num_gpus > sc.system.gpus_per_node && sc.system.nic_gbps_per_gpu <= 0 &&
         !has_issue_at(issues, "/system/nic_gbps_per_gpu"))

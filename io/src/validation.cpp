@@ -66,6 +66,30 @@ json predict_training(const Scenario& sc, const json& measured, json& resolved, 
   return out;
 }
 
+/// Predict every metric of an RL iteration (SCHEMA.md, "Post-training cases") the case
+/// measured: the step, its throughput, the phases, and the update step's peak memory.
+json predict_rl(const Scenario& sc, const json& measured, json& resolved, std::string& reason,
+                const CalibrationProfile* calibration) {
+  const CostModels costs(sc.system, calibration);
+  const RlIteration it = evaluate_rl_iteration(sc, costs.get());
+  const json report = rl_train_report(sc, it);
+  resolved = report["resolved"];
+  resolved["rl"] = report["rl"];
+  json out = json::object();
+  if (!it.feasible) {
+    reason = it.fail_reason;
+    return out;
+  }
+  const json& phases = report["rl"];
+  for (auto m = measured.begin(); m != measured.end(); ++m) {
+    if (m.key() == "peak_memory_gib")
+      out[m.key()] = (it.update.memory.peak().total_bytes - it.update.memory.peak().cuda_context_bytes) / kGiB;
+    else if (phases.contains(m.key()) && phases[m.key()].is_number())
+      out[m.key()] = phases[m.key()];
+  }
+  return out;
+}
+
 /// What a case is grouped by: its source family (the id up to its first "-"), engine
 /// (name and version, or the training framework), GPU, model and mode.
 json case_groups(const json& c) {
@@ -197,7 +221,7 @@ json evaluate_case(const json& c, const std::string& file, const std::filesystem
                                    c["training"].contains("mode") && c["training"]["mode"].is_string()
                                ? c["training"]["mode"].get<std::string>()
                                : std::string();
-  static const std::vector<std::string> kNotSimulated = {"qlora", "dpo", "simpo", "orpo", "ppo", "grpo", "distill"};
+  static const std::vector<std::string> kNotSimulated = {"dpo", "simpo", "orpo", "distill"};
   const std::string problem = measured_problem(c);
   if (!problem.empty()) reason = "cannot read the case: " + problem;
   else try {
@@ -205,7 +229,9 @@ json evaluate_case(const json& c, const std::string& file, const std::filesystem
       throw NotSimulated("training mode \"" + mode + "\" is not simulated");
     const Scenario sc = scenario_from_json(c, dir, EngineKeys::ignore_unknown);
     r["groups"]["model"] = model_group(sc.model);
-    if (sc.training) {
+    if (sc.rl) {
+      predicted = predict_rl(sc, measured, resolved, reason, calibration);
+    } else if (sc.training) {
       predicted = predict_training(sc, measured, resolved, reason, calibration);
     } else {
       const CostModels costs(sc.system, calibration);

@@ -19,7 +19,12 @@ enum class Recompute { none, selective, full };
 /// Pipeline schedule; interleaving (vpp > 1) is the interleaved variant of 1F1B.
 enum class Schedule { one_f_one_b, gpipe, zb_h1, dualpipe };
 enum class Optimizer { adamw, sgd, adafactor, lion, adam8bit };
-enum class TrainMode { pretrain, sft, lora };
+/// ppo / grpo: an RL iteration (Scenario::rl) whose updates are full-parameter training
+/// steps of this plan; the other modes are one optimizer step.
+enum class TrainMode { pretrain, sft, lora, qlora, ppo, grpo };
+
+/// Whether the mode trains LoRA adapters on a frozen base (lora, qlora).
+inline bool trains_adapters(TrainMode m) { return m == TrainMode::lora || m == TrainMode::qlora; }
 /// The training stack whose conventions decide what "selective" recompute keeps and how
 /// the loss holds the logits: Megatron-LM (core-attention recompute, fused vocab-parallel
 /// cross entropy) or PyTorch-native FSDP stacks such as torchtitan (op-level selective
@@ -46,6 +51,11 @@ struct LoraSpec {
   std::optional<int64_t> rank = 16;  ///< nullopt = auto: the framework's default (lora_defaults)
   /// HF module names, e.g. q_proj, v_proj; nullopt = auto: the framework's default.
   std::optional<std::vector<std::string>> targets = std::vector<std::string>{};
+  /// Bytes per parameter of the frozen base's linear weights (embeddings, head and norms
+  /// stay 16-bit). 2 for a bf16/fp16 base. QLoRA (Dettmers et al. 2023, Sec. 2-3): NF4 at
+  /// 0.5 B plus one fp32 absmax per 64-weight block (4/64 B); with double quantization the
+  /// absmax is 8-bit with one fp32 constant per 256 blocks: 1/64 + 4/(64*256) B.
+  double base_bytes_per_param = 2.0;
   bool operator==(const LoraSpec&) const = default;
 };
 
@@ -237,12 +247,52 @@ struct InferencePlan {
   bool operator==(const InferencePlan&) const = default;
 };
 
+/// A model an RL iteration runs besides the actor (SCHEMA.md, `rl.models`).
+struct RlModel {
+  enum class Kind {
+    none,   ///< absent (null)
+    actor,  ///< "model": the case's model
+    rule,   ///< a program (a verifier): no network, no GPU time
+    other,  ///< a model of its own (an HF config object)
+  };
+  Kind kind = Kind::none;
+  std::optional<ModelSpec> config;  ///< for Kind::other
+  bool operator==(const RlModel&) const = default;
+};
+
+/// One PPO/GRPO iteration (SCHEMA.md, "Post-training cases", `rl`): rollout generation on
+/// a serving engine, scoring forwards, `ppo_epochs` x `mini_batches` updates of the
+/// training plan, and the weights moved from the training layout to the engine.
+struct RlSpec {
+  enum class Placement { colocated, split };
+  int64_t prompts_per_step = 1;
+  int64_t group_size = 1;  ///< samples per prompt (1 for PPO)
+  std::optional<double> prompt_tokens;  ///< per sample; nullopt = auto
+  /// Response tokens per sample: mean, and the longest a sample may run (0: none given).
+  double response_mean = 1;
+  double response_max = 0;
+  bool response_fixed = false;  ///< every response exactly `response_mean` long
+  int64_t max_total_tokens = 0;  ///< cap on prompt + response (0: none)
+  int64_t ppo_epochs = 1;
+  std::optional<int64_t> mini_batches;  ///< nullopt = auto: samples / global_batch
+  int64_t async_staleness = 0;
+  Placement placement = Placement::colocated;
+  int64_t rollout_gpus = 1, train_gpus = 1;
+  /// The rollout engine: tp, pp, ep, weight/activation dtype, engine profile and knobs;
+  /// replicas and workload are filled in per iteration.
+  InferencePlan rollout;
+  RlModel critic, reward, reference;
+  bool operator==(const RlSpec&) const = default;
+};
+
 struct Scenario {
   std::string id;
   ModelSpec model;
   SystemSpec system;
   std::optional<TrainingPlan> training;
   std::optional<InferencePlan> inference;
+  /// Mode ppo/grpo: the RL iteration around `training` (the actor's update layout).
+  std::optional<RlSpec> rl;
   bool operator==(const Scenario&) const = default;
 };
 

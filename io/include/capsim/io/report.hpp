@@ -8,6 +8,7 @@
 
 #include "capsim/core/memory.hpp"
 #include "capsim/core/model.hpp"
+#include "capsim/core/posttrain.hpp"
 #include "capsim/core/scenario.hpp"
 #include "capsim/core/serving.hpp"
 #include "capsim/core/train.hpp"
@@ -23,6 +24,14 @@ nlohmann::json stage_memory_json(const StageMemory& s);
 
 /// `capsim train`: model, resolved plan, memory per GPU (peak stage) and per stage.
 nlohmann::json train_report(const Scenario& s, const TrainEvaluation& ev);
+
+/// One RL iteration (evaluate_rl_iteration): per-phase seconds, step, throughput, the
+/// bottleneck, and what was put in (samples, lengths, rollout replicas, update steps).
+nlohmann::json rl_iteration_json(const Scenario& s, const RlIteration& it);
+
+/// `capsim train` for a ppo/grpo scenario: train_report of the actor's update step on the
+/// training GPUs, plus `rl` (rl_iteration_json); engine "analytical".
+nlohmann::json rl_train_report(const Scenario& s, const RlIteration& it);
 
 /// Serving memory of one GPU of one replica.
 nlohmann::json inference_memory_json(const Scenario& s, const InferenceMemory& mem);

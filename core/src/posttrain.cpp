@@ -1,0 +1,221 @@
+#include "capsim/core/posttrain.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "capsim/core/serving.hpp"
+#include "capsim/core/step.hpp"
+
+namespace capsim {
+
+namespace {
+
+double dbl(int64_t v) { return static_cast<double>(v); }
+
+/// Bytes per parameter the refit moves: the trainer's bf16 weights (Megatron keeps bf16
+/// parameters under FP8 training too; the engine quantizes on load).
+constexpr double kRefitBytesPerParam = 2.0;
+
+/// Seconds of one forward (no backward, no optimizer) of `m` over `sequences` sequences of
+/// the plan's seq_len, on the resolved training layout `t`: the per-microbatch forward of
+/// each pipeline rank's chunks (pipeline_costs, with its exposed TP/CP/EP communication),
+/// the slowest rank setting the pace, plus pp - 1 microbatches of fill and a p2p transfer
+/// per boundary. This is the log-prob pass: the same kernels as the training forward.
+double forward_pass_seconds(const ModelSpec& m, const SystemSpec& sys, TrainingPlan t, int64_t sequences,
+                            const CostModel& cost) {
+  if (t.stage_layers.size() != static_cast<size_t>(t.pp * t.vpp.value_or(1))) t.stage_layers.clear();
+  StepOptions opt;
+  opt.tp_overlap = t.tp_comm_overlap;
+  opt.moe_imbalance = t.moe_imbalance;
+  opt.overlap_dp = t.overlap_dp;
+  const PipelineCosts pc = pipeline_costs(m, sys, t, cost, opt);
+  double rank_s = 0;
+  for (const auto& rank : pc.chunks) {
+    double s = 0;
+    for (const ChunkCost& c : rank) s += c.fwd_s;
+    rank_s = std::max(rank_s, s);
+  }
+  const int64_t per_micro = std::max<int64_t>(1, t.micro_batch.value_or(1)) * std::max<int64_t>(1, t.dp);
+  const int64_t micro = (sequences + per_micro - 1) / per_micro;
+  const double hop = t.pp > 1 ? pc.p2p_s : 0.0;
+  return dbl(micro + t.pp - 1) * (rank_s + hop);
+}
+
+/// The model a role runs: the actor's for "model", its own config otherwise.
+const ModelSpec& role_model(const RlModel& r, const ModelSpec& actor) {
+  return r.kind == RlModel::Kind::other && r.config ? *r.config : actor;
+}
+
+bool has_network(const RlModel& r) { return r.kind == RlModel::Kind::actor || r.kind == RlModel::Kind::other; }
+
+/// The actor's (or critic's) update step: the case's layout on the training GPUs, trained
+/// as full-parameter fine-tuning on packed sequences of `seq_len` tokens.
+TrainEvaluation update_step(const Scenario& s, const ModelSpec& m, int64_t seq_len, const CostModel& cost) {
+  Scenario ts;
+  ts.id = s.id;
+  ts.model = m;
+  ts.system = s.system;
+  ts.system.num_gpus = s.rl->train_gpus;
+  ts.training = *s.training;
+  ts.training->seq_len = seq_len;
+  ts.training->mode = TrainMode::sft;
+  if (&m != &s.model) ts.training->stage_layers.clear();
+  return evaluate_training(ts, &cost);
+}
+
+/// The rollout: every sample as a request arriving at once, on rollout GPUs / (tp * pp)
+/// replicas of the engine.
+ServingResult rollout(const Scenario& s, const RlIteration& it, const std::vector<int64_t>& lengths,
+                      const CostModel& cost) {
+  const RlSpec& rl = *s.rl;
+  Scenario gs;
+  gs.id = s.id;
+  gs.model = s.model;
+  gs.system = s.system;
+  gs.system.num_gpus = rl.rollout_gpus;
+  InferencePlan p = rl.rollout;
+  p.replicas = it.rollout_replicas;
+  p.workload = ServingWorkload{};
+  p.workload.mode = ServingWorkload::Mode::trace;
+  p.workload.num_requests = static_cast<int64_t>(lengths.size());
+  const int64_t prompt = std::max<int64_t>(1, std::llround(it.prompt_tokens));
+  for (int64_t len : lengths) p.workload.trace.push_back({0.0, prompt, len, {}, 0});
+  gs.inference = p;
+  return simulate_serving(gs, cost);
+}
+
+}  // namespace
+
+double rl_prompt_tokens(const RlSpec& rl) { return rl.prompt_tokens.value_or(kRlAutoPromptTokens); }
+
+double rl_response_cap(const RlSpec& rl) {
+  double cap = rl.response_max;
+  if (rl.max_total_tokens > 0) {
+    const double room = dbl(rl.max_total_tokens) - rl_prompt_tokens(rl);
+    cap = cap > 0 ? std::min(cap, room) : room;
+  }
+  return std::max(cap, 0.0);
+}
+
+double rl_response_scale(const RlSpec& rl) {
+  const double cap = rl_response_cap(rl), mean = rl.response_mean;
+  if (rl.response_fixed || cap <= 0 || mean >= cap) return 0.0;
+  auto capped_mean = [&](double theta) { return theta * -std::expm1(-cap / theta); };
+  double lo = mean, hi = mean;  // capped_mean(theta) < theta, so theta > mean
+  while (capped_mean(hi) < mean) hi *= 2;
+  for (int i = 0; i < 200 && hi - lo > 1e-9 * hi; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (capped_mean(mid) < mean ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+std::vector<int64_t> rl_response_lengths(const RlSpec& rl, int64_t n) {
+  const double cap = rl_response_cap(rl), theta = rl_response_scale(rl);
+  /// 1 / phi, the golden ratio's fractional part: the Weyl sequence with the most even
+  /// spread of any rotation (Kuipers and Niederreiter, Uniform Distribution of Sequences, 1974).
+  constexpr double kInvPhi = 0.6180339887498949;
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(std::max<int64_t>(0, n)));
+  for (int64_t i = 1; i <= n; ++i) {
+    double len = rl.response_mean;
+    if (!rl.response_fixed && cap > 0) {
+      const double u = dbl(i) * kInvPhi - std::floor(dbl(i) * kInvPhi);
+      len = theta > 0 ? std::min(cap, -theta * std::log1p(-u)) : cap;
+    }
+    out.push_back(std::max<int64_t>(1, std::llround(len)));
+  }
+  return out;
+}
+
+RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
+  const RlSpec& rl = *s.rl;
+  RlIteration it;
+  it.samples = rl.prompts_per_step * rl.group_size;
+  it.prompt_tokens = rl_prompt_tokens(rl);
+  it.prompt_auto = !rl.prompt_tokens;
+  it.response_cap = rl_response_cap(rl);
+  it.response_scale = rl_response_scale(rl);
+  it.tokens_per_step = dbl(it.samples) * (it.prompt_tokens + rl.response_mean);
+  it.rollout_replicas = rl.rollout_gpus / std::max<int64_t>(1, rl.rollout.tp * rl.rollout.pp);
+  it.mini_batches = rl.mini_batches.value_or(std::max<int64_t>(1, it.samples / std::max<int64_t>(1, s.training->global_batch)));
+  it.train_seq_len = std::max<int64_t>(1, std::llround(it.prompt_tokens + rl.response_mean));
+
+  // (c) updates: ppo_epochs x mini_batches steps of global_batch packed sequences.
+  it.update = update_step(s, s.model, it.train_seq_len, cost);
+  if (!it.update.feasible || !it.update.step) {
+    it.feasible = false;
+    it.fail_reason = "the actor's update step does not fit: " + it.update.fail_reason;
+    return it;
+  }
+  it.update_step_s = it.update.step->step_s;
+  const double steps = dbl(rl.ppo_epochs * it.mini_batches);
+  it.training_s = steps * it.update_step_s;
+  if (has_network(rl.critic)) {
+    const TrainEvaluation critic = update_step(s, role_model(rl.critic, s.model), it.train_seq_len, cost);
+    if (!critic.feasible || !critic.step) {
+      it.feasible = false;
+      it.fail_reason = "the critic's update step does not fit: " + critic.fail_reason;
+      return it;
+    }
+    it.training_s += steps * critic.step->step_s;
+  }
+
+  // (b) scoring: the actor's log-probs under the policy that generated (the old policy),
+  // then the reference, critic and reward networks; a rule reward costs no GPU time.
+  SystemSpec train_sys = s.system;
+  train_sys.num_gpus = rl.train_gpus;
+  TrainingPlan fwd = it.update.plan;
+  it.forward_pass_s = forward_pass_seconds(s.model, train_sys, fwd, it.samples, cost);
+  it.scoring_s = it.forward_pass_s;
+  for (const RlModel* r : {&rl.reference, &rl.critic, &rl.reward})
+    if (has_network(*r))
+      it.scoring_s += r->kind == RlModel::Kind::actor
+                          ? it.forward_pass_s
+                          : forward_pass_seconds(role_model(*r, s.model), train_sys, fwd, it.samples, cost);
+
+  // (a) generation through the serving simulator.
+  const std::vector<int64_t> lengths = rl_response_lengths(rl, it.samples);
+  it.longest_response = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  try {
+    const ServingResult r = rollout(s, it, lengths, cost);
+    it.generation_s = r.duration_s;
+    it.rollout_iterations = r.iterations;
+    it.rollout_preemptions = r.preemptions;
+    it.rollout_peak_kv_utilization = r.peak_kv_utilization;
+  } catch (const ServingDoesNotFit& e) {
+    it.feasible = false;
+    it.fail_reason = std::string("the rollout does not fit: ") + e.what();
+    return it;
+  }
+
+  // (d) refit: each rollout GPU receives its shard of the weights, over NVLink when the
+  // engine shares the trainer's GPUs (colocated), over the scale-out network when it has
+  // its own nodes (split). Colocated engines also wake from and go back to sleep (vLLM
+  // sleep mode, weights and KV cache released between rollouts); no published figure
+  // for that time was found, so it is not counted.
+  const double weights = dbl(count_params(s.model).total) * kRefitBytesPerParam;
+  it.refit_bytes_per_gpu = weights / dbl(std::max<int64_t>(1, rl.rollout.tp * rl.rollout.pp));
+  const bool over_network = rl.placement == RlSpec::Placement::split;
+  it.resharding_s = cost.p2p(Bytes(it.refit_bytes_per_gpu), over_network).value;
+
+  const bool overlapped = rl.placement == RlSpec::Placement::split && rl.async_staleness >= 1;
+  if (overlapped) {
+    const double trainer = it.scoring_s + it.training_s;
+    it.step_time_s = std::max(it.generation_s, trainer) + it.resharding_s;
+    it.bottleneck = it.generation_s >= trainer ? "generation" : it.scoring_s > it.training_s ? "scoring" : "training";
+  } else {
+    it.step_time_s = it.generation_s + it.scoring_s + it.training_s + it.resharding_s;
+    const std::pair<double, const char*> phases[] = {{it.generation_s, "generation"},
+                                                     {it.scoring_s, "scoring"},
+                                                     {it.training_s, "training"},
+                                                     {it.resharding_s, "resharding"}};
+    it.bottleneck = std::max_element(std::begin(phases), std::end(phases),
+                                     [](const auto& a, const auto& b) { return a.first < b.first; })
+                        ->second;
+  }
+  it.throughput_tokens_per_s = it.step_time_s > 0 ? it.tokens_per_step / it.step_time_s : 0;
+  return it;
+}
+
+}  // namespace capsim

@@ -1,0 +1,221 @@
+// Post-training: an RL iteration composed from the serving simulator and the training
+// engine. Closed-form identities of the composition, the length distribution, and the
+// input errors of bad `rl` blocks word for word.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <string>
+
+#include "capsim/core/diagnostics.hpp"
+#include "capsim/core/posttrain.hpp"
+#include "capsim/core/serving.hpp"
+#include "capsim/hw/roofline.hpp"
+#include "capsim/io/json_read.hpp"
+#include "capsim/io/scenario_io.hpp"
+
+namespace capsim {
+namespace {
+
+using nlohmann::json;
+
+/// A case of posttraining-public.json by id.
+json rl_case(const std::string& id) {
+  const json doc =
+      io::read_json_file(std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation" / "posttraining-public.json");
+  for (const json& c : doc["cases"])
+    if (c["id"] == id) return c;
+  ADD_FAILURE() << "no case " << id;
+  return json::object();
+}
+
+const char* kColocated = "nemorl-v0.5-h100-bf16-grpo-llama-3.1-8b-onpolicy-16gpu";
+const char* kSplit = "nemorl-v0.5-h100-bf16-grpo-llama-3.1-8b-1off-16gpu";
+
+Scenario read(const json& c) { return io::scenario_from_json(c, {}, io::EngineKeys::ignore_unknown); }
+
+RlIteration run(const json& c) {
+  const Scenario s = read(c);
+  const hw::RooflineCostModel cost(s.system);
+  return evaluate_rl_iteration(s, cost);
+}
+
+TEST(PostTrain, ColocatedStepIsTheSumOfItsPhases) {
+  const RlIteration it = run(rl_case(kColocated));
+  ASSERT_TRUE(it.feasible) << it.fail_reason;
+  for (double p : {it.generation_s, it.scoring_s, it.training_s, it.resharding_s}) EXPECT_GT(p, 0);
+  EXPECT_DOUBLE_EQ(it.step_time_s, it.generation_s + it.scoring_s + it.training_s + it.resharding_s);
+  EXPECT_DOUBLE_EQ(it.throughput_tokens_per_s, it.tokens_per_step / it.step_time_s);
+  EXPECT_EQ(it.samples, 64 * 32);
+  EXPECT_EQ(it.rollout_replicas, 16);
+  EXPECT_EQ(it.mini_batches, 4);
+  EXPECT_DOUBLE_EQ(it.training_s, 4 * it.update_step_s);
+  // GRPO: the actor's old-policy log-probs and the reference's, same model: two forwards.
+  EXPECT_DOUBLE_EQ(it.scoring_s, 2 * it.forward_pass_s);
+  const double largest = std::max({it.generation_s, it.scoring_s, it.training_s, it.resharding_s});
+  EXPECT_EQ(it.bottleneck, largest == it.generation_s ? "generation" : largest == it.training_s ? "training" : "scoring");
+}
+
+TEST(PostTrain, SplitAsyncStepIsTheSlowerPoolPlusRefit) {
+  const RlIteration it = run(rl_case(kSplit));
+  ASSERT_TRUE(it.feasible) << it.fail_reason;
+  EXPECT_EQ(it.rollout_replicas, 8);
+  EXPECT_DOUBLE_EQ(it.step_time_s, std::max(it.generation_s, it.scoring_s + it.training_s) + it.resharding_s);
+  // On-policy on split pools: nothing overlaps.
+  json c = rl_case(kSplit);
+  c["training"]["rl"]["async_staleness"] = 0;
+  const RlIteration on = run(c);
+  EXPECT_DOUBLE_EQ(on.step_time_s, on.generation_s + on.scoring_s + on.training_s + on.resharding_s);
+  EXPECT_DOUBLE_EQ(on.generation_s, it.generation_s);
+  EXPECT_GT(on.step_time_s, it.step_time_s);
+}
+
+// Twice the prompts, everything else fixed (mini_batches auto): twice the optimizer steps
+// of the same update, the forward pass over twice the microbatches, and the rollout
+// exactly what the serving simulator says for the doubled batch.
+TEST(PostTrain, DoublingPromptsScalesThePhasesAsTheEnginesSay) {
+  json c = rl_case(kColocated);
+  c["training"]["rl"]["mini_batches"] = "auto";
+  const RlIteration one = run(c);
+  c["training"]["rl"]["prompts_per_step"] = 128;
+  const Scenario s2 = read(c);
+  const hw::RooflineCostModel cost(s2.system);
+  const RlIteration two = evaluate_rl_iteration(s2, cost);
+  ASSERT_TRUE(one.feasible && two.feasible);
+  EXPECT_EQ(two.mini_batches, 2 * one.mini_batches);
+  EXPECT_DOUBLE_EQ(two.update_step_s, one.update_step_s);
+  EXPECT_DOUBLE_EQ(two.training_s, 2 * one.training_s);
+  // pp 2, dp 8, micro batch 1: 2048 samples are 256 microbatches, 4096 are 512.
+  EXPECT_NEAR(two.forward_pass_s / one.forward_pass_s, (512.0 + 1) / (256.0 + 1), 1e-12);
+  EXPECT_DOUBLE_EQ(two.tokens_per_step, 2 * one.tokens_per_step);
+  Scenario g;
+  g.model = s2.model;
+  g.system = s2.system;
+  InferencePlan p = s2.rl->rollout;
+  p.replicas = 16;
+  p.workload.mode = ServingWorkload::Mode::trace;
+  for (int64_t len : rl_response_lengths(*s2.rl, 4096)) p.workload.trace.push_back({0.0, 128, len, {}, 0});
+  p.workload.num_requests = 4096;
+  g.inference = p;
+  EXPECT_DOUBLE_EQ(two.generation_s, simulate_serving(g, cost).duration_s);
+  EXPECT_GT(two.generation_s, one.generation_s);
+}
+
+// The truncated exponential keeps the published mean, and a batch of thousands holds a
+// sample at (or next to) the cap: the rollout waits for it.
+TEST(PostTrain, ResponseLengthsKeepTheMeanAndReachTheCap) {
+  RlSpec rl;
+  rl.response_mean = 1019;
+  rl.response_max = 4096;
+  rl.max_total_tokens = 4096;
+  rl.prompt_tokens = 128;
+  EXPECT_DOUBLE_EQ(rl_response_cap(rl), 4096 - 128);
+  const double theta = rl_response_scale(rl);
+  EXPECT_NEAR(theta * -std::expm1(-rl_response_cap(rl) / theta), 1019, 1e-6);
+  const std::vector<int64_t> l = rl_response_lengths(rl, 2048);
+  const double mean = std::accumulate(l.begin(), l.end(), 0.0) / static_cast<double>(l.size());
+  EXPECT_NEAR(mean, 1019, 0.01 * 1019);
+  EXPECT_EQ(*std::max_element(l.begin(), l.end()), 3968);
+  // Fixed lengths and a mean at the cap: every sample alike.
+  rl.response_fixed = true;
+  for (int64_t x : rl_response_lengths(rl, 5)) EXPECT_EQ(x, 1019);
+  rl.response_fixed = false;
+  rl.response_mean = 3968;
+  EXPECT_EQ(rl_response_scale(rl), 0);
+  for (int64_t x : rl_response_lengths(rl, 5)) EXPECT_EQ(x, 3968);
+}
+
+TEST(PostTrain, AutoPromptIsTheDocumentedDefault) {
+  const RlIteration it = run(rl_case(kColocated));
+  EXPECT_TRUE(it.prompt_auto);
+  EXPECT_DOUBLE_EQ(it.prompt_tokens, kRlAutoPromptTokens);
+  EXPECT_EQ(it.train_seq_len, std::llround(kRlAutoPromptTokens + 1019));
+}
+
+// Split refit crosses the network, colocated refit stays on NVLink: the same bytes take longer.
+TEST(PostTrain, RefitOverTheNetworkIsSlowerThanOverNvlink) {
+  const RlIteration co = run(rl_case(kColocated)), sp = run(rl_case(kSplit));
+  EXPECT_DOUBLE_EQ(co.refit_bytes_per_gpu, sp.refit_bytes_per_gpu);
+  EXPECT_GT(sp.resharding_s, co.resharding_s);
+}
+
+std::vector<Issue> issues_of(const json& doc) {
+  try {
+    (void)io::scenario_from_json(doc, {}, io::EngineKeys::ignore_unknown);
+  } catch (const InputError& e) {
+    return e.issues();
+  }
+  ADD_FAILURE() << "expected an InputError";
+  return {};
+}
+
+void expect_issue(const json& doc, const std::string& pointer, const std::string& rule) {
+  const std::vector<Issue> issues = issues_of(doc);
+  const bool found = std::any_of(issues.begin(), issues.end(), [&](const Issue& i) { return i.pointer == pointer && i.rule == rule; });
+  std::string all;
+  for (const Issue& i : issues) all += i.pointer + ": " + i.rule + "\n";
+  EXPECT_TRUE(found) << "want " << pointer << ": " << rule << "\ngot\n" << all;
+}
+
+TEST(PostTrain, BadRlBlocksAreReportedWordForWord) {
+  json c = rl_case(kColocated);
+  c["training"].erase("rl");
+  expect_issue(c, "/training/rl", "is required when mode is \"grpo\" (samples, lengths, placement, GPUs)");
+
+  c = rl_case(kColocated);
+  c["training"]["mode"] = "sft";
+  expect_issue(c, "/training/rl", "is read only when mode is \"ppo\" or \"grpo\"");
+
+  c = rl_case(kColocated);
+  c["training"]["rl"]["async_staleness"] = 1;
+  expect_issue(c, "/training/rl/async_staleness",
+               "needs placement \"split\": colocated generation and training take turns on the same GPUs");
+
+  c = rl_case(kColocated);
+  c["training"]["rl"]["gpus"]["rollout"] = 8;
+  expect_issue(c, "/training/rl/gpus", "colocated roles share every GPU: rollout and train must both equal num_gpus (16)");
+
+  c = rl_case(kSplit);
+  c["training"]["rl"]["gpus"]["rollout"] = 4;
+  expect_issue(c, "/training/rl/gpus", "split pools: rollout + train must equal num_gpus (16)");
+
+  c = rl_case(kColocated);
+  c["training"]["rl"]["rollout"]["tp"] = 3;
+  expect_issue(c, "/training/rl/rollout/tp", "tp*pp = 3 must divide gpus.rollout = 16");
+
+  c = rl_case(kColocated);
+  c["training"]["rl"]["response_tokens"] = {{"mean", 5000}, {"max", 4096}};
+  expect_issue(c, "/training/rl/response_tokens", "mean must not exceed max");
+
+  c = rl_case(kColocated);
+  c["training"]["rl"].erase("response_tokens");
+  expect_issue(c, "/training/rl/response_tokens", "is required (a number or {\"mean\", \"max\"})");
+
+  c = rl_case(kColocated);
+  c["training"]["rl"]["prompt_tokens"] = "long";
+  expect_issue(c, "/training/rl/prompt_tokens", "must be a number >= 1, {\"mean\": m} or \"auto\"");
+
+  c = rl_case(kColocated);
+  c["training"]["rl"]["models"]["reference"] = "rule";
+  expect_issue(c, "/training/rl/models/reference", "must be \"model\", null or an HF config object");
+
+  c = rl_case(kColocated);
+  c["training"]["rl"]["models"]["actor"] = nullptr;
+  expect_issue(c, "/training/rl/models/actor", "must be \"model\" (the case's model is the actor)");
+
+  c = rl_case(kColocated);
+  c["training"]["rl"].erase("gpus");
+  expect_issue(c, "/training/rl/gpus", "is required ({\"rollout\": n, \"train\": n})");
+
+  c = rl_case(kColocated);
+  c["training"]["rl"]["placement"] = "hybrid";
+  const std::vector<Issue> issues = issues_of(c);
+  ASSERT_FALSE(issues.empty());
+  EXPECT_EQ(issues.front().pointer, "/training/rl/placement");
+}
+
+}  // namespace
+}  // namespace capsim
