@@ -881,7 +881,7 @@ TEST(EvaluateTraining, ResolvesAutoFieldsToTheFastestFittingCandidate) {
     EXPECT_TRUE(training_memory(s.model, s.system, ev.plan).fits()) << what;
     EXPECT_LE(ev.step->step_s, best) << what;
     EXPECT_EQ(ev.step->step_s, analytical_step(s.model, s.system, ev.plan, cost).step_s) << what;
-    EXPECT_TRUE(check_training_layout(Scenario{s.id, s.model, s.system, ev.plan, std::nullopt}).empty()) << what;
+    EXPECT_TRUE(check_training_layout(Scenario{s.id, s.model, s.system, ev.plan, std::nullopt, {}}).empty()) << what;
   }
 }
 
