@@ -1,13 +1,11 @@
 #include "capsim/core/plan.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <system_error>
-#include <thread>
 
 #include "capsim/core/layout.hpp"
 #include "capsim/core/memory.hpp"
+#include "capsim/core/parallel.hpp"
 
 namespace capsim {
 
@@ -132,21 +130,7 @@ std::vector<ServingOption> plan_serving(const Scenario& base, const std::vector<
     o.usd_per_million_output_tokens = o.usd_per_hour / out_tokens_per_hour * 1e6;
     o.feasible = true;
   };
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t job = next++; job < pending.size(); job = next++) evaluate(job);
-  };
-  const size_t n_threads = std::clamp<size_t>(threads, 1, std::max<size_t>(1, pending.size()));
-  std::vector<std::thread> pool;
-  for (size_t i = 1; i < n_threads; ++i) {
-    try {
-      pool.emplace_back(worker);
-    } catch (const std::system_error&) {
-      break;  // fewer threads than asked: the others take the work
-    }
-  }
-  worker();
-  for (auto& t : pool) t.join();
+  parallel_for(pending.size(), threads, evaluate);
   std::stable_sort(out.begin(), out.end(), [](const ServingOption& a, const ServingOption& b) {
     if (a.feasible != b.feasible) return a.feasible;
     return a.usd_per_hour < b.usd_per_hour;

@@ -9,12 +9,11 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <system_error>
 #include <thread>
-#include <atomic>
 #include <stdexcept>
 
 #include "capsim/core/model.hpp"
+#include "capsim/core/parallel.hpp"
 #include "capsim/core/train.hpp"
 #include "capsim/hw/roofline.hpp"
 #include "capsim/io/json_read.hpp"
@@ -283,38 +282,15 @@ json run_validation(const std::vector<std::filesystem::path>& files, const Calib
     // report is the same for any thread count.
     const json& list = doc["cases"];
     std::vector<json> results(list.size());
-    std::atomic<size_t> next{0};
-    // An exception must not leave a worker thread (that aborts): the first is kept and
-    // rethrown here once all have stopped.
-    std::mutex failed_mu, progress_mu;
-    std::exception_ptr failed;
+    std::mutex progress_mu;
     size_t done = 0;
-    auto worker = [&] {
-      try {
-        for (size_t i = next++; i < results.size(); i = next++) {
-          results[i] = evaluate_case(list[i], file, path.parent_path(), calibration);
-          if (progress) {
-            std::lock_guard<std::mutex> lock(progress_mu);
-            progress(file, ++done, results.size());
-          }
-        }
-      } catch (...) {
-        next = results.size();
-        std::lock_guard<std::mutex> lock(failed_mu);
-        if (!failed) failed = std::current_exception();
+    parallel_for(results.size(), threads, [&](size_t i) {
+      results[i] = evaluate_case(list[i], file, path.parent_path(), calibration);
+      if (progress) {
+        const std::lock_guard<std::mutex> lock(progress_mu);
+        progress(file, ++done, results.size());
       }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < std::min<size_t>(std::max(1u, threads), results.size()); ++t) {
-      try {
-        pool.emplace_back(worker);
-      } catch (const std::system_error&) {
-        break;  // fewer threads than asked: the others take the work
-      }
-    }
-    worker();
-    for (auto& t : pool) t.join();
-    if (failed) std::rethrow_exception(failed);
+    });
     std::map<std::string, std::vector<double>> errors;
     for (json& r : results) {
       for (auto it = r["error"].begin(); it != r["error"].end(); ++it) errors[it.key()].push_back(std::abs(it.value().get<double>()));
