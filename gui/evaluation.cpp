@@ -1,11 +1,16 @@
 #include "evaluation.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "capsim/io/calibration_io.hpp"
 #include "capsim/io/report.hpp"
+#include "capsim/io/presets.hpp"
 #include "capsim/io/scenario_io.hpp"
+#include "capsim/io/trace.hpp"
+#include "capsim/io/validation.hpp"
 
 namespace capsim::gui {
 
@@ -70,6 +75,117 @@ std::vector<std::string> issue_lines(const std::vector<Issue>& issues) {
   lines.reserve(issues.size());
   for (const auto& i : issues) lines.push_back(format_issue(i));
   return lines;
+}
+
+std::vector<std::filesystem::path> default_validation_files() {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(io::data_dir() / "validation", ec))
+    if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+ValidationOutcome run_validation_files(const std::vector<std::filesystem::path>& files, unsigned threads) {
+  ValidationOutcome out;
+  try {
+    nlohmann::json r = io::run_validation(files, nullptr, std::max(1u, threads));
+    const nlohmann::json g = io::group_errors(r, "source");
+    for (const nlohmann::json& c : r["cases"]) {
+      const std::string id = c.value("id", std::string());
+      if (c.value("status", std::string()) != "ok") {
+        out.unsupported.push_back(id);
+        continue;
+      }
+      const std::string group = c.contains("groups") ? c["groups"].value("source", std::string("?")) : "?";
+      for (auto it = c["error"].begin(); it != c["error"].end(); ++it)
+        out.points.push_back({id, c.value("file", std::string()), group, it.key(),
+                              c["predicted"][it.key()].get<double>(), c["measured"][it.key()].get<double>(),
+                              it.value().get<double>()});
+    }
+    for (auto gi = g.begin(); gi != g.end(); ++gi)
+      for (auto mi = gi.value().begin(); mi != gi.value().end(); ++mi)
+        out.groups.push_back({gi.key(), mi.key(), mi.value().value("n", int64_t{0}),
+                              mi.value().value("median_abs_error", 0.0), mi.value().value("p90_abs_error", 0.0),
+                              mi.value().value("signed_median_error", 0.0)});
+    r["groups_by"]["source"] = g;
+    out.report = io::dump(r);
+  } catch (const InputError& e) {
+    for (const auto& line : issue_lines(e.issues())) out.internal_error += (out.internal_error.empty() ? "" : "\n") + line;
+  } catch (const std::exception& e) {
+    out.internal_error = e.what();
+  }
+  return out;
+}
+
+SearchOptions search_options(const std::vector<int64_t>& gpu_counts, size_t top) {
+  SearchOptions opt;
+  opt.gpu_counts = gpu_counts;
+  opt.top_k = top;
+  opt.threads = std::max(1u, std::thread::hardware_concurrency());
+  return opt;
+}
+
+SearchOutcome run_layout_search(const nlohmann::json& doc, const std::filesystem::path& base_dir,
+                                const SearchOptions& opt) {
+  SearchOutcome out;
+  try {
+    out.scenario = io::scenario_from_json(doc, base_dir);
+    if (!out.scenario.training)
+      throw InputError({{"/kind", "\"inference\"", "capsim search needs a training scenario", {}}});
+    const io::CostModels costs(out.scenario.system, nullptr);
+    out.result = search_training(out.scenario, costs.get(), opt);
+  } catch (const InputError& e) {
+    out.issues = e.issues();
+  } catch (const std::exception& e) {
+    out.internal_error = e.what();
+  }
+  return out;
+}
+
+nlohmann::json apply_candidate(const nlohmann::json& doc, const SearchCandidate& c) {
+  nlohmann::json d = doc;
+  const TrainingPlan& t = c.plan;
+  d["system"]["num_gpus"] = c.num_gpus;
+  nlohmann::json& tr = d["training"];
+  tr["tp"] = t.tp;
+  tr["pp"] = t.pp;
+  tr["vpp"] = t.vpp.value_or(1);
+  tr["dp"] = t.dp;
+  tr["cp"] = t.cp;
+  tr["ep"] = t.ep;
+  tr["etp"] = t.etp.value_or(1);
+  tr["sp"] = t.sp;
+  tr["zero"] = t.zero.value_or(0);
+  tr["micro_batch"] = t.micro_batch.value_or(1);
+  tr["recompute"] = std::string(to_string(t.recompute.value_or(Recompute::none)));
+  tr["schedule"] = std::string(to_string(t.schedule));
+  tr["framework"] = std::string(to_string(framework_of(t)));
+  tr["attention"] = std::string(to_string(attention_of(t)));
+  return d;
+}
+
+TimelineOutcome run_timeline(const nlohmann::json& doc, const std::filesystem::path& base_dir) {
+  TimelineOutcome out;
+  try {
+    const Scenario s = io::scenario_from_json(doc, base_dir);
+    if (!s.training) throw InputError({{"/kind", "\"inference\"", "capsim train needs a training scenario", {}}});
+    const io::CostModels costs(s.system, nullptr);
+    const TrainEvaluation ev = evaluate_training(s, &costs.get());
+    // The options `capsim train --engine des` passes.
+    StepOptions opt;
+    opt.tp_overlap = ev.plan.tp_comm_overlap;
+    opt.moe_imbalance = ev.plan.moe_imbalance;
+    opt.overlap_dp = ev.plan.overlap_dp;
+    auto d = std::make_shared<DesStep>(des_step(s.model, s.system, ev.plan, costs.get(), opt));
+    out.trace = io::chrome_trace(*d);
+    out.des = std::move(d);
+  } catch (const InputError& e) {
+    out.issues = e.issues();
+  } catch (const std::exception& e) {
+    out.internal_error = e.what();
+  }
+  return out;
 }
 
 }  // namespace capsim::gui

@@ -5,11 +5,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
 #include "capsim/core/diagnostics.hpp"
+#include "capsim/core/pipeline_sim.hpp"
+#include "capsim/core/search.hpp"
 #include "capsim/core/scenario.hpp"
 #include "capsim/core/serving.hpp"
 #include "capsim/core/train.hpp"
@@ -60,5 +63,65 @@ std::vector<LatencyRow> latency_rows(const std::vector<ServingResult>& runs);
 
 /// "pointer: rule (got value); hint" lines, as the CLI prints them.
 std::vector<std::string> issue_lines(const std::vector<Issue>& issues);
+
+/// One predicted-vs-measured pair of a validation case.
+struct ValidationPoint {
+  std::string id, file, group, metric;  ///< group: the case's source family
+  double predicted = 0, measured = 0, error = 0;  ///< error: predicted / measured - 1
+};
+
+/// One row of the error table: a source family's statistics over a metric (or "(all)").
+struct ValidationGroupRow {
+  std::string group, metric;
+  int64_t n = 0;
+  double median_abs = 0, p90_abs = 0, signed_median = 0;
+};
+
+/// Validation files run as `capsim validate --group-by source` runs them.
+struct ValidationOutcome {
+  std::string internal_error;  ///< a file that does not read, or an unexpected failure
+  std::vector<ValidationPoint> points;      ///< every ok case's metrics, in report order
+  std::vector<ValidationGroupRow> groups;   ///< io::group_errors(report, "source"), group then metric
+  std::vector<std::string> unsupported;     ///< ids of the cases the models cannot answer
+  std::string report;                       ///< io::dump of the report with "groups_by"/"source"
+};
+
+/// The validation files in the data folder (data/validation/*.json), sorted.
+std::vector<std::filesystem::path> default_validation_files();
+
+/// Run `files` through io::run_validation on `threads` threads. Pure: safe on a worker thread.
+ValidationOutcome run_validation_files(const std::vector<std::filesystem::path>& files, unsigned threads = 1);
+
+/// A training layout search as `capsim search` runs it (its default options).
+struct SearchOutcome {
+  std::vector<Issue> issues;
+  std::string internal_error;
+  Scenario scenario;
+  SearchResult result;
+  bool ok() const { return issues.empty() && internal_error.empty(); }
+};
+
+/// `capsim search`'s options: `top` layouts, GPU counts (the scenario's when empty), all cores.
+SearchOptions search_options(const std::vector<int64_t>& gpu_counts, size_t top = 10);
+
+/// Read `doc` as a training scenario and search its layouts. Pure: safe on a worker thread.
+SearchOutcome run_layout_search(const nlohmann::json& doc, const std::filesystem::path& base_dir,
+                                const SearchOptions& opt);
+
+/// `doc` (a training document) with the layout of `c`: its GPU count and every layout key
+/// the search chooses, so that the document evaluates to the candidate.
+nlohmann::json apply_candidate(const nlohmann::json& doc, const SearchCandidate& c);
+
+/// One training step run by the discrete-event engine, as `capsim train --engine des`.
+struct TimelineOutcome {
+  std::vector<Issue> issues;
+  std::string internal_error;
+  std::shared_ptr<const DesStep> des;  ///< shared: a DesStep moves but does not copy
+  std::string trace;  ///< io::chrome_trace(des), as `--trace` writes it
+  bool ok() const { return issues.empty() && internal_error.empty(); }
+};
+
+/// Read `doc` and run its step on the discrete-event engine. Pure: safe on a worker thread.
+TimelineOutcome run_timeline(const nlohmann::json& doc, const std::filesystem::path& base_dir);
 
 }  // namespace capsim::gui

@@ -13,16 +13,22 @@
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTimer>
 #include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
 #include <exception>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/report.hpp"
 #include "evaluation.hpp"
+#include "search_view.hpp"
 #include "serving_view.hpp"
+#include "timeline_view.hpp"
 #include "training_view.hpp"
+#include "validation_view.hpp"
 
 namespace capsim::gui {
 
@@ -44,9 +50,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   results_ = new QStackedWidget;
   results_->addWidget(training_view_);
   results_->addWidget(serving_view_);
+  search_view_ = new SearchView;
+  validation_view_ = new ValidationView;
+  views_ = new QTabWidget;
+  views_->addTab(results_, tr("Results"));
+  views_->addTab(search_view_, tr("Layout search"));
+  timeline_view_ = new TimelineView;
+  views_->addTab(timeline_view_, tr("Pipeline timeline"));
+  views_->addTab(validation_view_, tr("Validation"));
   auto* split = new QSplitter;
   split->addWidget(scroll);
-  split->addWidget(results_);
+  split->addWidget(views_);
   split->setStretchFactor(1, 1);
   setCentralWidget(split);
 
@@ -58,6 +72,20 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(panel_, &ScenarioPanel::kind_changed, this, &MainWindow::on_kind_changed);
   connect(serving_view_, &ServingView::run_requested, this, &MainWindow::run_serving_now);
   connect(serving_view_, &ServingView::cancel_requested, this, &MainWindow::cancel_serving);
+  connect(search_view_, &SearchView::run_requested, this, &MainWindow::run_search_now);
+  connect(search_view_, &SearchView::cancel_requested, this, &MainWindow::cancel_search);
+  connect(search_view_, &SearchView::layout_chosen, this, &MainWindow::use_layout);
+  connect(timeline_view_, &TimelineView::run_requested, this, &MainWindow::run_timeline_now);
+  connect(timeline_view_, &TimelineView::export_requested, this, [this] {
+    const QString path =
+        QFileDialog::getSaveFileName(this, tr("Export trace"), QString(), tr("Chrome trace (*.json)"));
+    if (!path.isEmpty()) export_trace(path);
+  });
+  connect(views_, &QTabWidget::currentChanged, this, [this] {
+    if (views_->currentWidget() == timeline_view_ && timeline_dirty_) run_timeline_now();
+  });
+  connect(validation_view_, &ValidationView::run_requested, this, [this] { run_validation_now(); });
+  connect(validation_view_, &ValidationView::files_chosen, this, &MainWindow::run_validation_now);
 
   build_menus();
   QSettings settings;
@@ -113,6 +141,14 @@ void MainWindow::update_title() {
 }
 
 void MainWindow::evaluate_training_now() {
+  // The timeline shows the step of the document it ran; an edit makes it stale.
+  ++timeline_generation_;
+  timeline_trace_.clear();
+  timeline_dirty_ = true;
+  if (views_->currentWidget() == timeline_view_)
+    run_timeline_now();
+  else
+    timeline_view_->show_idle(tr("Run the training scenario's step on the discrete-event engine."));
   const TrainingOutcome out = evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_);
   training_report_ = out.report;
   training_view_->show_outcome(out);
@@ -166,6 +202,97 @@ void MainWindow::cancel_serving() {
   serving_report_.clear();
   serving_dirty_ = true;
   serving_view_->show_idle(tr("Cancelled; press Run to simulate again."));
+}
+
+void MainWindow::run_search_now() {
+  const uint64_t gen = ++search_generation_;
+  const TrainingOutcome check = evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_);
+  if (!check.issues.empty()) {
+    search_view_->show_idle(tr("No result: the training input has problems (listed under the editor)."));
+    return;
+  }
+  search_view_->show_running();
+  auto* watcher = new QFutureWatcher<SearchOutcome>(this);
+  connect(watcher, &QFutureWatcher<SearchOutcome>::finished, this, [this, watcher, gen] {
+    watcher->deleteLater();
+    if (gen != search_generation_) return;  // cancelled, or a newer search came since
+    search_view_->show_outcome(watcher->result());
+    emit search_finished();
+  });
+  watcher->setFuture(QtConcurrent::run([doc = panel_->document(ScenarioKind::training), base = base_dir_,
+                                        opt = search_options(search_view_->gpu_counts(), search_view_->top())] {
+    return run_layout_search(doc, base, opt);
+  }));
+}
+
+void MainWindow::cancel_search() {
+  ++search_generation_;
+  search_view_->show_idle(tr("Cancelled; press Search to run again."));
+}
+
+void MainWindow::use_layout(const SearchCandidate& c) {
+  panel_->load_document(apply_candidate(panel_->document(ScenarioKind::training), c));
+  panel_->set_kind(ScenarioKind::training);
+  views_->setCurrentWidget(results_);
+  statusBar()->showMessage(tr("Layout from the search: %1 GPUs, tp %2, pp %3, dp %4")
+                               .arg(c.num_gpus)
+                               .arg(c.plan.tp)
+                               .arg(c.plan.pp)
+                               .arg(c.plan.dp),
+                           5000);
+}
+
+void MainWindow::run_timeline_now() {
+  const uint64_t gen = ++timeline_generation_;
+  timeline_trace_.clear();
+  timeline_dirty_ = false;
+  timeline_view_->show_running();
+  auto* watcher = new QFutureWatcher<TimelineOutcome>(this);
+  connect(watcher, &QFutureWatcher<TimelineOutcome>::finished, this, [this, watcher, gen] {
+    watcher->deleteLater();
+    if (gen != timeline_generation_) return;  // the scenario changed or a newer run came since
+    const TimelineOutcome out = watcher->result();
+    timeline_trace_ = out.trace;
+    timeline_view_->show_outcome(out);
+    emit timeline_finished();
+  });
+  watcher->setFuture(QtConcurrent::run(
+      [doc = panel_->document(ScenarioKind::training), base = base_dir_] { return run_timeline(doc, base); }));
+}
+
+bool MainWindow::export_trace(const QString& path) {
+  if (timeline_trace_.empty()) {
+    statusBar()->showMessage(tr("No timeline to export: run the step first."), 8000);
+    return false;
+  }
+  try {
+    io::write_file_atomic(path.toStdString(), timeline_trace_);
+  } catch (const std::exception& e) {
+    statusBar()->showMessage(tr("Could not write %1: %2").arg(path, QString::fromUtf8(e.what())), 8000);
+    return false;
+  }
+  statusBar()->showMessage(tr("Trace written to %1 (open it in ui.perfetto.dev)").arg(path), 5000);
+  return true;
+}
+
+void MainWindow::run_validation_now(const QStringList& files) {
+  std::vector<std::filesystem::path> paths;
+  for (const QString& f : files) paths.emplace_back(f.toStdString());
+  if (paths.empty()) paths = default_validation_files();
+  QStringList names;
+  for (const auto& p : paths) names << QString::fromStdString(p.string());
+  const uint64_t gen = ++validation_generation_;
+  validation_view_->show_running(names);
+  auto* watcher = new QFutureWatcher<ValidationOutcome>(this);
+  connect(watcher, &QFutureWatcher<ValidationOutcome>::finished, this, [this, watcher, gen] {
+    watcher->deleteLater();
+    if (gen != validation_generation_) return;  // a newer run came since
+    validation_view_->show_outcome(watcher->result());
+    emit validation_finished();
+  });
+  watcher->setFuture(QtConcurrent::run([paths] {
+    return run_validation_files(paths, std::max(1u, std::thread::hardware_concurrency()));
+  }));
 }
 
 void MainWindow::on_document_changed(ScenarioKind kind) {
@@ -288,6 +415,9 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   settings.setValue("geometry", saveGeometry());
   settings.setValue("window_state", saveState());
   cancel_serving();
+  ++search_generation_;
+  ++validation_generation_;
+  ++timeline_generation_;
   QMainWindow::closeEvent(event);
 }
 

@@ -10,16 +10,21 @@
 #include <string>
 
 #include "capsim/core/scenario.hpp"
+#include "capsim/core/search.hpp"
 #include "scenario_panel.hpp"
 
 class QMenu;
 class QStackedWidget;
+class QTabWidget;
 class QTimer;
 
 namespace capsim::gui {
 
+class SearchView;
 class ServingView;
+class TimelineView;
 class TrainingView;
+class ValidationView;
 
 /// Editor, results, file menu, settings.
 class MainWindow : public QMainWindow {
@@ -37,6 +42,15 @@ class MainWindow : public QMainWindow {
   /// The serving results.
   ServingView* serving_view() const { return serving_view_; }
 
+  /// The layout search.
+  SearchView* search_view() const { return search_view_; }
+  /// The discrete-event timeline of the training step.
+  TimelineView* timeline_view() const { return timeline_view_; }
+  /// The validation results.
+  ValidationView* validation_view() const { return validation_view_; }
+  /// The result tabs: the scenario's results, then the tools beside them.
+  QTabWidget* views() const { return views_; }
+
   /// Open a scenario file (the CLI's format); problems go to the status bar. True on success.
   bool open_file(const QString& path);
   /// Save the front tab's scenario document to `path`. True on success.
@@ -50,12 +64,31 @@ class MainWindow : public QMainWindow {
   void run_serving_now();
   /// Stop waiting for the serving run in flight; its result is dropped when it arrives.
   void cancel_serving();
+  /// Search the training scenario's layouts on a worker thread (as `capsim search`).
+  void run_search_now();
+  /// Stop waiting for the search in flight; its result is dropped when it arrives.
+  void cancel_search();
+  /// Put `c`'s layout into the training scenario and show its results.
+  void use_layout(const SearchCandidate& c);
+  /// Run the training scenario's step on the discrete-event engine on a worker thread.
+  void run_timeline_now();
+  /// Write the last timeline's Chrome/Perfetto trace to `path`; false when there is none.
+  bool export_trace(const QString& path);
+  /// Predict the cases of `files` (data/validation/*.json when empty) on a worker thread;
+  /// a run in flight is dropped.
+  void run_validation_now(const QStringList& files = {});
   /// The recent files list, newest first.
   QStringList recent_files() const;
 
  signals:
   /// A serving run finished and its result is shown.
   void serving_finished();
+  /// A search finished and its result is shown.
+  void search_finished();
+  /// A timeline run finished and its result is shown.
+  void timeline_finished();
+  /// A validation run finished and its result is shown.
+  void validation_finished();
 
  protected:
   /// Saves geometry and state.
@@ -78,7 +111,11 @@ class MainWindow : public QMainWindow {
   ScenarioPanel* panel_ = nullptr;
   TrainingView* training_view_ = nullptr;
   ServingView* serving_view_ = nullptr;
+  SearchView* search_view_ = nullptr;
+  TimelineView* timeline_view_ = nullptr;
+  ValidationView* validation_view_ = nullptr;
   QStackedWidget* results_ = nullptr;
+  QTabWidget* views_ = nullptr;
   QMenu* recent_menu_ = nullptr;
   QTimer* serving_timer_ = nullptr;
   std::filesystem::path base_dir_;
@@ -88,6 +125,10 @@ class MainWindow : public QMainWindow {
   /// generation is still current.
   uint64_t generation_ = 0;
   bool serving_dirty_ = true;
+  uint64_t validation_generation_ = 0, search_generation_ = 0, timeline_generation_ = 0;
+  /// The shown timeline's trace; empty while there is none.
+  std::string timeline_trace_;
+  bool timeline_dirty_ = true;
 };
 
 }  // namespace capsim::gui

@@ -7,7 +7,9 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QTemporaryDir>
+#include <QWheelEvent>
 #include <QtTest>
 #include <nlohmann/json.hpp>
 
@@ -15,10 +17,15 @@
 #include "capsim/io/calibration_io.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
+#include "capsim/io/trace.hpp"
+#include "capsim/io/validation.hpp"
 #include "evaluation.hpp"
 #include "main_window.hpp"
+#include "search_view.hpp"
 #include "serving_view.hpp"
+#include "timeline_view.hpp"
 #include "training_view.hpp"
+#include "validation_view.hpp"
 
 using namespace capsim;
 using nlohmann::json;
@@ -203,6 +210,174 @@ class GuiTest : public QObject {
              cli({QStringLiteral("infer"), path, QStringLiteral("--format"), QStringLiteral("json")}));
   }
 
+  /// The table and scatter are search_training's top layouts; a clicked row becomes the
+  /// training scenario, which then reports what the search costed.
+  void search_lists_the_librarys_layouts_and_loads_one() {
+    gui::MainWindow w;
+    const json doc = w.panel()->document(gui::ScenarioKind::training);
+    const Scenario s = io::scenario_from_json(doc);
+    const io::CostModels costs(s.system, nullptr);
+    const SearchResult r = search_training(s, costs.get(), gui::search_options({8, 16}, 6));
+    QVERIFY(r.top.size() >= 2);
+    w.search_view()->set_gpu_counts(QStringLiteral("8, 16"));
+    QSignalSpy done(&w, &gui::MainWindow::search_finished);
+    w.run_search_now();
+    QVERIFY(w.search_view()->running());
+    w.cancel_search();  // dropped: nothing shows
+    QVERIFY(!w.search_view()->running());
+    QVERIFY(!done.wait(1500));
+    QCOMPARE(w.search_view()->rows(), 0);
+    for (auto* top : w.search_view()->findChildren<QSpinBox*>(QStringLiteral("search_top"))) top->setValue(6);
+    w.run_search_now();
+    QVERIFY(done.wait(120000));
+    QCOMPARE(w.search_view()->rows(), static_cast<int>(r.top.size()));
+    std::vector<QPointF> expected;
+    for (size_t i = 0; i < r.top.size(); ++i) {
+      const int row = static_cast<int>(i);
+      QCOMPARE(w.search_view()->candidate(row), r.top[i]);
+      QCOMPARE(w.search_view()->cell(row, QStringLiteral("GPUs")).toLongLong(), static_cast<qlonglong>(r.top[i].num_gpus));
+      QCOMPARE(w.search_view()->cell(row, QStringLiteral("tp")).toLongLong(), static_cast<qlonglong>(r.top[i].plan.tp));
+      QCOMPARE(w.search_view()->cell(row, QStringLiteral("step s")), QString::number(r.top[i].step_s, 'f', 3));
+      expected.emplace_back(static_cast<double>(r.top[i].num_gpus), r.top[i].tokens_per_s);
+    }
+    QCOMPARE(w.search_view()->points(), expected);
+    // Sorted by throughput, the first row is the fastest in tokens/s.
+    w.search_view()->sort_by(QStringLiteral("tokens/s"), Qt::DescendingOrder);
+    double best = 0;
+    for (const auto& c : r.top) best = std::max(best, c.tokens_per_s);
+    QCOMPARE(w.search_view()->candidate(0).tokens_per_s, best);
+    // A click loads the layout: the training report is the CLI's for that layout.
+    const SearchCandidate c = w.search_view()->candidate(1);
+    w.search_view()->click_row(1);
+    QCOMPARE(w.views()->currentIndex(), 0);
+    QCOMPARE(w.panel()->kind(), gui::ScenarioKind::training);
+    const json loaded = w.panel()->document(gui::ScenarioKind::training);
+    QCOMPARE(loaded, gui::apply_candidate(doc, c));
+    QCOMPARE(loaded["system"]["num_gpus"].get<int64_t>(), c.num_gpus);
+    QCOMPARE(field<QSpinBox>(w, "/training/tp")->value(), static_cast<int>(c.plan.tp));
+    QCOMPARE(field<QSpinBox>(w, "/system/num_gpus")->value(), static_cast<int>(c.num_gpus));
+    const json report = cli_train_report(loaded);
+    QCOMPARE(w.current_report().toStdString(), io::dump(report));
+    QVERIFY(std::abs(report["time"]["step_s"].get<double>() - c.step_s) <= 1e-9 * c.step_s);
+  }
+
+  /// The timeline draws des_step's compute tasks at their simulated times, zooms with the
+  /// wheel and exports the trace `capsim train --engine des --trace` writes.
+  void timeline_draws_the_des_run_and_exports_its_trace() {
+    gui::MainWindow w;
+    field<QSpinBox>(w, "/training/pp")->setValue(4);
+    const json doc = w.panel()->document(gui::ScenarioKind::training);
+    const Scenario s = io::scenario_from_json(doc);
+    const io::CostModels costs(s.system, nullptr);
+    const TrainEvaluation ev = evaluate_training(s, &costs.get());
+    StepOptions opt;
+    opt.tp_overlap = ev.plan.tp_comm_overlap;
+    opt.moe_imbalance = ev.plan.moe_imbalance;
+    opt.overlap_dp = ev.plan.overlap_dp;
+    const DesStep d = des_step(s.model, s.system, ev.plan, costs.get(), opt);
+
+    QSignalSpy done(&w, &gui::MainWindow::timeline_finished);
+    w.views()->setCurrentWidget(w.timeline_view());  // runs the stale timeline
+    QVERIFY(w.timeline_view()->running());
+    QVERIFY(done.wait(120000));
+    QCOMPARE(w.timeline_view()->row_labels(),
+             (QStringList{QStringLiteral("stage 0"), QStringLiteral("stage 1"), QStringLiteral("stage 2"),
+                          QStringLiteral("stage 3")}));
+    const std::vector<gui::TimelineBox> boxes = w.timeline_view()->boxes();
+    size_t compute = 0;
+    double last_end = 0;
+    for (size_t i = 0; i < d.sim.tasks().size(); ++i)
+      if (d.sim.streams()[static_cast<size_t>(d.sim.tasks()[i].stream)].kind == des::StreamKind::compute) {
+        QVERIFY(compute < boxes.size());
+        const gui::TimelineBox& b = boxes[compute++];
+        QCOMPARE(b.task, static_cast<int>(i));
+        QCOMPARE(b.start_s, d.result.times[i].start);
+        QCOMPARE(b.end_s, d.result.times[i].end);
+        QCOMPARE(b.row, d.sim.streams()[static_cast<size_t>(d.sim.tasks()[i].stream)].rank);
+        last_end = std::max(last_end, b.end_s);
+      }
+    QCOMPARE(boxes.size(), compute);
+    QVERIFY(compute > 0 && last_end <= d.result.makespan);
+    QVERIFY(w.timeline_view()->status().contains(QString::number(d.step.step_s, 'f', 4)));
+    // Hover: the tooltip names the task under the pointer.
+    const gui::TimelineBox& b = boxes[boxes.size() / 2];
+    const QString tip = w.timeline_view()->tooltip_at(
+        QPointF(w.timeline_view()->scene_x((b.start_s + b.end_s) / 2), w.timeline_view()->scene_y(b.row)));
+    QCOMPARE(tip, b.tooltip);
+    QVERIFY(tip.contains(QString::fromUtf8(des::to_string(d.sim.tasks()[static_cast<size_t>(b.task)].kind).data())));
+    // The wheel zooms the time axis only.
+    gui::TimelineCanvas* canvas = w.timeline_view()->canvas();
+    const double before = canvas->zoom();
+    QWheelEvent wheel(QPointF(50, 20), canvas->viewport()->mapToGlobal(QPointF(50, 20)), QPoint(), QPoint(0, 120),
+                      Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+    QCoreApplication::sendEvent(canvas->viewport(), &wheel);
+    QCOMPARE(canvas->zoom(), before * 1.25);
+    QCOMPARE(canvas->transform().m22(), 1.0);
+    // The exported trace is the CLI's.
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("trace.json"));
+    QVERIFY(w.export_trace(path));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.readAll().toStdString(), io::chrome_trace(d));
+    // An edit makes the shown timeline stale: it reruns for the new document.
+    done.clear();
+    field<QSpinBox>(w, "/training/pp")->setValue(2);
+    QVERIFY(done.wait(120000));
+    QCOMPARE(w.timeline_view()->row_labels().size(), qsizetype{2});
+  }
+
+  /// The scatter and the source table carry io::run_validation's and io::group_errors' numbers.
+  void validation_view_shows_the_reports_errors() {
+    const QString file = QStringLiteral(CAPSIM_SOURCE_DIR "/data/validation/training-public.json");
+    const json r = io::run_validation({file.toStdString()});
+    const json g = io::group_errors(r, "source");
+    gui::MainWindow w;
+    QSignalSpy done(&w, &gui::MainWindow::validation_finished);
+    w.run_validation_now({file});
+    QVERIFY(w.validation_view()->running());
+    QVERIFY(done.wait(240000));
+    QVERIFY(!w.validation_view()->running());
+    std::vector<QPointF> expected;
+    std::string first_id;
+    for (const json& c : r["cases"]) {
+      if (c["status"] != "ok") continue;
+      if (first_id.empty()) first_id = c["id"].get<std::string>();
+      for (auto it = c["error"].begin(); it != c["error"].end(); ++it)
+        expected.emplace_back(c["measured"][it.key()].get<double>(), c["predicted"][it.key()].get<double>());
+    }
+    QVERIFY(!expected.empty());
+    QCOMPARE(w.validation_view()->points(), expected);
+    for (auto gi = g.begin(); gi != g.end(); ++gi)
+      for (auto mi = gi.value().begin(); mi != gi.value().end(); ++mi) {
+        const gui::ValidationGroupRow row =
+            w.validation_view()->group_row(QString::fromStdString(gi.key()), QString::fromStdString(mi.key()));
+        QCOMPARE(row.n, mi.value()["n"].get<int64_t>());
+        QCOMPARE(row.median_abs, mi.value()["median_abs_error"].get<double>());
+        QCOMPARE(row.p90_abs, mi.value()["p90_abs_error"].get<double>());
+        QCOMPARE(row.signed_median, mi.value()["signed_median_error"].get<double>());
+      }
+    QCOMPARE(w.validation_view()->group_row(QStringLiteral("no-such-source")).n, int64_t{-1});
+    // A case picked in the table: its id and its errors.
+    QVERIFY(w.validation_view()->select_case(QString::fromStdString(first_id)));
+    const QString detail = w.validation_view()->detail();
+    QVERIFY2(detail.startsWith(QString::fromStdString(first_id)), qPrintable(detail));
+    for (const json& c : r["cases"])
+      if (c["id"] == first_id)
+        for (auto it = c["error"].begin(); it != c["error"].end(); ++it)
+          QVERIFY2(detail.contains(QStringLiteral("%1: predicted").arg(QString::fromStdString(it.key()))) &&
+                       detail.contains(QStringLiteral("%1 %").arg(100 * it.value().get<double>(), 0, 'f', 1)),
+                   qPrintable(detail));
+    // A newer run drops the one in flight: one result, the newer one's.
+    done.clear();
+    w.run_validation_now({QStringLiteral(CAPSIM_SOURCE_DIR "/data/validation/no-such-file.json")});
+    w.run_validation_now({file});
+    QVERIFY(done.wait(240000));
+    QTest::qWait(200);
+    QCOMPARE(done.count(), 1);
+    QCOMPARE(w.validation_view()->points(), expected);
+  }
+
   /// With CAPSIM_GUI_SCREENSHOTS=<folder> (docs/images), each tab as a PNG.
   void screenshots() {
     const QString out = qEnvironmentVariable("CAPSIM_GUI_SCREENSHOTS");
@@ -225,6 +400,33 @@ class GuiTest : public QObject {
     QVERIFY(done.wait(120000));
     QTest::qWait(200);
     QVERIFY(w.grab().save(out + QStringLiteral("/gui-serving.png")));
+
+    QSignalSpy validated(&w, &gui::MainWindow::validation_finished);
+    w.views()->setCurrentWidget(w.validation_view());
+    w.run_validation_now();
+    QVERIFY(validated.wait(280000));
+    QVERIFY(w.validation_view()->select_case(QStringLiteral("narayanan21-t1-1.7b")));
+    QTest::qWait(200);
+    QVERIFY(w.grab().save(out + QStringLiteral("/gui-validation.png")));
+
+    field<QComboBox>(w, "/model")->setCurrentText(QStringLiteral("llama3-8b"));
+    w.panel()->set_kind(gui::ScenarioKind::training);
+    QSignalSpy searched(&w, &gui::MainWindow::search_finished);
+    w.views()->setCurrentWidget(w.search_view());
+    w.search_view()->set_gpu_counts(QStringLiteral("8, 16, 32, 64"));
+    w.run_search_now();
+    QVERIFY(searched.wait(240000));
+    QTest::qWait(200);
+    QVERIFY(w.grab().save(out + QStringLiteral("/gui-search.png")));
+
+    field<QSpinBox>(w, "/system/num_gpus")->setValue(8);
+    field<QSpinBox>(w, "/training/tp")->setValue(2);
+    field<QSpinBox>(w, "/training/pp")->setValue(4);
+    QSignalSpy timed(&w, &gui::MainWindow::timeline_finished);
+    w.views()->setCurrentWidget(w.timeline_view());
+    QVERIFY(timed.wait(120000));
+    QTest::qWait(200);
+    QVERIFY(w.grab().save(out + QStringLiteral("/gui-timeline.png")));
   }
 
  private:
