@@ -6,6 +6,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QProgressBar>
+#include <QScrollBar>
 #include <QPushButton>
 #include <QVBoxLayout>
 #include <QWheelEvent>
@@ -178,22 +179,30 @@ void TimelineView::show_outcome(const TimelineOutcome& out) {
     rect->setToolTip(b.tooltip);
     boxes_.push_back(b);
   }
+  // First view: the whole step across the pane, the stage labels in sight to its left.
+  const double pane = std::max(200.0, static_cast<double>(canvas_->viewport()->width()) - 120.0);
+  const double fit = pane / kWidth;
   // Row labels and a time axis that keep their size when the time axis zooms.
   for (int r = 0; r < labels_.size(); ++r) {
     auto* label = scene->addSimpleText(labels_[r]);
     label->setFlag(QGraphicsItem::ItemIgnoresTransformations);
-    label->setPos(-70, r * kRowHeight + 4);
+    label->setPos(-70 / fit, r * kRowHeight + 4);
   }
   const double axis_y = static_cast<double>(labels_.size()) * kRowHeight + 4;
   scene->addLine(0, axis_y, kWidth, axis_y, QPen(Qt::gray, 0));
-  for (int i = 0; i <= 10; ++i) {
-    const double x = kWidth * i / 10;
+  // Five ticks with three significant digits: labels that fit the first view's width.
+  for (int i = 0; i <= 5; ++i) {
+    const double x = kWidth * i / 5;
     scene->addLine(x, axis_y, x, axis_y + 5, QPen(Qt::gray, 0));
-    auto* tick = scene->addSimpleText(ms(makespan * i / 10));
+    auto* tick = scene->addSimpleText(makespan >= 1.0 ? tr("%1 s").arg(makespan * i / 5, 0, 'g', 3)
+                                                      : tr("%1 ms").arg(makespan * i / 5 * 1e3, 0, 'g', 3));
     tick->setFlag(QGraphicsItem::ItemIgnoresTransformations);
     tick->setPos(x, axis_y + 6);
   }
   scene->setSceneRect(scene->itemsBoundingRect().adjusted(-10, -10, 80, 10));
+  canvas_->resetTransform();
+  canvas_->scale(fit, 1);
+  canvas_->horizontalScrollBar()->setValue(canvas_->horizontalScrollBar()->minimum());
   export_->setEnabled(!out.trace.empty());
   double busy = 0;
   for (double b : d.busy_s) busy += b;
