@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "capsim/core/diagnostics.hpp"
+#include "capsim/io/calibration_io.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/sweep.hpp"
 
@@ -126,6 +127,56 @@ TEST(HostileSweep, RangesThatWouldNotAdvance) {
   EXPECT_EQ(range_values(R"({"start": 9007199254740993, "stop": 9007199254740995})"),
             (std::vector<std::string>{"9007199254740993", "9007199254740994", "9007199254740995"}));
   EXPECT_EQ(range_values(R"({"start": 1e300, "stop": 1e300})"), (std::vector<std::string>{"1e+300"}));
+}
+
+/// Writes `text` to a file named `name` in the temporary folder.
+fs::path temp_file(const std::string& name, const std::string& text) {
+  const fs::path p = fs::temp_directory_path() / name;
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+  return p;
+}
+
+/// The issues `read` throws, formatted.
+template <class F>
+std::vector<std::string> issues_of(F&& read) {
+  try {
+    read();
+  } catch (const InputError& e) {
+    std::vector<std::string> out;
+    for (const auto& i : e.issues()) out.push_back(format_issue(i));
+    return out;
+  }
+  ADD_FAILURE() << "expected an InputError";
+  return {};
+}
+
+// Rule: a raw calibration line that is JSON the strict reader refuses (a number beyond the
+// range of a double, a key twice) is an input error at file:line, like any bad line.
+TEST(HostileCalibration, RawLineWithANumberBeyondDoubleRange) {
+  const std::string header = R"({"schema":"capsim-calibration-raw/1","kind":"header"})";
+  const fs::path p = temp_file("capsim-hostile-raw.jsonl", header + "\n" + R"({"kind":"launch","time_s":1e309})" + "\n");
+  const auto got = issues_of([&] { (void)io::read_raw(p); });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], p.string() + ":2: number at line 1, column 27 is beyond the range of a double (about 1.8e308) "
+                                 "(got 1e309)");
+  const fs::path q = temp_file("capsim-hostile-raw-header.jsonl", R"({"schema":1e999})");
+  EXPECT_EQ(issues_of([&] { (void)io::read_raw(q); }).size(), 2u);  // the number, and no header
+  fs::remove(p);
+  fs::remove(q);
+}
+
+// Rule: an integer of a calibration profile given as a float beyond int64 (1e300 ranks) is an
+// input error, not a conversion with undefined result.
+TEST(HostileCalibration, ProfileIntegerBeyondInt64) {
+  const fs::path p = temp_file("capsim-hostile-profile.json", R"({"schema": "capsim-calibration-profile/1",
+    "collectives": [{"op": "all_reduce", "ranks": 1e300, "nodes": 1, "alpha_s": 1e-5, "busbw_gbps": 100,
+                     "size_bytes": [1024], "time_s": [1e-5]}]})");
+  const auto got = issues_of([&] { (void)io::read_profile(p); });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_NE(got[0].find("malformed profile: "), std::string::npos) << got[0];
+  EXPECT_NE(got[0].find("1e+300"), std::string::npos) << got[0];
+  fs::remove(p);
 }
 
 }  // namespace

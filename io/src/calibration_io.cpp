@@ -139,8 +139,14 @@ RawFile read_raw(const std::filesystem::path& path) {
     const std::string where = path.string() + ":" + std::to_string(no);
     json j;
     try {
-      j = json::parse(line);
-    } catch (const json::parse_error& e) {
+      j = parse_json(line, where);
+    } catch (const InputError& e) {
+      // Valid JSON the strict reader refuses (a number beyond a double, a key twice): its
+      // own words. Otherwise the line is no JSON at all.
+      if (e.issues().front().rule.rfind("malformed JSON", 0) != 0) {
+        issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+        continue;
+      }
       if (!header)
         throw InputError({{where, "", std::string("first line must be the header with schema \"") + kRawSchema +
                                           "\"; it is not JSON",
@@ -509,6 +515,22 @@ std::string profile_to_json(const CalibrationProfile& p) {
   return dump_text(j, 2) + "\n";
 }
 
+namespace {
+
+/// An integer of a profile: a JSON integer, or a whole float within int64_t (converting any
+/// other float to an integer is undefined behaviour); else a JSON error like a wrong type.
+int64_t profile_int(const json& v) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d >= -9.2e18 && d <= 9.2e18 && d == std::trunc(d)) return static_cast<int64_t>(d);
+    throw json::out_of_range::create(406, "number is not an integer within int64 range: " + brief(v), nullptr);
+  }
+  throw json::type_error::create(302, std::string("type must be number, but is ") + v.type_name(), nullptr);
+}
+
+}  // namespace
+
 CalibrationProfile read_profile(const std::filesystem::path& path) {
   const json j = read_json_file(path);
   std::vector<Issue> issues;
@@ -556,7 +578,7 @@ CalibrationProfile read_profile(const std::filesystem::path& path) {
       if (!d) issues.push_back({where + "/gemm/" + std::to_string(i) + "/dtype", brief(g["dtype"]), "unknown dtype", ""});
       t.dtype = d.value_or(DType::bf16);
       for (const auto& pt : g.at("points_m_n_k_tflops")) {
-        t.m.push_back(pt.at(0).get<int64_t>()), t.n.push_back(pt.at(1).get<int64_t>()), t.k.push_back(pt.at(2).get<int64_t>());
+        t.m.push_back(profile_int(pt.at(0))), t.n.push_back(profile_int(pt.at(1))), t.k.push_back(profile_int(pt.at(2)));
         t.tflops.push_back(pt.at(3).get<double>());
       }
       const std::string ptr = where + "/gemm/" + std::to_string(i);
@@ -570,7 +592,7 @@ CalibrationProfile read_profile(const std::filesystem::path& path) {
         }
       t.error.loo_mape = g.value("loo_mape", 0.0);
       t.error.max_abs = g.value("loo_max_abs_rel_err", 0.0);
-      t.error.points = g.value("loo_points", int64_t{0});
+      t.error.points = g.contains("loo_points") ? profile_int(g["loo_points"]) : 0;
       p.gemm.push_back(t);
     }
     for (size_t i = 0; i < j.value("attention", json::array()).size(); ++i) {
@@ -578,7 +600,7 @@ CalibrationProfile read_profile(const std::filesystem::path& path) {
       AttentionTable t;
       t.backward = a.at("pass").get<std::string>() == "bwd";
       t.causal = a.at("causal").get<bool>();
-      t.head_dim = a.at("head_dim").get<int64_t>();
+      t.head_dim = profile_int(a.at("head_dim"));
       t.seq = a.at("seq").get<std::vector<double>>();
       t.tflops = a.at("tflops").get<std::vector<double>>();
       table(where + "/attention/" + std::to_string(i), "seq", t.seq, "tflops", t.tflops);
@@ -592,8 +614,8 @@ CalibrationProfile read_profile(const std::filesystem::path& path) {
       const auto op = parse_cal_op(c.at("op").get<std::string>());
       if (!op) issues.push_back({where + "/collectives/" + std::to_string(i) + "/op", brief(c["op"]), "unknown collective", ""});
       f.op = op.value_or(CalOp::all_reduce);
-      f.ranks = c.at("ranks").get<int64_t>();
-      f.nodes = c.at("nodes").get<int64_t>();
+      f.ranks = profile_int(c.at("ranks"));
+      f.nodes = profile_int(c.at("nodes"));
       f.inter = f.nodes > 1;
       f.alpha_s = c.at("alpha_s").get<double>();
       f.busbw_gbps = c.at("busbw_gbps").get<double>();

@@ -399,6 +399,35 @@ ShardSpec resolve_shard(const std::string& flag) {
   return s;
 }
 
+std::map<size_t, json> read_journal(const fs::path& journal, uint64_t grid_hash, size_t rows_total) {
+  std::map<size_t, json> done;
+  std::ifstream in(journal);
+  std::string line;
+  bool first = true;
+  size_t no = 0;
+  while (std::getline(in, line)) {
+    ++no;
+    if (line.empty()) continue;
+    json j;
+    try {
+      j = parse_json(line, journal.string());
+    } catch (const InputError&) {
+      continue;  // a line cut short by an interruption
+    }
+    if (first) {
+      first = false;
+      if (!j.is_object() || !j.contains("grid_hash") || j["grid_hash"] != hex(grid_hash))
+        throw InputError({{journal.string(), "", "belongs to a different grid; remove it to start over", {}}});
+      continue;
+    }
+    if (!is_row(j, rows_total))
+      throw InputError({{journal.string() + ":" + std::to_string(no), brief(j), "is not a row of this grid",
+                         "remove the journal to start over"}});
+    done[j["index"].get<size_t>()] = j;
+  }
+  return done;
+}
+
 SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
   SweepSummary sum;
   sum.rows_total = spec.rows();
@@ -417,33 +446,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
   const fs::path journal = fs::path(rows_file.string() + ".journal");
 
   // Resume: rows already journaled by an earlier run of the same grid are kept.
-  std::map<size_t, json> done;
-  {
-    std::ifstream in(journal);
-    std::string line;
-    bool first = true;
-    size_t no = 0;
-    while (std::getline(in, line)) {
-      ++no;
-      if (line.empty()) continue;
-      json j;
-      try {
-        j = parse_json(line, journal.string());
-      } catch (const InputError&) {
-        continue;  // a line cut short by an interruption
-      }
-      if (first) {
-        first = false;
-        if (!j.is_object() || !j.contains("grid_hash") || j["grid_hash"] != hex(spec.grid_hash))
-          throw InputError({{journal.string(), "", "belongs to a different grid; remove it to start over", {}}});
-        continue;
-      }
-      if (!is_row(j, sum.rows_total))
-        throw InputError({{journal.string() + ":" + std::to_string(no), brief(j), "is not a row of this grid",
-                           "remove the journal to start over"}});
-      done[j["index"].get<size_t>()] = j;
-    }
-  }
+  std::map<size_t, json> done = read_journal(journal, spec.grid_hash, sum.rows_total);
   sum.skipped_resumed = done.size();
   std::ofstream jout(journal, std::ios::app);
   if (!jout) throw InputError({{journal.string(), "", "cannot write the journal (folder missing or not writable)", {}}});

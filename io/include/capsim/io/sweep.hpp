@@ -8,6 +8,7 @@
 
 #include "capsim/core/calibration.hpp"
 #include <filesystem>
+#include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
@@ -62,6 +63,12 @@ struct SweepSummary {
   bool interrupted = false;
   std::filesystem::path rows_file, summary_file;
 };
+
+/// The rows an interrupted run of the grid `grid_hash` (of `rows_total` rows) journaled,
+/// by index. A line cut short is skipped; a journal of another grid, or a line that is not
+/// a row of this one, throws InputError. A missing journal holds no rows.
+std::map<size_t, nlohmann::json> read_journal(const std::filesystem::path& journal, uint64_t grid_hash,
+                                              size_t rows_total);
 
 /// Run (or resume) the rows of this shard. Each finished row is appended to
 /// `<rows file>.journal` at once; at the end the rows file and a `.summary.json` are

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Build the fuzz targets (clang, libFuzzer, AddressSanitizer, UndefinedBehaviorSanitizer) in
+# build-fuzz/ and run each for TIME_S seconds, starting from its seeds in fuzz/corpus/<target>/.
+# Inputs that reach new code are kept in build-fuzz/corpus/<target>/ (the seeds are not
+# touched); a crash, leak or timeout leaves its input in build-fuzz/crashes/<target>/.
+#
+#   fuzz/run.sh TIME_S [target...]     (default: every target; e.g. fuzz/run.sh 60 raw profile)
+#
+# Exits 1 when any target found something. Reproduce one with
+#   build-fuzz/fuzz/fuzz_<target> build-fuzz/crashes/<target>/<file>
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ $# -lt 1 ] || ! [[ "$1" =~ ^[0-9]+$ ]]; then
+  echo "usage: fuzz/run.sh TIME_S [target...]" >&2
+  exit 2
+fi
+time_s=$1
+shift
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  targets=(scenario hf_config sweep plan validation nccl_text nccl_json raw profile journal merge)
+fi
+
+cmake --preset fuzz >/dev/null
+cmake --build build-fuzz --target "${targets[@]/#/fuzz_}"
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+found=()
+for t in "${targets[@]}"; do
+  mkdir -p "build-fuzz/corpus/$t" "build-fuzz/crashes/$t"
+  echo "== fuzz_$t: ${time_s} s"
+  if ! build-fuzz/fuzz/fuzz_"$t" -max_total_time="$time_s" -max_len=65536 -timeout=30 -rss_limit_mb=4096 \
+      -print_final_stats=1 -artifact_prefix="build-fuzz/crashes/$t/" \
+      "build-fuzz/corpus/$t" "fuzz/corpus/$t" 2>"build-fuzz/fuzz_$t.log"; then
+    found+=("$t")
+    tail -n 40 "build-fuzz/fuzz_$t.log"
+  fi
+  grep -E '^stat::number_of_executed_units|^Done|^#[0-9]+.*DONE' "build-fuzz/fuzz_$t.log" || true
+done
+if [ ${#found[@]} -gt 0 ]; then
+  echo "found something in: ${found[*]} (inputs in build-fuzz/crashes/)" >&2
+  exit 1
+fi
+echo "no findings"
