@@ -491,10 +491,11 @@ int run_sweep(const SweepArgs& a) {
   const io::SweepSummary s = io::run_sweep(spec, run);
   if (s.interrupted) {
     fmt::print(stderr, "capsim: interrupted after {} of {} rows; run the same command again to resume\n",
-               s.ok + s.failed, s.rows_this_shard);
+               s.ok + s.does_not_fit + s.failed, s.rows_this_shard);
     return 130;
   }
-  fmt::print(stderr, "capsim: {} rows ({} ok, {} failed, {} resumed) -> {}\n", s.rows_this_shard, s.ok, s.failed,
+  fmt::print(stderr, "capsim: {} rows ({} ok, {} do not fit, {} failed, {} resumed) -> {}\n", s.rows_this_shard, s.ok,
+             s.does_not_fit, s.failed,
              s.skipped_resumed, s.rows_file.string());
   return 0;
 }

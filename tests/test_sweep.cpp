@@ -28,6 +28,33 @@ TEST(Sweep, GridAndOverrides) {
                                                        "training.recompute=\"full\""}));
 }
 
+// A serving row whose requests can never fit the KV cache is an answer, counted apart from
+// the rows that ran and from the errors.
+TEST(Sweep, DoesNotFitIsCountedApart) {
+  const io::SweepSpec s = io::load_sweep(fs::path(CAPSIM_TEST_SOURCE_DIR) / "sweeps" / "serving-fit.json");
+  const fs::path dir = fs::temp_directory_path() / "capsim-sweep-fit";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  io::SweepRun run;
+  run.out = dir / "rows.jsonl";
+  run.threads = 2;
+  const io::SweepSummary sum = io::run_sweep(s, run);
+  EXPECT_EQ(sum.ok, 1u);
+  EXPECT_EQ(sum.does_not_fit, 1u);
+  EXPECT_EQ(sum.failed, 0u);
+  std::ifstream in(run.out);
+  std::string line;
+  std::vector<nlohmann::json> rows;
+  while (std::getline(in, line)) rows.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["status"], "ok");
+  EXPECT_EQ(rows[1]["status"], "does_not_fit");
+  EXPECT_NE(rows[1]["reason"].get<std::string>().find("needs more KV-cache blocks than a replica has"), std::string::npos);
+  const nlohmann::json summary = nlohmann::json::parse(io::read_text_file(sum.summary_file));
+  EXPECT_EQ(summary["does_not_fit"], 1);
+  EXPECT_EQ(summary["ok"], 1);
+}
+
 TEST(Sweep, ResumesFromTheJournal) {
   const io::SweepSpec s = io::load_sweep(kSmall);
   const fs::path dir = fs::temp_directory_path() / "capsim-sweep-resume";

@@ -94,8 +94,15 @@ json evaluate_row(const SweepSpec& spec, size_t index, const CalibrationProfile*
       report = train_report(sc, evaluate_training(sc, &cost));
       row["status"] = report["status"];
     } else {
-      report = serving_report(sc, simulate_serving_runs(sc, cost));
-      row["status"] = "ok";
+      try {
+        report = serving_report(sc, simulate_serving_runs(sc, cost));
+        row["status"] = "ok";
+      } catch (const ServingDoesNotFit& e) {
+        // An answer, as for training: the row says so with the reason.
+        report = serving_does_not_fit_report(sc, e.what());
+        row["status"] = "does_not_fit";
+        row["reason"] = e.what();
+      }
     }
     const auto& outputs = spec.outputs.empty() ? (sc.training ? kTrainOutputs : kServeOutputs) : spec.outputs;
     json outs = json::object();
@@ -496,6 +503,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
   sum.interrupted = done.size() < mine.size();
   for (const auto& [i, row] : done) {
     if (row["status"] == "error") ++sum.failed;
+    else if (row["status"] == "does_not_fit") ++sum.does_not_fit;
     else ++sum.ok;
   }
   if (sum.interrupted) return sum;  // the journal keeps what finished; rerun to resume
@@ -509,6 +517,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
                         {"shard", {{"index", run.shard.index}, {"count", run.shard.count}}},
                         {"rows", sum.rows_this_shard},
                         {"ok", sum.ok},
+                        {"does_not_fit", sum.does_not_fit},
                         {"failed", sum.failed},
                         {"format", csv ? "csv" : "jsonl"}};
   if (run.calibration) summary["calibration"] = calibration_json(*run.calibration);

@@ -60,6 +60,7 @@ struct SweepRun {
 
 struct SweepSummary {
   size_t rows_total = 0, rows_this_shard = 0, ok = 0, failed = 0, skipped_resumed = 0;
+  size_t does_not_fit = 0;  ///< rows answered "does not fit" (not counted as ok)
   bool interrupted = false;
   std::filesystem::path rows_file, summary_file;
 };
