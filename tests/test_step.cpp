@@ -788,6 +788,18 @@ TEST(Lora, FrozenBaseHasNoWeightGradientsNorOptimizerWork) {
 }
 
 // "auto" rank and targets take the framework's published default and are reported.
+// A dense model has no routed-expert adapters, whichever layer kind is asked for (its expert
+// sizes do not exist and must not be read).
+TEST(Lora, DenseModelHasNoExpertAdapters) {
+  const ModelSpec m = model("llama2-7b");
+  const LoraSpec l{32, std::vector<std::string>{"q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"}};
+  EXPECT_EQ(lora_layer_params(m, l, true, true), 0.0);
+  EXPECT_EQ(lora_layer_params(m, l, false, true), 0.0);
+  EXPECT_EQ(lora_layer_params(m, l, true, false), lora_layer_params(m, l, false, false));
+  // q_proj and v_proj: 32 x (4096 + 4096) each; the MLP: 32 x (4096 + 11008) each.
+  EXPECT_EQ(lora_layer_params(m, l, false, false), 2.0 * 32 * 8192 + 3.0 * 32 * (4096 + 11008));
+}
+
 TEST(Lora, AutoRankAndTargetsAreTheFrameworkDefault) {
   TrainingPlan t;
   t.mode = TrainMode::lora;

@@ -28,7 +28,10 @@ double grad_bucket_elements(int64_t dp) { return std::max(40e6, 1e6 * dbl(dp)); 
 
 }  // namespace
 
-double lora_layer_params(const ModelSpec& m, const LoraSpec& l, bool moe, bool experts) {
+double lora_layer_params(const ModelSpec& m, const LoraSpec& l, bool moe_kind, bool experts) {
+  // A model without experts has no routed-expert layers, whatever kind is asked for (its
+  // expert sizes must not be read).
+  const bool moe = moe_kind && m.moe.has_value();
   const int64_t h = m.hidden;
   const int64_t q = m.q_width();
   const int64_t kv = m.mla ? 0 : m.kv_heads * m.head_dim;

@@ -24,8 +24,9 @@ double optimizer_bytes_per_param(Optimizer o);
 
 /// LoRA adapter parameters of one layer (Hu et al. 2021: rank x (in + out) per adapted
 /// projection), unsharded. With `experts`, only the adapters on routed experts'
-/// projections (one per expert); else the rest. `l` must be resolved (resolved_lora).
-double lora_layer_params(const ModelSpec& m, const LoraSpec& l, bool moe, bool experts);
+/// projections (one per expert); else the rest. `moe_kind`: the layer kind asked for (a
+/// model without experts has none). `l` must be resolved (resolved_lora).
+double lora_layer_params(const ModelSpec& m, const LoraSpec& l, bool moe_kind, bool experts);
 
 /// Memory on one GPU of one pipeline stage.
 struct StageMemory {
