@@ -1,6 +1,7 @@
 #include "capsim/core/serving.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -50,15 +51,26 @@ int64_t serving_replications(const ServingWorkload& w) {
   return std::clamp<int64_t>(ceil_div(2000, w.num_requests), 1, 16);
 }
 
+namespace {
+
+/// The scenario with the choices a first run made for "auto" (max_num_seqs, ep) written in,
+/// so that every replication runs the same engine.
+Scenario with_choices_of(const Scenario& s, const ServingResult& first) {
+  Scenario same = s;
+  same.inference->engine.max_num_seqs = first.engine.max_num_seqs;
+  same.inference->ep = first.ep;
+  return same;
+}
+
+}  // namespace
+
 std::vector<ServingResult> simulate_serving_runs(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline) {
   if (!s.inference) throw std::logic_error("simulate_serving_runs needs an inference plan");
   const int64_t n = serving_replications(s.inference->workload);
   std::vector<ServingResult> runs;
   runs.push_back(simulate_serving(s, cost, seed, record_timeline));
-  // Every run uses the engine the first one resolved (max_num_seqs "auto" is chosen once).
-  Scenario same = s;
-  same.inference->engine.max_num_seqs = runs.front().engine.max_num_seqs;
-  same.inference->ep = runs.front().ep;
+  // Every run uses the engine the first one resolved ("auto" knobs are chosen once).
+  const Scenario same = with_choices_of(s, runs.front());
   for (int64_t i = 1; i < n; ++i) runs.push_back(simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false));
   return runs;
 }
@@ -71,9 +83,7 @@ bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, 
   const int64_t n = serving_replications(s.inference->workload);
   const int64_t majority = n / 2 + 1;
   ServingResult first = simulate_serving(s, cost, seed, false);
-  Scenario same = s;
-  same.inference->engine.max_num_seqs = first.engine.max_num_seqs;
-  same.inference->ep = first.ep;
+  const Scenario same = with_choices_of(s, first);
   std::vector<double> ttft, tpot;
   int64_t ttft_ok = 0, tpot_ok = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -434,17 +444,18 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
   // ep "auto" (SCHEMA.md: what the people who ran it did, the fastest setting that fits):
   // experts split inside each expert over the tp group, or whole experts spread over it
   // (ep = tp); the higher output throughput wins, ep 1 on a tie within 0.1%.
+  // A layout whose requests cannot fit is skipped; when neither fits, that is the answer.
   Scenario probe = s;
   ServingResult best;
   double best_rate = -1;
+  std::exception_ptr none_fit;
   for (int64_t ep : {int64_t{1}, p.tp}) {
     probe.inference->ep = ep;
     ServingResult r;
     try {
       r = simulate_seqs_resolved(probe, cost, seed, record_timeline);
     } catch (const ServingDoesNotFit&) {
-      if (ep == p.tp && best_rate >= 0) break;
-      if (ep == p.tp) throw;
+      none_fit = std::current_exception();
       continue;
     }
     const double rate = output_tokens_per_s(r);
@@ -452,6 +463,7 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
     best = std::move(r);
     best_rate = rate;
   }
+  if (best_rate < 0) std::rethrow_exception(none_fit);
   return best;
 }
 
