@@ -43,6 +43,17 @@ TEST(ServingEngines, ReleaseNumbers) {
   EXPECT_TRUE(io::release_number("main@2e669133 (source build, 2025-04-15)").empty());
 }
 
+// Pre-release tags order as PEP 440 has them: dev < a < b < rc < the release < post.
+TEST(ServingEngines, ReleaseOrderRanksTags) {
+  const std::vector<std::string> ordered = {"0.1.0.dev1", "0.1.0a1", "0.1.0a2", "0.1.0b1", "0.1.0rc1",
+                                            "0.1.0",      "0.1.0.post1", "0.1.1a0", "0.2"};
+  for (size_t i = 0; i + 1 < ordered.size(); ++i)
+    EXPECT_LT(io::release_order(ordered[i]), io::release_order(ordered[i + 1])) << ordered[i] << " < " << ordered[i + 1];
+  EXPECT_EQ(io::release_order("0.1.0"), io::release_order("0.1"));
+  EXPECT_EQ(io::release_order("1.0.0rc2"), (std::vector<int>{1, 0, 0, 0, 3, 2}));
+  EXPECT_TRUE(io::release_order("auto").empty());
+}
+
 // A version picks the profile whose range holds it; other versions the nearest or newest.
 TEST(ServingEngines, VersionSelectsTheGeneration) {
   EXPECT_EQ(io::select_engine_profile("vllm", "0.5.3", "/e").id, "vllm-v0");
@@ -52,7 +63,9 @@ TEST(ServingEngines, VersionSelectsTheGeneration) {
   EXPECT_EQ(io::select_engine_profile("sglang", "0.3.0", "/e").id, "sglang-0.3");
   EXPECT_EQ(io::select_engine_profile("sglang", "0.4.5.post3", "/e").id, "sglang-0.4");
   EXPECT_EQ(io::select_engine_profile("sglang", "0.5.7", "/e").id, "sglang-0.5");
-  EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.1.0a1", "/e").id, "lmdeploy-turbomind-0.1");
+  EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.1.0a1", "/e").id, "lmdeploy-turbomind-0.1a");
+  EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.1.0a2", "/e").id, "lmdeploy-turbomind-0.1");
+  EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.1.0", "/e").id, "lmdeploy-turbomind-0.1");
   EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.2.0", "/e").id, "lmdeploy-turbomind-0.1");
   EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.2.6", "/e").id, "lmdeploy-turbomind");
   const EngineProfile main = io::select_engine_profile("trtllm", "main@2e669133 (source build, 2025-04-15)", "/e");
@@ -191,6 +204,37 @@ TEST(ServingEngines, UnmixedEngineRunsPromptOnlySteps) {
   const double gap = *std::max_element(unmixed.requests[0].itl.begin(), unmixed.requests[0].itl.end());
   EXPECT_GT(gap, im.seconds(prompt));
   EXPECT_GT(unmixed.iterations, mixed.iterations);
+}
+
+// TurboMind up to 0.1.0a1 prefills every admitted prompt before the step's decode: a
+// burst of equal prompts gets its first tokens together, one step after the whole
+// burst's prefill; an engine that stops at its token budget hands them out one budget at
+// a time, the first much sooner and the last no later.
+TEST(ServingEngines, WholeQueuePrefillReleasesFirstTokensTogether) {
+  Scenario s = llama8b();
+  s.inference->workload.mode = ServingWorkload::Mode::offline;
+  s.inference->workload.num_requests = 8;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 2000, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 16, 0, 0};
+  s.inference->engine.chunked_prefill = false;
+  s.inference->profile.knobs.unchunked_min_batched_tokens = 2000;
+  s.inference->profile.knobs.unchunked_prefill_with_decodes = true;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult budgeted = simulate_serving(s, cost);
+  s.inference->profile.knobs.unchunked_prefill_unbounded = true;
+  const ServingResult whole = simulate_serving(s, cost);
+  std::vector<double> a, b;
+  for (const auto& q : budgeted.requests) a.push_back(q.ttft());
+  for (const auto& q : whole.requests) b.push_back(q.ttft());
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  EXPECT_DOUBLE_EQ(b.front(), b.back());
+  EXPECT_LT(a.front() * 4, a.back());
+  EXPECT_LT(a.front() * 4, b.front());
+  EXPECT_LE(b.back(), a.back());
+  EXPECT_GT(b.back(), 0.8 * a.back());
+  // The budgeted engine's steps each hold one prompt (with the decodes of those before).
+  EXPECT_GE(budgeted.iterations, whole.iterations + 7);
 }
 
 // The vLLM V0 host models against the vLLM blog's own benchmarks (2024-09-05) on ShareGPT,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace capsim::detail {
 
@@ -26,10 +27,13 @@ IterationBatch ReplicaScheduler::plan() {
   steps_ = 1;
   int64_t budget = ctx_.engine.max_num_batched_tokens;
   const bool chunked = ctx_.engine.chunked_prefill;
+  if (!chunked && ctx_.engine.unchunked_prefill_unbounded) budget = std::numeric_limits<int64_t>::max() / 4;
   const bool can_decode = role_ != Role::prefill;
   const bool can_prefill = role_ != Role::decode;
-  // vLLM V0 without chunked prefill: a prefill iteration when whole prompts fit.
-  const bool prefill_only = !chunked && can_prefill && !waiting_.empty() && prompts_fit(budget);
+  // Without chunked prefill, whole prompts either join the decodes' step (TurboMind) or
+  // run in a prompt-only step whenever they fit (vLLM V0).
+  const bool unchunked_mixed = !chunked && ctx_.engine.unchunked_prefill_with_decodes;
+  const bool prefill_only = !chunked && !unchunked_mixed && can_prefill && !waiting_.empty() && prompts_fit(budget);
   swap_in();
   // Multi-step scheduling (vLLM --num-scheduler-steps): with no prompt work to schedule,
   // the decodes run several forward passes per scheduling round, with blocks reserved
@@ -49,7 +53,7 @@ IterationBatch ReplicaScheduler::plan() {
   // A multi-step round runs decodes only: a sequence its block reservation preempts waits
   // for the round to end.
   if (!prefill_only && chunked && can_prefill && steps_ == 1) continue_prefills(batch, budget);
-  if ((chunked || prefill_only) && can_prefill && steps_ == 1) admit_prompts(batch, budget, chunked);
+  if ((chunked || prefill_only || unchunked_mixed) && can_prefill && steps_ == 1) admit_prompts(batch, budget, chunked);
   return batch;
 }
 

@@ -40,6 +40,36 @@ std::vector<int> release_number(const std::string& version) {
   return out;
 }
 
+std::vector<int> release_order(const std::string& version) {
+  std::vector<int> out = release_number(version);
+  if (out.empty()) return out;
+  // Skip the numbers already read, then rank the tag that follows (PEP 440 order:
+  // .devN < aN < bN < rcN < the release < .postN).
+  size_t i = 0;
+  for (size_t n = 0; n < out.size(); ++n) {
+    while (i < version.size() && std::isdigit(static_cast<unsigned char>(version[i]))) ++i;
+    if (n + 1 < out.size()) ++i;  // the dot between components
+  }
+  out.resize(std::max<size_t>(out.size(), 4), 0);
+  std::string tag;
+  while (i < version.size() && (version[i] == '.' || version[i] == '-' || version[i] == '_')) ++i;
+  while (i < version.size() && std::isalpha(static_cast<unsigned char>(version[i])))
+    tag += static_cast<char>(std::tolower(static_cast<unsigned char>(version[i++])));
+  int tag_n = 0;
+  for (size_t digits = 0; i < version.size() && std::isdigit(static_cast<unsigned char>(version[i])) && digits < 6; ++i, ++digits)
+    tag_n = tag_n * 10 + (version[i] - '0');
+  int rank = 4;  // a release
+  if (tag == "dev") rank = 0;
+  else if (tag == "a" || tag == "alpha") rank = 1;
+  else if (tag == "b" || tag == "beta") rank = 2;
+  else if (tag == "rc" || tag == "c") rank = 3;
+  else if (tag == "post") rank = 5;
+  else tag_n = 0;  // a local or unknown suffix orders as the release itself
+  out.push_back(rank);
+  out.push_back(tag_n);
+  return out;
+}
+
 namespace {
 
 /// Release numbers compared component by component, missing components as 0.
@@ -153,6 +183,10 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   }
   double swap_gib = 0;
   number("swap_space_gib", swap_gib, 1.0);
+  if (k.contains("unchunked_prefill_unbounded")) boolean("unchunked_prefill_unbounded", d.unchunked_prefill_unbounded);
+  else known.emplace_back("unchunked_prefill_unbounded");
+  if (k.contains("unchunked_prefill_with_decodes")) boolean("unchunked_prefill_with_decodes", d.unchunked_prefill_with_decodes);
+  else known.emplace_back("unchunked_prefill_with_decodes");
   if (k.contains("moe_compute_fraction_fp8")) {
     number("moe_compute_fraction_fp8", d.moe_compute_fraction_fp8, 1.0);
     if (d.moe_compute_fraction_fp8 > 1.0)
@@ -187,8 +221,8 @@ EngineProfile select_engine_profile(const std::string& name_in, const std::strin
     Candidate c{id, std::move(doc), {}, {}};
     if (c.doc.contains("versions") && c.doc["versions"].is_object()) {
       const json& v = c.doc["versions"];
-      if (v.contains("from") && v["from"].is_string()) c.from = release_number(v["from"].get<std::string>());
-      if (v.contains("to") && v["to"].is_string()) c.to = release_number(v["to"].get<std::string>());
+      if (v.contains("from") && v["from"].is_string()) c.from = release_order(v["from"].get<std::string>());
+      if (v.contains("to") && v["to"].is_string()) c.to = release_order(v["to"].get<std::string>());
     }
     cands.push_back(std::move(c));
   }
@@ -200,7 +234,7 @@ EngineProfile select_engine_profile(const std::string& name_in, const std::strin
     throw InputError({{pointer + "/name", "\"" + name + "\"", "no profile for this engine in data/engines; known: " + list,
                        near.empty() ? "" : "did you mean \"" + near + "\"?"}});
   }
-  const std::vector<int> want = release_number(version);
+  const std::vector<int> want = release_order(version);
   const Candidate* pick = nullptr;
   std::string match;
   if (name_in.empty()) {

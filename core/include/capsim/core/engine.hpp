@@ -20,6 +20,16 @@ struct EngineDefaults {
   /// Without chunked prefill the budget is the larger of this and the longest prompt
   /// (vLLM V0 SchedulerConfig: max(max_model_len, 2048) for the default model length).
   int64_t unchunked_min_batched_tokens = 2048;
+  /// Without chunked prefill, whether one step prefills every waiting prompt that the KV
+  /// blocks and max_num_seqs admit, the token budget only splitting it into kernel
+  /// launches (LMDeploy TurboMind up to 0.1.0a1: LlamaBatch::ContextDecode runs all
+  /// admitted prompts in sub-batches before the step's decode), instead of stopping at
+  /// the budget.
+  bool unchunked_prefill_unbounded = false;
+  /// Without chunked prefill, whether a step that prefills whole prompts also carries the
+  /// running sequences' decodes (LMDeploy TurboMind: one Forward over context and decode
+  /// sequences) or the decodes wait for a prompt-only step (vLLM V0's scheduler).
+  bool unchunked_prefill_with_decodes = false;
   int64_t block_size = 16;                ///< KV-cache page, tokens
   double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
   bool chunked_prefill = true;            ///< prompts split across steps, mixed with decodes

@@ -27,4 +27,9 @@ EngineProfile select_engine_profile(const std::string& name, const std::string& 
 /// start with a release number ("auto", "main@2e669133 ...").
 std::vector<int> release_number(const std::string& version);
 
+/// The release number padded to four components, then the rank of its tag and the
+/// tag's number, in PEP 440 order (.devN < aN < bN < rcN < release < .postN), so that
+/// "0.1.0a1" sorts before "0.1.0a2" and both before "0.1.0". Empty as release_number.
+std::vector<int> release_order(const std::string& version);
+
 }  // namespace capsim::io
