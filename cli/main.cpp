@@ -114,8 +114,12 @@ std::string train_table(const json& r) {
   const json& m = r["memory"]["per_gpu"];
   s += fmt::format("  memory per GPU (stage {} of {}, the largest)\n", m["stage"].get<int64_t>(),
                    r["memory"]["stages"].size());
-  for (const char* k : {"weights", "gradients", "optimizer", "activations", "other"})
-    s += fmt::format("    {:<12}{:>12}\n", k, gib(m[std::string(k) + "_bytes"].get<double>()));
+  // Frozen models' weights (a DPO reference, a colocated teacher) are lines of their own.
+  for (const auto& [k, label] : {std::pair<const char*, const char*>{"weights", "weights"}, {"gradients", "gradients"},
+                                 {"optimizer", "optimizer"}, {"activations", "activations"},
+                                 {"reference_weights", "reference"}, {"teacher_weights", "teacher"}, {"other", "other"}})
+    if (m.contains(std::string(k) + "_bytes"))
+      s += fmt::format("    {:<12}{:>12}\n", label, gib(m[std::string(k) + "_bytes"].get<double>()));
   s += fmt::format("    {:<12}{:>12} of {} -> {}\n", "total", gib(m["total_bytes"].get<double>()),
                    gib(m["capacity_bytes"].get<double>()), m["fits"].get<bool>() ? "fits" : "DOES NOT FIT");
   if (r["memory"]["stages"].size() > 1) {
@@ -158,6 +162,23 @@ std::string train_table(const json& r) {
                      q["resharding_s"].get<double>());
     s += fmt::format("    iteration {:.2f} s  {:.0f} tokens/s  bottleneck {}\n", q["step_time_s"].get<double>(),
                      q["throughput_tokens_per_s"].get<double>(), q["bottleneck"].get<std::string>());
+  }
+  if (r.contains("post_training")) {
+    const json& q = r["post_training"];
+    const bool pref = q.contains("pairs");
+    if (pref)
+      s += fmt::format("  {}    {} pairs ({} sequences), reference {}\n    policy {:.3f} s  reference {:.3f} s\n",
+                       q["mode"].get<std::string>(), q["pairs"].get<int64_t>(), q["sequences"].get<int64_t>(),
+                       q["reference"].get<std::string>(), q["policy_s"].get<double>(), q["reference_s"].get<double>());
+    else
+      s += fmt::format("  distill  teacher {} ({}{})\n    student {:.3f} s  teacher {:.3f} s  logits {:.3f} s{}\n",
+                       q["teacher"]["name"].get<std::string>(), q["placement"].get<std::string>(),
+                       q.contains("teacher_gpus") ? fmt::format(", {} GPUs", q["teacher_gpus"].get<int64_t>()) : "",
+                       q["student_s"].get<double>(), q["teacher_s"].get<double>(), q["logits_s"].get<double>(),
+                       q["overlapped"].get<bool>() ? "  (teacher side overlapped with the student's step)" : "");
+    s += fmt::format("    step {:.3f} s  {:.0f} tokens/s\n", q["step_time_s"].get<double>(),
+                     q["throughput_tokens_per_s"].get<double>());
+    for (const auto& n : q["notes"]) s += fmt::format("    note: {}\n", n.get<std::string>());
   }
   if (r.contains("budget")) {
     const json& b = r["budget"];
@@ -217,6 +238,17 @@ int run_train(const TrainArgs& a) {
     json r = io::rl_train_report(s, it);
     add_calibration(r, cal, &s.system.gpu);
     for (const auto& w : it.update.warnings) fmt::print(stderr, "warning: {}\n", w);
+    emit(resolve_format(a.format) == "json" ? io::dump(r) : train_table(r), a.out);
+    return 0;
+  }
+  if (s.preference || s.distill) {
+    if (a.engine == "des" || !a.trace.empty())
+      throw InputError({{"--engine", a.engine, "a preference or distillation step is evaluated with the analytical engine",
+                         "drop --engine des"}});
+    const FrozenModelStep st = s.distill ? evaluate_distill_step(s, cost) : evaluate_preference_step(s, cost);
+    json r = io::frozen_step_report(s, st);
+    add_calibration(r, cal, &s.system.gpu);
+    for (const auto& w : st.trained.warnings) fmt::print(stderr, "warning: {}\n", w);
     emit(resolve_format(a.format) == "json" ? io::dump(r) : train_table(r), a.out);
     return 0;
   }

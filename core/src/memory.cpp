@@ -52,6 +52,17 @@ double lora_layer_params(const ModelSpec& m, const LoraSpec& l, bool moe_kind, b
   return p;
 }
 
+FrozenParams frozen_model_params(const ModelSpec& m) {
+  FrozenParams f;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const LayerParams lp = layer_params(m, i);
+    f.dense += dbl(lp.attention + lp.norms + lp.dense_mlp + lp.router + lp.shared_experts);
+    f.expert += dbl(lp.routed_experts);
+  }
+  f.dense += dbl(input_embedding_params(m) + output_head_params(m) + final_norm_params(m));
+  return f;
+}
+
 std::vector<std::vector<int64_t>> stage_layer_ids(const ModelSpec& m, const TrainingPlan& t) {
   if (t.schedule == Schedule::dualpipe) {
     // DualPipe (DeepSeek-V3 report, Sec. 3.2.1): rank r holds stage r of one direction and
@@ -229,6 +240,11 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
     } else {
       s.weights_bytes = shard(dense, dense_group, zw) * w_bytes + shard(expert, expert_group, zw) * w_bytes;
     }
+    if (t.memory.reference_weights)
+      s.reference_weights_bytes = shard(dense, dense_group, zw) * w_bytes + shard(expert, expert_group, zw) * w_bytes;
+    if (t.memory.frozen_dense_params > 0 || t.memory.frozen_expert_params > 0)
+      s.frozen_weights_bytes = shard(t.memory.frozen_dense_params / (tp * dbl(t.pp)), dense_group, zw) * w_bytes +
+                               shard(t.memory.frozen_expert_params / dbl(t.ep * etp * t.pp), expert_group, zw) * w_bytes;
     s.gradients_bytes = shard(trainable_dense, dense_group, zg) * shard_g_bytes +
                         shard(trainable_expert, expert_group, zg) * shard_g_bytes;
     s.optimizer_bytes =
@@ -263,12 +279,13 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
       s.comm_buffer_bytes = 2.0 * grad_bucket_elements(t.dp) * g_bytes;
     }
     s.cuda_context_bytes = t.memory.cuda_context_bytes;
-    const double allocated = s.weights_bytes + s.gradients_bytes + s.optimizer_bytes + s.activations_bytes +
+    const double frozen = s.reference_weights_bytes + s.frozen_weights_bytes;
+    const double allocated = s.weights_bytes + s.gradients_bytes + s.optimizer_bytes + s.activations_bytes + frozen +
                              s.logits_bytes + s.comm_buffer_bytes + s.recompute_working_bytes;
     s.allocator_reserve_bytes = allocated * t.memory.allocator_reserve_fraction;
     s.other_bytes = s.logits_bytes + s.comm_buffer_bytes + s.recompute_working_bytes + s.cuda_context_bytes +
                     s.allocator_reserve_bytes;
-    s.total_bytes = s.weights_bytes + s.gradients_bytes + s.optimizer_bytes + s.activations_bytes + s.other_bytes;
+    s.total_bytes = s.weights_bytes + s.gradients_bytes + s.optimizer_bytes + s.activations_bytes + frozen + s.other_bytes;
     s.capacity_bytes = sys.gpu.hbm_capacity_bytes;
     s.fits = s.total_bytes <= s.capacity_bytes;
     out.stages.push_back(s);

@@ -16,31 +16,6 @@ double dbl(int64_t v) { return static_cast<double>(v); }
 /// parameters under FP8 training too; the engine quantizes on load).
 constexpr double kRefitBytesPerParam = 2.0;
 
-/// Seconds of one forward (no backward, no optimizer) of `m` over `sequences` sequences of
-/// the plan's seq_len, on the resolved training layout `t`: the per-microbatch forward of
-/// each pipeline rank's chunks (pipeline_costs, with its exposed TP/CP/EP communication),
-/// the slowest rank setting the pace, plus pp - 1 microbatches of fill and a p2p transfer
-/// per boundary. This is the log-prob pass: the same kernels as the training forward.
-double forward_pass_seconds(const ModelSpec& m, const SystemSpec& sys, TrainingPlan t, int64_t sequences,
-                            const CostModel& cost) {
-  if (t.stage_layers.size() != static_cast<size_t>(t.pp * t.vpp.value_or(1))) t.stage_layers.clear();
-  StepOptions opt;
-  opt.tp_overlap = t.tp_comm_overlap;
-  opt.moe_imbalance = t.moe_imbalance;
-  opt.overlap_dp = t.overlap_dp;
-  const PipelineCosts pc = pipeline_costs(m, sys, t, cost, opt);
-  double rank_s = 0;
-  for (const auto& rank : pc.chunks) {
-    double s = 0;
-    for (const ChunkCost& c : rank) s += c.fwd_s;
-    rank_s = std::max(rank_s, s);
-  }
-  const int64_t per_micro = std::max<int64_t>(1, t.micro_batch.value_or(1)) * std::max<int64_t>(1, t.dp);
-  const int64_t micro = (sequences + per_micro - 1) / per_micro;
-  const double hop = t.pp > 1 ? pc.p2p_s : 0.0;
-  return dbl(micro + t.pp - 1) * (rank_s + hop);
-}
-
 /// The model a role runs: the actor's for "model", its own config otherwise.
 const ModelSpec& role_model(const RlModel& r, const ModelSpec& actor) {
   return r.kind == RlModel::Kind::other && r.config ? *r.config : actor;
@@ -85,6 +60,26 @@ ServingResult rollout(const Scenario& s, const RlIteration& it, const std::vecto
 }
 
 }  // namespace
+
+double forward_pass_seconds(const ModelSpec& m, const SystemSpec& sys, TrainingPlan t, int64_t sequences,
+                            const CostModel& cost) {
+  if (t.stage_layers.size() != static_cast<size_t>(t.pp * t.vpp.value_or(1))) t.stage_layers.clear();
+  StepOptions opt;
+  opt.tp_overlap = t.tp_comm_overlap;
+  opt.moe_imbalance = t.moe_imbalance;
+  opt.overlap_dp = t.overlap_dp;
+  const PipelineCosts pc = pipeline_costs(m, sys, t, cost, opt);
+  double rank_s = 0;
+  for (const auto& rank : pc.chunks) {
+    double s = 0;
+    for (const ChunkCost& c : rank) s += c.fwd_s;
+    rank_s = std::max(rank_s, s);
+  }
+  const int64_t per_micro = std::max<int64_t>(1, t.micro_batch.value_or(1)) * std::max<int64_t>(1, t.dp);
+  const int64_t micro = (sequences + per_micro - 1) / per_micro;
+  const double hop = t.pp > 1 ? pc.p2p_s : 0.0;
+  return dbl(micro + t.pp - 1) * (rank_s + hop);
+}
 
 double rl_prompt_tokens(const RlSpec& rl) { return rl.prompt_tokens.value_or(kRlAutoPromptTokens); }
 

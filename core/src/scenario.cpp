@@ -78,6 +78,10 @@ std::string_view to_string(TrainMode m) {
     case TrainMode::qlora: return "qlora";
     case TrainMode::ppo: return "ppo";
     case TrainMode::grpo: return "grpo";
+    case TrainMode::dpo: return "dpo";
+    case TrainMode::simpo: return "simpo";
+    case TrainMode::orpo: return "orpo";
+    case TrainMode::distill: return "distill";
   }
   return "?";
 }

@@ -14,6 +14,11 @@ namespace {
 
 double dbl(int64_t v) { return static_cast<double>(v); }
 
+/// Bytes per parameter of the gradients and of the parameters an offloaded optimizer moves
+/// over PCIe: 16-bit each way (Ren et al. 2021, ZeRO-Offload, Sec. 4.1: fp16 gradients
+/// offloaded, fp16 parameters swapped back; 2M bytes each way for M parameters).
+constexpr double kOffloadBytesPerParam = 2.0;
+
 /// A group of `size` ranks whose consecutive members are `stride` ranks apart.
 Group place(int64_t size, int64_t stride, int64_t gpn) {
   Group g;
@@ -251,6 +256,10 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
 /// gradient, master weight, m and v (16 B) and writes master, m, v (12 B) and the bf16
 /// weight (2 B); SGD and Lion have one moment (22 B); 8-bit Adam one-byte moments
 /// (18 B); Adafactor's factored moments are negligible (14 B).
+double pcie_bytes_per_s(const SystemSpec& sys) {
+  return sys.pcie_gbps_per_gpu.value_or(sys.gpu.pcie_bw_unidir_gbps) * 1e9;
+}
+
 double optimizer_traffic(Optimizer o) {
   switch (o) {
     case Optimizer::adamw: return 30.0;
@@ -650,7 +659,20 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   // Optimizer step over this GPU's shard of the parameters.
   const double local = (zero >= 1 ? dense_params / dbl(c.g.dp.size) : dense_params) +
                        (zero >= 1 ? expert_params / dbl(c.g.dp_expert.size) : expert_params);
-  out.optimizer_s = t.memory.offload_optimizer ? 0.0 : cost.memory_bound(Bytes(local * optimizer_traffic(t.optimizer))).value;
+  if (t.memory.offload_optimizer) {
+    // ZeRO-Offload (Ren et al. 2021, Sec. 4.1, Fig. 5): this rank's 16-bit gradients go down
+    // to host memory, CPU-Adam updates the fp32 master copy there, and the 16-bit
+    // parameters come back up. Counted in sequence after the backward, without the overlap
+    // of gradient copies with the backward that DeepSpeed may get: an upper bound.
+    const double pcie = pcie_bytes_per_s(sys);
+    const double gpus_sharing_cpu = dbl(std::max<int64_t>(1, std::min(sys.gpus_per_node, sys.num_gpus)));
+    out.offload_d2h_s = local * kOffloadBytesPerParam / pcie;
+    out.offload_h2d_s = local * kOffloadBytesPerParam / pcie;
+    out.offload_cpu_s = local / (kCpuAdamParamsPerSecondPerNode / gpus_sharing_cpu);
+    out.optimizer_s = out.offload_d2h_s + out.offload_cpu_s + out.offload_h2d_s;
+  } else {
+    out.optimizer_s = cost.memory_bound(Bytes(local * optimizer_traffic(t.optimizer))).value;
+  }
   // Once-per-step fp8 weight casts ride with the optimizer step (both touch every weight once).
   for (int k = 0; k < 2; ++k)
     if (crit_rank.n[k] > 0)

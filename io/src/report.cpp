@@ -90,6 +90,9 @@ json stage_memory_json(const StageMemory& s) {
   j["gradients_bytes"] = s.gradients_bytes;
   j["optimizer_bytes"] = s.optimizer_bytes;
   j["activations_bytes"] = s.activations_bytes;
+  // Frozen models (a DPO reference, a colocated teacher): a line of their own, only where held.
+  if (s.reference_weights_bytes > 0) j["reference_weights_bytes"] = s.reference_weights_bytes;
+  if (s.frozen_weights_bytes > 0) j["teacher_weights_bytes"] = s.frozen_weights_bytes;
   j["other_bytes"] = s.other_bytes;
   j["total_bytes"] = s.total_bytes;
   j["capacity_bytes"] = s.capacity_bytes;
@@ -172,6 +175,12 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                    {"total_comm_s",
                     {{"tp", st.total_tp_s}, {"cp", st.total_cp_s}, {"ep", st.total_ep_s}, {"pp", st.total_pp_s},
                      {"dp", st.total_dp_s}}}}}};
+    if (t.memory.offload_optimizer)
+      j["time"]["breakdown"]["optimizer_offload"] = {{"gradients_d2h_s", st.offload_d2h_s},
+                                                     {"cpu_adam_s", st.offload_cpu_s},
+                                                     {"params_h2d_s", st.offload_h2d_s},
+                                                     {"pcie_gbps_per_gpu", pcie_bytes_per_s(s.system) / 1e9},
+                                                     {"pcie_source", s.system.pcie_gbps_per_gpu ? "scenario" : "auto: GPU preset pcie_bw_unidir_gbps"}};
     j["throughput"] = {{"tokens_per_s", st.tokens_per_s}, {"tokens_per_s_per_gpu", st.tokens_per_s_per_gpu}};
     j["model_tflops_per_gpu"] = st.model_tflops_per_gpu;
     j["mfu"] = st.mfu;
@@ -445,6 +454,60 @@ json rl_train_report(const Scenario& s, const RlIteration& it) {
   if (!it.feasible) {
     r["status"] = "does_not_fit";
     r["fail_reason"] = it.fail_reason;
+  }
+  r["engine"] = "analytical";
+  return r;
+}
+
+json frozen_step_json(const Scenario& s, const FrozenModelStep& st) {
+  const bool pref = s.training && is_preference(s.training->mode);
+  const std::string trained = pref ? "policy" : "student";
+  const std::string frozen = pref ? "reference" : "teacher";
+  json j = {{"mode", std::string(to_string(s.training->mode))},
+            {"step_time_s", st.step_time_s},
+            {trained + "_s", st.trained_s},
+            {frozen + "_s", st.frozen_s},
+            {"overlapped", st.overlapped},
+            {"sequences", st.sequences},
+            {"tokens_per_step", st.tokens_per_step},
+            {"throughput_tokens_per_s", st.throughput_tokens_per_s},
+            {"model_flops_per_step", st.model_flops_per_step},
+            {frozen + "_flops_per_step", st.frozen_flops_per_step},
+            {"notes", st.notes},
+            {"status", st.feasible ? "ok" : "does_not_fit"}};
+  if (pref) {
+    const PreferenceSpec p = s.preference.value_or(PreferenceSpec{});
+    j["pairs"] = st.pairs;
+    j["reference"] = p.reference == PreferenceSpec::Reference::model         ? "model"
+                     : p.reference == PreferenceSpec::Reference::precomputed ? "precomputed"
+                                                                              : "none";
+    if (p.prompt_tokens) j["prompt_tokens"] = *p.prompt_tokens;
+    if (p.response_tokens) j["response_tokens"] = *p.response_tokens;
+  } else if (s.distill) {
+    const DistillSpec& d = *s.distill;
+    j["placement"] = d.placement == DistillSpec::Placement::split         ? "split"
+                     : d.placement == DistillSpec::Placement::precomputed ? "precomputed"
+                                                                          : "colocated";
+    j["teacher"] = {{"name", d.teacher.name}, {"params_total", count_params(d.teacher).total}};
+    if (d.placement == DistillSpec::Placement::split) j["teacher_gpus"] = d.teacher_gpus;
+    j["logits_s"] = st.logits_s;
+    j["logits_bytes"] = st.logits_bytes;
+  }
+  if (!st.feasible) j["fail_reason"] = st.fail_reason;
+  return j;
+}
+
+json frozen_step_report(const Scenario& s, const FrozenModelStep& st) {
+  Scenario trainer = s;
+  if (s.distill && s.distill->placement == DistillSpec::Placement::split)
+    trainer.system.num_gpus = s.system.num_gpus - s.distill->teacher_gpus;
+  json r = train_report(trainer, st.trained);
+  r["system"]["num_gpus"] = s.system.num_gpus;
+  r["layout"]["mode"] = std::string(to_string(s.training->mode));
+  r["post_training"] = frozen_step_json(s, st);
+  if (!st.feasible) {
+    r["status"] = "does_not_fit";
+    r["fail_reason"] = st.fail_reason;
   }
   r["engine"] = "analytical";
   return r;

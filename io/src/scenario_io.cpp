@@ -63,6 +63,17 @@ void read_system(ObjectReader& r, SystemSpec& sys, std::vector<Issue>& issues) {
     r.allow("nic_gbps_per_gpu");
   else
     r.number("nic_gbps_per_gpu", sys.nic_gbps_per_gpu, false, 0);
+  // Host links, read with offload and precomputed teacher logits (SCHEMA.md, "Post-training
+  // cases"): GB/s, or "auto" where unpublished.
+  for (const auto& [key, out] : {std::pair<const char*, std::optional<double>*>{"pcie_gbps_per_gpu", &sys.pcie_gbps_per_gpu},
+                                 {"nvme_gbps_per_node", &sys.nvme_gbps_per_node}}) {
+    const json* v = r.get(key);
+    if (!v || (v->is_string() && *v == "auto")) continue;
+    if (!v->is_number() || !(v->get<double>() > 0))
+      issues.push_back({r.at(key), brief(*v), "must be a number > 0 (GB/s) or \"auto\"", {}});
+    else
+      *out = v->get<double>();
+  }
   r.finish();
 }
 
@@ -257,8 +268,158 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, std::
   out = rl;
 }
 
-void read_training(ObjectReader& r, TrainingPlan& t, std::optional<RlSpec>& rl_out, int64_t num_gpus,
-                   EngineKeys engine_keys, std::vector<Issue>& issues) {
+/// A mean token count of `preference`: a number >= 1 or {"mean", "dist", "max"}.
+void read_mean_tokens(const json& v, const std::string& ptr, std::optional<double>& out, std::vector<Issue>& issues) {
+  if (v.is_number() && v.get<double>() >= 1) {
+    out = v.get<double>();
+  } else if (v.is_object()) {
+    ObjectReader r(v, ptr, issues);
+    double mean = 1, max = 0;
+    const bool has_mean = r.number("mean", mean, true, 1);
+    r.number("max", max, false, 1);
+    std::string dist;
+    r.string("dist", dist);
+    r.finish();
+    if (has_mean && max > 0 && mean > max) issues.push_back({ptr, brief(v), "mean must not exceed max", {}});
+    else if (has_mean) out = mean;
+  } else {
+    issues.push_back({ptr, brief(v), "must be a number >= 1 or {\"mean\", \"dist\", \"max\"}", {}});
+  }
+}
+
+/// The `preference` block of a dpo/simpo/orpo case (SCHEMA.md, "Post-training cases"). Each
+/// pair is a chosen and a rejected sequence, so global_batch (sequences) is 2 x pairs.
+void read_preference(const json* v, const std::string& ptr, const TrainingPlan& t, std::optional<PreferenceSpec>& out,
+                     std::vector<Issue>& issues) {
+  const std::string mode(to_string(t.mode));
+  PreferenceSpec p;
+  p.reference = t.mode == TrainMode::dpo ? PreferenceSpec::Reference::model : PreferenceSpec::Reference::none;
+  bool pairs_given = false;
+  if (v && !v->is_object()) {
+    issues.push_back({ptr, brief(*v), "must be an object", {}});
+    return;
+  }
+  if (v) {
+    ObjectReader r(*v, ptr, issues);
+    pairs_given = r.integer("pairs_per_step", p.pairs_per_step);
+    if (const json* x = r.get("prompt_tokens")) read_mean_tokens(*x, r.at("prompt_tokens"), p.prompt_tokens, issues);
+    if (const json* x = r.get("response_tokens")) read_mean_tokens(*x, r.at("response_tokens"), p.response_tokens, issues);
+    std::string ref;
+    if (r.choice("reference", ref, {"model", "precomputed", "none"})) {
+      p.reference = ref == "model"         ? PreferenceSpec::Reference::model
+                    : ref == "precomputed" ? PreferenceSpec::Reference::precomputed
+                                           : PreferenceSpec::Reference::none;
+      if (t.mode == TrainMode::dpo && p.reference == PreferenceSpec::Reference::none)
+        issues.push_back({r.at("reference"), "\"none\"",
+                          "must be \"model\" or \"precomputed\" in mode \"dpo\": its loss compares the policy's log-probs with the reference's",
+                          "use mode \"simpo\" or \"orpo\" for a reference-free objective"});
+      if (t.mode != TrainMode::dpo && p.reference != PreferenceSpec::Reference::none)
+        issues.push_back({r.at("reference"), brief((*v)["reference"]),
+                          "must be \"none\" in mode \"" + mode + "\": its objective has no reference model", {}});
+    }
+    r.finish();
+  }
+  if (pairs_given && t.global_batch != 2 * p.pairs_per_step)
+    issues.push_back({ptr + "/pairs_per_step", std::to_string(p.pairs_per_step),
+                      "must be half of training.global_batch (" + std::to_string(t.global_batch) +
+                          " sequences: a chosen and a rejected sequence per pair)",
+                      {}});
+  else if (!pairs_given && t.global_batch % 2 != 0)
+    issues.push_back({"/training/global_batch", std::to_string(t.global_batch),
+                      "must be even in mode \"" + mode + "\": each pair is a chosen and a rejected sequence", {}});
+  p.pairs_per_step = t.global_batch / 2;
+  out = p;
+}
+
+/// The `distill` block of a distill case (SCHEMA.md, "Post-training cases").
+void read_distill(const json& v, const std::string& ptr, const TrainingPlan& t, std::optional<DistillSpec>& out,
+                  int64_t num_gpus, std::vector<Issue>& issues) {
+  if (!v.is_object()) {
+    issues.push_back({ptr, brief(v), "must be an object", {}});
+    return;
+  }
+  ObjectReader r(v, ptr, issues);
+  DistillSpec d;
+  bool teacher_ok = false;
+  if (const json* te = r.get("teacher")) {
+    try {
+      d.teacher = te->is_string() ? load_model(te->get<std::string>(), r.at("teacher")) : model_from_hf_config(*te, r.at("teacher"), "teacher");
+      teacher_ok = true;
+    } catch (const InputError& e) {
+      issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+    }
+  } else {
+    issues.push_back({r.at("teacher"), "", "is required (an HF config object or a model preset)", {}});
+  }
+  std::string placement;
+  if (r.choice("placement", placement, {"colocated", "split", "precomputed"}, true))
+    d.placement = placement == "split"         ? DistillSpec::Placement::split
+                  : placement == "precomputed" ? DistillSpec::Placement::precomputed
+                                               : DistillSpec::Placement::colocated;
+  const bool split = placement == "split";
+  const bool has_gpus = r.integer("teacher_gpus", d.teacher_gpus, split);
+  if (has_gpus && !split && !placement.empty())
+    issues.push_back({r.at("teacher_gpus"), std::to_string(d.teacher_gpus), "is read only when placement is \"split\"", {}});
+  if (has_gpus && split && d.teacher_gpus >= num_gpus)
+    issues.push_back({r.at("teacher_gpus"), std::to_string(d.teacher_gpus),
+                      "must be less than num_gpus (" + std::to_string(num_gpus) + "): the student needs GPUs of its own", {}});
+  else if (has_gpus && split && t.tp * t.pp * t.cp > 0 && d.teacher_gpus % (t.tp * t.pp * t.cp) != 0)
+    issues.push_back({r.at("teacher_gpus"), std::to_string(d.teacher_gpus),
+                      "must be a multiple of tp*pp*cp = " + std::to_string(t.tp * t.pp * t.cp) +
+                          " (the teacher runs with the student's tp, pp and cp)",
+                      {}});
+  bool online = false;
+  if (r.boolean("online", online) && online)
+    issues.push_back({r.at("online"), "true",
+                      "is not simulated: the student's own generations (on-policy distillation) need a rollout",
+                      "set online to false"});
+  r.finish();
+  // The teacher runs on the student's layout (colocated) or its tp and pp (split).
+  if (teacher_ok && !placement.empty() && placement != "precomputed" && t.tp >= 1 && t.pp >= 1) {
+    if (d.teacher.heads % t.tp != 0)
+      issues.push_back({r.at("teacher"), d.teacher.name,
+                        "the teacher's attention heads (" + std::to_string(d.teacher.heads) + ") must be divisible by tp (" +
+                            std::to_string(t.tp) + "): it runs with the student's tensor parallelism",
+                        {}});
+    const int64_t stages = t.pp * t.vpp.value_or(1);
+    if (d.teacher.layers < stages)
+      issues.push_back({r.at("teacher"), d.teacher.name,
+                        "the teacher's " + std::to_string(d.teacher.layers) + " layers must be at least the pipeline stages pp*vpp = " +
+                            std::to_string(stages),
+                        {}});
+  }
+  out = d;
+}
+
+/// The `offload` block (SCHEMA.md, "Post-training cases"): where the optimizer states,
+/// parameters, gradients and activations live. The optimizer on the CPU (ZeRO-Offload) is
+/// simulated; the other placements are refused by name.
+void read_offload(const json& v, const std::string& ptr, TrainingPlan& t, std::vector<Issue>& issues) {
+  if (!v.is_object()) {
+    issues.push_back({ptr, brief(v), "must be an object", {}});
+    return;
+  }
+  ObjectReader r(v, ptr, issues);
+  const std::string rule = "is not simulated: only the optimizer offloads, to \"cpu\" (ZeRO-Offload)";
+  std::string where;
+  if (r.choice("optimizer", where, {"none", "cpu", "nvme"})) {
+    if (where == "nvme") issues.push_back({r.at("optimizer"), "\"nvme\"", rule, "use \"cpu\" or \"none\""});
+    t.memory.offload_optimizer = t.memory.offload_optimizer || where == "cpu";
+  }
+  for (const char* key : {"params", "gradients"}) {
+    where.clear();
+    if (r.choice(key, where, {"none", "cpu", "nvme"}) && where != "none")
+      issues.push_back({r.at(key), "\"" + where + "\"", rule, "use \"none\""});
+  }
+  where.clear();
+  if (r.choice("activations", where, {"none", "cpu"}) && where != "none")
+    issues.push_back({r.at("activations"), "\"" + where + "\"", rule, "use \"none\""});
+  r.finish();
+}
+
+void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_gpus, EngineKeys engine_keys,
+                   std::vector<Issue>& issues) {
+  std::optional<RlSpec>& rl_out = sc.rl;
   r.integer("tp", t.tp);
   r.integer("pp", t.pp);
   r.integer("cp", t.cp);
@@ -336,13 +497,26 @@ void read_training(ObjectReader& r, TrainingPlan& t, std::optional<RlSpec>& rl_o
                   : s == "adam8bit"  ? Optimizer::adam8bit
                                      : Optimizer::adamw;
   }
-  if (r.choice("mode", s, {"pretrain", "sft", "lora", "qlora", "ppo", "grpo"}))
-    t.mode = s == "sft"     ? TrainMode::sft
-             : s == "lora"  ? TrainMode::lora
-             : s == "qlora" ? TrainMode::qlora
-             : s == "ppo"  ? TrainMode::ppo
-             : s == "grpo" ? TrainMode::grpo
-                           : TrainMode::pretrain;
+  if (r.choice("mode", s, {"pretrain", "sft", "lora", "qlora", "ppo", "grpo", "dpo", "simpo", "orpo", "distill"}))
+    t.mode = s == "sft"       ? TrainMode::sft
+             : s == "lora"    ? TrainMode::lora
+             : s == "qlora"   ? TrainMode::qlora
+             : s == "ppo"     ? TrainMode::ppo
+             : s == "grpo"    ? TrainMode::grpo
+             : s == "dpo"     ? TrainMode::dpo
+             : s == "simpo"   ? TrainMode::simpo
+             : s == "orpo"    ? TrainMode::orpo
+             : s == "distill" ? TrainMode::distill
+                              : TrainMode::pretrain;
+  if (is_preference(t.mode)) read_preference(r.get("preference"), r.at("preference"), t, sc.preference, issues);
+  else if (r.get("preference"))
+    issues.push_back({r.at("preference"), "", "is read only when mode is \"dpo\", \"simpo\" or \"orpo\"", {}});
+  if (t.mode == TrainMode::distill) {
+    if (const json* d = r.get("distill")) read_distill(*d, r.at("distill"), t, sc.distill, num_gpus, issues);
+    else issues.push_back({r.at("distill"), "", "is required when mode is \"distill\" (teacher, placement)", {}});
+  } else if (r.get("distill")) {
+    issues.push_back({r.at("distill"), "", "is read only when mode is \"distill\"", {}});
+  }
   if (t.mode == TrainMode::ppo || t.mode == TrainMode::grpo) {
     if (const json* rl = r.get("rl")) read_rl(*rl, r.at("rl"), t, rl_out, num_gpus, engine_keys, issues);
     else issues.push_back({r.at("rl"), "", "is required when mode is \"" + s + "\" (samples, lengths, placement, GPUs)", {}});
@@ -411,6 +585,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, std::optional<RlSpec>& rl_o
     }
   }
   r.boolean("offload_optimizer", t.memory.offload_optimizer);
+  if (const json* o = r.get("offload")) read_offload(*o, r.at("offload"), t, issues);
   double mib = 0;
   if (r.number("cuda_context_mib", mib, false, 0)) t.memory.cuda_context_bytes = mib * 1024.0 * 1024.0;
   r.number("allocator_reserve_fraction", t.memory.allocator_reserve_fraction, false, 0);
@@ -422,7 +597,11 @@ void read_training(ObjectReader& r, TrainingPlan& t, std::optional<RlSpec>& rl_o
   r.number("usd_per_gpu_hour", t.budget.usd_per_gpu_hour, false, 0);
   r.number("pue", t.budget.pue, false, 1.0);
   r.finish();
-  if (!has_dp && t.tp * t.pp * t.cp > 0 && num_gpus % (t.tp * t.pp * t.cp) == 0) t.dp = num_gpus / (t.tp * t.pp * t.cp);
+  // Absent dp: the GPUs the plan covers (under split distillation, those the teacher leaves).
+  int64_t plan_gpus = num_gpus;
+  if (sc.distill && sc.distill->placement == DistillSpec::Placement::split && sc.distill->teacher_gpus < num_gpus)
+    plan_gpus -= sc.distill->teacher_gpus;
+  if (!has_dp && t.tp * t.pp * t.cp > 0 && plan_gpus % (t.tp * t.pp * t.cp) == 0) t.dp = plan_gpus / (t.tp * t.pp * t.cp);
 }
 
 void read_length(const json& v, const std::string& ptr, LengthDist& d, std::vector<Issue>& issues) {
@@ -779,7 +958,7 @@ Scenario scenario_from_json(const json& doc, const fs::path& base_dir, EngineKey
       ObjectReader r(*t, "/training", issues);
       TrainingPlan plan;
       if (!t->is_object()) issues.push_back({"/training", brief(*t), "must be an object", {}});
-      else read_training(r, plan, sc.rl, sc.system.num_gpus, engine_keys, issues);
+      else read_training(r, plan, sc, sc.system.num_gpus, engine_keys, issues);
       sc.training = plan;
     } else {
       issues.push_back({"/training", "", "is required for kind \"training\"", {}});
@@ -819,6 +998,9 @@ Scenario scenario_from_json(const json& doc, const fs::path& base_dir, EngineKey
     // Split RL placement: the training layout covers the trainer's pool, not every GPU.
     Scenario trainer = sc;
     if (sc.rl && sc.rl->placement == RlSpec::Placement::split) trainer.system.num_gpus = sc.rl->train_gpus;
+    // Split distillation: the student's layout covers the GPUs the teacher leaves.
+    if (sc.distill && sc.distill->placement == DistillSpec::Placement::split && sc.distill->teacher_gpus < sc.system.num_gpus)
+      trainer.system.num_gpus = sc.system.num_gpus - sc.distill->teacher_gpus;
     auto layout = sc.training ? check_training_layout(trainer) : check_inference_layout(sc);
     issues.insert(issues.end(), layout.begin(), layout.end());
     if (sc.system.num_gpus > sc.system.gpus_per_node && sc.system.nic_gbps_per_gpu <= 0 &&

@@ -89,6 +89,31 @@ json predict_rl(const Scenario& sc, const json& measured, json& resolved, std::s
   return out;
 }
 
+/// Predict every metric of a preference (dpo/simpo/orpo) or distill step the case measured:
+/// the step, its throughput, the trained model's part (training_s), the frozen model's
+/// forward (scoring_s), and the peak memory with the frozen weights.
+json predict_frozen_step(const Scenario& sc, const json& measured, json& resolved, std::string& reason,
+                         const CalibrationProfile* calibration) {
+  const CostModels costs(sc.system, calibration);
+  const FrozenModelStep st = sc.distill ? evaluate_distill_step(sc, costs.get()) : evaluate_preference_step(sc, costs.get());
+  const json report = frozen_step_report(sc, st);
+  resolved = report["resolved"];
+  json out = json::object();
+  if (!st.feasible) {
+    reason = st.fail_reason;
+    return out;
+  }
+  for (auto m = measured.begin(); m != measured.end(); ++m) {
+    if (m.key() == "step_time_s") out[m.key()] = st.step_time_s;
+    else if (m.key() == "throughput_tokens_per_s") out[m.key()] = st.throughput_tokens_per_s;
+    else if (m.key() == "training_s") out[m.key()] = st.trained_s;
+    else if (m.key() == "scoring_s" && !st.frozen_role.empty()) out[m.key()] = st.frozen_s;
+    else if (m.key() == "peak_memory_gib")
+      out[m.key()] = (st.trained.memory.peak().total_bytes - st.trained.memory.peak().cuda_context_bytes) / kGiB;
+  }
+  return out;
+}
+
 /// What a case is grouped by: its source family (the id up to its first "-"), engine
 /// (name and version, or the training framework), GPU, model and mode.
 json case_groups(const json& c) {
@@ -214,22 +239,28 @@ json evaluate_case(const json& c, const std::string& file, const std::filesystem
   json predicted = json::object(), resolved = json::object();
   std::string reason;
   r["groups"] = case_groups(c);
-  // Post-training modes this simulator does not model yet are reported as not
-  // simulated, with the mode as the reason (SCHEMA.md, "Post-training cases").
-  const std::string mode = c.is_object() && c.contains("training") && c["training"].is_object() &&
-                                   c["training"].contains("mode") && c["training"]["mode"].is_string()
-                               ? c["training"]["mode"].get<std::string>()
-                               : std::string();
-  static const std::vector<std::string> kNotSimulated = {"dpo", "simpo", "orpo", "distill"};
+  // What this simulator does not model is reported as not simulated, with the reason
+  // (SCHEMA.md, "Post-training cases"): on-policy distillation, where the student generates.
+  const json* training = c.is_object() && c.contains("training") && c["training"].is_object() ? &c["training"] : nullptr;
+  const json* distill = training && training->contains("distill") ? &(*training)["distill"] : nullptr;
+  const bool online_distill = distill && distill->is_object() && distill->contains("online") &&
+                              (*distill)["online"].is_boolean() && (*distill)["online"].get<bool>();
   const std::string problem = measured_problem(c);
   if (!problem.empty()) reason = "cannot read the case: " + problem;
   else try {
-    if (std::find(kNotSimulated.begin(), kNotSimulated.end(), mode) != kNotSimulated.end())
-      throw NotSimulated("training mode \"" + mode + "\" is not simulated");
+    if (online_distill)
+      throw NotSimulated("online distillation (the student generates the sequences the teacher scores) is not simulated");
+    if (training && training->contains("offload") && (*training)["offload"].is_object())
+      for (const auto& [key, v] : (*training)["offload"].items())
+        if (v.is_string() && v != "none" && !(key == "optimizer" && v == "cpu"))
+          throw NotSimulated("offload." + key + " \"" + v.get<std::string>() +
+                             "\" is not simulated (only the optimizer offloads, to \"cpu\")");
     const Scenario sc = scenario_from_json(c, dir, EngineKeys::ignore_unknown);
     r["groups"]["model"] = model_group(sc.model);
     if (sc.rl) {
       predicted = predict_rl(sc, measured, resolved, reason, calibration);
+    } else if (sc.preference || sc.distill) {
+      predicted = predict_frozen_step(sc, measured, resolved, reason, calibration);
     } else if (sc.training) {
       predicted = predict_training(sc, measured, resolved, reason, calibration);
     } else {

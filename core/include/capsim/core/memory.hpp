@@ -38,6 +38,10 @@ struct StageMemory {
   double gradients_bytes = 0;
   double optimizer_bytes = 0;
   double activations_bytes = 0;
+  /// A frozen reference copy of the trained model (MemoryOptions::reference_weights).
+  double reference_weights_bytes = 0;
+  /// A frozen model of its own, e.g. a colocated teacher (MemoryOptions::frozen_*_params).
+  double frozen_weights_bytes = 0;
   double other_bytes = 0;      ///< temporary buffers plus the stated CUDA context reserve
   double total_bytes = 0;
   double capacity_bytes = 0;
@@ -59,11 +63,22 @@ struct TrainingMemory {
   bool operator==(const TrainingMemory&) const = default;
 };
 
+/// Dense (everything but routed experts) and routed-expert parameters of a model.
+struct FrozenParams {
+  double dense = 0, expert = 0;
+};
+FrozenParams frozen_model_params(const ModelSpec& m);
+
 /// Training memory per pipeline stage. `t` must be fully resolved (no auto fields).
 /// Weights, gradients and optimizer states shard over data parallel ranks by ZeRO stage
 /// (Rajbhandari et al. 2020: 2+2+K/N, 2+(2+K)/N, (2+2+K)/N bytes per parameter); expert
 /// weights shard over the expert-data-parallel group tp*cp*dp/(ep*etp); activations come
 /// from each operator's kept bytes times the microbatches in flight on that stage.
+/// Frozen models (t.memory): a reference copy holds the stage's weights again at 2 bytes
+/// per parameter, ZeRO-3-sharded as the trained weights; a model of its own spreads its
+/// dense parameters over tp x pp and its routed experts over ep x etp x pp, 2 bytes each,
+/// ZeRO-3-sharded likewise. Neither keeps activations: their forwards run under no_grad
+/// before the trained model's, so their working set is not live at its peak.
 TrainingMemory training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
                                EvalCache* cache = nullptr);
 /// The same into `out`, reusing its storage: with a warm cache, no allocation once `out`

@@ -14,6 +14,14 @@
 
 namespace capsim {
 
+/// Seconds of one forward (no backward, no optimizer) of `m` over `sequences` sequences of
+/// the plan's seq_len, on the resolved training layout `t`: the per-microbatch forward of
+/// each pipeline rank's chunks (pipeline_costs, with its exposed TP/CP/EP communication),
+/// the slowest rank setting the pace, plus pp - 1 microbatches of fill and a p2p transfer
+/// per boundary. This is the log-prob pass: the same kernels as the training forward.
+double forward_pass_seconds(const ModelSpec& m, const SystemSpec& sys, TrainingPlan t, int64_t sequences,
+                            const CostModel& cost);
+
 /// Prompt tokens per sample when `rl.prompt_tokens` is "auto": 128, the order of a
 /// chat-templated math word problem (Llama 3.1 chat header ~30 tokens, an instruction line
 /// ~20, a MATH/GSM8K-style problem ~80). Not independent of the NeMo RL cases: their page
@@ -82,5 +90,52 @@ struct RlIteration {
 /// after each update), step = max(generation, scoring + training) + resharding; split
 /// on-policy (staleness 0) runs them in sequence. A pure function of its inputs.
 RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost);
+
+/// One optimizer step of a trained model beside a frozen one: preference optimisation
+/// (the policy beside its reference) or distillation (the student beside its teacher).
+struct FrozenModelStep {
+  TrainEvaluation trained;  ///< the policy's / student's step: resolved plan, memory, time
+  std::string frozen_role;  ///< "reference", "teacher", or "" (none costs anything)
+  double trained_s = 0;     ///< the trained model's forward + backward + optimizer step
+  double frozen_s = 0;      ///< the frozen model's forward over the step's sequences
+  double logits_s = 0;      ///< teacher logits moved: read from disk or sent over the network
+  /// frozen_s (and logits_s) run beside the trained step instead of before it: a split
+  /// teacher scores the next batch; precomputed logits are prefetched by the data loader.
+  bool overlapped = false;
+  double step_time_s = 0;
+  int64_t sequences = 0;  ///< sequences the trained model runs per step (2 x pairs in preference modes)
+  int64_t pairs = 0;      ///< preference modes: chosen/rejected pairs per step
+  double model_flops_per_step = 0;   ///< the trained model's 3 x forward FLOPs plus the frozen forward's
+  double frozen_flops_per_step = 0;  ///< the frozen model's forward FLOPs (0 where it costs nothing)
+  double logits_bytes = 0;           ///< teacher logits per step (split, precomputed)
+  double tokens_per_step = 0;        ///< sequences x seq_len, the tokens the trained model passes forward
+  double throughput_tokens_per_s = 0;
+  std::vector<std::string> notes;    ///< what was not counted, and why
+  bool feasible = true;
+  std::string fail_reason;
+};
+
+/// A dpo / simpo / orpo step of `s` (`s.preference` set). The policy runs forward and
+/// backward over the chosen and the rejected sequence of every pair, i.e. a training step
+/// of the plan's global_batch = 2 x pairs sequences (TRL's DPOTrainer concatenates them
+/// into one batch). DPO with reference "model" adds a frozen reference forward over the same
+/// sequences before it (Rafailov et al. 2023, Eq. 7: the loss needs the reference's
+/// log-probs of both responses) and holds the reference's weights beside the policy's.
+/// SimPO (Meng et al. 2024) and ORPO (Hong et al. 2024) are reference-free, and "precomputed"
+/// reference log-probs cost nothing in the step. The auto fields of the plan are resolved
+/// with the reference weights in memory. A pure function of its inputs.
+FrozenModelStep evaluate_preference_step(const Scenario& s, const CostModel& cost);
+
+/// A distill step of `s` (`s.distill` set): the student's training step on the plan's
+/// sequences, and the teacher by placement. Colocated: the teacher's weights sit on the
+/// student's GPUs (frozen_model_params, split as the student's tp / pp / ep) and its forward
+/// over the same sequences on the student's layout runs before the student's step. Split:
+/// the teacher runs on teacher_gpus GPUs of its own with the student's tp and pp, scoring
+/// the next batch while the student trains on this one, its 16-bit logits sent over the
+/// scale-out network: step = max(student, teacher + logits). Precomputed: the logits of the
+/// whole vocabulary in 16-bit are read from the nodes' NVMe at system.nvme_gbps_per_node,
+/// prefetched beside the step: step = max(student, read); not counted when that rate is not
+/// given. A pure function of its inputs.
+FrozenModelStep evaluate_distill_step(const Scenario& s, const CostModel& cost);
 
 }  // namespace capsim

@@ -20,11 +20,17 @@ enum class Recompute { none, selective, full };
 enum class Schedule { one_f_one_b, gpipe, zb_h1, dualpipe };
 enum class Optimizer { adamw, sgd, adafactor, lion, adam8bit };
 /// ppo / grpo: an RL iteration (Scenario::rl) whose updates are full-parameter training
-/// steps of this plan; the other modes are one optimizer step.
-enum class TrainMode { pretrain, sft, lora, qlora, ppo, grpo };
+/// steps of this plan; the other modes are one optimizer step. dpo / simpo / orpo: one step
+/// of preference optimisation on chosen and rejected sequences (Scenario::preference);
+/// distill: one step of the student beside a teacher (Scenario::distill).
+enum class TrainMode { pretrain, sft, lora, qlora, ppo, grpo, dpo, simpo, orpo, distill };
 
 /// Whether the mode trains LoRA adapters on a frozen base (lora, qlora).
 inline bool trains_adapters(TrainMode m) { return m == TrainMode::lora || m == TrainMode::qlora; }
+/// Whether the mode trains on preference pairs (dpo, simpo, orpo).
+inline bool is_preference(TrainMode m) {
+  return m == TrainMode::dpo || m == TrainMode::simpo || m == TrainMode::orpo;
+}
 /// The training stack whose conventions decide what "selective" recompute keeps and how
 /// the loss holds the logits: Megatron-LM (core-attention recompute, fused vocab-parallel
 /// cross entropy) or PyTorch-native FSDP stacks such as torchtitan (op-level selective
@@ -43,6 +49,11 @@ struct SystemSpec {
   int64_t num_gpus = 1;
   int64_t gpus_per_node = 8;
   double nic_gbps_per_gpu = 0;  ///< scale-out line rate per GPU, one direction, Gb/s
+  /// Host-device link per GPU, one direction, GB/s; nullopt = auto (the GPU's PCIe
+  /// generation, pcie_gbps_of). Read only with offload.
+  std::optional<double> pcie_gbps_per_gpu;
+  /// NVMe read bandwidth per node, GB/s; nullopt = not published.
+  std::optional<double> nvme_gbps_per_node;
   bool operator==(const SystemSpec&) const = default;
 };
 
@@ -67,6 +78,14 @@ struct MemoryOptions {
   double allocator_reserve_fraction = 0;
   /// Optimizer states (and fp32 master weights) live in host memory (ZeRO-Offload).
   bool offload_optimizer = false;
+  /// A frozen copy of the trained model's weights beside it (DPO's reference model):
+  /// 16-bit, laid out and ZeRO-3-sharded as the trained weights, no gradients, no
+  /// optimizer state, no activations kept for a backward.
+  bool reference_weights = false;
+  /// A frozen model of its own on the same GPUs (a colocated distillation teacher): its
+  /// dense (non-expert) and routed-expert parameter counts, held in 16-bit with the
+  /// trained model's tp / pp / ep split (frozen_model_params).
+  double frozen_dense_params = 0, frozen_expert_params = 0;
   bool operator==(const MemoryOptions&) const = default;
 };
 
@@ -285,6 +304,34 @@ struct RlSpec {
   bool operator==(const RlSpec&) const = default;
 };
 
+/// Preference optimisation (SCHEMA.md, `preference`): each pair is a chosen and a rejected
+/// sequence of the plan's seq_len, so the plan's global_batch (sequences) is 2 x pairs.
+struct PreferenceSpec {
+  enum class Reference {
+    model,        ///< a frozen reference model's forward each step (DPO)
+    precomputed,  ///< reference log-probs computed before training: no cost in the step
+    none,         ///< no reference (SimPO, ORPO)
+  };
+  int64_t pairs_per_step = 1;
+  std::optional<double> prompt_tokens, response_tokens;  ///< mean per sequence, where given
+  Reference reference = Reference::model;
+  bool operator==(const PreferenceSpec&) const = default;
+};
+
+/// Knowledge distillation (SCHEMA.md, `distill`): a frozen teacher scores the sequences
+/// the student trains on.
+struct DistillSpec {
+  enum class Placement {
+    colocated,    ///< teacher weights on the student's GPUs, its forward in the step
+    split,        ///< teacher on teacher_gpus GPUs of its own, scoring the next batch
+    precomputed,  ///< teacher logits read from disk
+  };
+  ModelSpec teacher;
+  Placement placement = Placement::colocated;
+  int64_t teacher_gpus = 0;  ///< split only
+  bool operator==(const DistillSpec&) const = default;
+};
+
 struct Scenario {
   std::string id;
   ModelSpec model;
@@ -293,6 +340,10 @@ struct Scenario {
   std::optional<InferencePlan> inference;
   /// Mode ppo/grpo: the RL iteration around `training` (the actor's update layout).
   std::optional<RlSpec> rl;
+  /// Modes dpo/simpo/orpo: the pairs and the reference.
+  std::optional<PreferenceSpec> preference;
+  /// Mode distill: the teacher and where it runs.
+  std::optional<DistillSpec> distill;
   bool operator==(const Scenario&) const = default;
 };
 

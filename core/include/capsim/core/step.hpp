@@ -32,7 +32,10 @@ struct StepBreakdown {
   double exposed_tp_s = 0, exposed_cp_s = 0, exposed_ep_s = 0, exposed_pp_s = 0, exposed_dp_s = 0;
   double total_tp_s = 0, total_cp_s = 0, total_ep_s = 0, total_pp_s = 0, total_dp_s = 0;  ///< before overlap
   double bubble_s = 0;      ///< pipeline fill and drain
-  double optimizer_s = 0;
+  double optimizer_s = 0;   ///< on the GPU, or with offload the three parts below
+  double offload_d2h_s = 0;  ///< offloaded optimizer: 16-bit gradients down over PCIe
+  double offload_cpu_s = 0;  ///< offloaded optimizer: the CPU Adam step
+  double offload_h2d_s = 0;  ///< offloaded optimizer: updated 16-bit parameters up over PCIe
   double microbatch_s = 0;  ///< forward+backward of one microbatch on the slowest stage
   int64_t slowest_stage = 0;
   double tokens_per_s = 0;
@@ -79,6 +82,17 @@ struct PipelineCosts {
 
 PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
                              const CostModel& cost, const StepOptions& opt = {});
+
+/// Parameters per second one node's CPUs update with DeepSpeed's CPU-Adam: 10 billion
+/// parameters in 2.57 s on a DGX-2 host, two 24-core Xeon Platinum 8168 (Ren et al. 2021,
+/// ZeRO-Offload, USENIX ATC, Table 3, "CPU-Adam", the largest model measured). The node's
+/// GPUs share it: each rank's CPU-Adam runs on its share of the cores.
+inline constexpr double kCpuAdamParamsPerSecondPerNode = 10e9 / 2.57;
+
+/// Host-device link of one GPU in force, bytes/s one direction: system.pcie_gbps_per_gpu,
+/// or with "auto" the GPU preset's PCIe x16 payload rate (data/gpus/, pcie_bw_unidir_gbps:
+/// Gen5 x16 63 GB/s for H100/H200, Gen4 x16 31.5 GB/s for A100, PCI-SIG base specs).
+double pcie_bytes_per_s(const SystemSpec& sys);
 
 /// Bytes per parameter a fused optimizer update reads and writes.
 double optimizer_traffic(Optimizer o);

@@ -33,6 +33,15 @@ nlohmann::json rl_iteration_json(const Scenario& s, const RlIteration& it);
 /// training GPUs, plus `rl` (rl_iteration_json); engine "analytical".
 nlohmann::json rl_train_report(const Scenario& s, const RlIteration& it);
 
+/// A preference (dpo/simpo/orpo) or distill step (FrozenModelStep): the step and its parts
+/// (policy_s and reference_s, or student_s, teacher_s and logits_s), FLOPs, throughput.
+nlohmann::json frozen_step_json(const Scenario& s, const FrozenModelStep& st);
+
+/// `capsim train` for a dpo/simpo/orpo/distill scenario: train_report of the trained
+/// model's step (memory with the frozen weights as lines of their own), plus
+/// `post_training` (frozen_step_json); engine "analytical".
+nlohmann::json frozen_step_report(const Scenario& s, const FrozenModelStep& st);
+
 /// Serving memory of one GPU of one replica.
 nlohmann::json inference_memory_json(const Scenario& s, const InferenceMemory& mem);
 
