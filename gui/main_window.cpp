@@ -2,17 +2,25 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QBuffer>
+#include <QChart>
+#include <QChartView>
 #include <QCloseEvent>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFutureWatcher>
+#include <QGraphicsView>
+#include <QImage>
+#include <QInputDialog>
 #include <QKeySequence>
 #include <QMenuBar>
+#include <QPainter>
 #include <QScrollArea>
 #include <QSettings>
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QStatusBar>
+#include <QSvgGenerator>
 #include <QTabWidget>
 #include <QTimer>
 #include <QtConcurrent/QtConcurrentRun>
@@ -24,6 +32,7 @@
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/report.hpp"
 #include "evaluation.hpp"
+#include "report_table.hpp"
 #include "search_view.hpp"
 #include "serving_view.hpp"
 #include "timeline_view.hpp"
@@ -108,6 +117,12 @@ void MainWindow::build_menus() {
   save_as->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S));
   QAction* exp = file->addAction(tr("&Export report JSON..."), this, &MainWindow::export_dialog);
   exp->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+  QAction* csv = file->addAction(tr("Export report &CSV..."), this, &MainWindow::export_csv_dialog);
+  csv->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E));
+  QAction* png = file->addAction(tr("Export chart as &PNG..."), this, [this] { export_chart_dialog(false); });
+  png->setShortcut(QKeySequence(Qt::CTRL | Qt::ALT | Qt::Key_P));
+  QAction* svg = file->addAction(tr("Export chart as S&VG..."), this, [this] { export_chart_dialog(true); });
+  svg->setShortcut(QKeySequence(Qt::CTRL | Qt::ALT | Qt::Key_S));
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
@@ -387,6 +402,78 @@ bool MainWindow::export_report(const QString& path) {
   return true;
 }
 
+bool MainWindow::export_report_csv(const QString& path) {
+  const std::string& report = panel_->kind() == ScenarioKind::training ? training_report_ : serving_report_;
+  if (report.empty()) {
+    statusBar()->showMessage(tr("No report to export: fix the input or wait for the run."), 8000);
+    return false;
+  }
+  try {
+    io::write_file_atomic(path.toStdString(), report_csv(nlohmann::json::parse(report)));
+  } catch (const std::exception& e) {
+    statusBar()->showMessage(tr("Could not write %1: %2").arg(path, QString::fromUtf8(e.what())), 8000);
+    return false;
+  }
+  statusBar()->showMessage(tr("Report written to %1").arg(path), 5000);
+  return true;
+}
+
+QList<QGraphicsView*> MainWindow::visible_charts() const {
+  QList<QGraphicsView*> out;
+  for (QGraphicsView* v : views_->currentWidget()->findChildren<QGraphicsView*>())
+    if (v->isVisibleTo(this)) out << v;
+  std::stable_sort(out.begin(), out.end(), [this](const QGraphicsView* a, const QGraphicsView* b) {
+    return a->mapTo(this, QPoint()).y() < b->mapTo(this, QPoint()).y();
+  });
+  return out;
+}
+
+QString MainWindow::chart_name(const QGraphicsView* view) {
+  if (const auto* cv = qobject_cast<const QChartView*>(view))
+    if (!cv->chart()->title().isEmpty()) return cv->chart()->title();
+  return view->objectName().isEmpty() ? tr("chart") : view->objectName();
+}
+
+bool MainWindow::export_chart(const QString& path, int index) {
+  const QList<QGraphicsView*> charts = visible_charts();
+  if (index < 0 || index >= charts.size()) {
+    statusBar()->showMessage(tr("No chart to export on this tab."), 8000);
+    return false;
+  }
+  QGraphicsView* view = charts[index];
+  if (view->size().isEmpty()) {
+    statusBar()->showMessage(tr("The chart has no size yet: show the window first."), 8000);
+    return false;
+  }
+  QByteArray bytes;
+  QBuffer buffer(&bytes);
+  buffer.open(QIODevice::WriteOnly);
+  if (path.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive)) {
+    QSvgGenerator svg;
+    svg.setOutputDevice(&buffer);
+    svg.setSize(view->viewport()->size());
+    svg.setViewBox(QRect(QPoint(), view->viewport()->size()));
+    svg.setTitle(chart_name(view));
+    QPainter painter(&svg);
+    view->render(&painter);
+  } else {
+    const QImage image = view->grab().toImage();
+    if (image.isNull() || !image.save(&buffer, "PNG")) {
+      statusBar()->showMessage(tr("Could not render the chart."), 8000);
+      return false;
+    }
+  }
+  buffer.close();
+  try {
+    io::write_file_atomic(path.toStdString(), std::string_view(bytes.constData(), static_cast<size_t>(bytes.size())));
+  } catch (const std::exception& e) {
+    statusBar()->showMessage(tr("Could not write %1: %2").arg(path, QString::fromUtf8(e.what())), 8000);
+    return false;
+  }
+  statusBar()->showMessage(tr("Chart written to %1").arg(path), 5000);
+  return true;
+}
+
 void MainWindow::open_dialog() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Open scenario"), QString(), tr("Scenario (*.json)"));
   if (!path.isEmpty()) open_file(path);
@@ -408,6 +495,31 @@ void MainWindow::save_as() {
 void MainWindow::export_dialog() {
   const QString path = QFileDialog::getSaveFileName(this, tr("Export report"), QString(), tr("Report (*.json)"));
   if (!path.isEmpty()) export_report(path);
+}
+
+void MainWindow::export_csv_dialog() {
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export report as CSV"), QString(), tr("CSV (*.csv)"));
+  if (!path.isEmpty()) export_report_csv(path);
+}
+
+void MainWindow::export_chart_dialog(bool svg) {
+  const QList<QGraphicsView*> charts = visible_charts();
+  if (charts.isEmpty()) {
+    statusBar()->showMessage(tr("No chart to export on this tab."), 8000);
+    return;
+  }
+  int index = 0;
+  if (charts.size() > 1) {
+    QStringList names;
+    for (const QGraphicsView* v : charts) names << chart_name(v);
+    bool ok = false;
+    const QString name = QInputDialog::getItem(this, tr("Export chart"), tr("Chart:"), names, 0, false, &ok);
+    if (!ok) return;
+    index = static_cast<int>(names.indexOf(name));
+  }
+  const QString path = QFileDialog::getSaveFileName(this, svg ? tr("Export chart as SVG") : tr("Export chart as PNG"),
+                                                    QString(), svg ? tr("SVG (*.svg)") : tr("PNG image (*.png)"));
+  if (!path.isEmpty()) export_chart(path, index);
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

@@ -13,6 +13,7 @@
 #include "capsim/core/search.hpp"
 #include "scenario_panel.hpp"
 
+class QGraphicsView;
 class QMenu;
 class QStackedWidget;
 class QTabWidget;
@@ -57,6 +58,16 @@ class MainWindow : public QMainWindow {
   bool save_file(const QString& path);
   /// Write the front tab's report (the CLI's JSON) to `path`; false when there is none.
   bool export_report(const QString& path);
+  /// Write the front tab's report as CSV (report_csv: key,value,unit) to `path`; false
+  /// when there is none.
+  bool export_report_csv(const QString& path);
+  /// The charts the front tab shows (chart views and the timeline), top to bottom.
+  QList<QGraphicsView*> visible_charts() const;
+  /// A chart's name for menus and file names: its title, else its object name.
+  static QString chart_name(const QGraphicsView* view);
+  /// Write chart `index` of visible_charts() to `path`: SVG when `path` ends in .svg,
+  /// else PNG. False when there is no such chart or the write fails.
+  bool export_chart(const QString& path, int index = 0);
   /// The front tab's report as `capsim train`/`capsim infer --format json` prints it;
   /// empty while there is none (invalid input, serving run in flight or cancelled).
   QString current_report() const;
@@ -107,6 +118,8 @@ class MainWindow : public QMainWindow {
   void save();
   void save_as();
   void export_dialog();
+  void export_csv_dialog();
+  void export_chart_dialog(bool svg);
 
   ScenarioPanel* panel_ = nullptr;
   TrainingView* training_view_ = nullptr;

@@ -3,6 +3,8 @@
 
 #include <QComboBox>
 #include <QDir>
+#include <QGraphicsView>
+#include <QImage>
 #include <QProcess>
 #include <QSettings>
 #include <QSignalSpy>
@@ -21,6 +23,7 @@
 #include "capsim/io/validation.hpp"
 #include "evaluation.hpp"
 #include "main_window.hpp"
+#include "report_table.hpp"
 #include "search_view.hpp"
 #include "serving_view.hpp"
 #include "timeline_view.hpp"
@@ -137,6 +140,55 @@ class GuiTest : public QObject {
     QFile f(exported);
     QVERIFY(f.open(QIODevice::ReadOnly));
     QCOMPARE(QString::fromUtf8(f.readAll()), w.current_report());
+  }
+
+  /// File > Export: the JSON is the library's report for an example, byte for byte; the CSV
+  /// lists its metrics with units; the charts render to PNG and SVG; no temporary file stays.
+  void exports_report_csv_and_charts() {
+    gui::MainWindow w;
+    w.resize(1280, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const QString example = QStringLiteral(CAPSIM_SOURCE_DIR "/examples/llama3-8b-h100.json");
+    QVERIFY(w.open_file(example));
+    const Scenario e = io::load_scenario(example.toStdString());
+    const io::CostModels costs(e.system, nullptr);
+    const json r = io::analytical_train_report(e, evaluate_training(e, &costs.get()));
+    QTemporaryDir dir;
+    auto read = [](const QString& path) {
+      QFile f(path);
+      if (!f.open(QIODevice::ReadOnly)) qFatal("cannot read %s", qPrintable(path));
+      return f.readAll();
+    };
+    const QString json_path = dir.filePath(QStringLiteral("report.json"));
+    QVERIFY(w.export_report(json_path));
+    QCOMPARE(read(json_path).toStdString(), io::dump(r));
+
+    const QString csv_path = dir.filePath(QStringLiteral("report.csv"));
+    QVERIFY(w.export_report_csv(csv_path));
+    const QStringList lines = QString::fromUtf8(read(csv_path)).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    QCOMPARE(lines.value(0), QStringLiteral("key,value,unit"));
+    QCOMPARE(static_cast<size_t>(lines.size()), gui::report_metrics(r).size() + 1);
+    const QString step_row = QStringLiteral("time.step_s,%1,s").arg(QString::fromStdString(r["time"]["step_s"].dump()));
+    QVERIFY2(lines.contains(step_row), qPrintable(step_row));
+    QCOMPARE(gui::unit_of("memory.stages.0.weights_bytes"), std::string("bytes"));
+    QCOMPARE(gui::unit_of("time.tokens_per_s_per_gpu"), std::string("tokens/s/GPU"));
+    QCOMPARE(gui::unit_of("time.flops.model_per_step"), std::string("FLOP"));
+    QCOMPARE(gui::unit_of("layout.tp"), std::string());
+
+    const QList<QGraphicsView*> charts = w.visible_charts();
+    QCOMPARE(charts.size(), qsizetype{2});
+    QCOMPARE(gui::MainWindow::chart_name(charts[0]), QStringLiteral("Memory per GPU by pipeline stage"));
+    const QString png = dir.filePath(QStringLiteral("memory.png"));
+    QVERIFY(w.export_chart(png, 0));
+    const QImage image(png);
+    QVERIFY(!image.isNull() && image.width() > 0 && image.height() > 0);
+    const QString svg = dir.filePath(QStringLiteral("step.svg"));
+    QVERIFY(w.export_chart(svg, 1));
+    const QByteArray svg_text = read(svg);
+    QVERIFY(svg_text.contains("<svg") && svg_text.contains("</svg>"));
+    QVERIFY(!w.export_chart(dir.filePath(QStringLiteral("none.png")), 2));
+    QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), qsizetype{4});
   }
 
   void serving_p99_ttft_is_the_simulators() {
