@@ -31,6 +31,7 @@
 
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/report.hpp"
+#include "compare_view.hpp"
 #include "evaluation.hpp"
 #include "report_table.hpp"
 #include "search_view.hpp"
@@ -63,6 +64,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   validation_view_ = new ValidationView;
   views_ = new QTabWidget;
   views_->addTab(results_, tr("Results"));
+  compare_view_ = new CompareView;
+  views_->addTab(compare_view_, tr("Compare"));
   views_->addTab(search_view_, tr("Layout search"));
   timeline_view_ = new TimelineView;
   views_->addTab(timeline_view_, tr("Pipeline timeline"));
@@ -93,6 +96,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(views_, &QTabWidget::currentChanged, this, [this] {
     if (views_->currentWidget() == timeline_view_ && timeline_dirty_) run_timeline_now();
   });
+  connect(compare_view_, &CompareView::pin_requested, this, &MainWindow::pin_report);
+  connect(compare_view_, &CompareView::unpin_requested, this, &MainWindow::unpin_report);
   connect(validation_view_, &ValidationView::run_requested, this, [this] { run_validation_now(); });
   connect(validation_view_, &ValidationView::files_chosen, this, &MainWindow::run_validation_now);
 
@@ -123,6 +128,9 @@ void MainWindow::build_menus() {
   png->setShortcut(QKeySequence(Qt::CTRL | Qt::ALT | Qt::Key_P));
   QAction* svg = file->addAction(tr("Export chart as S&VG..."), this, [this] { export_chart_dialog(true); });
   svg->setShortcut(QKeySequence(Qt::CTRL | Qt::ALT | Qt::Key_S));
+  file->addSeparator();
+  QAction* pin = file->addAction(tr("&Pin training report"), this, &MainWindow::pin_report);
+  pin->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P));
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
@@ -167,6 +175,7 @@ void MainWindow::evaluate_training_now() {
   const TrainingOutcome out = evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_);
   training_report_ = out.report;
   training_view_->show_outcome(out);
+  compare_view_->show_reports(pinned_report_, training_report_);
   if (panel_->kind() == ScenarioKind::training) {
     panel_->show_issues(out.issues);
     if (!out.internal_error.empty())
@@ -472,6 +481,22 @@ bool MainWindow::export_chart(const QString& path, int index) {
   }
   statusBar()->showMessage(tr("Chart written to %1").arg(path), 5000);
   return true;
+}
+
+bool MainWindow::pin_report() {
+  if (training_report_.empty()) {
+    statusBar()->showMessage(tr("No training report to pin: fix the input first."), 8000);
+    return false;
+  }
+  pinned_report_ = training_report_;
+  compare_view_->show_reports(pinned_report_, training_report_);
+  statusBar()->showMessage(tr("Training report pinned; edits now compare against it (Compare tab)."), 5000);
+  return true;
+}
+
+void MainWindow::unpin_report() {
+  pinned_report_.clear();
+  compare_view_->show_reports(pinned_report_, training_report_);
 }
 
 void MainWindow::open_dialog() {

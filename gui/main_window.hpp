@@ -21,6 +21,7 @@ class QTimer;
 
 namespace capsim::gui {
 
+class CompareView;
 class SearchView;
 class ServingView;
 class TimelineView;
@@ -43,6 +44,8 @@ class MainWindow : public QMainWindow {
   /// The serving results.
   ServingView* serving_view() const { return serving_view_; }
 
+  /// The pinned training report against the current one.
+  CompareView* compare_view() const { return compare_view_; }
   /// The layout search.
   SearchView* search_view() const { return search_view_; }
   /// The discrete-event timeline of the training step.
@@ -88,6 +91,11 @@ class MainWindow : public QMainWindow {
   /// Predict the cases of `files` (data/validation/*.json when empty) on a worker thread;
   /// a run in flight is dropped.
   void run_validation_now(const QStringList& files = {});
+  /// Keep the current training report to compare later edits against; false when there
+  /// is none (the input has problems).
+  bool pin_report();
+  /// Drop the pinned report.
+  void unpin_report();
   /// The recent files list, newest first.
   QStringList recent_files() const;
 
@@ -124,6 +132,7 @@ class MainWindow : public QMainWindow {
   ScenarioPanel* panel_ = nullptr;
   TrainingView* training_view_ = nullptr;
   ServingView* serving_view_ = nullptr;
+  CompareView* compare_view_ = nullptr;
   SearchView* search_view_ = nullptr;
   TimelineView* timeline_view_ = nullptr;
   ValidationView* validation_view_ = nullptr;
@@ -134,6 +143,8 @@ class MainWindow : public QMainWindow {
   std::filesystem::path base_dir_;
   QString training_path_, serving_path_;
   std::string training_report_, serving_report_;
+  /// The pinned training report; empty while none is pinned.
+  std::string pinned_report_;
   /// Bumped by every serving edit, run and cancel; a finished run shows only if its
   /// generation is still current.
   uint64_t generation_ = 0;

@@ -21,6 +21,7 @@
 #include "capsim/io/scenario_io.hpp"
 #include "capsim/io/trace.hpp"
 #include "capsim/io/validation.hpp"
+#include "compare_view.hpp"
 #include "evaluation.hpp"
 #include "main_window.hpp"
 #include "report_table.hpp"
@@ -189,6 +190,37 @@ class GuiTest : public QObject {
     QVERIFY(svg_text.contains("<svg") && svg_text.contains("</svg>"));
     QVERIFY(!w.export_chart(dir.filePath(QStringLiteral("none.png")), 2));
     QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), qsizetype{4});
+  }
+
+  /// Pin, change tp: the compare table's step-time row is the two reports' step times.
+  void compare_shows_the_pinned_and_current_reports() {
+    gui::MainWindow w;
+    QVERIFY(!w.compare_view()->row(QStringLiteral("time.step_s")));
+    const json before_doc = w.panel()->document(gui::ScenarioKind::training);
+    QVERIFY(w.pin_report());
+    QCOMPARE(w.compare_view()->shown_rows(), 0);  // nothing differs yet
+    field<QSpinBox>(w, "/training/tp")->setValue(2);
+    const json before = cli_train_report(before_doc);
+    const json after = cli_train_report(w.panel()->document(gui::ScenarioKind::training));
+    QCOMPARE(w.current_report().toStdString(), io::dump(after));
+    const double p = before["time"]["step_s"].get<double>(), c = after["time"]["step_s"].get<double>();
+    QVERIFY(p != c);
+    const std::optional<gui::CompareRow> row = w.compare_view()->row(QStringLiteral("time.step_s"));
+    QVERIFY(row);
+    QCOMPARE(row->pinned, p);
+    QCOMPARE(row->current, c);
+    QCOMPARE(row->difference, c - p);
+    QCOMPARE(row->relative, (c - p) / p);
+    QCOMPARE(row->unit, QStringLiteral("s"));
+    QVERIFY(row->differs);
+    const std::optional<gui::CompareRow> tp = w.compare_view()->row(QStringLiteral("layout.tp"));
+    QVERIFY(tp && tp->differs);
+    QCOMPARE(tp->difference, after["layout"]["tp"].get<double>() - before["layout"]["tp"].get<double>());
+    QVERIFY(w.compare_view()->shown_rows() > 0 && w.compare_view()->shown_rows() < w.compare_view()->rows());
+    w.compare_view()->set_only_differences(false);
+    QCOMPARE(w.compare_view()->shown_rows(), w.compare_view()->rows());
+    w.unpin_report();
+    QCOMPARE(w.compare_view()->rows(), 0);
   }
 
   void serving_p99_ttft_is_the_simulators() {
