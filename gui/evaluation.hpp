@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "capsim/core/calibration.hpp"
 #include "capsim/core/diagnostics.hpp"
 #include "capsim/core/pipeline_sim.hpp"
 #include "capsim/core/search.hpp"
@@ -63,6 +64,44 @@ std::vector<LatencyRow> latency_rows(const std::vector<ServingResult>& runs);
 
 /// "pointer: rule (got value); hint" lines, as the CLI prints them.
 std::vector<std::string> issue_lines(const std::vector<Issue>& issues);
+
+/// "N problem(s) in the input:" and one indented issue line each: what the command line
+/// prints after "capsim: " when input is rejected.
+std::string input_error_text(const std::vector<Issue>& issues);
+
+/// One GEMM dtype of a profile: each measured shape's efficiency against the default
+/// model's for the same shape (fractions of the GPU's dense peak in that dtype).
+struct GemmCurve {
+  std::string dtype;
+  std::vector<int64_t> m, n, k;
+  std::vector<double> flops;     ///< 2mnk
+  std::vector<double> measured;  ///< the profile's TFLOP/s over the peak
+  std::vector<double> model;     ///< the default (roofline) model's FLOPs / time over the peak
+};
+
+/// One collective fit of a profile: bus bandwidth by message size, measured and default.
+struct CollectiveCurve {
+  std::string label;  ///< "all_reduce x8 intra-node"
+  std::vector<double> bytes;
+  std::vector<double> measured_gbps;  ///< bytes x busbw factor / measured time, GB/s
+  std::vector<double> model_gbps;     ///< the same from the default model's time
+};
+
+/// A calibration profile read as `--calibration` reads it, beside the default model.
+struct CalibrationOutcome {
+  std::string error;  ///< the CLI's message when the profile does not read (input_error_text)
+  std::string name, gpu;  ///< the profile's name and recorded GPU
+  std::string model_gpu;  ///< the GPU preset the default model ran on
+  std::string note;       ///< which system the default curves are for, and why
+  std::vector<GemmCurve> gemm;
+  std::vector<CollectiveCurve> collectives;
+  bool ok() const { return error.empty(); }
+};
+
+/// Read the profile at `path` (io::read_profile) and put its GEMM and collective
+/// measurements beside the default model of `system`, or of the GPU preset the profile was
+/// measured on when `system`'s GPU is another (the system's node size and NIC kept).
+CalibrationOutcome load_calibration(const std::filesystem::path& path, const SystemSpec& system);
 
 /// One predicted-vs-measured pair of a validation case.
 struct ValidationPoint {

@@ -30,7 +30,10 @@
 #include <nlohmann/json.hpp>
 
 #include "capsim/io/json_read.hpp"
+#include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
+#include "capsim/io/scenario_io.hpp"
+#include "calibration_view.hpp"
 #include "compare_view.hpp"
 #include "evaluation.hpp"
 #include "report_table.hpp"
@@ -70,6 +73,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   timeline_view_ = new TimelineView;
   views_->addTab(timeline_view_, tr("Pipeline timeline"));
   views_->addTab(validation_view_, tr("Validation"));
+  calibration_view_ = new CalibrationView;
+  views_->addTab(calibration_view_, tr("Calibration"));
   auto* split = new QSplitter;
   split->addWidget(scroll);
   split->addWidget(views_);
@@ -96,6 +101,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(views_, &QTabWidget::currentChanged, this, [this] {
     if (views_->currentWidget() == timeline_view_ && timeline_dirty_) run_timeline_now();
   });
+  connect(calibration_view_, &CalibrationView::open_requested, this, &MainWindow::open_calibration_dialog);
   connect(compare_view_, &CompareView::pin_requested, this, &MainWindow::pin_report);
   connect(compare_view_, &CompareView::unpin_requested, this, &MainWindow::unpin_report);
   connect(validation_view_, &ValidationView::run_requested, this, [this] { run_validation_now(); });
@@ -129,6 +135,8 @@ void MainWindow::build_menus() {
   QAction* svg = file->addAction(tr("Export chart as S&VG..."), this, [this] { export_chart_dialog(true); });
   svg->setShortcut(QKeySequence(Qt::CTRL | Qt::ALT | Qt::Key_S));
   file->addSeparator();
+  QAction* cal = file->addAction(tr("Open calibration &profile..."), this, &MainWindow::open_calibration_dialog);
+  cal->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
   QAction* pin = file->addAction(tr("&Pin training report"), this, &MainWindow::pin_report);
   pin->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P));
   file->addSeparator();
@@ -499,6 +507,22 @@ void MainWindow::unpin_report() {
   compare_view_->show_reports(pinned_report_, training_report_);
 }
 
+bool MainWindow::open_calibration(const QString& path) {
+  // The default curves are for the training scenario's system; its preset's when the
+  // scenario does not read.
+  SystemSpec sys;
+  try {
+    sys = io::scenario_from_json(panel_->document(ScenarioKind::training), base_dir_).system;
+  } catch (const std::exception&) {
+    sys.gpu = io::load_gpu(io::gpu_preset_ids().front());
+  }
+  const CalibrationOutcome out = load_calibration(path.toStdString(), sys);
+  calibration_view_->show_outcome(path, out);
+  views_->setCurrentWidget(calibration_view_);
+  statusBar()->showMessage(out.ok() ? tr("Profile %1 loaded").arg(path) : tr("Could not read %1").arg(path), 5000);
+  return out.ok();
+}
+
 void MainWindow::open_dialog() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Open scenario"), QString(), tr("Scenario (*.json)"));
   if (!path.isEmpty()) open_file(path);
@@ -545,6 +569,12 @@ void MainWindow::export_chart_dialog(bool svg) {
   const QString path = QFileDialog::getSaveFileName(this, svg ? tr("Export chart as SVG") : tr("Export chart as PNG"),
                                                     QString(), svg ? tr("SVG (*.svg)") : tr("PNG image (*.png)"));
   if (!path.isEmpty()) export_chart(path, index);
+}
+
+void MainWindow::open_calibration_dialog() {
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open calibration profile"), QString(), tr("Calibration profile (*.json)"));
+  if (!path.isEmpty()) open_calibration(path);
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

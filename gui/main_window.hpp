@@ -21,6 +21,7 @@ class QTimer;
 
 namespace capsim::gui {
 
+class CalibrationView;
 class CompareView;
 class SearchView;
 class ServingView;
@@ -46,6 +47,8 @@ class MainWindow : public QMainWindow {
 
   /// The pinned training report against the current one.
   CompareView* compare_view() const { return compare_view_; }
+  /// The calibration profile against the default model.
+  CalibrationView* calibration_view() const { return calibration_view_; }
   /// The layout search.
   SearchView* search_view() const { return search_view_; }
   /// The discrete-event timeline of the training step.
@@ -96,6 +99,10 @@ class MainWindow : public QMainWindow {
   bool pin_report();
   /// Drop the pinned report.
   void unpin_report();
+  /// Show the calibration profile at `path` against the default model of the training
+  /// scenario's system; a profile that does not read shows the command line's message.
+  /// True when it read.
+  bool open_calibration(const QString& path);
   /// The recent files list, newest first.
   QStringList recent_files() const;
 
@@ -128,11 +135,13 @@ class MainWindow : public QMainWindow {
   void export_dialog();
   void export_csv_dialog();
   void export_chart_dialog(bool svg);
+  void open_calibration_dialog();
 
   ScenarioPanel* panel_ = nullptr;
   TrainingView* training_view_ = nullptr;
   ServingView* serving_view_ = nullptr;
   CompareView* compare_view_ = nullptr;
+  CalibrationView* calibration_view_ = nullptr;
   SearchView* search_view_ = nullptr;
   TimelineView* timeline_view_ = nullptr;
   ValidationView* validation_view_ = nullptr;

@@ -16,11 +16,13 @@
 #include <nlohmann/json.hpp>
 
 #include "capsim/core/units.hpp"
+#include "capsim/hw/roofline.hpp"
 #include "capsim/io/calibration_io.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
 #include "capsim/io/trace.hpp"
 #include "capsim/io/validation.hpp"
+#include "calibration_view.hpp"
 #include "compare_view.hpp"
 #include "evaluation.hpp"
 #include "main_window.hpp"
@@ -41,6 +43,19 @@ json cli_train_report(const json& doc, const std::filesystem::path& base = {}) {
   const Scenario s = io::scenario_from_json(doc, base);
   const io::CostModels costs(s.system, nullptr);
   return io::analytical_train_report(s, evaluate_training(s, &costs.get()));
+}
+
+/// The capsim command's exit code, standard output and standard error.
+struct CliRun {
+  int code = -1;
+  QString out, err;
+};
+
+CliRun run_cli(const QStringList& args) {
+  QProcess p;
+  p.start(QStringLiteral(CAPSIM_CLI), args);
+  if (!p.waitForFinished(120000)) qFatal("capsim did not finish");
+  return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
 }
 
 template <class W>
@@ -221,6 +236,70 @@ class GuiTest : public QObject {
     QCOMPARE(w.compare_view()->shown_rows(), w.compare_view()->rows());
     w.unpin_report();
     QCOMPARE(w.compare_view()->rows(), 0);
+  }
+
+  /// A profile's GEMM efficiencies and collective bus bandwidths against the default model
+  /// of the training scenario's system; a profile that does not read shows the CLI's message.
+  void calibration_view_charts_a_profile_and_a_bad_ones_error() {
+    // gui/tests/data/sample-profile.json is `capsim calibrate fit sample-raw.jsonl`.
+    const QString good = QStringLiteral(CAPSIM_SOURCE_DIR "/gui/tests/data/sample-profile.json");
+    gui::MainWindow w;
+    QVERIFY(w.open_calibration(good));
+    QCOMPARE(w.views()->currentWidget(), static_cast<QWidget*>(w.calibration_view()));
+    QVERIFY(w.calibration_view()->error().isEmpty());
+    const CalibrationProfile p = io::read_profile(good.toStdString());
+    const Scenario s = io::scenario_from_json(w.panel()->document(gui::ScenarioKind::training));
+    QVERIFY(io::profile_matches(p, s.system.gpu));
+    QVERIFY(w.calibration_view()->info().contains(QString::fromStdString(s.system.gpu.id)));
+    const hw::RooflineCostModel model(s.system);
+    QCOMPARE(p.gemm.size(), size_t{1});
+    const GemmTable& g = p.gemm.front();
+    const double peak = s.system.gpu.peak(g.dtype).value;
+    std::vector<QPointF> measured, modelled;
+    for (size_t i = 0; i < g.tflops.size(); ++i) {
+      const double flops = 2.0 * static_cast<double>(g.m[i]) * static_cast<double>(g.n[i]) * static_cast<double>(g.k[i]);
+      measured.emplace_back(flops, 100 * (g.tflops[i] * 1e12 / peak));
+      modelled.emplace_back(flops, 100 * (flops / model.gemm(g.m[i], g.n[i], g.k[i], g.dtype).value / peak));
+    }
+    QCOMPARE(w.calibration_view()->gemm_points(QStringLiteral("measured")), measured);
+    QCOMPARE(w.calibration_view()->gemm_points(QStringLiteral("default model")), modelled);
+    QCOMPARE(w.calibration_view()->collective_labels().size(), static_cast<qsizetype>(p.collectives.size()));
+    for (const CollectiveFit& f : p.collectives) {
+      QVERIFY(f.op == CalOp::all_reduce || f.op == CalOp::all_gather);
+      const QString label = QStringLiteral("%1 x%2 intra-node").arg(QString::fromUtf8(to_string(f.op).data())).arg(f.ranks);
+      QVERIFY2(w.calibration_view()->select_collective(label), qPrintable(label));
+      const double factor = busbw_factor(f.op, f.ranks);
+      const CollectiveKind kind = f.op == CalOp::all_reduce ? CollectiveKind::all_reduce : CollectiveKind::all_gather;
+      std::vector<QPointF> bus, bus_model;
+      for (size_t i = 0; i < f.size_bytes.size(); ++i) {
+        const double b = f.size_bytes[i];
+        bus.emplace_back(b, b * factor / f.time_s[i] / 1e9);
+        bus_model.emplace_back(b, b * factor / model.collective(kind, Bytes(b), Group{f.ranks, f.ranks}).value / 1e9);
+      }
+      QCOMPARE(w.calibration_view()->collective_points(QStringLiteral("measured")), bus);
+      QCOMPARE(w.calibration_view()->collective_points(QStringLiteral("default model")), bus_model);
+      QVERIFY(w.calibration_view()->collective_axis_is_log());
+    }
+    // A broken profile: the message `capsim calibrate show` prints, inline, and no chart.
+    const QString bad = QStringLiteral(CAPSIM_SOURCE_DIR "/gui/tests/data/broken-profile.json");
+    QVERIFY(!w.open_calibration(bad));
+    const CliRun cli = run_cli({QStringLiteral("calibrate"), QStringLiteral("show"), bad, QStringLiteral("--format"),
+                                QStringLiteral("json")});
+    QCOMPARE(cli.code, 1);
+    QVERIFY(!w.calibration_view()->error().isEmpty());
+    QCOMPARE(QStringLiteral("capsim: ") + w.calibration_view()->error() + QStringLiteral("\n"), cli.err);
+    QVERIFY(w.calibration_view()->gemm_points(QStringLiteral("measured")).empty());
+    QVERIFY(w.calibration_view()->collective_points(QStringLiteral("measured")).empty());
+    // Not JSON at all: the reader's message too.
+    QTemporaryDir dir;
+    const QString garbage = dir.filePath(QStringLiteral("garbage.json"));
+    QFile f(garbage);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("{\"schema\": ");
+    f.close();
+    QVERIFY(!w.open_calibration(garbage));
+    const CliRun cli2 = run_cli({QStringLiteral("calibrate"), QStringLiteral("show"), garbage});
+    QCOMPARE(QStringLiteral("capsim: ") + w.calibration_view()->error() + QStringLiteral("\n"), cli2.err);
   }
 
   void serving_p99_ttft_is_the_simulators() {
