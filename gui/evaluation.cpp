@@ -71,6 +71,30 @@ ServingOutcome run_serving(const Scenario& s, uint64_t seed) {
   return out;
 }
 
+QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed) {
+  QpsCurve out;
+  out.sla = sla;
+  try {
+    const io::CostModels costs(s.system, nullptr);
+    try {
+      out.max_qps = max_qps(s, costs.get(), sla, seed);
+      const double base = out.max_qps > 0 ? out.max_qps : (s.inference->workload.qps > 0 ? s.inference->workload.qps : 1.0);
+      for (double f : kQpsCurveFractions) {
+        Scenario probe = s;
+        probe.inference->workload.mode = ServingWorkload::Mode::poisson;
+        probe.inference->workload.qps = base * f;
+        const auto [ttft, tpot] = p99_latencies(simulate_serving_runs(probe, costs.get(), seed));
+        out.points.push_back({probe.inference->workload.qps, ttft, tpot});
+      }
+    } catch (const ServingDoesNotFit& e) {
+      out.does_not_fit = e.what();
+    }
+  } catch (const std::exception& e) {
+    out.internal_error = e.what();
+  }
+  return out;
+}
+
 std::vector<std::string> issue_lines(const std::vector<Issue>& issues) {
   std::vector<std::string> lines;
   lines.reserve(issues.size());

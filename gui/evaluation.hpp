@@ -59,6 +59,29 @@ Scenario read_serving_document(const nlohmann::json& doc, const std::filesystem:
 /// safe on a worker thread.
 ServingOutcome run_serving(const Scenario& s, uint64_t seed = kDefaultSeed);
 
+/// P99 latencies of the deployment at one Poisson arrival rate.
+struct QpsPoint {
+  double qps = 0;
+  double ttft_p99_ms = 0, tpot_p99_ms = 0;  ///< medians over the runs of each run's P99 (p99_latencies)
+};
+
+/// Latency against load, as `capsim infer --max-qps` finds the highest rate within the SLA.
+struct QpsCurve {
+  std::string internal_error;
+  std::string does_not_fit;  ///< the reason, when the deployment does not fit
+  ServingSla sla;
+  double max_qps = 0;            ///< max_qps(): the highest rate meeting the SLA; 0 when none does
+  std::vector<QpsPoint> points;  ///< rising qps, max_qps among them when above 0
+};
+
+/// The fractions of max_qps the curve samples (the rate itself among them).
+inline constexpr double kQpsCurveFractions[] = {0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5};
+
+/// max_qps(s, sla) and P99 TTFT and TPOT at kQpsCurveFractions of it (of the scenario's own
+/// rate, or 1 request/s, when no rate meets the SLA), each rate a Poisson probe of `s` as
+/// `capsim infer --max-qps` runs it. Pure: safe on a worker thread.
+QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed = kDefaultSeed);
+
 /// The latency rows of io::serving_metrics over `runs`: what the serving table shows.
 std::vector<LatencyRow> latency_rows(const std::vector<ServingResult>& runs);
 

@@ -89,6 +89,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(panel_, &ScenarioPanel::kind_changed, this, &MainWindow::on_kind_changed);
   connect(serving_view_, &ServingView::run_requested, this, &MainWindow::run_serving_now);
   connect(serving_view_, &ServingView::cancel_requested, this, &MainWindow::cancel_serving);
+  connect(serving_view_, &ServingView::qps_requested, this, &MainWindow::run_qps_now);
   connect(search_view_, &SearchView::run_requested, this, &MainWindow::run_search_now);
   connect(search_view_, &SearchView::cancel_requested, this, &MainWindow::cancel_search);
   connect(search_view_, &SearchView::layout_chosen, this, &MainWindow::use_layout);
@@ -236,6 +237,25 @@ void MainWindow::cancel_serving() {
   serving_view_->show_idle(tr("Cancelled; press Run to simulate again."));
 }
 
+void MainWindow::run_qps_now() {
+  const uint64_t gen = ++qps_generation_;
+  const std::optional<Scenario> s = validate_serving();
+  if (!s) {
+    serving_view_->show_qps_idle(tr("No result: the input has problems (listed under the editor)."));
+    return;
+  }
+  serving_view_->show_qps_running();
+  auto* watcher = new QFutureWatcher<QpsCurve>(this);
+  connect(watcher, &QFutureWatcher<QpsCurve>::finished, this, [this, watcher, gen] {
+    watcher->deleteLater();
+    if (gen != qps_generation_) return;  // an edit or a newer run came since
+    serving_view_->show_qps(watcher->result());
+    emit qps_finished();
+  });
+  watcher->setFuture(
+      QtConcurrent::run([scenario = *s, sla = serving_view_->sla()] { return run_qps_curve(scenario, sla); }));
+}
+
 void MainWindow::run_search_now() {
   const uint64_t gen = ++search_generation_;
   const TrainingOutcome check = evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_);
@@ -334,6 +354,8 @@ void MainWindow::on_document_changed(ScenarioKind kind) {
   }
   // Results of the old document are stale from now on.
   ++generation_;
+  ++qps_generation_;
+  serving_view_->show_qps_idle(tr("The scenario changed: press Latency vs QPS (F6) to run it again."));
   serving_report_.clear();
   serving_dirty_ = true;
   if (panel_->kind() == ScenarioKind::inference) {
@@ -582,6 +604,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   settings.setValue("geometry", saveGeometry());
   settings.setValue("window_state", saveState());
   cancel_serving();
+  ++qps_generation_;
   ++search_generation_;
   ++validation_generation_;
   ++timeline_generation_;

@@ -81,6 +81,9 @@ class MainWindow : public QMainWindow {
   void run_serving_now();
   /// Stop waiting for the serving run in flight; its result is dropped when it arrives.
   void cancel_serving();
+  /// Find the serving deployment's highest rate within the SLA set in the serving view and
+  /// the P99 latencies around it, on a worker thread (a run in flight is dropped).
+  void run_qps_now();
   /// Search the training scenario's layouts on a worker thread (as `capsim search`).
   void run_search_now();
   /// Stop waiting for the search in flight; its result is dropped when it arrives.
@@ -109,6 +112,8 @@ class MainWindow : public QMainWindow {
  signals:
   /// A serving run finished and its result is shown.
   void serving_finished();
+  /// A latency-vs-QPS run finished and its curve is shown.
+  void qps_finished();
   /// A search finished and its result is shown.
   void search_finished();
   /// A timeline run finished and its result is shown.
@@ -158,6 +163,7 @@ class MainWindow : public QMainWindow {
   /// generation is still current.
   uint64_t generation_ = 0;
   bool serving_dirty_ = true;
+  uint64_t qps_generation_ = 0;
   uint64_t validation_generation_ = 0, search_generation_ = 0, timeline_generation_ = 0;
   /// The shown timeline's trace; empty while there is none.
   std::string timeline_trace_;

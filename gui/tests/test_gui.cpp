@@ -302,6 +302,52 @@ class GuiTest : public QObject {
     QCOMPARE(QStringLiteral("capsim: ") + w.calibration_view()->error() + QStringLiteral("\n"), cli2.err);
   }
 
+  /// Latency against load: the curve, the SLA lines and the max-QPS mark are the library's.
+  void serving_latency_against_qps_marks_the_max_rate() {
+    gui::MainWindow w;
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(60);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    ServingSla sla;
+    sla.ttft_p99_ms = 700;
+    sla.tpot_p99_ms = 40;
+    w.serving_view()->set_sla(sla);
+    QSignalSpy done(&w, &gui::MainWindow::qps_finished);
+    w.run_qps_now();
+    QVERIFY(w.serving_view()->qps_running());
+    QVERIFY(done.wait(240000));
+    const Scenario s = gui::read_serving_document(w.panel()->document(gui::ScenarioKind::inference), {});
+    const io::CostModels costs(s.system, nullptr);
+    const double best = max_qps(s, costs.get(), sla, gui::kDefaultSeed);
+    QVERIFY(best > 0);
+    const gui::QpsCurve c = gui::run_qps_curve(s, sla);
+    QCOMPARE(c.max_qps, best);
+    std::vector<QPointF> ttft, tpot;
+    for (const gui::QpsPoint& p : c.points) {
+      ttft.emplace_back(p.qps, p.ttft_p99_ms);
+      tpot.emplace_back(p.qps, p.tpot_p99_ms);
+    }
+    QCOMPARE(w.serving_view()->qps_points(QStringLiteral("TTFT p99")), ttft);
+    QCOMPARE(w.serving_view()->qps_points(QStringLiteral("TPOT p99")), tpot);
+    // At the max rate the medians of the runs' P99s meet the SLA (the CLI's probe).
+    Scenario probe = s;
+    probe.inference->workload.mode = ServingWorkload::Mode::poisson;
+    probe.inference->workload.qps = best;
+    const auto [t99, p99] = p99_latencies(simulate_serving_runs(probe, costs.get(), gui::kDefaultSeed));
+    QVERIFY(std::find(ttft.begin(), ttft.end(), QPointF(best, t99)) != ttft.end());
+    QVERIFY(std::find(tpot.begin(), tpot.end(), QPointF(best, p99)) != tpot.end());
+    for (const QPointF& pt : w.serving_view()->qps_points(QStringLiteral("TTFT SLA"))) QCOMPARE(pt.y(), sla.ttft_p99_ms);
+    for (const QPointF& pt : w.serving_view()->qps_points(QStringLiteral("TPOT SLA"))) QCOMPARE(pt.y(), sla.tpot_p99_ms);
+    const std::vector<QPointF> mark = w.serving_view()->qps_points(QStringLiteral("max QPS"));
+    QCOMPARE(mark.size(), size_t{2});
+    QCOMPARE(mark[0].x(), best);
+    QCOMPARE(mark[1].x(), best);
+    QVERIFY(w.serving_view()->qps_status().contains(QString::number(best, 'f', 3)));
+    QVERIFY(w.serving_view()->qps_series().contains(QStringLiteral("max QPS %1").arg(best, 0, 'f', 3)));
+    // An edit makes the curve stale: it is cleared.
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(50);
+    QVERIFY(w.serving_view()->qps_points(QStringLiteral("TTFT p99")).empty());
+  }
+
   void serving_p99_ttft_is_the_simulators() {
     gui::MainWindow w;
     field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(60);
