@@ -167,6 +167,7 @@ void CalibrationView::draw_gemm() {
   auto* y = new QValueAxis;
   y->setTitleText(tr("% of dense peak"));
   y->setRange(0, std::min(100.0, std::ceil(top / 10 + 1) * 10));
+  y->applyNiceNumbers();
   gemm_chart_->addAxis(x, Qt::AlignBottom);
   gemm_chart_->addAxis(y, Qt::AlignLeft);
   for (QXYSeries* s : {static_cast<QXYSeries*>(measured), static_cast<QXYSeries*>(model)}) {
@@ -191,7 +192,9 @@ void CalibrationView::draw_collective() {
   measured->setPointsVisible(true);
   auto* model = new QLineSeries;
   model->setName(kDefault);
-  QPen pen(Qt::darkGray);
+  // Dashed and in a colour of its own: where the default model is close, it runs on top of
+  // the measured line and both stay visible.
+  QPen pen(QColor(0xe0, 0x6c, 0x00));
   pen.setWidth(2);
   pen.setStyle(Qt::DashLine);
   model->setPen(pen);
@@ -205,8 +208,9 @@ void CalibrationView::draw_collective() {
   coll_chart_->addSeries(model);
   QLogValueAxis* x = log_axis(c.bytes.front(), c.bytes.back(), tr("message size (bytes)"), QStringLiteral("%.0e"));
   auto* y = new QValueAxis;
-  y->setTitleText(tr("bus bandwidth (GB/s)"));
+  y->setTitleText(tr("busbw (GB/s)"));
   y->setRange(0, top > 0 ? top * 1.1 : 1);
+  y->applyNiceNumbers();
   coll_chart_->addAxis(x, Qt::AlignBottom);
   coll_chart_->addAxis(y, Qt::AlignLeft);
   for (QLineSeries* s : {measured, model}) {

@@ -541,7 +541,8 @@ bool MainWindow::open_calibration(const QString& path) {
   const CalibrationOutcome out = load_calibration(path.toStdString(), sys);
   calibration_view_->show_outcome(path, out);
   views_->setCurrentWidget(calibration_view_);
-  statusBar()->showMessage(out.ok() ? tr("Profile %1 loaded").arg(path) : tr("Could not read %1").arg(path), 5000);
+  const QString name = QFileInfo(path).fileName();
+  statusBar()->showMessage(out.ok() ? tr("Profile %1 loaded").arg(name) : tr("Could not read %1").arg(name), 5000);
   return out.ok();
 }
 

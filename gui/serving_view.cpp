@@ -88,7 +88,6 @@ ServingView::ServingView(QWidget* parent) : QWidget(parent) {
   chart_->legend()->setAlignment(Qt::AlignBottom);
   auto* view = new QChartView(chart_);
   view->setRenderHint(QPainter::Antialiasing);
-  view->setMinimumHeight(260);
 
   // Latency against load: P99 TTFT and TPOT by arrival rate, the SLA, the highest rate in it.
   const ServingSla defaults;
@@ -106,17 +105,17 @@ ServingView::ServingView(QWidget* parent) : QWidget(parent) {
   qps_bar->addWidget(tpot_sla_);
   qps_bar->addWidget(qps_run_);
   qps_bar->addStretch(1);
-  layout->addLayout(qps_bar);
   qps_chart_ = new QChart;
   qps_chart_->setTitle(tr("P99 latency against arrival rate"));
   qps_chart_->legend()->setAlignment(Qt::AlignBottom);
   auto* qps_view = new QChartView(qps_chart_);
   qps_view->setRenderHint(QPainter::Antialiasing);
-  qps_view->setMinimumHeight(260);
-  auto* charts = new QHBoxLayout;
-  charts->addWidget(view, 1);
-  charts->addWidget(qps_view, 1);
-  layout->addLayout(charts, 1);
+  // Both charts and the table fit an 800-pixel-high window.
+  view->setMinimumHeight(180);
+  qps_view->setMinimumHeight(220);
+  layout->addWidget(view, 2);
+  layout->addLayout(qps_bar);
+  layout->addWidget(qps_view, 3);
   qps_status_ = new QLabel;
   qps_status_->setObjectName(QStringLiteral("qps_status"));
   qps_status_->setWordWrap(true);
@@ -285,8 +284,12 @@ void ServingView::show_qps(const QpsCurve& curve) {
   auto* y_tpot = new QValueAxis;
   y_tpot->setTitleText(tr("TPOT p99 (ms)"));
   y_tpot->setRange(0, tpot_top * 1.1);
+  x->applyNiceNumbers();
+  y_ttft->applyNiceNumbers();
+  y_tpot->applyNiceNumbers();
+  y_tpot->setGridLineVisible(false);  // the left axis' grid only: two grids would not line up
   marker->append(curve.max_qps, 0);
-  marker->append(curve.max_qps, ttft_top * 1.1);
+  marker->append(curve.max_qps, y_ttft->max());
   qps_chart_->addAxis(x, Qt::AlignBottom);
   qps_chart_->addAxis(y_ttft, Qt::AlignLeft);
   qps_chart_->addAxis(y_tpot, Qt::AlignRight);
