@@ -593,12 +593,17 @@ class GuiTest : public QObject {
     if (out.isEmpty()) QSKIP("set CAPSIM_GUI_SCREENSHOTS to a folder to write the screenshots");
     QDir().mkpath(out);
     gui::MainWindow w;
-    w.resize(1400, 900);
+    w.resize(1280, 800);
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(w.pin_report());
     field<QSpinBox>(w, "/training/tp")->setValue(2);
     QTest::qWait(200);
     QVERIFY(w.grab().save(out + QStringLiteral("/gui-training.png")));
+    w.views()->setCurrentWidget(w.compare_view());
+    QTest::qWait(200);
+    QVERIFY(w.grab().save(out + QStringLiteral("/gui-compare.png")));
+    w.views()->setCurrentIndex(0);
     field<QComboBox>(w, "/model")->setCurrentText(QStringLiteral("llama3-70b"));
     field<QComboBox>(w, "/training/zero")->setCurrentText(QStringLiteral("0"));
     QTest::qWait(200);
@@ -607,6 +612,9 @@ class GuiTest : public QObject {
     QSignalSpy done(&w, &gui::MainWindow::serving_finished);
     w.panel()->set_kind(gui::ScenarioKind::inference);
     QVERIFY(done.wait(120000));
+    QSignalSpy qps(&w, &gui::MainWindow::qps_finished);
+    w.run_qps_now();
+    QVERIFY(qps.wait(240000));
     QTest::qWait(200);
     QVERIFY(w.grab().save(out + QStringLiteral("/gui-serving.png")));
 
@@ -636,6 +644,10 @@ class GuiTest : public QObject {
     QVERIFY(timed.wait(120000));
     QTest::qWait(200);
     QVERIFY(w.grab().save(out + QStringLiteral("/gui-timeline.png")));
+
+    QVERIFY(w.open_calibration(QStringLiteral(CAPSIM_SOURCE_DIR "/data/calibration/h100-nccl-tests-public.json")));
+    QTest::qWait(200);
+    QVERIFY(w.grab().save(out + QStringLiteral("/gui-calibration.png")));
   }
 
  private:
