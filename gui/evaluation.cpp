@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "capsim/hw/roofline.hpp"
 #include "capsim/io/calibration_io.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/presets.hpp"
@@ -70,11 +71,117 @@ ServingOutcome run_serving(const Scenario& s, uint64_t seed) {
   return out;
 }
 
+QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed) {
+  QpsCurve out;
+  out.sla = sla;
+  try {
+    const io::CostModels costs(s.system, nullptr);
+    try {
+      out.max_qps = max_qps(s, costs.get(), sla, seed);
+      const double base = out.max_qps > 0 ? out.max_qps : (s.inference->workload.qps > 0 ? s.inference->workload.qps : 1.0);
+      for (double f : kQpsCurveFractions) {
+        Scenario probe = s;
+        probe.inference->workload.mode = ServingWorkload::Mode::poisson;
+        probe.inference->workload.qps = base * f;
+        const auto [ttft, tpot] = p99_latencies(simulate_serving_runs(probe, costs.get(), seed));
+        out.points.push_back({probe.inference->workload.qps, ttft, tpot});
+      }
+    } catch (const ServingDoesNotFit& e) {
+      out.does_not_fit = e.what();
+    }
+  } catch (const std::exception& e) {
+    out.internal_error = e.what();
+  }
+  return out;
+}
+
 std::vector<std::string> issue_lines(const std::vector<Issue>& issues) {
   std::vector<std::string> lines;
   lines.reserve(issues.size());
   for (const auto& i : issues) lines.push_back(format_issue(i));
   return lines;
+}
+
+std::string input_error_text(const std::vector<Issue>& issues) {
+  std::string text = std::to_string(issues.size()) + (issues.size() == 1 ? " problem" : " problems") + " in the input:";
+  for (const auto& line : issue_lines(issues)) text += "\n  " + line;
+  return text;
+}
+
+CalibrationOutcome load_calibration(const std::filesystem::path& path, const SystemSpec& system) {
+  CalibrationOutcome out;
+  CalibrationProfile p;
+  try {
+    p = io::read_profile(path);
+  } catch (const InputError& e) {
+    out.error = input_error_text(e.issues());
+    return out;
+  } catch (const std::exception& e) {
+    out.error = std::string("internal error: ") + e.what();
+    return out;
+  }
+  out.name = p.name;
+  out.gpu = p.gpu;
+  SystemSpec sys = system;
+  if (!io::profile_matches(p, sys.gpu)) {
+    for (const std::string& id : io::gpu_preset_ids()) {
+      const GpuSpec g = io::load_gpu(id);
+      if (io::profile_matches(p, g)) {
+        sys.gpu = g;
+        break;
+      }
+    }
+  }
+  out.model_gpu = sys.gpu.id;
+  out.note = "default model: " + sys.gpu.id + ", " + std::to_string(sys.gpus_per_node) + " GPUs per node";
+  if (sys.nic_gbps_per_gpu > 0) {
+    const nlohmann::json nic(sys.nic_gbps_per_gpu);
+    out.note += ", NIC " + nic.dump() + " Gb/s per GPU";
+  }
+  if (!io::profile_matches(p, sys.gpu))
+    out.note += " (the profile was measured on " + p.gpu + ", which no GPU preset matches)";
+  else if (!io::profile_matches(p, system.gpu))
+    out.note += " (the profile's GPU; the training scenario runs on " + system.gpu.id + ", where it does not apply)";
+
+  const hw::RooflineCostModel model(sys);
+  for (const GemmTable& t : p.gemm) {
+    GemmCurve c;
+    c.dtype = std::string(to_string(t.dtype));
+    const double peak = sys.gpu.peak(t.dtype).value;
+    for (size_t i = 0; i < t.tflops.size(); ++i) {
+      const double flops = 2.0 * static_cast<double>(t.m[i]) * static_cast<double>(t.n[i]) * static_cast<double>(t.k[i]);
+      c.m.push_back(t.m[i]), c.n.push_back(t.n[i]), c.k.push_back(t.k[i]);
+      c.flops.push_back(flops);
+      c.measured.push_back(peak > 0 ? t.tflops[i] * 1e12 / peak : 0);
+      const double secs = model.gemm(t.m[i], t.n[i], t.k[i], t.dtype).value;
+      c.model.push_back(peak > 0 && secs > 0 ? flops / secs / peak : 0);
+    }
+    out.gemm.push_back(std::move(c));
+  }
+  for (const CollectiveFit& f : p.collectives) {
+    CollectiveCurve c;
+    c.label = std::string(to_string(f.op)) + " x" + std::to_string(f.ranks) + (f.inter ? " inter-node" : " intra-node");
+    const double factor = busbw_factor(f.op, f.ranks);
+    const Group g{f.ranks, std::max<int64_t>(1, f.ranks / std::max<int64_t>(1, f.nodes))};
+    for (size_t i = 0; i < f.size_bytes.size(); ++i) {
+      const double bytes = f.size_bytes[i];
+      double secs = 0;
+      if (f.op == CalOp::send_recv) {
+        secs = model.p2p(Bytes(bytes), f.inter).value;
+      } else {
+        const CollectiveKind k = f.op == CalOp::all_reduce       ? CollectiveKind::all_reduce
+                                 : f.op == CalOp::all_gather     ? CollectiveKind::all_gather
+                                 : f.op == CalOp::reduce_scatter ? CollectiveKind::reduce_scatter
+                                                                 : CollectiveKind::all_to_all;
+        secs = model.collective(k, Bytes(bytes), g).value;
+      }
+      c.bytes.push_back(bytes);
+      c.measured_gbps.push_back(f.time_s[i] > 0 ? bytes * factor / f.time_s[i] / 1e9 : 0);
+      c.model_gbps.push_back(secs > 0 ? bytes * factor / secs / 1e9 : 0);
+    }
+    out.collectives.push_back(std::move(c));
+  }
+  return out;
 }
 
 std::vector<std::filesystem::path> default_validation_files() {

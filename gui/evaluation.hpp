@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "capsim/core/calibration.hpp"
 #include "capsim/core/diagnostics.hpp"
 #include "capsim/core/pipeline_sim.hpp"
 #include "capsim/core/search.hpp"
@@ -58,11 +59,72 @@ Scenario read_serving_document(const nlohmann::json& doc, const std::filesystem:
 /// safe on a worker thread.
 ServingOutcome run_serving(const Scenario& s, uint64_t seed = kDefaultSeed);
 
+/// P99 latencies of the deployment at one Poisson arrival rate.
+struct QpsPoint {
+  double qps = 0;
+  double ttft_p99_ms = 0, tpot_p99_ms = 0;  ///< medians over the runs of each run's P99 (p99_latencies)
+};
+
+/// Latency against load, as `capsim infer --max-qps` finds the highest rate within the SLA.
+struct QpsCurve {
+  std::string internal_error;
+  std::string does_not_fit;  ///< the reason, when the deployment does not fit
+  ServingSla sla;
+  double max_qps = 0;            ///< max_qps(): the highest rate meeting the SLA; 0 when none does
+  std::vector<QpsPoint> points;  ///< rising qps, max_qps among them when above 0
+};
+
+/// The fractions of max_qps the curve samples (the rate itself among them).
+inline constexpr double kQpsCurveFractions[] = {0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5};
+
+/// max_qps(s, sla) and P99 TTFT and TPOT at kQpsCurveFractions of it (of the scenario's own
+/// rate, or 1 request/s, when no rate meets the SLA), each rate a Poisson probe of `s` as
+/// `capsim infer --max-qps` runs it. Pure: safe on a worker thread.
+QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed = kDefaultSeed);
+
 /// The latency rows of io::serving_metrics over `runs`: what the serving table shows.
 std::vector<LatencyRow> latency_rows(const std::vector<ServingResult>& runs);
 
 /// "pointer: rule (got value); hint" lines, as the CLI prints them.
 std::vector<std::string> issue_lines(const std::vector<Issue>& issues);
+
+/// "N problem(s) in the input:" and one indented issue line each: what the command line
+/// prints after "capsim: " when input is rejected.
+std::string input_error_text(const std::vector<Issue>& issues);
+
+/// One GEMM dtype of a profile: each measured shape's efficiency against the default
+/// model's for the same shape (fractions of the GPU's dense peak in that dtype).
+struct GemmCurve {
+  std::string dtype;
+  std::vector<int64_t> m, n, k;
+  std::vector<double> flops;     ///< 2mnk
+  std::vector<double> measured;  ///< the profile's TFLOP/s over the peak
+  std::vector<double> model;     ///< the default (roofline) model's FLOPs / time over the peak
+};
+
+/// One collective fit of a profile: bus bandwidth by message size, measured and default.
+struct CollectiveCurve {
+  std::string label;  ///< "all_reduce x8 intra-node"
+  std::vector<double> bytes;
+  std::vector<double> measured_gbps;  ///< bytes x busbw factor / measured time, GB/s
+  std::vector<double> model_gbps;     ///< the same from the default model's time
+};
+
+/// A calibration profile read as `--calibration` reads it, beside the default model.
+struct CalibrationOutcome {
+  std::string error;  ///< the CLI's message when the profile does not read (input_error_text)
+  std::string name, gpu;  ///< the profile's name and recorded GPU
+  std::string model_gpu;  ///< the GPU preset the default model ran on
+  std::string note;       ///< which system the default curves are for, and why
+  std::vector<GemmCurve> gemm;
+  std::vector<CollectiveCurve> collectives;
+  bool ok() const { return error.empty(); }
+};
+
+/// Read the profile at `path` (io::read_profile) and put its GEMM and collective
+/// measurements beside the default model of `system`, or of the GPU preset the profile was
+/// measured on when `system`'s GPU is another (the system's node size and NIC kept).
+CalibrationOutcome load_calibration(const std::filesystem::path& path, const SystemSpec& system);
 
 /// One predicted-vs-measured pair of a validation case.
 struct ValidationPoint {

@@ -2,17 +2,25 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QBuffer>
+#include <QChart>
+#include <QChartView>
 #include <QCloseEvent>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFutureWatcher>
+#include <QGraphicsView>
+#include <QImage>
+#include <QInputDialog>
 #include <QKeySequence>
 #include <QMenuBar>
+#include <QPainter>
 #include <QScrollArea>
 #include <QSettings>
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QStatusBar>
+#include <QSvgGenerator>
 #include <QTabWidget>
 #include <QTimer>
 #include <QtConcurrent/QtConcurrentRun>
@@ -22,8 +30,13 @@
 #include <nlohmann/json.hpp>
 
 #include "capsim/io/json_read.hpp"
+#include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
+#include "capsim/io/scenario_io.hpp"
+#include "calibration_view.hpp"
+#include "compare_view.hpp"
 #include "evaluation.hpp"
+#include "report_table.hpp"
 #include "search_view.hpp"
 #include "serving_view.hpp"
 #include "timeline_view.hpp"
@@ -54,10 +67,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   validation_view_ = new ValidationView;
   views_ = new QTabWidget;
   views_->addTab(results_, tr("Results"));
+  compare_view_ = new CompareView;
+  views_->addTab(compare_view_, tr("Compare"));
   views_->addTab(search_view_, tr("Layout search"));
   timeline_view_ = new TimelineView;
   views_->addTab(timeline_view_, tr("Pipeline timeline"));
   views_->addTab(validation_view_, tr("Validation"));
+  calibration_view_ = new CalibrationView;
+  views_->addTab(calibration_view_, tr("Calibration"));
   auto* split = new QSplitter;
   split->addWidget(scroll);
   split->addWidget(views_);
@@ -72,6 +89,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(panel_, &ScenarioPanel::kind_changed, this, &MainWindow::on_kind_changed);
   connect(serving_view_, &ServingView::run_requested, this, &MainWindow::run_serving_now);
   connect(serving_view_, &ServingView::cancel_requested, this, &MainWindow::cancel_serving);
+  connect(serving_view_, &ServingView::qps_requested, this, &MainWindow::run_qps_now);
   connect(search_view_, &SearchView::run_requested, this, &MainWindow::run_search_now);
   connect(search_view_, &SearchView::cancel_requested, this, &MainWindow::cancel_search);
   connect(search_view_, &SearchView::layout_chosen, this, &MainWindow::use_layout);
@@ -84,6 +102,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(views_, &QTabWidget::currentChanged, this, [this] {
     if (views_->currentWidget() == timeline_view_ && timeline_dirty_) run_timeline_now();
   });
+  connect(calibration_view_, &CalibrationView::open_requested, this, &MainWindow::open_calibration_dialog);
+  connect(compare_view_, &CompareView::pin_requested, this, &MainWindow::pin_report);
+  connect(compare_view_, &CompareView::unpin_requested, this, &MainWindow::unpin_report);
   connect(validation_view_, &ValidationView::run_requested, this, [this] { run_validation_now(); });
   connect(validation_view_, &ValidationView::files_chosen, this, &MainWindow::run_validation_now);
 
@@ -108,6 +129,17 @@ void MainWindow::build_menus() {
   save_as->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S));
   QAction* exp = file->addAction(tr("&Export report JSON..."), this, &MainWindow::export_dialog);
   exp->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+  QAction* csv = file->addAction(tr("Export report &CSV..."), this, &MainWindow::export_csv_dialog);
+  csv->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E));
+  QAction* png = file->addAction(tr("Export chart as &PNG..."), this, [this] { export_chart_dialog(false); });
+  png->setShortcut(QKeySequence(Qt::CTRL | Qt::ALT | Qt::Key_P));
+  QAction* svg = file->addAction(tr("Export chart as S&VG..."), this, [this] { export_chart_dialog(true); });
+  svg->setShortcut(QKeySequence(Qt::CTRL | Qt::ALT | Qt::Key_S));
+  file->addSeparator();
+  QAction* cal = file->addAction(tr("Open calibration &profile..."), this, &MainWindow::open_calibration_dialog);
+  cal->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
+  QAction* pin = file->addAction(tr("&Pin training report"), this, &MainWindow::pin_report);
+  pin->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P));
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
@@ -152,6 +184,7 @@ void MainWindow::evaluate_training_now() {
   const TrainingOutcome out = evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_);
   training_report_ = out.report;
   training_view_->show_outcome(out);
+  compare_view_->show_reports(pinned_report_, training_report_);
   if (panel_->kind() == ScenarioKind::training) {
     panel_->show_issues(out.issues);
     if (!out.internal_error.empty())
@@ -202,6 +235,25 @@ void MainWindow::cancel_serving() {
   serving_report_.clear();
   serving_dirty_ = true;
   serving_view_->show_idle(tr("Cancelled; press Run to simulate again."));
+}
+
+void MainWindow::run_qps_now() {
+  const uint64_t gen = ++qps_generation_;
+  const std::optional<Scenario> s = validate_serving();
+  if (!s) {
+    serving_view_->show_qps_idle(tr("No result: the input has problems (listed under the editor)."));
+    return;
+  }
+  serving_view_->show_qps_running();
+  auto* watcher = new QFutureWatcher<QpsCurve>(this);
+  connect(watcher, &QFutureWatcher<QpsCurve>::finished, this, [this, watcher, gen] {
+    watcher->deleteLater();
+    if (gen != qps_generation_) return;  // an edit or a newer run came since
+    serving_view_->show_qps(watcher->result());
+    emit qps_finished();
+  });
+  watcher->setFuture(
+      QtConcurrent::run([scenario = *s, sla = serving_view_->sla()] { return run_qps_curve(scenario, sla); }));
 }
 
 void MainWindow::run_search_now() {
@@ -302,6 +354,8 @@ void MainWindow::on_document_changed(ScenarioKind kind) {
   }
   // Results of the old document are stale from now on.
   ++generation_;
+  ++qps_generation_;
+  serving_view_->show_qps_idle(tr("The scenario changed: press Latency vs QPS (F6) to run it again."));
   serving_report_.clear();
   serving_dirty_ = true;
   if (panel_->kind() == ScenarioKind::inference) {
@@ -387,6 +441,111 @@ bool MainWindow::export_report(const QString& path) {
   return true;
 }
 
+bool MainWindow::export_report_csv(const QString& path) {
+  const std::string& report = panel_->kind() == ScenarioKind::training ? training_report_ : serving_report_;
+  if (report.empty()) {
+    statusBar()->showMessage(tr("No report to export: fix the input or wait for the run."), 8000);
+    return false;
+  }
+  try {
+    io::write_file_atomic(path.toStdString(), report_csv(nlohmann::json::parse(report)));
+  } catch (const std::exception& e) {
+    statusBar()->showMessage(tr("Could not write %1: %2").arg(path, QString::fromUtf8(e.what())), 8000);
+    return false;
+  }
+  statusBar()->showMessage(tr("Report written to %1").arg(path), 5000);
+  return true;
+}
+
+QList<QGraphicsView*> MainWindow::visible_charts() const {
+  QList<QGraphicsView*> out;
+  for (QGraphicsView* v : views_->currentWidget()->findChildren<QGraphicsView*>())
+    if (v->isVisibleTo(this)) out << v;
+  std::stable_sort(out.begin(), out.end(), [this](const QGraphicsView* a, const QGraphicsView* b) {
+    return a->mapTo(this, QPoint()).y() < b->mapTo(this, QPoint()).y();
+  });
+  return out;
+}
+
+QString MainWindow::chart_name(const QGraphicsView* view) {
+  if (const auto* cv = qobject_cast<const QChartView*>(view))
+    if (!cv->chart()->title().isEmpty()) return cv->chart()->title();
+  return view->objectName().isEmpty() ? tr("chart") : view->objectName();
+}
+
+bool MainWindow::export_chart(const QString& path, int index) {
+  const QList<QGraphicsView*> charts = visible_charts();
+  if (index < 0 || index >= charts.size()) {
+    statusBar()->showMessage(tr("No chart to export on this tab."), 8000);
+    return false;
+  }
+  QGraphicsView* view = charts[index];
+  if (view->size().isEmpty()) {
+    statusBar()->showMessage(tr("The chart has no size yet: show the window first."), 8000);
+    return false;
+  }
+  QByteArray bytes;
+  QBuffer buffer(&bytes);
+  buffer.open(QIODevice::WriteOnly);
+  if (path.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive)) {
+    QSvgGenerator svg;
+    svg.setOutputDevice(&buffer);
+    svg.setSize(view->viewport()->size());
+    svg.setViewBox(QRect(QPoint(), view->viewport()->size()));
+    svg.setTitle(chart_name(view));
+    QPainter painter(&svg);
+    view->render(&painter);
+  } else {
+    const QImage image = view->grab().toImage();
+    if (image.isNull() || !image.save(&buffer, "PNG")) {
+      statusBar()->showMessage(tr("Could not render the chart."), 8000);
+      return false;
+    }
+  }
+  buffer.close();
+  try {
+    io::write_file_atomic(path.toStdString(), std::string_view(bytes.constData(), static_cast<size_t>(bytes.size())));
+  } catch (const std::exception& e) {
+    statusBar()->showMessage(tr("Could not write %1: %2").arg(path, QString::fromUtf8(e.what())), 8000);
+    return false;
+  }
+  statusBar()->showMessage(tr("Chart written to %1").arg(path), 5000);
+  return true;
+}
+
+bool MainWindow::pin_report() {
+  if (training_report_.empty()) {
+    statusBar()->showMessage(tr("No training report to pin: fix the input first."), 8000);
+    return false;
+  }
+  pinned_report_ = training_report_;
+  compare_view_->show_reports(pinned_report_, training_report_);
+  statusBar()->showMessage(tr("Training report pinned; edits now compare against it (Compare tab)."), 5000);
+  return true;
+}
+
+void MainWindow::unpin_report() {
+  pinned_report_.clear();
+  compare_view_->show_reports(pinned_report_, training_report_);
+}
+
+bool MainWindow::open_calibration(const QString& path) {
+  // The default curves are for the training scenario's system; its preset's when the
+  // scenario does not read.
+  SystemSpec sys;
+  try {
+    sys = io::scenario_from_json(panel_->document(ScenarioKind::training), base_dir_).system;
+  } catch (const std::exception&) {
+    sys.gpu = io::load_gpu(io::gpu_preset_ids().front());
+  }
+  const CalibrationOutcome out = load_calibration(path.toStdString(), sys);
+  calibration_view_->show_outcome(path, out);
+  views_->setCurrentWidget(calibration_view_);
+  const QString name = QFileInfo(path).fileName();
+  statusBar()->showMessage(out.ok() ? tr("Profile %1 loaded").arg(name) : tr("Could not read %1").arg(name), 5000);
+  return out.ok();
+}
+
 void MainWindow::open_dialog() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Open scenario"), QString(), tr("Scenario (*.json)"));
   if (!path.isEmpty()) open_file(path);
@@ -410,11 +569,43 @@ void MainWindow::export_dialog() {
   if (!path.isEmpty()) export_report(path);
 }
 
+void MainWindow::export_csv_dialog() {
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export report as CSV"), QString(), tr("CSV (*.csv)"));
+  if (!path.isEmpty()) export_report_csv(path);
+}
+
+void MainWindow::export_chart_dialog(bool svg) {
+  const QList<QGraphicsView*> charts = visible_charts();
+  if (charts.isEmpty()) {
+    statusBar()->showMessage(tr("No chart to export on this tab."), 8000);
+    return;
+  }
+  int index = 0;
+  if (charts.size() > 1) {
+    QStringList names;
+    for (const QGraphicsView* v : charts) names << chart_name(v);
+    bool ok = false;
+    const QString name = QInputDialog::getItem(this, tr("Export chart"), tr("Chart:"), names, 0, false, &ok);
+    if (!ok) return;
+    index = static_cast<int>(names.indexOf(name));
+  }
+  const QString path = QFileDialog::getSaveFileName(this, svg ? tr("Export chart as SVG") : tr("Export chart as PNG"),
+                                                    QString(), svg ? tr("SVG (*.svg)") : tr("PNG image (*.png)"));
+  if (!path.isEmpty()) export_chart(path, index);
+}
+
+void MainWindow::open_calibration_dialog() {
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open calibration profile"), QString(), tr("Calibration profile (*.json)"));
+  if (!path.isEmpty()) open_calibration(path);
+}
+
 void MainWindow::closeEvent(QCloseEvent* event) {
   QSettings settings;
   settings.setValue("geometry", saveGeometry());
   settings.setValue("window_state", saveState());
   cancel_serving();
+  ++qps_generation_;
   ++search_generation_;
   ++validation_generation_;
   ++timeline_generation_;

@@ -13,6 +13,7 @@
 #include "capsim/core/search.hpp"
 #include "scenario_panel.hpp"
 
+class QGraphicsView;
 class QMenu;
 class QStackedWidget;
 class QTabWidget;
@@ -20,6 +21,8 @@ class QTimer;
 
 namespace capsim::gui {
 
+class CalibrationView;
+class CompareView;
 class SearchView;
 class ServingView;
 class TimelineView;
@@ -42,6 +45,10 @@ class MainWindow : public QMainWindow {
   /// The serving results.
   ServingView* serving_view() const { return serving_view_; }
 
+  /// The pinned training report against the current one.
+  CompareView* compare_view() const { return compare_view_; }
+  /// The calibration profile against the default model.
+  CalibrationView* calibration_view() const { return calibration_view_; }
   /// The layout search.
   SearchView* search_view() const { return search_view_; }
   /// The discrete-event timeline of the training step.
@@ -57,6 +64,16 @@ class MainWindow : public QMainWindow {
   bool save_file(const QString& path);
   /// Write the front tab's report (the CLI's JSON) to `path`; false when there is none.
   bool export_report(const QString& path);
+  /// Write the front tab's report as CSV (report_csv: key,value,unit) to `path`; false
+  /// when there is none.
+  bool export_report_csv(const QString& path);
+  /// The charts the front tab shows (chart views and the timeline), top to bottom.
+  QList<QGraphicsView*> visible_charts() const;
+  /// A chart's name for menus and file names: its title, else its object name.
+  static QString chart_name(const QGraphicsView* view);
+  /// Write chart `index` of visible_charts() to `path`: SVG when `path` ends in .svg,
+  /// else PNG. False when there is no such chart or the write fails.
+  bool export_chart(const QString& path, int index = 0);
   /// The front tab's report as `capsim train`/`capsim infer --format json` prints it;
   /// empty while there is none (invalid input, serving run in flight or cancelled).
   QString current_report() const;
@@ -64,6 +81,9 @@ class MainWindow : public QMainWindow {
   void run_serving_now();
   /// Stop waiting for the serving run in flight; its result is dropped when it arrives.
   void cancel_serving();
+  /// Find the serving deployment's highest rate within the SLA set in the serving view and
+  /// the P99 latencies around it, on a worker thread (a run in flight is dropped).
+  void run_qps_now();
   /// Search the training scenario's layouts on a worker thread (as `capsim search`).
   void run_search_now();
   /// Stop waiting for the search in flight; its result is dropped when it arrives.
@@ -77,12 +97,23 @@ class MainWindow : public QMainWindow {
   /// Predict the cases of `files` (data/validation/*.json when empty) on a worker thread;
   /// a run in flight is dropped.
   void run_validation_now(const QStringList& files = {});
+  /// Keep the current training report to compare later edits against; false when there
+  /// is none (the input has problems).
+  bool pin_report();
+  /// Drop the pinned report.
+  void unpin_report();
+  /// Show the calibration profile at `path` against the default model of the training
+  /// scenario's system; a profile that does not read shows the command line's message.
+  /// True when it read.
+  bool open_calibration(const QString& path);
   /// The recent files list, newest first.
   QStringList recent_files() const;
 
  signals:
   /// A serving run finished and its result is shown.
   void serving_finished();
+  /// A latency-vs-QPS run finished and its curve is shown.
+  void qps_finished();
   /// A search finished and its result is shown.
   void search_finished();
   /// A timeline run finished and its result is shown.
@@ -107,10 +138,15 @@ class MainWindow : public QMainWindow {
   void save();
   void save_as();
   void export_dialog();
+  void export_csv_dialog();
+  void export_chart_dialog(bool svg);
+  void open_calibration_dialog();
 
   ScenarioPanel* panel_ = nullptr;
   TrainingView* training_view_ = nullptr;
   ServingView* serving_view_ = nullptr;
+  CompareView* compare_view_ = nullptr;
+  CalibrationView* calibration_view_ = nullptr;
   SearchView* search_view_ = nullptr;
   TimelineView* timeline_view_ = nullptr;
   ValidationView* validation_view_ = nullptr;
@@ -121,10 +157,13 @@ class MainWindow : public QMainWindow {
   std::filesystem::path base_dir_;
   QString training_path_, serving_path_;
   std::string training_report_, serving_report_;
+  /// The pinned training report; empty while none is pinned.
+  std::string pinned_report_;
   /// Bumped by every serving edit, run and cancel; a finished run shows only if its
   /// generation is still current.
   uint64_t generation_ = 0;
   bool serving_dirty_ = true;
+  uint64_t qps_generation_ = 0;
   uint64_t validation_generation_ = 0, search_generation_ = 0, timeline_generation_ = 0;
   /// The shown timeline's trace; empty while there is none.
   std::string timeline_trace_;

@@ -1,5 +1,6 @@
 #include "scenario_panel.hpp"
 
+#include <QAbstractItemView>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -331,6 +332,10 @@ QWidget* ScenarioPanel::build_serving_tab() {
       names.emplace_back(QString::fromStdString(e.name), QString::fromStdString(e.name));
   impl_->engine_name = combo(names);
   impl_->engine_version = new QComboBox;
+  // Version labels are long: they would set the editor's width (and push the window past
+  // 1280 pixels); the drop-down list still shows them whole.
+  impl_->engine_version->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  impl_->engine_version->setMinimumContentsLength(16);
   add(tr("Engine"), "engine/name", impl_->engine_name, "", true);
   add(tr("Engine version"), "engine/version", impl_->engine_version, "auto", true);
   impl_->mode = combo({{"offline", "offline"}, {"poisson", "poisson"}, {"concurrency", "concurrency"}});
@@ -358,6 +363,8 @@ void ScenarioPanel::refresh_engine_versions() {
   for (const auto& e : impl_->engines)
     if (e.name == want && !e.from.empty())
       v->addItem(QString::fromStdString(e.from + "  " + e.label), QString::fromStdString(e.from));
+  v->view()->setMinimumWidth(v->view()->sizeHintForColumn(0) + 24);
+  for (int i = 0; i < v->count(); ++i) v->setItemData(i, v->itemText(i), Qt::ToolTipRole);
 }
 
 void ScenarioPanel::refresh_workload_enables() {

@@ -5,9 +5,12 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QDoubleSpinBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLineSeries>
+#include <QScatterSeries>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QTableWidget>
@@ -24,6 +27,24 @@ const QStringList kColumns = {QStringLiteral("mean"), QStringLiteral("p50"), QSt
                               QStringLiteral("p99")};
 const QStringList kMetrics = {QStringLiteral("ttft"), QStringLiteral("tpot"), QStringLiteral("itl"),
                               QStringLiteral("e2e")};
+
+void clear_chart(QChart* chart) {
+  chart->removeAllSeries();
+  for (QAbstractAxis* a : chart->axes()) {
+    chart->removeAxis(a);
+    delete a;
+  }
+}
+
+QDoubleSpinBox* sla_box(const char* name, double value) {
+  auto* box = new QDoubleSpinBox;
+  box->setObjectName(QString::fromUtf8(name));
+  box->setRange(0.1, 1e6);
+  box->setDecimals(1);
+  box->setSuffix(QStringLiteral(" ms"));
+  box->setValue(value);
+  return box;
+}
 
 }  // namespace
 
@@ -67,12 +88,44 @@ ServingView::ServingView(QWidget* parent) : QWidget(parent) {
   chart_->legend()->setAlignment(Qt::AlignBottom);
   auto* view = new QChartView(chart_);
   view->setRenderHint(QPainter::Antialiasing);
-  view->setMinimumHeight(260);
-  layout->addWidget(view, 1);
+
+  // Latency against load: P99 TTFT and TPOT by arrival rate, the SLA, the highest rate in it.
+  const ServingSla defaults;
+  auto* qps_bar = new QHBoxLayout;
+  ttft_sla_ = sla_box("sla_ttft", defaults.ttft_p99_ms);
+  tpot_sla_ = sla_box("sla_tpot", defaults.tpot_p99_ms);
+  qps_run_ = new QPushButton(tr("Latency vs QPS"));
+  qps_run_->setObjectName(QStringLiteral("qps_run"));
+  qps_run_->setToolTip(tr("Find the highest Poisson rate within the SLA (capsim infer --max-qps) and the P99 "
+                          "latencies around it (F6)"));
+  qps_run_->setShortcut(QKeySequence(Qt::Key_F6));
+  qps_bar->addWidget(new QLabel(tr("SLA: TTFT p99")));
+  qps_bar->addWidget(ttft_sla_);
+  qps_bar->addWidget(new QLabel(tr("TPOT p99")));
+  qps_bar->addWidget(tpot_sla_);
+  qps_bar->addWidget(qps_run_);
+  qps_bar->addStretch(1);
+  qps_chart_ = new QChart;
+  qps_chart_->setTitle(tr("P99 latency against arrival rate"));
+  qps_chart_->legend()->setAlignment(Qt::AlignBottom);
+  auto* qps_view = new QChartView(qps_chart_);
+  qps_view->setRenderHint(QPainter::Antialiasing);
+  // Both charts and the table fit an 800-pixel-high window.
+  view->setMinimumHeight(180);
+  qps_view->setMinimumHeight(220);
+  layout->addWidget(view, 2);
+  layout->addLayout(qps_bar);
+  layout->addWidget(qps_view, 3);
+  qps_status_ = new QLabel;
+  qps_status_->setObjectName(QStringLiteral("qps_status"));
+  qps_status_->setWordWrap(true);
+  layout->addWidget(qps_status_);
 
   connect(run_, &QPushButton::clicked, this, &ServingView::run_requested);
   connect(cancel_, &QPushButton::clicked, this, &ServingView::cancel_requested);
+  connect(qps_run_, &QPushButton::clicked, this, &ServingView::qps_requested);
   show_idle(tr("no result yet"));
+  show_qps_idle(tr("Press Latency vs QPS (F6) to find the highest rate within the SLA."));
 }
 
 void ServingView::clear_figures() {
@@ -148,6 +201,141 @@ void ServingView::show_outcome(const ServingOutcome& outcome) {
   status_->setText(tr("%1 output tokens/s, %2 requests/s")
                        .arg(outcome.throughput_tokens_per_s, 0, 'f', 1)
                        .arg(outcome.requests_per_s, 0, 'f', 3));
+}
+
+ServingSla ServingView::sla() const {
+  ServingSla sla;
+  sla.ttft_p99_ms = ttft_sla_->value();
+  sla.tpot_p99_ms = tpot_sla_->value();
+  return sla;
+}
+
+void ServingView::set_sla(const ServingSla& sla) {
+  ttft_sla_->setValue(sla.ttft_p99_ms);
+  tpot_sla_->setValue(sla.tpot_p99_ms);
+}
+
+void ServingView::show_qps_running() {
+  qps_run_->setEnabled(false);
+  clear_chart(qps_chart_);
+  qps_status_->setText(tr("Searching for the highest rate within the SLA ..."));
+}
+
+void ServingView::show_qps_idle(const QString& why) {
+  qps_run_->setEnabled(true);
+  clear_chart(qps_chart_);
+  qps_status_->setText(why);
+}
+
+void ServingView::show_qps(const QpsCurve& curve) {
+  qps_run_->setEnabled(true);
+  clear_chart(qps_chart_);
+  if (!curve.internal_error.empty()) {
+    qps_status_->setText(tr("Internal error: %1").arg(QString::fromStdString(curve.internal_error)));
+    return;
+  }
+  if (!curve.does_not_fit.empty()) {
+    qps_status_->setText(tr("Does not fit: %1").arg(QString::fromStdString(curve.does_not_fit)));
+    return;
+  }
+  auto* ttft = new QLineSeries;
+  ttft->setName(tr("TTFT p99"));
+  ttft->setPointsVisible(true);
+  auto* tpot = new QLineSeries;
+  tpot->setName(tr("TPOT p99"));
+  tpot->setPointsVisible(true);
+  double x_max = 0, ttft_top = curve.sla.ttft_p99_ms, tpot_top = curve.sla.tpot_p99_ms;
+  for (const QpsPoint& p : curve.points) {
+    ttft->append(p.qps, p.ttft_p99_ms);
+    tpot->append(p.qps, p.tpot_p99_ms);
+    x_max = std::max(x_max, p.qps);
+    ttft_top = std::max(ttft_top, p.ttft_p99_ms);
+    tpot_top = std::max(tpot_top, p.tpot_p99_ms);
+  }
+  auto dashed = [](QLineSeries* line, const QColor& colour, const QString& name) {
+    QPen pen(colour);
+    pen.setWidth(2);
+    pen.setStyle(Qt::DashLine);
+    line->setPen(pen);
+    line->setName(name);
+  };
+  auto* ttft_sla = new QLineSeries;
+  dashed(ttft_sla, Qt::gray, tr("TTFT SLA %1 ms").arg(curve.sla.ttft_p99_ms));
+  auto* tpot_sla = new QLineSeries;
+  dashed(tpot_sla, Qt::gray, tr("TPOT SLA %1 ms").arg(curve.sla.tpot_p99_ms));
+  ttft_sla->append(0, curve.sla.ttft_p99_ms);
+  ttft_sla->append(x_max, curve.sla.ttft_p99_ms);
+  tpot_sla->append(0, curve.sla.tpot_p99_ms);
+  tpot_sla->append(x_max, curve.sla.tpot_p99_ms);
+  ttft_sla->setObjectName(QStringLiteral("TTFT SLA"));
+  tpot_sla->setObjectName(QStringLiteral("TPOT SLA"));
+  auto* marker = new QLineSeries;
+  marker->setObjectName(QStringLiteral("max QPS"));
+  QPen red(Qt::red);
+  red.setWidth(2);
+  marker->setPen(red);
+  marker->setName(tr("max QPS %1").arg(curve.max_qps, 0, 'f', 3));
+  auto* x = new QValueAxis;
+  x->setTitleText(tr("arrival rate (requests/s)"));
+  x->setRange(0, x_max > 0 ? x_max * 1.05 : 1);
+  auto* y_ttft = new QValueAxis;
+  y_ttft->setTitleText(tr("TTFT p99 (ms)"));
+  y_ttft->setRange(0, ttft_top * 1.1);
+  auto* y_tpot = new QValueAxis;
+  y_tpot->setTitleText(tr("TPOT p99 (ms)"));
+  y_tpot->setRange(0, tpot_top * 1.1);
+  x->applyNiceNumbers();
+  y_ttft->applyNiceNumbers();
+  y_tpot->applyNiceNumbers();
+  y_tpot->setGridLineVisible(false);  // the left axis' grid only: two grids would not line up
+  marker->append(curve.max_qps, 0);
+  marker->append(curve.max_qps, y_ttft->max());
+  qps_chart_->addAxis(x, Qt::AlignBottom);
+  qps_chart_->addAxis(y_ttft, Qt::AlignLeft);
+  qps_chart_->addAxis(y_tpot, Qt::AlignRight);
+  for (QLineSeries* line : {ttft, ttft_sla, marker, tpot, tpot_sla}) {
+    qps_chart_->addSeries(line);
+    line->attachAxis(x);
+    line->attachAxis(line == tpot || line == tpot_sla ? y_tpot : y_ttft);
+  }
+  // The SLA lines share their curve's colour, dashed.
+  QPen ttft_pen = ttft_sla->pen();
+  ttft_pen.setColor(ttft->color());
+  ttft_sla->setPen(ttft_pen);
+  QPen tpot_pen = tpot_sla->pen();
+  tpot_pen.setColor(tpot->color());
+  tpot_sla->setPen(tpot_pen);
+  if (curve.max_qps > 0)
+    qps_status_->setText(tr("Max QPS %1 requests/s within TTFT p99 <= %2 ms and TPOT p99 <= %3 ms (Poisson arrivals).")
+                             .arg(curve.max_qps, 0, 'f', 3)
+                             .arg(curve.sla.ttft_p99_ms)
+                             .arg(curve.sla.tpot_p99_ms));
+  else
+    qps_status_->setText(tr("No arrival rate meets TTFT p99 <= %1 ms and TPOT p99 <= %2 ms.")
+                             .arg(curve.sla.ttft_p99_ms)
+                             .arg(curve.sla.tpot_p99_ms));
+}
+
+std::vector<QPointF> ServingView::qps_points(const QString& name) const {
+  std::vector<QPointF> out;
+  for (QAbstractSeries* s : qps_chart_->series())
+    if (auto* line = qobject_cast<QLineSeries*>(s); line && (line->objectName() == name || line->name() == name))
+      for (const QPointF& p : line->points()) out.push_back(p);
+  return out;
+}
+
+QStringList ServingView::qps_series() const {
+  QStringList out;
+  for (QAbstractSeries* s : qps_chart_->series()) out << s->name();
+  return out;
+}
+
+QString ServingView::qps_status() const {
+  return qps_status_->text();
+}
+
+bool ServingView::qps_running() const {
+  return !qps_run_->isEnabled();
 }
 
 double ServingView::cell(const QString& metric, const QString& column) const {

@@ -1,12 +1,17 @@
 #pragma once
 /// Serving results: run control (run, cancel, a busy bar), TTFT/TPOT/ITL/E2E percentiles
-/// as a table and a chart, throughput.
+/// as a table and a chart, throughput; P99 latency against the arrival rate with the SLA
+/// and the highest rate that meets it.
 
+#include <QPointF>
+#include <QStringList>
 #include <QWidget>
+#include <vector>
 
 #include "evaluation.hpp"
 
 class QChart;
+class QDoubleSpinBox;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -36,7 +41,29 @@ class ServingView : public QWidget {
   /// Whether a run is shown as in flight.
   bool running() const;
 
+  /// The SLA set above the latency-vs-QPS chart.
+  ServingSla sla() const;
+  /// Set the SLA fields.
+  void set_sla(const ServingSla& sla);
+  /// A latency-vs-QPS run started.
+  void show_qps_running();
+  /// No curve: say `why`.
+  void show_qps_idle(const QString& why);
+  /// Draw a finished latency-vs-QPS run.
+  void show_qps(const QpsCurve& curve);
+  /// The points of the QPS chart's series `name` ("TTFT p99", "TPOT p99", "TTFT SLA",
+  /// "TPOT SLA", "max QPS"): (requests/s, ms).
+  std::vector<QPointF> qps_points(const QString& name) const;
+  /// The QPS chart's series names.
+  QStringList qps_series() const;
+  /// The line under the QPS chart.
+  QString qps_status() const;
+  /// Whether a latency-vs-QPS run is shown as in flight.
+  bool qps_running() const;
+
  signals:
+  /// The user asked for a latency-vs-QPS run.
+  void qps_requested();
   /// The user asked for a run now.
   void run_requested();
   /// The user asked to stop waiting for the run in flight.
@@ -50,6 +77,11 @@ class ServingView : public QWidget {
   QProgressBar* busy_ = nullptr;
   QPushButton* run_ = nullptr;
   QPushButton* cancel_ = nullptr;
+  QChart* qps_chart_ = nullptr;
+  QLabel* qps_status_ = nullptr;
+  QPushButton* qps_run_ = nullptr;
+  QDoubleSpinBox* ttft_sla_ = nullptr;
+  QDoubleSpinBox* tpot_sla_ = nullptr;
 };
 
 }  // namespace capsim::gui

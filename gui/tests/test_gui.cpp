@@ -3,6 +3,8 @@
 
 #include <QComboBox>
 #include <QDir>
+#include <QGraphicsView>
+#include <QImage>
 #include <QProcess>
 #include <QSettings>
 #include <QSignalSpy>
@@ -14,13 +16,17 @@
 #include <nlohmann/json.hpp>
 
 #include "capsim/core/units.hpp"
+#include "capsim/hw/roofline.hpp"
 #include "capsim/io/calibration_io.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
 #include "capsim/io/trace.hpp"
 #include "capsim/io/validation.hpp"
+#include "calibration_view.hpp"
+#include "compare_view.hpp"
 #include "evaluation.hpp"
 #include "main_window.hpp"
+#include "report_table.hpp"
 #include "search_view.hpp"
 #include "serving_view.hpp"
 #include "timeline_view.hpp"
@@ -37,6 +43,19 @@ json cli_train_report(const json& doc, const std::filesystem::path& base = {}) {
   const Scenario s = io::scenario_from_json(doc, base);
   const io::CostModels costs(s.system, nullptr);
   return io::analytical_train_report(s, evaluate_training(s, &costs.get()));
+}
+
+/// The capsim command's exit code, standard output and standard error.
+struct CliRun {
+  int code = -1;
+  QString out, err;
+};
+
+CliRun run_cli(const QStringList& args) {
+  QProcess p;
+  p.start(QStringLiteral(CAPSIM_CLI), args);
+  if (!p.waitForFinished(120000)) qFatal("capsim did not finish");
+  return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
 }
 
 template <class W>
@@ -137,6 +156,196 @@ class GuiTest : public QObject {
     QFile f(exported);
     QVERIFY(f.open(QIODevice::ReadOnly));
     QCOMPARE(QString::fromUtf8(f.readAll()), w.current_report());
+  }
+
+  /// File > Export: the JSON is the library's report for an example, byte for byte; the CSV
+  /// lists its metrics with units; the charts render to PNG and SVG; no temporary file stays.
+  void exports_report_csv_and_charts() {
+    gui::MainWindow w;
+    w.resize(1280, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const QString example = QStringLiteral(CAPSIM_SOURCE_DIR "/examples/llama3-8b-h100.json");
+    QVERIFY(w.open_file(example));
+    const Scenario e = io::load_scenario(example.toStdString());
+    const io::CostModels costs(e.system, nullptr);
+    const json r = io::analytical_train_report(e, evaluate_training(e, &costs.get()));
+    QTemporaryDir dir;
+    auto read = [](const QString& path) {
+      QFile f(path);
+      if (!f.open(QIODevice::ReadOnly)) qFatal("cannot read %s", qPrintable(path));
+      return f.readAll();
+    };
+    const QString json_path = dir.filePath(QStringLiteral("report.json"));
+    QVERIFY(w.export_report(json_path));
+    QCOMPARE(read(json_path).toStdString(), io::dump(r));
+
+    const QString csv_path = dir.filePath(QStringLiteral("report.csv"));
+    QVERIFY(w.export_report_csv(csv_path));
+    const QStringList lines = QString::fromUtf8(read(csv_path)).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    QCOMPARE(lines.value(0), QStringLiteral("key,value,unit"));
+    QCOMPARE(static_cast<size_t>(lines.size()), gui::report_metrics(r).size() + 1);
+    const QString step_row = QStringLiteral("time.step_s,%1,s").arg(QString::fromStdString(r["time"]["step_s"].dump()));
+    QVERIFY2(lines.contains(step_row), qPrintable(step_row));
+    QCOMPARE(gui::unit_of("memory.stages.0.weights_bytes"), std::string("bytes"));
+    QCOMPARE(gui::unit_of("time.tokens_per_s_per_gpu"), std::string("tokens/s/GPU"));
+    QCOMPARE(gui::unit_of("time.flops.model_per_step"), std::string("FLOP"));
+    QCOMPARE(gui::unit_of("layout.tp"), std::string());
+
+    const QList<QGraphicsView*> charts = w.visible_charts();
+    QCOMPARE(charts.size(), qsizetype{2});
+    QCOMPARE(gui::MainWindow::chart_name(charts[0]), QStringLiteral("Memory per GPU by pipeline stage"));
+    const QString png = dir.filePath(QStringLiteral("memory.png"));
+    QVERIFY(w.export_chart(png, 0));
+    const QImage image(png);
+    QVERIFY(!image.isNull() && image.width() > 0 && image.height() > 0);
+    const QString svg = dir.filePath(QStringLiteral("step.svg"));
+    QVERIFY(w.export_chart(svg, 1));
+    const QByteArray svg_text = read(svg);
+    QVERIFY(svg_text.contains("<svg") && svg_text.contains("</svg>"));
+    QVERIFY(!w.export_chart(dir.filePath(QStringLiteral("none.png")), 2));
+    QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), qsizetype{4});
+  }
+
+  /// Pin, change tp: the compare table's step-time row is the two reports' step times.
+  void compare_shows_the_pinned_and_current_reports() {
+    gui::MainWindow w;
+    QVERIFY(!w.compare_view()->row(QStringLiteral("time.step_s")));
+    const json before_doc = w.panel()->document(gui::ScenarioKind::training);
+    QVERIFY(w.pin_report());
+    QCOMPARE(w.compare_view()->shown_rows(), 0);  // nothing differs yet
+    field<QSpinBox>(w, "/training/tp")->setValue(2);
+    const json before = cli_train_report(before_doc);
+    const json after = cli_train_report(w.panel()->document(gui::ScenarioKind::training));
+    QCOMPARE(w.current_report().toStdString(), io::dump(after));
+    const double p = before["time"]["step_s"].get<double>(), c = after["time"]["step_s"].get<double>();
+    QVERIFY(p != c);
+    const std::optional<gui::CompareRow> row = w.compare_view()->row(QStringLiteral("time.step_s"));
+    QVERIFY(row);
+    QCOMPARE(row->pinned, p);
+    QCOMPARE(row->current, c);
+    QCOMPARE(row->difference, c - p);
+    QCOMPARE(row->relative, (c - p) / p);
+    QCOMPARE(row->unit, QStringLiteral("s"));
+    QVERIFY(row->differs);
+    const std::optional<gui::CompareRow> tp = w.compare_view()->row(QStringLiteral("layout.tp"));
+    QVERIFY(tp && tp->differs);
+    QCOMPARE(tp->difference, after["layout"]["tp"].get<double>() - before["layout"]["tp"].get<double>());
+    QVERIFY(w.compare_view()->shown_rows() > 0 && w.compare_view()->shown_rows() < w.compare_view()->rows());
+    w.compare_view()->set_only_differences(false);
+    QCOMPARE(w.compare_view()->shown_rows(), w.compare_view()->rows());
+    w.unpin_report();
+    QCOMPARE(w.compare_view()->rows(), 0);
+  }
+
+  /// A profile's GEMM efficiencies and collective bus bandwidths against the default model
+  /// of the training scenario's system; a profile that does not read shows the CLI's message.
+  void calibration_view_charts_a_profile_and_a_bad_ones_error() {
+    // gui/tests/data/sample-profile.json is `capsim calibrate fit sample-raw.jsonl`.
+    const QString good = QStringLiteral(CAPSIM_SOURCE_DIR "/gui/tests/data/sample-profile.json");
+    gui::MainWindow w;
+    QVERIFY(w.open_calibration(good));
+    QCOMPARE(w.views()->currentWidget(), static_cast<QWidget*>(w.calibration_view()));
+    QVERIFY(w.calibration_view()->error().isEmpty());
+    const CalibrationProfile p = io::read_profile(good.toStdString());
+    const Scenario s = io::scenario_from_json(w.panel()->document(gui::ScenarioKind::training));
+    QVERIFY(io::profile_matches(p, s.system.gpu));
+    QVERIFY(w.calibration_view()->info().contains(QString::fromStdString(s.system.gpu.id)));
+    const hw::RooflineCostModel model(s.system);
+    QCOMPARE(p.gemm.size(), size_t{1});
+    const GemmTable& g = p.gemm.front();
+    const double peak = s.system.gpu.peak(g.dtype).value;
+    std::vector<QPointF> measured, modelled;
+    for (size_t i = 0; i < g.tflops.size(); ++i) {
+      const double flops = 2.0 * static_cast<double>(g.m[i]) * static_cast<double>(g.n[i]) * static_cast<double>(g.k[i]);
+      measured.emplace_back(flops, 100 * (g.tflops[i] * 1e12 / peak));
+      modelled.emplace_back(flops, 100 * (flops / model.gemm(g.m[i], g.n[i], g.k[i], g.dtype).value / peak));
+    }
+    QCOMPARE(w.calibration_view()->gemm_points(QStringLiteral("measured")), measured);
+    QCOMPARE(w.calibration_view()->gemm_points(QStringLiteral("default model")), modelled);
+    QCOMPARE(w.calibration_view()->collective_labels().size(), static_cast<qsizetype>(p.collectives.size()));
+    for (const CollectiveFit& f : p.collectives) {
+      QVERIFY(f.op == CalOp::all_reduce || f.op == CalOp::all_gather);
+      const QString label = QStringLiteral("%1 x%2 intra-node").arg(QString::fromUtf8(to_string(f.op).data())).arg(f.ranks);
+      QVERIFY2(w.calibration_view()->select_collective(label), qPrintable(label));
+      const double factor = busbw_factor(f.op, f.ranks);
+      const CollectiveKind kind = f.op == CalOp::all_reduce ? CollectiveKind::all_reduce : CollectiveKind::all_gather;
+      std::vector<QPointF> bus, bus_model;
+      for (size_t i = 0; i < f.size_bytes.size(); ++i) {
+        const double b = f.size_bytes[i];
+        bus.emplace_back(b, b * factor / f.time_s[i] / 1e9);
+        bus_model.emplace_back(b, b * factor / model.collective(kind, Bytes(b), Group{f.ranks, f.ranks}).value / 1e9);
+      }
+      QCOMPARE(w.calibration_view()->collective_points(QStringLiteral("measured")), bus);
+      QCOMPARE(w.calibration_view()->collective_points(QStringLiteral("default model")), bus_model);
+      QVERIFY(w.calibration_view()->collective_axis_is_log());
+    }
+    // A broken profile: the message `capsim calibrate show` prints, inline, and no chart.
+    const QString bad = QStringLiteral(CAPSIM_SOURCE_DIR "/gui/tests/data/broken-profile.json");
+    QVERIFY(!w.open_calibration(bad));
+    const CliRun cli = run_cli({QStringLiteral("calibrate"), QStringLiteral("show"), bad, QStringLiteral("--format"),
+                                QStringLiteral("json")});
+    QCOMPARE(cli.code, 1);
+    QVERIFY(!w.calibration_view()->error().isEmpty());
+    QCOMPARE(QStringLiteral("capsim: ") + w.calibration_view()->error() + QStringLiteral("\n"), cli.err);
+    QVERIFY(w.calibration_view()->gemm_points(QStringLiteral("measured")).empty());
+    QVERIFY(w.calibration_view()->collective_points(QStringLiteral("measured")).empty());
+    // Not JSON at all: the reader's message too.
+    QTemporaryDir dir;
+    const QString garbage = dir.filePath(QStringLiteral("garbage.json"));
+    QFile f(garbage);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("{\"schema\": ");
+    f.close();
+    QVERIFY(!w.open_calibration(garbage));
+    const CliRun cli2 = run_cli({QStringLiteral("calibrate"), QStringLiteral("show"), garbage});
+    QCOMPARE(QStringLiteral("capsim: ") + w.calibration_view()->error() + QStringLiteral("\n"), cli2.err);
+  }
+
+  /// Latency against load: the curve, the SLA lines and the max-QPS mark are the library's.
+  void serving_latency_against_qps_marks_the_max_rate() {
+    gui::MainWindow w;
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(60);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    ServingSla sla;
+    sla.ttft_p99_ms = 700;
+    sla.tpot_p99_ms = 40;
+    w.serving_view()->set_sla(sla);
+    QSignalSpy done(&w, &gui::MainWindow::qps_finished);
+    w.run_qps_now();
+    QVERIFY(w.serving_view()->qps_running());
+    QVERIFY(done.wait(240000));
+    const Scenario s = gui::read_serving_document(w.panel()->document(gui::ScenarioKind::inference), {});
+    const io::CostModels costs(s.system, nullptr);
+    const double best = max_qps(s, costs.get(), sla, gui::kDefaultSeed);
+    QVERIFY(best > 0);
+    const gui::QpsCurve c = gui::run_qps_curve(s, sla);
+    QCOMPARE(c.max_qps, best);
+    std::vector<QPointF> ttft, tpot;
+    for (const gui::QpsPoint& p : c.points) {
+      ttft.emplace_back(p.qps, p.ttft_p99_ms);
+      tpot.emplace_back(p.qps, p.tpot_p99_ms);
+    }
+    QCOMPARE(w.serving_view()->qps_points(QStringLiteral("TTFT p99")), ttft);
+    QCOMPARE(w.serving_view()->qps_points(QStringLiteral("TPOT p99")), tpot);
+    // At the max rate the medians of the runs' P99s meet the SLA (the CLI's probe).
+    Scenario probe = s;
+    probe.inference->workload.mode = ServingWorkload::Mode::poisson;
+    probe.inference->workload.qps = best;
+    const auto [t99, p99] = p99_latencies(simulate_serving_runs(probe, costs.get(), gui::kDefaultSeed));
+    QVERIFY(std::find(ttft.begin(), ttft.end(), QPointF(best, t99)) != ttft.end());
+    QVERIFY(std::find(tpot.begin(), tpot.end(), QPointF(best, p99)) != tpot.end());
+    for (const QPointF& pt : w.serving_view()->qps_points(QStringLiteral("TTFT SLA"))) QCOMPARE(pt.y(), sla.ttft_p99_ms);
+    for (const QPointF& pt : w.serving_view()->qps_points(QStringLiteral("TPOT SLA"))) QCOMPARE(pt.y(), sla.tpot_p99_ms);
+    const std::vector<QPointF> mark = w.serving_view()->qps_points(QStringLiteral("max QPS"));
+    QCOMPARE(mark.size(), size_t{2});
+    QCOMPARE(mark[0].x(), best);
+    QCOMPARE(mark[1].x(), best);
+    QVERIFY(w.serving_view()->qps_status().contains(QString::number(best, 'f', 3)));
+    QVERIFY(w.serving_view()->qps_series().contains(QStringLiteral("max QPS %1").arg(best, 0, 'f', 3)));
+    // An edit makes the curve stale: it is cleared.
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(50);
+    QVERIFY(w.serving_view()->qps_points(QStringLiteral("TTFT p99")).empty());
   }
 
   void serving_p99_ttft_is_the_simulators() {
@@ -384,12 +593,17 @@ class GuiTest : public QObject {
     if (out.isEmpty()) QSKIP("set CAPSIM_GUI_SCREENSHOTS to a folder to write the screenshots");
     QDir().mkpath(out);
     gui::MainWindow w;
-    w.resize(1400, 900);
+    w.resize(1280, 800);
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(w.pin_report());
     field<QSpinBox>(w, "/training/tp")->setValue(2);
     QTest::qWait(200);
     QVERIFY(w.grab().save(out + QStringLiteral("/gui-training.png")));
+    w.views()->setCurrentWidget(w.compare_view());
+    QTest::qWait(200);
+    QVERIFY(w.grab().save(out + QStringLiteral("/gui-compare.png")));
+    w.views()->setCurrentIndex(0);
     field<QComboBox>(w, "/model")->setCurrentText(QStringLiteral("llama3-70b"));
     field<QComboBox>(w, "/training/zero")->setCurrentText(QStringLiteral("0"));
     QTest::qWait(200);
@@ -398,6 +612,9 @@ class GuiTest : public QObject {
     QSignalSpy done(&w, &gui::MainWindow::serving_finished);
     w.panel()->set_kind(gui::ScenarioKind::inference);
     QVERIFY(done.wait(120000));
+    QSignalSpy qps(&w, &gui::MainWindow::qps_finished);
+    w.run_qps_now();
+    QVERIFY(qps.wait(240000));
     QTest::qWait(200);
     QVERIFY(w.grab().save(out + QStringLiteral("/gui-serving.png")));
 
@@ -427,6 +644,10 @@ class GuiTest : public QObject {
     QVERIFY(timed.wait(120000));
     QTest::qWait(200);
     QVERIFY(w.grab().save(out + QStringLiteral("/gui-timeline.png")));
+
+    QVERIFY(w.open_calibration(QStringLiteral(CAPSIM_SOURCE_DIR "/data/calibration/h100-nccl-tests-public.json")));
+    QTest::qWait(200);
+    QVERIFY(w.grab().save(out + QStringLiteral("/gui-calibration.png")));
   }
 
  private:
