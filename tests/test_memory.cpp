@@ -32,6 +32,54 @@ TrainingPlan plan(int64_t dp, int zero) {
   return t;
 }
 
+// BF16 moments (DeepSeek-V3 report Sec. 3.3.2) keep AdamW's fp32 master copy and its two
+// moments in 2 bytes each: 8 bytes per parameter instead of 12; one-moment optimizers 6
+// instead of 8.
+TEST(ModelStates, Bf16MomentsSaveTwoBytesPerMoment) {
+  const ModelSpec m = io::load_model("llama2-7b");
+  const double psi = static_cast<double>(count_params(m).total);
+  for (int zero : {0, 1, 3}) {
+    TrainingPlan t = plan(8, zero);
+    t.precision = DType::bf16;
+    const StageMemory a = training_memory(m, system_of("h100-sxm5-80gb", 8), t).peak();
+    t.bf16_moments = true;
+    const StageMemory b = training_memory(m, system_of("h100-sxm5-80gb", 8), t).peak();
+    EXPECT_DOUBLE_EQ(b.optimizer_bytes * 12.0, a.optimizer_bytes * 8.0) << "zero " << zero;
+    EXPECT_DOUBLE_EQ(b.weights_bytes, a.weights_bytes);
+    EXPECT_DOUBLE_EQ(b.gradients_bytes, a.gradients_bytes);
+  }
+  TrainingPlan t = plan(1, 0);
+  t.bf16_moments = true;
+  EXPECT_DOUBLE_EQ(training_memory(m, system_of("h100-sxm5-80gb", 1), t).peak().optimizer_bytes, 8 * psi);
+  EXPECT_DOUBLE_EQ(optimizer_bytes_per_param(Optimizer::lion, true), 6.0);
+  EXPECT_DOUBLE_EQ(optimizer_bytes_per_param(Optimizer::adam8bit, true), optimizer_bytes_per_param(Optimizer::adam8bit));
+}
+
+// Blockwise FP8 caches the routed experts' SwiGLU inputs in FP8 with an fp32 scale per 128
+// values: each MoE layer keeps top_k x 2 x expert_intermediate x (2 - 1 - 4/128) bytes less
+// per token; a dense model keeps the same.
+TEST(Activations, BlockwiseFp8CachesMoeSwigluInputsInFp8) {
+  auto act = [](const ModelSpec& m, bool blockwise) {
+    TrainingPlan t = plan(8, 1);
+    t.precision = DType::fp8;
+    t.recompute = Recompute::none;
+    t.ep = 8;
+    if (!m.moe) t.ep = 1;
+    t.fp8_blockwise = blockwise;
+    const TrainingMemory mem = training_memory(m, system_of("h100-sxm5-80gb", 8), t);
+    return mem.peak().activations_bytes;
+  };
+  const ModelSpec dense = io::load_model("llama3-8b");
+  EXPECT_DOUBLE_EQ(act(dense, true), act(dense, false));
+  const ModelSpec moe = io::load_model("qwen3-30b-a3b");
+  int64_t moe_layers = 0;
+  for (int64_t i = 0; i < moe.layers; ++i) moe_layers += moe.is_moe_layer(i) ? 1 : 0;
+  const double per_token = static_cast<double>(moe.moe->top_k) * 2.0 * static_cast<double>(moe.moe->expert_intermediate) *
+                           (1.0 - 4.0 / 128.0);
+  EXPECT_NEAR(act(moe, false) - act(moe, true), per_token * 2048.0 * static_cast<double>(moe_layers),
+              1e-6 * act(moe, false));
+}
+
 // Mixed-precision AdamW on one GPU: 2 (weights) + 2 (gradients) + 12 (fp32 master, m, v)
 // bytes per parameter; a 7B model needs 14 + 14 + 28 + 28 + 28 = 112 GB of model states.
 TEST(ModelStates, SingleGpuAdamIsSixteenBytesPerParam) {

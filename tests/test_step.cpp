@@ -1041,8 +1041,46 @@ TEST(NodeLimitedRouting, CrossNodeCopiesCappedAtTopkGroup) {
 namespace capsim {
 namespace {
 
+// Blockwise FP8 runs every FP8 GEMM no faster than the block-scaled kernels' published
+// training-size rate (DeepGEMM on H800: 0.554 of the FP8 peak), so a step is never faster
+// than tensorwise scaling and its GEMM FLOPs (3 x the forward's, less the head's and the
+// router's 16-bit ones) take at least FLOPs / that rate; without recompute the compute
+// holds exactly the forward and backward.
+TEST(Fp8Recipes, BlockwiseGemmsRunAtTheBlockKernelsRate) {
+  const ModelSpec m = io::load_model("llama3-8b");
+  SystemSpec sys;
+  sys.gpu = io::load_gpu("h800-sxm5-80gb");
+  sys.num_gpus = 8;
+  sys.gpus_per_node = 8;
+  sys.nic_gbps_per_gpu = 400;
+  TrainingPlan t;
+  t.dp = 8;
+  t.zero = 1;
+  t.micro_batch = 1;
+  t.global_batch = 64;
+  t.seq_len = 4096;
+  t.precision = DType::fp8;
+  t.recompute = Recompute::none;
+  const hw::RooflineCostModel cost(sys);
+  t.fp8_blockwise = false;
+  const StepBreakdown tensorwise = analytical_step(m, sys, t, cost);
+  t.fp8_blockwise = true;
+  const StepBreakdown blockwise = analytical_step(m, sys, t, cost);
+  EXPECT_GE(blockwise.compute_s, tensorwise.compute_s);
+  EXPECT_GT(blockwise.compute_s, tensorwise.compute_s * 1.01);  // the floor binds somewhere at these sizes
+  const double rate = sys.gpu.peak(DType::fp8).value * sys.gpu.efficiency.gemm_fp8_block_large_m.value;
+  EXPECT_DOUBLE_EQ(sys.gpu.efficiency.gemm_fp8_block_large_m.value, 0.554);
+  // Linear-layer FLOPs per token of one microbatch: 2 x non-embedding parameters of the
+  // layers (the head runs in 16 bits), forward + input gradient + weight gradient.
+  const ParamCounts pc = count_params(m);
+  const double layer_params = static_cast<double>(pc.total - 2 * m.vocab * m.hidden);
+  const double tokens = 64.0 / 8.0 * 4096.0;
+  EXPECT_GE(blockwise.compute_s, 3.0 * 2.0 * layer_params * tokens / rate);
+}
+
 // DeepSeek-V3 pre-training as its technical report describes it (2,048 H800, PP16, EP64,
-// FP8, recompute of RMSNorm, MLA up-projections and SwiGLU; schedule, ZeRO stage and micro
+// fine-grained (blockwise) FP8 with the SwiGLU inputs cached in FP8, BF16 AdamW moments,
+// recompute of RMSNorm, MLA up-projections and SwiGLU; schedule, ZeRO stage and micro
 // batch unpublished, so "auto"). It must fit in 80 GB, its EP all-to-all is node-limited,
 // and its cost is held against the report's 2.664M H800 GPU-hours for 14.8T tokens
 // (Table 1, Sec. 1: 180K per trillion). Recorded bound: the model's figure plus a margin;

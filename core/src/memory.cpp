@@ -8,11 +8,14 @@
 
 namespace capsim {
 
-double optimizer_bytes_per_param(Optimizer o) {
+double optimizer_bytes_per_param(Optimizer o, bool bf16_moments) {
+  // An fp32 master copy (4 B) and the moments: two for Adam, one for SGD with momentum
+  // and Lion, at 4 B each or 2 B in BF16; 8-bit Adam and Adafactor keep their own formats.
+  const double moment = bf16_moments ? 2.0 : 4.0;
   switch (o) {
-    case Optimizer::adamw: return 12.0;
-    case Optimizer::sgd: return 8.0;
-    case Optimizer::lion: return 8.0;
+    case Optimizer::adamw: return 4.0 + 2.0 * moment;
+    case Optimizer::sgd: return 4.0 + moment;
+    case Optimizer::lion: return 4.0 + moment;
     case Optimizer::adam8bit: return 6.0;
     case Optimizer::adafactor: return 4.0;
   }
@@ -121,7 +124,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   // PyTorch FSDP2's fp32 shards with fp32 gradients and Adam's two moments come to the same
   // 16 bytes.
   const double shard_g_bytes = zero >= 3 ? 2.0 : g_bytes;
-  const double k_bytes = t.memory.offload_optimizer ? 0.0 : optimizer_bytes_per_param(t.optimizer);
+  const double k_bytes = t.memory.offload_optimizer ? 0.0 : optimizer_bytes_per_param(t.optimizer, t.bf16_moments);
   const bool lora = trains_adapters(t.mode);
   const LoraSpec lora_spec = lora ? resolved_lora(t) : LoraSpec{};
 
@@ -148,7 +151,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   if (cache) {
     const MemKey key{&m, t.tp, t.cp, etp, mb, t.seq_len, t.sp, static_cast<int>(rc),
                      rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules, static_cast<int>(t.precision),
-                     static_cast<int>(attention_of(t)), static_cast<int>(fw)};
+                     static_cast<int>(attention_of(t)), static_cast<int>(fw), t.fp8_blockwise.value_or(false)};
     auto& entries = cache->impl().memory;
     auto [it, inserted] = entries.try_emplace(key);
     mv = &it->second;

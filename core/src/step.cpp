@@ -41,6 +41,8 @@ struct Ctx {
   /// PyTorch-native conventions: op-level selective checkpointing, eager ring-attention merges.
   bool pytorch = false;
   int64_t etp = 1;
+  /// Block-scaled FP8 GEMMs run at most at this rate (FLOP/s); 0 = tensorwise scaling.
+  double fp8_block_rate = 0;
 };
 
 double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& wgrad_out, double& flops_out) {
@@ -68,6 +70,15 @@ double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& wgrad_o
   wgrad_out = op.frozen ? 0.0 : c.cost.gemm(k, n, m, dt, batch).value;
   bwd_out = c.cost.gemm(m, k, n, dt, batch).value + wgrad_out;
   flops_out = 2.0 * dbl(m) * dbl(n) * dbl(k) * dbl(batch);
+  if (dt == DType::fp8 && c.fp8_block_rate > 0) {
+    // Block-scaled FP8 (1x128 activation, 128x128 weight tiles): the forward, input- and
+    // weight-gradient GEMMs (the same FLOPs each) at the blockwise kernels' measured rate.
+    const double floor = flops_out / c.fp8_block_rate;
+    const double dgrad = std::max(bwd_out - wgrad_out, floor);
+    f = std::max(f, floor);
+    if (!op.frozen) wgrad_out = std::max(wgrad_out, floor);
+    bwd_out = dgrad + wgrad_out;
+  }
   if (dt == DType::fp8) {
     const double mk = dbl(m) * dbl(k) * dbl(batch), mn = dbl(m) * dbl(n) * dbl(batch), kn = dbl(k) * dbl(n) * dbl(batch);
     if (c.pytorch) {
@@ -260,11 +271,13 @@ double pcie_bytes_per_s(const SystemSpec& sys) {
   return sys.pcie_gbps_per_gpu.value_or(sys.gpu.pcie_bw_unidir_gbps) * 1e9;
 }
 
-double optimizer_traffic(Optimizer o) {
+double optimizer_traffic(Optimizer o, bool bf16_moments) {
+  // BF16 moments read and write 2 B less per moment.
+  const double saved = bf16_moments ? 4.0 : 0.0;
   switch (o) {
-    case Optimizer::adamw: return 30.0;
+    case Optimizer::adamw: return 30.0 - 2.0 * saved;
     case Optimizer::sgd:
-    case Optimizer::lion: return 22.0;
+    case Optimizer::lion: return 22.0 - saved;
     case Optimizer::adam8bit: return 18.0;
     case Optimizer::adafactor: return 14.0;
   }
@@ -307,6 +320,12 @@ Ctx make_ctx(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, c
   c.rc_fraction = t.recompute_fraction;
   c.pytorch = framework_of(t) == Framework::pytorch;
   c.etp = t.etp.value_or(1);
+  // The blockwise kernels' rate at training sizes as a fraction of the dense FP8 peak
+  // (data/gpus gemm_fp8_block_large_m, DeepGEMM's published table), else at serving sizes.
+  const GpuEfficiency& ge = sys.gpu.efficiency;
+  const double block = ge.gemm_fp8_block_large_m.value > 0 ? ge.gemm_fp8_block_large_m.value : ge.gemm_fp8_block.value;
+  if (t.precision == DType::fp8 && t.fp8_blockwise.value_or(false) && block > 0)
+    c.fp8_block_rate = sys.gpu.peak(DType::fp8).value * block;
   return c;
 }
 
@@ -444,7 +463,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
                       static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules,
                       static_cast<int>(t.precision), static_cast<int>(attention_of(t)), static_cast<int>(framework_of(t)),
                       opt.tp_overlap, opt.moe_imbalance, trains_adapters(t.mode) ? std::max<int64_t>(1, lo.lora_rank) : 0,
-                      lo.lora_targets};
+                      lo.lora_targets, t.fp8_blockwise.value_or(false)};
     auto& entries = cache->impl().step;
     auto it = entries.find(key);
     if (it == entries.end()) it = entries.emplace(key, cost_kinds(c, lo)).first;
@@ -671,7 +690,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     out.offload_cpu_s = local / (kCpuAdamParamsPerSecondPerNode / gpus_sharing_cpu);
     out.optimizer_s = out.offload_d2h_s + out.offload_cpu_s + out.offload_h2d_s;
   } else {
-    out.optimizer_s = cost.memory_bound(Bytes(local * optimizer_traffic(t.optimizer))).value;
+    out.optimizer_s = cost.memory_bound(Bytes(local * optimizer_traffic(t.optimizer, t.bf16_moments))).value;
   }
   // Once-per-step fp8 weight casts ride with the optimizer step (both touch every weight once).
   for (int k = 0; k < 2; ++k)

@@ -52,6 +52,10 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     ev.auto_fields.push_back("attention");
     base.attention = attention_of(base);
   }
+  if (base.precision == DType::fp8 && !base.fp8_blockwise) {
+    ev.auto_fields.push_back("fp8_recipe");
+    base.fp8_blockwise = false;  // the frameworks' default: tensorwise scaling
+  }
   if (trains_adapters(base.mode)) {
     if (!base.lora || !base.lora->rank) ev.auto_fields.push_back("lora.rank");
     if (!base.lora || !base.lora->targets) ev.auto_fields.push_back("lora.targets");

@@ -89,7 +89,8 @@ Op activation_fn(const ModelSpec& m, int64_t inner, const LoweringOptions& o, do
   op.bytes_per_token = (in + d(inner)) * o.act_bytes * per_token;
   op.flops_per_token = 0;
   op.work = shard;
-  op.saved.push_back({in * o.act_bytes * per_token, shard, false});  // its input(s)
+  const double in_bytes = shard == Shard::expert ? o.moe_act_input_bytes : o.act_bytes;
+  op.saved.push_back({in * in_bytes * per_token, shard, false});  // its input(s)
   return op;
 }
 
@@ -170,6 +171,7 @@ LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
   o.act_bytes = 2.0;
   // Transformer Engine keeps the fp8 cast of each GEMM input for the weight gradient.
   o.gemm_input_bytes = t.precision == DType::fp8 ? 1.0 : 2.0;
+  o.moe_act_input_bytes = t.precision == DType::fp8 && t.fp8_blockwise.value_or(false) ? 1.0 + 4.0 / 128.0 : o.act_bytes;
   o.attention = attention_of(t) == AttentionKernel::unfused ? AttentionImpl::unfused : AttentionImpl::flash;
   o.dropout = m.dropout > 0.0;
   if (trains_adapters(t.mode)) {

@@ -130,6 +130,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("gemm_k_half", g.efficiency.gemm_k_half, false);
     sourced("gemm_tail_us", g.efficiency.gemm_tail_us, true);
     sourced("gemm_fp8_block", g.efficiency.gemm_fp8_block, true);
+    sourced("gemm_fp8_block_large_m", g.efficiency.gemm_fp8_block_large_m, true);
     sourced("moe_kernel_hbm", g.efficiency.moe_kernel_hbm, true);
     sourced("moe_kernel_fixed_us", g.efficiency.moe_kernel_fixed_us, true);
     sourced("moe_kernel_compute_fp8", g.efficiency.moe_kernel_compute_fp8, true);

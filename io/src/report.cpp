@@ -138,6 +138,8 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"schedule", t.pp == 1 ? std::string("none") : t.vpp.value_or(1) > 1 ? std::string("interleaved-1f1b") : std::string(to_string(t.schedule))},
                  {"attention", std::string(to_string(attention_of(t)))},
                  {"optimizer", std::string(to_string(t.optimizer))},
+                 {"optimizer_moments", t.bf16_moments ? "bf16" : "fp32"},
+                 {"fp8_recipe", t.precision != DType::fp8 ? "none" : t.fp8_blockwise.value_or(false) ? "blockwise" : "tensorwise"},
                  {"mode", std::string(to_string(t.mode))},
                  {"framework", std::string(to_string(framework_of(t)))}};
   if (trains_adapters(t.mode)) {

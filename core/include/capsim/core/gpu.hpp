@@ -55,6 +55,9 @@ struct GpuEfficiency {
   /// engines' CUTLASS blockwise kernel) at large shapes, as a fraction of the dense fp8
   /// peak; 0 = not measured (per-tensor figure).
   Sourced gemm_fp8_block;
+  /// Block-scaled FP8 GEMMs at training sizes (M of thousands), as a fraction of the FP8
+  /// peak; 0 = not measured, gemm_fp8_block applies.
+  Sourced gemm_fp8_block_large_m;
   /// Microseconds a weight-streaming GEMM kernel adds to bytes / achievable bandwidth
   /// (pipeline fill, wave tail, epilogue); 0 = not measured, no term added.
   Sourced gemm_tail_us;

@@ -20,7 +20,7 @@ namespace capsim {
 /// quantisation statistics ignored (2 fp32 per 2048-element block). Adafactor (Shazeer &
 /// Stern 2018): master 4; its factored second moments (rows + columns per matrix) are
 /// under 0.1% of the parameters for these shapes and are not counted.
-double optimizer_bytes_per_param(Optimizer o);
+double optimizer_bytes_per_param(Optimizer o, bool bf16_moments = false);
 
 /// LoRA adapter parameters of one layer (Hu et al. 2021: rank x (in + out) per adapted
 /// projection), unsharded. With `experts`, only the adapters on routed experts'

@@ -131,6 +131,14 @@ struct TrainingPlan {
   /// ZB-H1, DualPipe where its divisibility rules hold); `schedule` is then a placeholder.
   bool schedule_auto = false;
   Optimizer optimizer = Optimizer::adamw;
+  /// FP8 scaling recipe (precision fp8): tensorwise (Transformer Engine's delayed or
+  /// current scaling, torchao's Float8Linear; the default) or blockwise (1x128 activation
+  /// and 128x128 weight tiles, DeepSeek-V3 report Sec. 3.3: GEMMs at the block-scaled
+  /// kernels' rate, and the MoE SwiGLU inputs cached in FP8). nullopt = auto (tensorwise).
+  std::optional<bool> fp8_blockwise;
+  /// Adam/Lion/SGD moments kept in BF16 instead of FP32 (DeepSeek-V3 report Sec. 3.3.2);
+  /// master weights and gradients stay FP32.
+  bool bf16_moments = false;
   TrainMode mode = TrainMode::pretrain;
   std::optional<LoraSpec> lora;
   /// Explicit transformer layers per virtual pipeline stage (size pp*vpp); empty = split

@@ -95,7 +95,7 @@ inline constexpr double kCpuAdamParamsPerSecondPerNode = 10e9 / 2.57;
 double pcie_bytes_per_s(const SystemSpec& sys);
 
 /// Bytes per parameter a fused optimizer update reads and writes.
-double optimizer_traffic(Optimizer o);
+double optimizer_traffic(Optimizer o, bool bf16_moments = false);
 
 /// Bytes Transformer Engine moves to cast one layer's fp8 GEMM weights (on this GPU) once
 /// per step; 0 unless the plan trains in fp8 with Megatron-LM conventions.

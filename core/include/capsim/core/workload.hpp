@@ -74,6 +74,9 @@ struct LoweringOptions {
   int64_t seq_len = 2048;
   double act_bytes = 2;         ///< activation element size (bf16/fp16)
   double gemm_input_bytes = 2;  ///< saved GEMM inputs (1 with fp8 training: cast copies)
+  /// Saved input of a routed expert's activation function (SwiGLU): 16-bit, or FP8 with an
+  /// fp32 scale per 128 values under blockwise FP8 (DeepSeek-V3 report Sec. 3.3.2).
+  double moe_act_input_bytes = 2;
   AttentionImpl attention = AttentionImpl::flash;
   bool dropout = false;         ///< training with dropout keeps 1-byte masks
   bool frozen_base = false;     ///< LoRA: every base weight frozen
