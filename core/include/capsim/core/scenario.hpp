@@ -72,8 +72,10 @@ struct LoraSpec {
 
 /// Memory accounting knobs that are not part of the published case shape.
 struct MemoryOptions {
-  /// CUDA context and runtime kernels resident on each GPU, outside the allocator.
-  double cuda_context_bytes = 0;
+  /// CUDA context and runtime kernels resident on each GPU, outside the allocator: about
+  /// 300 MiB with lazy module loading (CUDA >= 11.7), as PyTorch's maintainers measure it
+  /// (pytorch/pytorch#107667); the serving memory model counts the same figure.
+  double cuda_context_bytes = 300.0 * 1024 * 1024;
   /// Extra fraction of allocated bytes the caching allocator holds (fragmentation).
   double allocator_reserve_fraction = 0;
   /// Optimizer states (and fp32 master weights) live in host memory (ZeRO-Offload).
