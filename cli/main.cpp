@@ -128,7 +128,20 @@ std::string train_table(const json& r) {
       s += fmt::format("    {:>4}  {:>6}  {:>8}  {:>12}\n", st["stage"].get<int64_t>(), st["layers"].get<int64_t>(),
                        st["inflight_microbatches"].get<int64_t>(), gib(st["total_bytes"].get<double>()));
   }
-  if (r.contains("time")) {
+  const bool fits = !r.contains("does_not_fit");
+  if (!fits) {
+    // No step time or MFU for a layout that cannot run: by how much it misses, and what
+    // single change would make it fit.
+    const json& d = r["does_not_fit"];
+    s += fmt::format("  DOES NOT FIT by {} ({} of {})\n", gib(d["over_by_bytes"].get<double>()),
+                     gib(d["peak_bytes"].get<double>()), gib(d["capacity_bytes"].get<double>()));
+    if (d["remedies"].empty()) s += "    no single change to ZeRO, recompute, micro batch, pp, tp or dp helps\n";
+    else s += "    single changes and the largest stage they leave:\n";
+    for (const auto& f : d["remedies"])
+      s += fmt::format("      {:<28} {:>12}  {}\n", f["change"].get<std::string>(), gib(f["peak_bytes"].get<double>()),
+                       f["fits"].get<bool>() ? "fits" : "still too large");
+  }
+  if (fits && r.contains("time")) {
     const json& t = r["time"];
     const json& b = t["breakdown"];
     s += fmt::format("  step     {:.3f} s  ({:.0f} tokens/s/GPU, {:.0f} TFLOP/s/GPU, MFU {:.1f}%)\n", t["step_s"].get<double>(),
@@ -180,14 +193,14 @@ std::string train_table(const json& r) {
                      q["throughput_tokens_per_s"].get<double>());
     for (const auto& n : q["notes"]) s += fmt::format("    note: {}\n", n.get<std::string>());
   }
-  if (r.contains("budget")) {
+  if (fits && r.contains("budget")) {
     const json& b = r["budget"];
     s += fmt::format("  budget   {:.3g} tokens: {:.1f} days, {:.3g} GPU-hours, {:.3g} MWh", b["tokens"].get<double>(),
                      b["days"].get<double>(), b["gpu_hours"].get<double>(), b["energy_mwh"].get<double>());
     if (b.contains("cost_usd")) s += fmt::format(", ${:.3g}", b["cost_usd"].get<double>());
     s += "\n";
   }
-  if (r.contains("fail_reason")) s += fmt::format("  status   {}\n", r["fail_reason"].get<std::string>());
+  if (r.contains("fail_reason") && fits) s += fmt::format("  status   {}\n", r["fail_reason"].get<std::string>());
   for (const auto& w : r["warnings"]) s += fmt::format("  warning: {}\n", w.get<std::string>());
   return s;
 }

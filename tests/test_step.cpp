@@ -1041,6 +1041,48 @@ TEST(NodeLimitedRouting, CrossNodeCopiesCappedAtTopkGroup) {
 namespace capsim {
 namespace {
 
+// A layout that fits in no candidate says which single changes would make it fit: each
+// named change lowers the largest stage below today's, those that fit come first, and
+// applying one by hand gives the memory it promised.
+TEST(DoesNotFit, NamesTheChangesThatWouldFit) {
+  Scenario s;
+  s.model = io::load_model("llama2-70b");
+  s.system.gpu = io::load_gpu("h100-sxm5-80gb");
+  s.system.num_gpus = 32;
+  s.system.gpus_per_node = 8;
+  s.system.nic_gbps_per_gpu = 400;
+  TrainingPlan t;
+  t.dp = 32;
+  t.zero = 0;
+  t.micro_batch = 1;
+  t.global_batch = 64;
+  t.seq_len = 4096;
+  t.precision = DType::bf16;
+  t.recompute = Recompute::none;
+  s.training = t;
+  const TrainEvaluation ev = evaluate_training(s);
+  ASSERT_FALSE(ev.feasible);
+  ASSERT_FALSE(ev.remedies.empty());
+  const double now = ev.memory.peak().total_bytes;
+  bool seen_too_large = false;
+  for (const FitRemedy& f : ev.remedies) {
+    EXPECT_LT(f.peak_bytes, now) << f.change;
+    if (!f.fits) seen_too_large = true;
+    else EXPECT_FALSE(seen_too_large) << "fitting changes come first: " << f.change;
+  }
+  const auto it = std::find_if(ev.remedies.begin(), ev.remedies.end(), [](const FitRemedy& f) { return f.change == "zero 3"; });
+  ASSERT_NE(it, ev.remedies.end());
+  TrainingPlan z = ev.plan;
+  z.zero = 3;
+  EXPECT_DOUBLE_EQ(training_memory(s.model, s.system, z).peak().total_bytes, it->peak_bytes);
+  // A layout that fits has none.
+  s.training->zero = 3;
+  s.training->recompute = Recompute::full;
+  const TrainEvaluation ok = evaluate_training(s);
+  EXPECT_TRUE(ok.feasible);
+  EXPECT_TRUE(ok.remedies.empty());
+}
+
 // Blockwise FP8 runs every FP8 GEMM no faster than the block-scaled kernels' published
 // training-size rate (DeepGEMM on H800: 0.554 of the FP8 peak), so a step is never faster
 // than tensorwise scaling and its GEMM FLOPs (3 x the forward's, less the head's and the

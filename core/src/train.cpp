@@ -31,6 +31,76 @@ double work_proxy(const TrainingPlan& t) {
   return flops * bubble;
 }
 
+/// Single changes that lower the memory of `t` (see TrainEvaluation::remedies). Each
+/// changed layout must keep the GPU count (or double it, for data parallel), divide the
+/// model and the batch, and pass the layout rules.
+std::vector<FitRemedy> fit_remedies(const Scenario& s, const TrainingPlan& t) {
+  const ModelSpec& m = s.model;
+  std::vector<FitRemedy> out;
+  const double now = training_memory(m, s.system, t).peak().total_bytes;
+  auto str = [](int64_t v) { return std::to_string(v); };
+  auto try_plan = [&](const std::string& change, TrainingPlan c, const SystemSpec& sys) {
+    if (c.global_batch % (c.micro_batch.value_or(1) * c.dp) != 0) return;
+    if (c.pp > m.layers || c.tp > sys.gpus_per_node || m.heads % c.tp != 0) return;
+    if (c.vpp.value_or(1) > 1 && (num_microbatches(c) % c.pp != 0 || c.pp * c.vpp.value_or(1) > m.layers)) return;
+    if (c.schedule == Schedule::dualpipe &&
+        (c.pp % 2 != 0 || num_microbatches(c) % 2 != 0 || num_microbatches(c) < 2 * c.pp))
+      return;
+    Scenario probe = s;
+    probe.system = sys;
+    probe.training = c;
+    if (!check_training_layout(probe).empty()) return;
+    const TrainingMemory mem = training_memory(m, sys, c);
+    if (mem.peak().total_bytes < now) out.push_back({change, mem.peak().total_bytes, mem.fits()});
+  };
+  const int zero = t.zero.value_or(0);
+  if (t.dp * t.cp > 1)
+    for (int z = zero + 1; z <= 3; ++z) {
+      TrainingPlan c = t;
+      c.zero = z;
+      try_plan("zero " + str(z), c, s.system);
+    }
+  const Recompute rc = t.recompute.value_or(Recompute::none);
+  if (rc == Recompute::none) {
+    TrainingPlan c = t;
+    c.recompute = Recompute::selective;
+    try_plan("recompute selective", c, s.system);
+  }
+  if (rc != Recompute::full || t.recompute_fraction < 1.0) {
+    TrainingPlan c = t;
+    c.recompute = Recompute::full;
+    c.recompute_fraction = 1.0;
+    try_plan("recompute full", c, s.system);
+  }
+  if (t.micro_batch.value_or(1) > 1) {
+    TrainingPlan c = t;
+    c.micro_batch = 1;
+    try_plan("micro_batch 1", c, s.system);
+  }
+  if (t.dp % 2 == 0) {
+    TrainingPlan c = t;
+    c.pp *= 2;
+    c.dp /= 2;
+    try_plan("pp " + str(c.pp) + " (dp " + str(c.dp) + ")", c, s.system);
+    c = t;
+    c.tp *= 2;
+    c.dp /= 2;
+    try_plan("tp " + str(c.tp) + " (dp " + str(c.dp) + ")", c, s.system);
+  }
+  if (zero >= 1 && s.system.num_gpus <= (int64_t{1} << 40)) {
+    TrainingPlan c = t;
+    c.dp *= 2;
+    if (c.global_batch % (c.micro_batch.value_or(1) * c.dp) != 0) c.global_batch *= 2;
+    SystemSpec sys = s.system;
+    sys.num_gpus *= 2;
+    try_plan("dp " + str(c.dp) + " on " + str(sys.num_gpus) + " GPUs", c, sys);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const FitRemedy& a, const FitRemedy& b) {
+    return a.fits != b.fits ? a.fits : a.peak_bytes < b.peak_bytes;
+  });
+  return out;
+}
+
 }  // namespace
 
 TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, const StepOptions& given) {
@@ -182,6 +252,7 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     ev.fail_reason = "does not fit: the stage that needs most takes " +
                      std::to_string(ev.memory.peak().total_bytes / kGiB) + " GiB of " +
                      std::to_string(ev.memory.peak().capacity_bytes / kGiB) + " GiB";
+    ev.remedies = fit_remedies(s, ev.plan);
   } else {
     ev.feasible = false;
     ev.fail_reason = "no candidate layout satisfies the divisibility rules";

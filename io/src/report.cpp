@@ -208,6 +208,15 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
   }
   j["status"] = ev.feasible ? "ok" : "does_not_fit";
   if (!ev.feasible) j["fail_reason"] = ev.fail_reason;
+  if (!ev.feasible && !ev.memory.stages.empty()) {
+    json remedies = json::array();
+    for (const FitRemedy& f : ev.remedies)
+      remedies.push_back({{"change", f.change}, {"peak_bytes", f.peak_bytes}, {"fits", f.fits}});
+    j["does_not_fit"] = {{"peak_bytes", ev.memory.peak().total_bytes},
+                         {"capacity_bytes", ev.memory.peak().capacity_bytes},
+                         {"over_by_bytes", ev.memory.peak().total_bytes - ev.memory.peak().capacity_bytes},
+                         {"remedies", remedies}};
+  }
   j["warnings"] = ev.warnings;
   return j;
 }

@@ -15,6 +15,13 @@
 
 namespace capsim {
 
+/// One change to a layout that does not fit, and the memory it then needs.
+struct FitRemedy {
+  std::string change;      ///< e.g. "zero 3", "recompute full", "pp 8 (dp 16)"
+  double peak_bytes = 0;   ///< the largest stage with the change
+  bool fits = false;
+};
+
 struct TrainEvaluation {
   ParamCounts params;
   TrainingPlan plan;                     ///< with every auto field resolved
@@ -25,6 +32,10 @@ struct TrainEvaluation {
   std::vector<std::string> warnings;
   bool feasible = true;                  ///< false when no candidate fits in memory
   std::string fail_reason;
+  /// When nothing fits: single changes to the smallest candidate (higher ZeRO stage,
+  /// more recompute, smaller micro batch, more pipeline or tensor parallel ranks at the
+  /// same GPU count, twice the GPUs in data parallel), those that fit first, then by memory.
+  std::vector<FitRemedy> remedies;
 };
 
 /// Resolve auto fields to the fastest setting that fits in memory: every combination of
