@@ -442,32 +442,51 @@ int run_search(const SearchArgs& a) {
                  {"pruned_memory", r.pruned_memory},
                  {"evaluated", r.evaluated},
                  {"feasible", r.feasible}};
+  // --des-recheck N: the best N run through the discrete-event engine too, and those N
+  // are ranked by its step time (it executes the schedule the analytical model prices),
+  // so the table and the JSON give one answer; the rest keep the analytical order.
+  const size_t recheck = std::min<size_t>(static_cast<size_t>(std::max<int64_t>(0, a.des_recheck)), r.top.size());
+  std::vector<size_t> order(r.top.size());
+  std::vector<double> des(r.top.size(), 0.0);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (size_t i = 0; i < recheck; ++i) {
+    SystemSpec sys = s.system;
+    sys.num_gpus = r.top[i].num_gpus;
+    des[i] = des_step(s.model, sys, r.top[i].plan, cost).step.step_s;
+  }
+  auto key = [&](size_t i) { return opt.rank_by_cost ? des[i] * static_cast<double>(r.top[i].num_gpus) : des[i]; };
+  std::stable_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(recheck),
+                   [&](size_t x, size_t y) { return key(x) < key(y); });
   json top = json::array();
-  for (size_t i = 0; i < r.top.size(); ++i) {
+  for (size_t i : order) {
     json c = candidate_json(r.top[i]);
-    if (i < a.des_recheck) {
-      SystemSpec sys = s.system;
-      sys.num_gpus = r.top[i].num_gpus;
-      c["des_step_s"] = des_step(s.model, sys, r.top[i].plan, cost).step.step_s;
-    }
+    if (i < recheck) c["des_step_s"] = des[i];
     top.push_back(c);
   }
   j["top"] = top;
+  if (recheck > 0)
+    j["ranked_by"] = "the first " + std::to_string(recheck) + " by des_step_s" + (opt.rank_by_cost ? " x GPUs" : "") +
+                     ", the rest by " + (opt.rank_by_cost ? "GPU-seconds per step" : "step_s");
   json pareto = json::array();
   for (const auto& c : r.pareto) pareto.push_back(candidate_json(c));
   j["pareto"] = pareto;
   add_calibration(j, cal, &s.system.gpu);
   std::string table = fmt::format("search {}: {} layouts enumerated, {} pruned by divisibility, {} by memory, {} costed\n",
                                   s.id, r.enumerated, r.pruned_divisibility, r.pruned_memory, r.evaluated);
-  table += "  rank  gpus  tp pp vpp  dp cp ep zero mb recompute  schedule      step s   tokens/s   MFU   memory\n";
-  for (size_t i = 0; i < r.top.size(); ++i) {
+  table += std::string("  rank  gpus  tp pp vpp  dp cp ep zero mb recompute  schedule      step s   tokens/s   MFU   memory") +
+           (recheck > 0 ? "    DES step s\n" : "\n");
+  for (size_t rank = 0; rank < order.size(); ++rank) {
+    const size_t i = order[rank];
     const auto& c = r.top[i];
     const auto& t = c.plan;
-    table += fmt::format("  {:>4} {:>5} {:>3} {:>2} {:>3} {:>3} {:>2} {:>2} {:>4} {:>2} {:<10} {:<10} {:>9.3f} {:>10.0f} {:>5.1f}% {:>8}\n", i + 1,
+    table += fmt::format("  {:>4} {:>5} {:>3} {:>2} {:>3} {:>3} {:>2} {:>2} {:>4} {:>2} {:<10} {:<10} {:>9.3f} {:>10.0f} {:>5.1f}% {:>8}", rank + 1,
                          c.num_gpus, t.tp, t.pp, t.vpp.value_or(1), t.dp, t.cp, t.ep, t.zero.value_or(0),
                          t.micro_batch.value_or(1), to_string(t.recompute.value_or(Recompute::none)), to_string(t.schedule),
                          c.step_s, c.tokens_per_s, 100 * c.mfu, gib(c.peak_memory_bytes));
+    table += i < recheck ? fmt::format("  {:>12.3f}\n", des[i]) : std::string(recheck > 0 ? "             -\n" : "\n");
   }
+  if (recheck > 0)
+    table += fmt::format("  the first {} re-checked with the discrete-event engine and ranked by its step time\n", recheck);
   table += fmt::format("  pareto front (GPUs, tokens/s, memory headroom): {} layouts\n", r.pareto.size());
   emit(resolve_format(a.format) == "json" ? io::dump(j) : table, a.out);
   return 0;
