@@ -290,3 +290,10 @@ capsim_cli_expect(NAME cli.hostile.unknown_subcommand EXIT_CODE 2
   STDERR "capsim: unknown subcommand \"foo\"; valid: model, train, memory, infer, search, sweep, merge, plan, validate, calibrate, list")
 get_property(capsim_cli_tests GLOBAL PROPERTY capsim_cli_tests)
 set_tests_properties(${capsim_cli_tests} PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
+
+# capsim merge refuses parts that do not make one grid (docs/hardening.md).
+add_test(NAME cli.hostile.merge_faults
+         COMMAND ${CMAKE_COMMAND} -DCAPSIM=$<TARGET_FILE:capsim> -DA=${CMAKE_CURRENT_SOURCE_DIR}/sweeps/small.json
+                 -DB=${CMAKE_CURRENT_SOURCE_DIR}/sweeps/small-b.json -DWORK=${CMAKE_CURRENT_BINARY_DIR}/merge-faults
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/merge_faults.cmake)
+set_tests_properties(cli.hostile.merge_faults PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)

@@ -675,11 +675,12 @@ void merge_parts(const std::vector<fs::path>& parts, const fs::path& out) {
     }
     // The summary as `capsim sweep` writes it; anything else is named, not trusted.
     std::string h, format;
-    int64_t c = 0, idx = 0, rows_total = 0;
+    int64_t c = 0, idx = 0, rows_total = 0, part_rows_expected = -1;
     const size_t before = issues.size();
     ObjectReader sr(s, sp.string() + "#", issues);
     sr.string("grid_hash", h, true);
     sr.integer("rows_total", rows_total, true, 0);
+    sr.integer("rows", part_rows_expected, false, 0);
     sr.string("format", format);
     if (const json* sh = sr.get("shard")) {
       ObjectReader shr(*sh, sr.at("shard"), issues);
@@ -701,18 +702,29 @@ void merge_parts(const std::vector<fs::path>& parts, const fs::path& out) {
       shard_seen.assign(count, 0);
       csv = format == "csv";
     }
-    if (h != hash) issues.push_back({part.string(), h, "comes from a different grid (hash " + hash + " expected)", {}});
-    else if (static_cast<size_t>(c) != count) issues.push_back({part.string(), std::to_string(c), "has a different shard count", {}});
-    else if (static_cast<size_t>(idx) >= count || shard_seen[static_cast<size_t>(idx)])
+    // A part of another grid, or of another sharding, is named and its rows not read.
+    if (h != hash) {
+      issues.push_back({part.string(), h,
+                        "comes from a different grid than " + parts.front().string() + " (grid hash " + hash + ")",
+                        "merge only the parts of one sweep"});
+      continue;
+    }
+    if (static_cast<size_t>(c) != count) {
+      issues.push_back({part.string(), std::to_string(c), "has a different shard count (" + std::to_string(count) + " expected)", {}});
+      continue;
+    }
+    if (static_cast<size_t>(idx) >= count || shard_seen[static_cast<size_t>(idx)]) {
       issues.push_back({part.string(), std::to_string(idx), "duplicates a shard", {}});
-    else shard_seen[static_cast<size_t>(idx)] = 1;
+      continue;
+    }
+    shard_seen[static_cast<size_t>(idx)] = 1;
     if (csv) {
       issues.push_back({part.string(), "", "merge reads JSON Lines parts; run the sweep with a .jsonl output", {}});
       continue;
     }
     std::istringstream in(read_text_file(part, kMaxDataFileBytes));
     std::string line;
-    size_t no = 0;
+    size_t no = 0, part_rows = 0;
     while (std::getline(in, line)) {
       ++no;
       if (line.empty()) continue;
@@ -723,11 +735,25 @@ void merge_parts(const std::vector<fs::path>& parts, const fs::path& out) {
           issues.push_back({where, brief(row), "is not a row of this grid", "run the shard again"});
           continue;
         }
-        rows[row["index"].get<size_t>()] = row;
+        const size_t index = row["index"].get<size_t>();
+        if (index % count != static_cast<size_t>(idx)) {
+          issues.push_back({where, std::to_string(index),
+                            "row belongs to shard " + std::to_string(index % count) + ", not to this part's shard " +
+                                std::to_string(idx),
+                            "run the shard again"});
+          continue;
+        }
+        if (!rows.emplace(index, std::move(row)).second)
+          issues.push_back({where, std::to_string(index), "row appears twice", "run the shard again"});
+        ++part_rows;
       } catch (const InputError& e) {
         issues.insert(issues.end(), e.issues().begin(), e.issues().end());
       }
     }
+    if (part_rows_expected >= 0 && part_rows != static_cast<size_t>(part_rows_expected))
+      issues.push_back({part.string(), std::to_string(part_rows) + " rows",
+                        "holds other rows than its summary counts (" + std::to_string(part_rows_expected) + ")",
+                        "run the shard again"});
   }
   for (size_t i = 0; i < shard_seen.size(); ++i)
     if (!shard_seen[i]) issues.push_back({"shard " + std::to_string(i) + " of " + std::to_string(count), "", "is missing", {}});
