@@ -506,9 +506,14 @@ int run_sweep(const SweepArgs& a) {
   run.stop = &g_stop;
   const auto cal = load_calibration(a.calibration);
   run.calibration = cal ? &*cal : nullptr;
-  g_graceful.store(true);
-  const io::SweepSummary s = io::run_sweep(spec, run);
-  g_graceful.store(false);
+  struct Graceful {
+    Graceful() { g_graceful.store(true); }
+    ~Graceful() { g_graceful.store(false); }
+  };
+  const io::SweepSummary s = [&] {
+    const Graceful while_rows_run;
+    return io::run_sweep(spec, run);
+  }();
   if (s.interrupted) {
     fmt::print(stderr, "capsim: interrupted after {} of {} rows; run the same command again to resume\n",
                s.ok + s.does_not_fit + s.failed, s.rows_this_shard);
@@ -771,22 +776,22 @@ int main(int argc, char** argv) {
   const auto say = [](const std::string& text) { std::fputs(text.c_str(), stderr); };
   try {
     const int rc = [&] {
-    if (*model) return cli::run_model(model_args);
-    if (*train) return cli::run_train(train_args);
-    if (*plan) return cli::run_plan(plan_file, plan_format, plan_out);
-    if (*sweep) return cli::run_sweep(sweep_args);
-    if (*merge) return cli::run_merge(merge_parts, merge_out);
-    if (*search) return cli::run_search(search_args);
-    if (*infer) return cli::run_infer(infer_args);
-    if (*validate) return cli::run_validate(validate_args);
-    if (*memory) return cli::run_memory(memory_args);
-    if (*list) return cli::run_list(list_what);
-    if (*cal_fit) return cli::run_calibrate_fit(fit_args);
-    if (*cal_import) return cli::run_calibrate_import(import_args);
-    if (*cal_show) return cli::run_calibrate_show(show_args);
-    if (*cal_shapes) return cli::run_calibrate_shapes(shapes_args);
-    if (*cal_compare) return cli::run_calibrate_compare(compare_args);
-    return 0;
+      if (*model) return cli::run_model(model_args);
+      if (*train) return cli::run_train(train_args);
+      if (*plan) return cli::run_plan(plan_file, plan_format, plan_out);
+      if (*sweep) return cli::run_sweep(sweep_args);
+      if (*merge) return cli::run_merge(merge_parts, merge_out);
+      if (*search) return cli::run_search(search_args);
+      if (*infer) return cli::run_infer(infer_args);
+      if (*validate) return cli::run_validate(validate_args);
+      if (*memory) return cli::run_memory(memory_args);
+      if (*list) return cli::run_list(list_what);
+      if (*cal_fit) return cli::run_calibrate_fit(fit_args);
+      if (*cal_import) return cli::run_calibrate_import(import_args);
+      if (*cal_show) return cli::run_calibrate_show(show_args);
+      if (*cal_shapes) return cli::run_calibrate_shapes(shapes_args);
+      if (*cal_compare) return cli::run_calibrate_compare(compare_args);
+      return 0;
     }();
     if (std::fflush(stdout) != 0 || std::ferror(stdout)) cli::stdout_failed();
     return rc;
