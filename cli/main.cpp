@@ -5,7 +5,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -39,14 +41,20 @@ using nlohmann::json;
 
 namespace {
 
+[[noreturn]] void stdout_failed() {
+  const int e = errno;
+  throw InputError({{"standard output", "", std::string("cannot write the report: ") + std::strerror(e),
+                     "write it to a file with -o"}});
+}
+
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / kGiB); }
 
 std::string billions(int64_t n) { return fmt::format("{:.3f} B", static_cast<double>(n) / 1e9); }
 
 void emit(const std::string& text, const std::string& out_path) {
   if (out_path.empty()) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    // A report that does not reach stdout (a full disk, a closed pipe) is not an answer.
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) stdout_failed();
   } else {
     io::write_file_atomic(out_path, text);
   }
@@ -536,7 +544,19 @@ int run_plan(const std::string& file, const std::string& format, const std::stri
 }
 
 std::atomic<bool> g_stop{false};
-extern "C" void on_interrupt(int) { g_stop.store(true); }
+/// While a sweep runs its rows, the first SIGINT or SIGTERM asks it to stop after the rows
+/// in flight (they are journaled); otherwise, and on a second signal, the process ends at
+/// once with 128 + the signal, leaving no temporary file and no partial -o file.
+std::atomic<bool> g_graceful{false};
+volatile std::sig_atomic_t g_signal = SIGINT;
+extern "C" void on_interrupt(int sig) {
+  g_signal = sig;
+  if (g_graceful.load() && !g_stop.exchange(true)) return;
+  io::remove_pending_temp_file();
+  static const char msg[] = "capsim: interrupted\n";
+  (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+  ::_exit(128 + sig);
+}
 
 int run_sweep(const SweepArgs& a) {
   // Everything is checked before any row runs.
@@ -550,13 +570,18 @@ int run_sweep(const SweepArgs& a) {
   run.stop = &g_stop;
   const auto cal = load_calibration(a.calibration);
   run.calibration = cal ? &*cal : nullptr;
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
-  const io::SweepSummary s = io::run_sweep(spec, run);
+  struct Graceful {
+    Graceful() { g_graceful.store(true); }
+    ~Graceful() { g_graceful.store(false); }
+  };
+  const io::SweepSummary s = [&] {
+    const Graceful while_rows_run;
+    return io::run_sweep(spec, run);
+  }();
   if (s.interrupted) {
     fmt::print(stderr, "capsim: interrupted after {} of {} rows; run the same command again to resume\n",
                s.ok + s.does_not_fit + s.failed, s.rows_this_shard);
-    return 130;
+    return 128 + g_signal;
   }
   fmt::print(stderr, "capsim: {} rows ({} ok, {} do not fit, {} failed, {} resumed) -> {}\n", s.rows_this_shard, s.ok,
              s.does_not_fit, s.failed,
@@ -802,29 +827,50 @@ int main(int argc, char** argv) {
     // --help and --version exit 0; every other command-line error is a usage error, 2.
     return app.exit(e) == 0 ? 0 : 2;
   }
+  // Ctrl-C and SIGTERM end every command cleanly (see on_interrupt); a write beyond the
+  // file size limit fails with EFBIG and is reported instead of killing the process.
+  struct sigaction sa {};
+  sa.sa_handler = cli::on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::signal(SIGXFSZ, SIG_IGN);
+  // Messages go out with fputs: one that cannot be written must not end the process.
+  const auto say = [](const std::string& text) { std::fputs(text.c_str(), stderr); };
   try {
-    if (*model) return cli::run_model(model_args);
-    if (*train) return cli::run_train(train_args);
-    if (*plan) return cli::run_plan(plan_file, plan_format, plan_out);
-    if (*sweep) return cli::run_sweep(sweep_args);
-    if (*merge) return cli::run_merge(merge_parts, merge_out);
-    if (*search) return cli::run_search(search_args);
-    if (*infer) return cli::run_infer(infer_args);
-    if (*validate) return cli::run_validate(validate_args);
-    if (*memory) return cli::run_memory(memory_args);
-    if (*list) return cli::run_list(list_what);
-    if (*cal_fit) return cli::run_calibrate_fit(fit_args);
-    if (*cal_import) return cli::run_calibrate_import(import_args);
-    if (*cal_show) return cli::run_calibrate_show(show_args);
-    if (*cal_shapes) return cli::run_calibrate_shapes(shapes_args);
-    if (*cal_compare) return cli::run_calibrate_compare(compare_args);
+    const int rc = [&] {
+      if (*model) return cli::run_model(model_args);
+      if (*train) return cli::run_train(train_args);
+      if (*plan) return cli::run_plan(plan_file, plan_format, plan_out);
+      if (*sweep) return cli::run_sweep(sweep_args);
+      if (*merge) return cli::run_merge(merge_parts, merge_out);
+      if (*search) return cli::run_search(search_args);
+      if (*infer) return cli::run_infer(infer_args);
+      if (*validate) return cli::run_validate(validate_args);
+      if (*memory) return cli::run_memory(memory_args);
+      if (*list) return cli::run_list(list_what);
+      if (*cal_fit) return cli::run_calibrate_fit(fit_args);
+      if (*cal_import) return cli::run_calibrate_import(import_args);
+      if (*cal_show) return cli::run_calibrate_show(show_args);
+      if (*cal_shapes) return cli::run_calibrate_shapes(shapes_args);
+      if (*cal_compare) return cli::run_calibrate_compare(compare_args);
+      return 0;
+    }();
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) cli::stdout_failed();
+    return rc;
   } catch (const InputError& e) {
-    fmt::print(stderr, "capsim: {} problem{} in the input:\n", e.issues().size(), e.issues().size() == 1 ? "" : "s");
-    for (const auto& i : e.issues()) fmt::print(stderr, "  {}\n", format_issue(i));
+    say(fmt::format("capsim: {} problem{} in the input:\n", e.issues().size(), e.issues().size() == 1 ? "" : "s"));
+    for (const auto& i : e.issues()) say(fmt::format("  {}\n", format_issue(i)));
     return 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "capsim: internal error: {}\n", e.what());
+    if (std::ferror(stdout)) {
+      // fmt::print to stdout throws when the write fails: the same as a failed report.
+      say(fmt::format("capsim: 1 problem in the input:\n  standard output: cannot write the report: {}; write it to a file with -o\n",
+                      e.what()));
+      return 1;
+    }
+    say(fmt::format("capsim: internal error: {}\n", e.what()));
     return 70;
   }
-  return 0;
 }

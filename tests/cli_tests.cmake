@@ -290,3 +290,49 @@ capsim_cli_expect(NAME cli.hostile.unknown_subcommand EXIT_CODE 2
   STDERR "capsim: unknown subcommand \"foo\"; valid: model, train, memory, infer, search, sweep, merge, plan, validate, calibrate, list")
 get_property(capsim_cli_tests GLOBAL PROPERTY capsim_cli_tests)
 set_tests_properties(${capsim_cli_tests} PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
+
+# capsim merge refuses parts that do not make one grid (docs/hardening.md).
+add_test(NAME cli.hostile.merge_faults
+         COMMAND ${CMAKE_COMMAND} -DCAPSIM=$<TARGET_FILE:capsim> -DA=${CMAKE_CURRENT_SOURCE_DIR}/sweeps/small.json
+                 -DB=${CMAKE_CURRENT_SOURCE_DIR}/sweeps/small-b.json -DWORK=${CMAKE_CURRENT_BINARY_DIR}/merge-faults
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/merge_faults.cmake)
+set_tests_properties(cli.hostile.merge_faults PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
+
+# Faults around sweeps, -o files and stdout, and signals (docs/hardening.md, "Interrupted runs and faults").
+find_program(CAPSIM_PRLIMIT prlimit)
+mark_as_advanced(CAPSIM_PRLIMIT)
+set(capsim_prlimit "")
+if(CAPSIM_PRLIMIT)
+  set(capsim_prlimit ${CAPSIM_PRLIMIT})
+endif()
+add_test(NAME cli.hostile.journal_faults
+         COMMAND ${CMAKE_COMMAND} -DCAPSIM=$<TARGET_FILE:capsim> -DSWEEP=${CMAKE_CURRENT_SOURCE_DIR}/sweeps/small.json
+                 -DSWEEP_B=${CMAKE_CURRENT_SOURCE_DIR}/sweeps/small-b.json -DSCENARIO=${capsim_scenarios}/llama2-7b-8gpu.json
+                 -DPRLIMIT=${capsim_prlimit} -DWORK=${CMAKE_CURRENT_BINARY_DIR}/journal-faults
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/journal_faults.cmake)
+foreach(mode kill9 sigint)
+  add_test(NAME cli.hostile.sweep_${mode}_resume
+           COMMAND ${CMAKE_COMMAND} -DCAPSIM=$<TARGET_FILE:capsim> -DSWEEP=${CMAKE_CURRENT_SOURCE_DIR}/sweeps/slow-serving.json
+                   -DRUNNER=${CMAKE_CURRENT_SOURCE_DIR}/signal_run.sh -DMODE=${mode}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/sweep-${mode} -P ${CMAKE_CURRENT_SOURCE_DIR}/sweep_signals.cmake)
+endforeach()
+# Ctrl-C during the other long commands: exit 130, no -o file and no temporary file.
+function(capsim_sigint_test name delay)
+  set(out ${CMAKE_CURRENT_BINARY_DIR}/sigint-${name}.json)
+  string(REPLACE ";" "$<SEMICOLON>" cmd "$<TARGET_FILE:capsim>;${ARGN};-o;${out}")
+  add_test(NAME cli.hostile.sigint_${name}
+           COMMAND ${CMAKE_COMMAND} "-DCMD=${cmd}" -DOUT=${out} -DDELAY=${delay}
+                   -DRUNNER=${CMAKE_CURRENT_SOURCE_DIR}/signal_run.sh -P ${CMAKE_CURRENT_SOURCE_DIR}/signal_command.cmake)
+endfunction()
+# Each runs for several seconds (at least 5 times the delay) on a fast machine.
+capsim_sigint_test(search 1 search ${CMAKE_SOURCE_DIR}/examples/gpt3-175b-a100-search.json --threads 1 --top 1000
+                   --des-recheck 1000 --format json)
+capsim_sigint_test(infer_max_qps 1 infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --max-qps
+                   --set inference.workload.num_requests=20000 --format json)
+capsim_sigint_test(validate 1 validate ${CAPSIM_DATA_DIR}/validation/training-public.json
+                   ${CAPSIM_DATA_DIR}/validation/inference-public.json ${CAPSIM_DATA_DIR}/validation/posttraining-public.json
+                   ${CAPSIM_DATA_DIR}/validation/serving-percentiles-public.json --format json)
+set_tests_properties(cli.hostile.journal_faults cli.hostile.sweep_kill9_resume
+                     cli.hostile.sweep_sigint_resume cli.hostile.sigint_search cli.hostile.sigint_infer_max_qps
+                     cli.hostile.sigint_validate
+                     PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli TIMEOUT 300)

@@ -1,7 +1,12 @@
 // Sweeps resume without redoing rows; search is deterministic for any thread count.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <sstream>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "capsim/core/search.hpp"
@@ -84,6 +89,167 @@ TEST(Sweep, ResumesFromTheJournal) {
   EXPECT_FALSE(sum.interrupted);
   EXPECT_EQ(io::read_text_file(again.out), full);
   EXPECT_FALSE(fs::exists(again.out.string() + ".journal"));
+}
+
+std::string header_of(const io::SweepSpec& s) {
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(s.grid_hash));
+  return nlohmann::json{{"grid_hash", hash}}.dump();
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+/// A fresh folder holding the rows of small.json run whole, as full.jsonl.
+struct JournalFixture {
+  io::SweepSpec spec = io::load_sweep(kSmall);
+  fs::path dir;
+  std::string full;
+  std::vector<std::string> lines;  // the rows of full.jsonl
+  explicit JournalFixture(const std::string& name) : dir(fs::temp_directory_path() / ("capsim-journal-" + name)) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    io::SweepRun run;
+    run.out = dir / "full.jsonl";
+    run.threads = 2;
+    io::run_sweep(spec, run);
+    full = io::read_text_file(run.out);
+    std::istringstream in(full);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+  }
+  /// A run of the grid into out.jsonl; `stopped` stops it before any row (as a Ctrl-C would).
+  io::SweepSummary run(bool stopped = false) const {
+    std::atomic<bool> stop{stopped};
+    io::SweepRun r;
+    r.out = dir / "out.jsonl";
+    r.threads = 2;
+    r.stop = &stop;
+    return io::run_sweep(spec, r);
+  }
+  fs::path journal() const { return dir / "out.jsonl.journal"; }
+  std::string rows(size_t n) const {
+    std::string t;
+    for (size_t i = 0; i < n; ++i) t += lines[i] + "\n";
+    return t;
+  }
+};
+
+TEST(SweepJournal, HeaderWithoutRowsResumedTwice) {
+  // Killed before the first row, then stopped again before the first row: the journal
+  // must still resume (a second header of the same grid is not written, and is accepted).
+  JournalFixture f("header-only");
+  write_text(f.journal(), header_of(f.spec) + "\n");
+  EXPECT_TRUE(f.run(true).interrupted);
+  EXPECT_EQ(io::read_text_file(f.journal()), header_of(f.spec) + "\n");
+  write_text(f.journal(), header_of(f.spec) + "\n" + header_of(f.spec) + "\n" + f.rows(3));
+  const io::SweepSummary sum = f.run();
+  EXPECT_EQ(sum.skipped_resumed, 3u);
+  EXPECT_EQ(io::read_text_file(f.dir / "out.jsonl"), f.full);
+}
+
+TEST(SweepJournal, TornHeaderIsCutOffBeforeAppending) {
+  // A header cut short by a kill holds no rows: it is replaced by a whole header, so rows
+  // appended after it are read back on the next resume.
+  JournalFixture f("torn-header");
+  write_text(f.journal(), header_of(f.spec).substr(0, 20));
+  EXPECT_TRUE(f.run(true).interrupted);
+  EXPECT_EQ(io::read_text_file(f.journal()), header_of(f.spec) + "\n");
+  // What an earlier release left: the whole header appended to the one cut short.
+  write_text(f.journal(), header_of(f.spec).substr(0, 20) + header_of(f.spec) + "\n" + f.rows(2));
+  EXPECT_EQ(f.run().skipped_resumed, 2u);
+  EXPECT_EQ(io::read_text_file(f.dir / "out.jsonl"), f.full);
+  // A header cut short that is not this grid's is another grid's journal.
+  write_text(f.journal(), "{\"grid_hash\":\"zz");
+  EXPECT_THROW(f.run(), InputError);
+}
+
+TEST(SweepJournal, TornLastRowIsCutOffBeforeAppending) {
+  JournalFixture f("torn-row");
+  write_text(f.journal(), header_of(f.spec) + "\n" + f.rows(4) + "{\"index\": 7, \"trunc");
+  const io::SweepSummary stopped = f.run(true);
+  EXPECT_EQ(stopped.skipped_resumed, 4u);
+  EXPECT_EQ(io::read_text_file(f.journal()), header_of(f.spec) + "\n" + f.rows(4));
+  EXPECT_EQ(f.run().skipped_resumed, 4u);
+  EXPECT_EQ(io::read_text_file(f.dir / "out.jsonl"), f.full);
+  // What an earlier release left: a whole row appended to one cut short (dropped, run again).
+  write_text(f.journal(), header_of(f.spec) + "\n" + f.rows(2) + "{\"index\": 7, \"tr" + f.lines[2] + "\n" + f.lines[3] + "\n");
+  EXPECT_EQ(f.run().skipped_resumed, 3u);
+  EXPECT_EQ(io::read_text_file(f.dir / "out.jsonl"), f.full);
+  // A whole line that does not parse is named with its line and column.
+  write_text(f.journal(), header_of(f.spec) + "\n" + f.rows(2) + "{\"index\": 1e999}\n");
+  try {
+    f.run();
+    FAIL() << "a journal line that does not parse was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("out.jsonl.journal:4: number at line 1, column 11"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SweepJournal, RowsOfAnotherGridAreRejected) {
+  JournalFixture f("other-grid");
+  const io::SweepSpec b = io::load_sweep(fs::path(CAPSIM_TEST_SOURCE_DIR) / "sweeps" / "small-b.json");
+  ASSERT_NE(b.grid_hash, f.spec.grid_hash);
+  io::SweepRun rb;
+  rb.out = f.dir / "b.jsonl";
+  io::run_sweep(b, rb);
+  std::istringstream in(io::read_text_file(rb.out));
+  std::vector<std::string> brows;
+  for (std::string l; std::getline(in, l);) brows.push_back(l);
+  // Two grids appended to one journal: the second header is named.
+  write_text(f.journal(), header_of(f.spec) + "\n" + f.rows(2) + header_of(b) + "\n" + brows[2] + "\n");
+  try {
+    f.run();
+    FAIL() << "a journal mixing two grids was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("a second header, of another grid"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("out.jsonl.journal:4"), std::string::npos) << e.what();
+  }
+  // Rows of another grid of the same size under this grid's header: their inputs differ.
+  write_text(f.journal(), header_of(f.spec) + "\n" + f.rows(2) + brows[2] + "\n");
+  try {
+    f.run();
+    FAIL() << "a row of another grid was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a row of this grid"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(f.dir / "out.jsonl"));
+}
+
+TEST(SweepJournal, JournalThatIsNotARegularFileIsRejected) {
+  // /dev/full reads as endless zero bytes: it must be refused, not read.
+  EXPECT_THROW(io::read_journal("/dev/full", 1, 8), InputError);
+  EXPECT_THROW(io::read_journal(fs::temp_directory_path(), 1, 8), InputError);
+}
+
+TEST(SweepJournal, FailedAppendIsAnError) {
+  // /dev/full takes the open and fails every write with ENOSPC, as a full disk does.
+  io::JournalAppender j("/dev/full");
+  try {
+    j.append("{\"grid_hash\":\"0\"}");
+    FAIL() << "a failed journal write was ignored";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot append to the journal"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::strerror(ENOSPC)), std::string::npos) << e.what();
+  }
+}
+
+TEST(WriteFileAtomic, RemovesTempFilesOfDeadProcessesOnly) {
+  const fs::path dir = fs::temp_directory_path() / "capsim-stale-temps";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // PIDs above the kernel's limit (2^22) never run; PID 1 always does.
+  write_text(dir / ".out.json.tmp2147483646", "partial");
+  write_text(dir / ".out.json.tmp1", "a live writer's");
+  write_text(dir / ".out.json.tmpx", "not a temporary file");
+  write_text(dir / ".other.json.tmp2147483646", "another file's");
+  io::write_file_atomic(dir / "out.json", "{}\n");
+  EXPECT_EQ(io::read_text_file(dir / "out.json"), "{}\n");
+  EXPECT_FALSE(fs::exists(dir / ".out.json.tmp2147483646"));
+  EXPECT_TRUE(fs::exists(dir / ".out.json.tmp1"));
+  EXPECT_TRUE(fs::exists(dir / ".out.json.tmpx"));
+  EXPECT_TRUE(fs::exists(dir / ".other.json.tmp2147483646"));
+  EXPECT_FALSE(fs::exists(dir / (".out.json.tmp" + std::to_string(::getpid()))));
 }
 
 TEST(Search, DeterministicAcrossThreadCounts) {

@@ -1,6 +1,7 @@
 #include "capsim/io/json_read.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +10,10 @@
 #include <sstream>
 #include <unordered_map>
 #include <unistd.h>
+#include <csignal>
+#include <cerrno>
+#include <fcntl.h>
+#include <mutex>
 
 namespace capsim::io {
 
@@ -217,25 +222,86 @@ std::string brief(const json& v) {
   return s;
 }
 
+namespace {
+
+/// The temporary file of the write_file_atomic in progress, for a signal handler that ends
+/// the process: a fixed buffer, armed only while the name in it is complete.
+char g_pending_temp[4096];
+volatile std::sig_atomic_t g_pending_armed = 0;
+std::mutex g_write_mutex;
+
+/// Whether process `pid` is gone (a process of another user still counts as alive).
+bool process_gone(long pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH; }
+
+/// Remove `.<name>.tmp<PID>` files in `dir` left by writes whose process was killed: a
+/// temporary file of a live process (another capsim writing the same file) is kept.
+void remove_stale_temps(const std::filesystem::path& dir, const std::string& name) {
+  namespace fs = std::filesystem;
+  const std::string prefix = "." + name + ".tmp";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string f = it->path().filename().string();
+    if (f.size() <= prefix.size() || f.size() > prefix.size() + 10 || f.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = f.substr(prefix.size());
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    const long pid = std::stol(digits);
+    if (pid == static_cast<long>(::getpid()) || !process_gone(pid)) continue;
+    std::error_code rm;
+    if (it->is_regular_file(rm)) fs::remove(it->path(), rm);
+  }
+}
+
+}  // namespace
+
+void remove_pending_temp_file() noexcept {
+  if (g_pending_armed) ::unlink(g_pending_temp);
+}
+
 void write_file_atomic(const std::filesystem::path& path, std::string_view text) {
   namespace fs = std::filesystem;
+  std::lock_guard<std::mutex> lock(g_write_mutex);
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   const fs::path tmp = dir / ("." + path.filename().string() + ".tmp" + std::to_string(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError({{path.string(), "", "cannot write file (folder missing or not writable)", {}}});
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw InputError({{path.string(), "", "write failed (disk full?)", {}}});
-    }
+  const std::string tmp_name = tmp.string();
+  remove_stale_temps(dir, path.filename().string());
+  // Armed before the file exists, so an interrupt at any point leaves no temporary file.
+  if (tmp_name.size() < sizeof g_pending_temp) {
+    std::memcpy(g_pending_temp, tmp_name.c_str(), tmp_name.size() + 1);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    g_pending_armed = 1;
+  }
+  struct Disarm {
+    ~Disarm() { g_pending_armed = 0; }
+  } disarm;
+  const int fd = ::open(tmp_name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const int e = errno;
+    throw InputError({{path.string(), "", std::string("cannot write file (") + std::strerror(e) + ")", {}}});
+  }
+  // Every byte written and on the disk before the rename, or the file is left as it was.
+  auto fail = [&](int e) {
+    ::close(fd);
+    ::unlink(tmp_name.c_str());
+    throw InputError({{path.string(), "", std::string("write failed: ") + std::strerror(e), "free space and run again"}});
+  };
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(errno);
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) fail(errno);
+  if (::close(fd) != 0) {
+    const int e = errno;
+    ::unlink(tmp_name.c_str());
+    throw InputError({{path.string(), "", std::string("write failed: ") + std::strerror(e), "free space and run again"}});
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
-    fs::remove(tmp, ec);
+    std::error_code rm;
+    fs::remove(tmp, rm);
     throw InputError({{path.string(), "", "cannot replace file: " + ec.message(), {}}});
   }
 }

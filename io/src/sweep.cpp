@@ -16,6 +16,11 @@
 #include <sstream>
 #include <system_error>
 #include <thread>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "capsim/core/serving.hpp"
 #include "capsim/core/train.hpp"
@@ -65,11 +70,9 @@ const std::vector<std::string> kTrainOutputs = {"time.step_s", "throughput.token
 const std::vector<std::string> kServeOutputs = {"metrics.ttft_p99_ms", "metrics.tpot_p99_ms", "metrics.throughput_tokens_per_s",
                                                 "metrics.requests_per_s"};
 
-json evaluate_row(const SweepSpec& spec, size_t index, const CalibrationProfile* calibration) {
-  json row;
-  row["index"] = index;
+/// The "inputs" of row `index`: each axis path with its value.
+json row_inputs(const std::vector<std::string>& sets) {
   json inputs = json::object();
-  const auto sets = spec.overrides(index);
   for (const auto& s : sets) {
     const auto eq = s.find('=');
     const std::string text = s.substr(eq + 1);
@@ -81,7 +84,14 @@ json evaluate_row(const SweepSpec& spec, size_t index, const CalibrationProfile*
     }
     inputs[s.substr(0, eq)] = v;
   }
-  row["inputs"] = inputs;
+  return inputs;
+}
+
+json evaluate_row(const SweepSpec& spec, size_t index, const CalibrationProfile* calibration) {
+  json row;
+  row["index"] = index;
+  const auto sets = spec.overrides(index);
+  row["inputs"] = row_inputs(sets);
   try {
     json doc = parse_json(spec.base_text, "base");
     apply_overrides(doc, sets);
@@ -406,33 +416,134 @@ ShardSpec resolve_shard(const std::string& flag) {
   return s;
 }
 
-std::map<size_t, json> read_journal(const fs::path& journal, uint64_t grid_hash, size_t rows_total) {
-  std::map<size_t, json> done;
-  std::ifstream in(journal);
+namespace {
+
+std::string journal_header(uint64_t grid_hash) { return json{{"grid_hash", hex(grid_hash)}}.dump(); }
+
+/// The first characters of a line, for messages.
+std::string line_brief(const std::string& line) { return line.size() > 60 ? line.substr(0, 57) + "..." : line; }
+
+struct JournalScan {
+  std::map<size_t, json> rows;
+  std::uintmax_t keep = 0;  ///< bytes up to the end of the last whole line
+  bool header = false;      ///< the grid's header is there
+};
+
+/// Read a journal as run_sweep appends to it: a header line, then one row per line, each
+/// written whole with its newline. A last line without its newline was cut short by a kill:
+/// it is dropped (its row runs again) and `keep` says where it starts, so it can be cut off
+/// before new lines are appended.
+JournalScan scan_journal(const fs::path& journal, uint64_t grid_hash, size_t rows_total, const SweepSpec* spec) {
+  JournalScan scan;
+  std::error_code ec;
+  const fs::file_status st = fs::status(journal, ec);
+  if (ec || !fs::exists(st)) return scan;
+  const std::string name = journal.string();
+  if (!fs::is_regular_file(st))
+    throw InputError({{name, "", "is not a regular file (a folder, FIFO or device)", "remove it, or write the rows elsewhere with -o"}});
+  std::ifstream in(journal, std::ios::binary);
+  if (!in) throw InputError({{name, "", "cannot read the journal", {}}});
+  const std::string want = journal_header(grid_hash);
+  const std::string start_over = "remove the journal to start over";
   std::string line;
-  bool first = true;
   size_t no = 0;
+  std::uintmax_t pos = 0;
   while (std::getline(in, line)) {
     ++no;
-    if (line.empty()) continue;
-    json j;
-    try {
-      j = parse_json(line, journal.string());
-    } catch (const InputError&) {
-      continue;  // a line cut short by an interruption
+    const std::string where = name + ":" + std::to_string(no);
+    if (in.eof()) {
+      // Cut short. Before the header: a header of this grid cut short holds no rows, and
+      // anything else is another grid's.
+      if (!scan.header && !line.empty() && want.compare(0, line.size(), line) != 0)
+        throw InputError({{where, line_brief(line), "belongs to a different grid (its first line, cut short, is not this grid's header)",
+                           start_over}});
+      break;
     }
-    if (first) {
-      first = false;
-      if (!j.is_object() || !j.contains("grid_hash") || j["grid_hash"] != hex(grid_hash))
-        throw InputError({{journal.string(), "", "belongs to a different grid; remove it to start over", {}}});
+    pos += line.size() + 1;
+    if (line.empty()) {
+      scan.keep = pos;
       continue;
     }
-    if (!is_row(j, rows_total))
-      throw InputError({{journal.string() + ":" + std::to_string(no), brief(j), "is not a row of this grid",
-                         "remove the journal to start over"}});
-    done[j["index"].get<size_t>()] = j;
+    json j;
+    try {
+      j = parse_json(line, where);
+    } catch (const InputError& e) {
+      // Earlier releases appended after a line cut short: a header cut short followed by
+      // the whole header, or a row cut short followed by a whole row (dropped: it runs
+      // again). Any other line that does not parse is named.
+      const bool header_after_cut = !scan.header && line.size() > want.size() &&
+                                    line.compare(line.size() - want.size(), want.size(), want) == 0;
+      const bool row_after_cut = scan.header && line.find("{\"index\":", 1) != std::string::npos;
+      if (!header_after_cut && !row_after_cut) {
+        std::vector<Issue> issues = e.issues();
+        for (auto& i : issues) i.hint = start_over;
+        throw InputError(std::move(issues));
+      }
+      scan.header = true;
+      scan.keep = pos;
+      continue;
+    }
+    if (j.is_object() && j.contains("grid_hash") && !j.contains("index")) {
+      // A header again is harmless when it is this grid's (earlier releases wrote one on
+      // every resume of a journal without rows); another grid's means two grids are mixed.
+      if (j["grid_hash"] != hex(grid_hash)) {
+        if (!scan.header)
+          throw InputError({{name, brief(j["grid_hash"]), "belongs to a different grid (this grid's hash is " + hex(grid_hash) + ")",
+                             start_over}});
+        throw InputError({{where, brief(j["grid_hash"]),
+                           "a second header, of another grid: rows of two grids are mixed in the journal", start_over}});
+      }
+      scan.header = true;
+      scan.keep = pos;
+      continue;
+    }
+    if (!scan.header) throw InputError({{where, brief(j), "is not a sweep journal header", start_over}});
+    if (!is_row(j, rows_total)) throw InputError({{where, brief(j), "is not a row of this grid", start_over}});
+    const size_t index = j["index"].get<size_t>();
+    if (spec && j["inputs"] != row_inputs(spec->overrides(index)))
+      throw InputError({{where, brief(j["inputs"]),
+                         "is not a row of this grid: row " + std::to_string(index) + " of this grid has the inputs " +
+                             brief(row_inputs(spec->overrides(index))),
+                         start_over}});
+    scan.rows[index] = std::move(j);
+    scan.keep = pos;
   }
-  return done;
+  return scan;
+}
+
+}  // namespace
+
+std::map<size_t, json> read_journal(const fs::path& journal, uint64_t grid_hash, size_t rows_total, const SweepSpec* spec) {
+  return scan_journal(journal, grid_hash, rows_total, spec).rows;
+}
+
+JournalAppender::JournalAppender(fs::path path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+  if (fd_ < 0) {
+    const int e = errno;
+    throw InputError({{path_.string(), "", std::string("cannot write the journal (") + std::strerror(e) + ")", {}}});
+  }
+}
+
+JournalAppender::~JournalAppender() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void JournalAppender::append(std::string_view line) {
+  // One write of the line with its newline: a kill leaves at most this line cut short.
+  std::string text(line);
+  text += '\n';
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      throw InputError({{path_.string(), "", std::string("cannot append to the journal: ") + std::strerror(e),
+                         "free space (or write the rows elsewhere with -o), then run the same command again to resume"}});
+    }
+    done += static_cast<size_t>(n);
+  }
 }
 
 SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
@@ -452,27 +563,45 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
   sum.summary_file = fs::path(rows_file.string() + ".summary.json");
   const fs::path journal = fs::path(rows_file.string() + ".journal");
 
-  // Resume: rows already journaled by an earlier run of the same grid are kept.
-  std::map<size_t, json> done = read_journal(journal, spec.grid_hash, sum.rows_total);
+  // Resume: rows already journaled by an earlier run of the same grid are kept; a last
+  // line cut short by a kill is cut off so that new rows start on a line of their own.
+  JournalScan scan = scan_journal(journal, spec.grid_hash, sum.rows_total, &spec);
+  std::map<size_t, json> done = std::move(scan.rows);
   sum.skipped_resumed = done.size();
-  std::ofstream jout(journal, std::ios::app);
-  if (!jout) throw InputError({{journal.string(), "", "cannot write the journal (folder missing or not writable)", {}}});
-  if (done.empty()) jout << json{{"grid_hash", hex(spec.grid_hash)}}.dump() << "\n" << std::flush;
+  {
+    std::error_code ec;
+    const std::uintmax_t size = fs::file_size(journal, ec);  // fails when there is no journal yet
+    if (!ec && size != scan.keep) fs::resize_file(journal, scan.keep, ec);
+    else ec.clear();
+    if (ec) throw InputError({{journal.string(), "", "cannot cut off the line a kill left unfinished: " + ec.message(), {}}});
+  }
+  JournalAppender jout(journal);
+  if (!scan.header) jout.append(journal_header(spec.grid_hash));
 
   std::vector<size_t> todo;
   for (size_t i : mine)
     if (!done.count(i)) todo.push_back(i);
   std::mutex mu;
   std::atomic<size_t> next{0}, finished{0};
+  std::atomic<bool> failed{false};  // a journal write failed: every worker stops
+  std::exception_ptr failure;
   const auto t0 = std::chrono::steady_clock::now();
   auto worker = [&]() {
     while (true) {
-      if (run.stop && run.stop->load()) return;
+      if ((run.stop && run.stop->load()) || failed.load()) return;
       const size_t k = next.fetch_add(1);
       if (k >= todo.size()) return;
       json row = evaluate_row(spec, todo[k], run.calibration);
       std::lock_guard<std::mutex> lock(mu);
-      jout << dump_text(row) << "\n" << std::flush;
+      if (failed.load()) return;
+      try {
+        jout.append(dump_text(row));
+      } catch (const InputError&) {
+        // A row that is not in the journal would be lost to a resume: stop and say so.
+        failure = std::current_exception();
+        failed.store(true);
+        return;
+      }
       done[todo[k]] = std::move(row);
       ++finished;
     }
@@ -486,7 +615,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
       break;  // fewer threads than asked: the others take the work
     }
   }
-  while (run.progress && finished.load() < todo.size() && !(run.stop && run.stop->load())) {
+  while (run.progress && finished.load() < todo.size() && !(run.stop && run.stop->load()) && !failed.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const size_t f = finished.load();
@@ -499,8 +628,9 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
   }
   for (auto& t : pool) t.join();
   if (run.progress) std::fprintf(stderr, "\n");
-  jout.close();
-  sum.interrupted = done.size() < mine.size();
+  if (failure) std::rethrow_exception(failure);
+  // Stopped before the rows file is written: the journal holds every row, a rerun writes it.
+  sum.interrupted = done.size() < mine.size() || (run.stop && run.stop->load());
   for (const auto& [i, row] : done) {
     if (row["status"] == "error") ++sum.failed;
     else if (row["status"] == "does_not_fit") ++sum.does_not_fit;
@@ -545,11 +675,12 @@ void merge_parts(const std::vector<fs::path>& parts, const fs::path& out) {
     }
     // The summary as `capsim sweep` writes it; anything else is named, not trusted.
     std::string h, format;
-    int64_t c = 0, idx = 0, rows_total = 0;
+    int64_t c = 0, idx = 0, rows_total = 0, part_rows_expected = -1;
     const size_t before = issues.size();
     ObjectReader sr(s, sp.string() + "#", issues);
     sr.string("grid_hash", h, true);
     sr.integer("rows_total", rows_total, true, 0);
+    sr.integer("rows", part_rows_expected, false, 0);
     sr.string("format", format);
     if (const json* sh = sr.get("shard")) {
       ObjectReader shr(*sh, sr.at("shard"), issues);
@@ -571,18 +702,29 @@ void merge_parts(const std::vector<fs::path>& parts, const fs::path& out) {
       shard_seen.assign(count, 0);
       csv = format == "csv";
     }
-    if (h != hash) issues.push_back({part.string(), h, "comes from a different grid (hash " + hash + " expected)", {}});
-    else if (static_cast<size_t>(c) != count) issues.push_back({part.string(), std::to_string(c), "has a different shard count", {}});
-    else if (static_cast<size_t>(idx) >= count || shard_seen[static_cast<size_t>(idx)])
+    // A part of another grid, or of another sharding, is named and its rows not read.
+    if (h != hash) {
+      issues.push_back({part.string(), h,
+                        "comes from a different grid than " + parts.front().string() + " (grid hash " + hash + ")",
+                        "merge only the parts of one sweep"});
+      continue;
+    }
+    if (static_cast<size_t>(c) != count) {
+      issues.push_back({part.string(), std::to_string(c), "has a different shard count (" + std::to_string(count) + " expected)", {}});
+      continue;
+    }
+    if (static_cast<size_t>(idx) >= count || shard_seen[static_cast<size_t>(idx)]) {
       issues.push_back({part.string(), std::to_string(idx), "duplicates a shard", {}});
-    else shard_seen[static_cast<size_t>(idx)] = 1;
+      continue;
+    }
+    shard_seen[static_cast<size_t>(idx)] = 1;
     if (csv) {
       issues.push_back({part.string(), "", "merge reads JSON Lines parts; run the sweep with a .jsonl output", {}});
       continue;
     }
     std::istringstream in(read_text_file(part, kMaxDataFileBytes));
     std::string line;
-    size_t no = 0;
+    size_t no = 0, part_rows = 0;
     while (std::getline(in, line)) {
       ++no;
       if (line.empty()) continue;
@@ -593,11 +735,25 @@ void merge_parts(const std::vector<fs::path>& parts, const fs::path& out) {
           issues.push_back({where, brief(row), "is not a row of this grid", "run the shard again"});
           continue;
         }
-        rows[row["index"].get<size_t>()] = row;
+        const size_t index = row["index"].get<size_t>();
+        if (index % count != static_cast<size_t>(idx)) {
+          issues.push_back({where, std::to_string(index),
+                            "row belongs to shard " + std::to_string(index % count) + ", not to this part's shard " +
+                                std::to_string(idx),
+                            "run the shard again"});
+          continue;
+        }
+        if (!rows.emplace(index, std::move(row)).second)
+          issues.push_back({where, std::to_string(index), "row appears twice", "run the shard again"});
+        ++part_rows;
       } catch (const InputError& e) {
         issues.insert(issues.end(), e.issues().begin(), e.issues().end());
       }
     }
+    if (part_rows_expected >= 0 && part_rows != static_cast<size_t>(part_rows_expected))
+      issues.push_back({part.string(), std::to_string(part_rows) + " rows",
+                        "holds other rows than its summary counts (" + std::to_string(part_rows_expected) + ")",
+                        "run the shard again"});
   }
   for (size_t i = 0; i < shard_seen.size(); ++i)
     if (!shard_seen[i]) issues.push_back({"shard " + std::to_string(i) + " of " + std::to_string(count), "", "is missing", {}});

@@ -52,8 +52,16 @@ std::string dump_text(const nlohmann::json& v, int indent = -1);
 /// Short text form of a JSON value for messages.
 std::string brief(const nlohmann::json& v);
 
-/// Write `text` to `path` atomically: a temporary file in the same folder, then rename.
+/// Write `text` to `path` atomically: a temporary file `.<name>.tmp<PID>` in the same
+/// folder, synced, then renamed over `path`. Temporary files of the same name left by a
+/// process that no longer runs (one killed mid-write) are removed first; those of a live
+/// process are left alone. A failed write (disk full) throws InputError and leaves `path`
+/// as it was.
 void write_file_atomic(const std::filesystem::path& path, std::string_view text);
+
+/// Remove the temporary file of a write_file_atomic in progress, if any. Async-signal-safe:
+/// for a signal handler that is about to end the process.
+void remove_pending_temp_file() noexcept;
 
 /// Strict reader of one JSON object: typed getters record issues instead of throwing;
 /// `finish()` reports keys that were never asked for as unknown.

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace capsim::io {
@@ -66,10 +67,29 @@ struct SweepSummary {
 };
 
 /// The rows an interrupted run of the grid `grid_hash` (of `rows_total` rows) journaled,
-/// by index. A line cut short is skipped; a journal of another grid, or a line that is not
-/// a row of this one, throws InputError. A missing journal holds no rows.
+/// by index. A missing journal holds no rows. A last line cut short by a kill is dropped
+/// (its row runs again); so is a first line that is this grid's header cut short. A journal
+/// of another grid, a second header of another grid, a journal that is not a regular file,
+/// or a line that is not a row of this grid (with `spec`: also a row whose inputs differ
+/// from the grid's row of that index) throws InputError.
 std::map<size_t, nlohmann::json> read_journal(const std::filesystem::path& journal, uint64_t grid_hash,
-                                              size_t rows_total);
+                                              size_t rows_total, const SweepSpec* spec = nullptr);
+
+/// A sweep journal open for appending: each line is written whole with its newline at
+/// once, so a killed process leaves at most that line cut short. A failed write (disk
+/// full) throws InputError naming the journal and the reason.
+class JournalAppender {
+ public:
+  explicit JournalAppender(std::filesystem::path path);
+  ~JournalAppender();
+  JournalAppender(const JournalAppender&) = delete;
+  JournalAppender& operator=(const JournalAppender&) = delete;
+  void append(std::string_view line);
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
 
 /// Run (or resume) the rows of this shard. Each finished row is appended to
 /// `<rows file>.journal` at once; at the end the rows file and a `.summary.json` are

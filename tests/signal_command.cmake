@@ -1,0 +1,25 @@
+# Ctrl-C during a long command: exit 130 and no -o file, whole or partial (cmake -P; used by
+# cli_tests.cmake).
+#   RUNNER  signal_run.sh   DELAY  seconds before the signal   OUT  the command's -o file
+#   CMD     the command, a ;-list ending in -o OUT
+file(REMOVE "${OUT}")
+get_filename_component(dir "${OUT}" DIRECTORY)
+get_filename_component(name "${OUT}" NAME)
+file(GLOB temps "${dir}/.${name}.tmp*")
+if(temps)
+  file(REMOVE ${temps})
+endif()
+execute_process(COMMAND sh "${RUNNER}" INT - 0 ${DELAY} ${CMD} RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 130)
+  message(FATAL_ERROR "exit ${rc} after Ctrl-C, expected 130: ${err}")
+endif()
+if(EXISTS "${OUT}")
+  message(FATAL_ERROR "an interrupted command left ${OUT}")
+endif()
+file(GLOB temps "${dir}/.${name}.tmp*")
+if(temps)
+  message(FATAL_ERROR "an interrupted command left temporary files: ${temps}")
+endif()
+if(NOT err MATCHES "capsim: interrupted")
+  message(FATAL_ERROR "stderr does not say the command was interrupted: ${err}")
+endif()
