@@ -172,6 +172,33 @@ TEST(ServingEngines, UnchunkedPreemptionFinishes) {
   for (const auto& q : r.requests) EXPECT_GT(q.finish, 0.0);
 }
 
+// Reserving every output token's blocks at admission (TensorRT-LLM's GUARANTEED_NO_EVICT)
+// never preempts under the same pressure that makes on-demand allocation preempt, and
+// never holds more sequences than the blocks of their whole lengths allow.
+TEST(ServingEngines, ReservingToCompletionNeverPreempts) {
+  Scenario s = llama8b();
+  s.inference->engine.gpu_memory_utilization = 0.3;
+  s.inference->engine.max_num_seqs = 512;
+  s.inference->workload.num_requests = 200;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 4000, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 2000, 0, 0};
+  s.inference->engine.chunked_prefill = true;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult on_demand = simulate_serving(s, cost);
+  ASSERT_GT(on_demand.preemptions, 0);
+  s.inference->profile.knobs.reserve_to_completion = true;
+  const ServingResult reserved = simulate_serving(s, cost, 20261129, true);
+  EXPECT_EQ(reserved.preemptions, 0);
+  for (const auto& q : reserved.requests) EXPECT_GT(q.finish, 0.0);
+  const int64_t bs = reserved.engine.block_size;
+  const int64_t per_request = (4000 + 2000 + bs - 1) / bs;
+  const int64_t most = reserved.memory.num_blocks / per_request;
+  ASSERT_FALSE(reserved.timeline.empty());
+  for (const auto& it : reserved.timeline) EXPECT_LE(it.decodes, most);
+  for (const auto& it : reserved.timeline)
+    EXPECT_LE(it.kv_utilization * static_cast<double>(reserved.memory.num_blocks), static_cast<double>(most * per_request) + 0.5);
+}
+
 // A request that can never fit the KV cache is a "does not fit" answer.
 TEST(ServingEngines, RequestLargerThanTheCacheDoesNotFit) {
   Scenario s = llama8b();

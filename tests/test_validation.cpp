@@ -71,9 +71,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   EXPECT_EQ(n, 82u);
   const std::map<std::string, std::map<std::string, double>> bounds = {
       {"inference-public.json",
-       {{"throughput_tokens_per_s", 0.12}, {"tpot_p50_ms", 0.075}, {"ttft_p50_ms", 0.12}, {"itl_p50_ms", 0.09}}},
+       {{"throughput_tokens_per_s", 0.09}, {"tpot_p50_ms", 0.075}, {"ttft_p50_ms", 0.12}, {"itl_p50_ms", 0.09}}},
       {"serving-percentiles-public.json",
-       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.06}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.125}, {"tpot_p50_ms", 0.065},
+       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.06}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.11}, {"tpot_p50_ms", 0.065},
         {"tpot_p99_ms", 0.16}, {"throughput_tokens_per_s", 0.07}, {"requests_per_s", 0.08}, {"ttft_mean_ms", 0.17},
         {"ttft_p50_ms", 0.19}, {"ttft_p99_ms", 0.34}}},
   };
@@ -86,7 +86,7 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // Per source family (all metrics pooled): every family of five cases or more within 25%,
   // and each within its recorded figure.
   const std::map<std::string, double> family_bounds = {{"inferencex870", 0.365}, {"llmie", 0.075},  {"lmdeploy", 0.08},
-                                                       {"sglang", 0.11},        {"trtllm", 0.12}, {"vllmspot", 0.12}};
+                                                       {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.12}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
   for (const auto& c : r["cases"]) ++cases_of[c["groups"]["source"].get<std::string>()];

@@ -331,6 +331,7 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"mixed_prefill_decode", r.engine.mixed_prefill_decode},
                  {"unchunked_prefill_unbounded", r.engine.unchunked_prefill_unbounded},
                  {"unchunked_prefill_with_decodes", r.engine.unchunked_prefill_with_decodes},
+                 {"reserve_to_completion", r.engine.reserve_to_completion},
                  {"step_overhead_ms", r.engine.step_overhead_s * 1e3},
                  {"step_overhead_us_per_seq", r.engine.step_overhead_per_seq_s * 1e6},
                  {"host_overlaps_gpu", r.engine.host_overlaps_gpu},

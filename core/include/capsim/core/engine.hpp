@@ -30,6 +30,11 @@ struct EngineDefaults {
   /// running sequences' decodes (LMDeploy TurboMind: one Forward over context and decode
   /// sequences) or the decodes wait for a prompt-only step (vLLM V0's scheduler).
   bool unchunked_prefill_with_decodes = false;
+  /// KV admission: blocks for the prompt now and for each token as it comes, preempting
+  /// when they run out (vLLM, SGLang, LMDeploy), or, when true, blocks for the prompt and
+  /// every output token reserved before a request is admitted, so nothing is ever
+  /// preempted (TensorRT-LLM's default GUARANTEED_NO_EVICT capacity scheduler).
+  bool reserve_to_completion = false;
   int64_t block_size = 16;                ///< KV-cache page, tokens
   double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
   bool chunked_prefill = true;            ///< prompts split across steps, mixed with decodes
