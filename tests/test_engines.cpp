@@ -199,6 +199,82 @@ TEST(ServingEngines, ReservingToCompletionNeverPreempts) {
     EXPECT_LE(it.kv_utilization * static_cast<double>(reserved.memory.num_blocks), static_cast<double>(most * per_request) + 0.5);
 }
 
+// Attention data parallelism keeps whole attention weights and each sequence's whole KV
+// on the GPU that runs it: per-token KV bytes are the model's (no head split), the
+// replica's blocks are the GPUs' together, and the weights grow by the attention and
+// dense weights no longer split over tp.
+TEST(AttentionDp, MemoryKeepsWholeAttentionAndKvPerGpu) {
+  Scenario s;
+  s.model = io::load_model("qwen3-235b-a22b");
+  s.system.gpu = io::load_gpu("h200-sxm-141gb");
+  s.system.num_gpus = 8;
+  s.system.gpus_per_node = 8;
+  InferencePlan p;
+  p.tp = 8;
+  p.ep = 8;
+  p.weight_dtype = p.activation_dtype = DType::fp8;
+  p.kv_dtype = DType::fp8;
+  p.attention_dp = false;
+  const InferenceMemory tp_mem = inference_memory(s.model, s.system, p);
+  p.attention_dp = true;
+  const InferenceMemory dp_mem = inference_memory(s.model, s.system, p);
+  EXPECT_DOUBLE_EQ(dp_mem.kv_bytes_per_token, kv_cache_bytes_per_token(s.model, DType::fp8));
+  const double per_gpu_blocks =
+      std::floor(dp_mem.kv_budget_bytes / (static_cast<double>(dp_mem.block_size) * dp_mem.kv_bytes_per_token));
+  EXPECT_EQ(dp_mem.num_blocks, static_cast<int64_t>(per_gpu_blocks) * 8);
+  double attention = 0;
+  for (int64_t i = 0; i < s.model.layers; ++i) {
+    const LayerParams lp = layer_params(s.model, i);
+    attention += static_cast<double>(lp.attention + lp.dense_mlp + lp.shared_experts);
+  }
+  EXPECT_NEAR(dp_mem.weights_bytes - tp_mem.weights_bytes, attention * (1.0 - 1.0 / 8.0), 1e-9 * dp_mem.weights_bytes);
+}
+
+// On a dense model attention DP over 2 GPUs is two independent GPUs: a decode step of 2n
+// sequences takes what one GPU with whole weights takes for n of them (the output head,
+// still split over tp, within 2%).
+TEST(AttentionDp, DenseDecodeStepIsOneGpuOnItsShare) {
+  Scenario s = llama8b();
+  s.system.num_gpus = 2;
+  const hw::RooflineCostModel cost(s.system);
+  IterationBatch one;
+  one.decodes = 64;
+  one.decode_context = 64 * 2000;
+  const double single = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(one);
+  s.inference->tp = 2;
+  s.inference->attention_dp = true;
+  IterationBatch two = one;
+  two.decodes = 128;
+  two.decode_context = 128 * 2000;
+  EXPECT_NEAR(IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(two), single, 0.02 * single);
+}
+
+// "auto" layouts consider attention DP only with ep "auto" and where the engine has it;
+// a stated ep keeps it off unless the scenario turns it on.
+TEST(AttentionDp, AutoConsidersItOnlyWhereTheEngineHasIt) {
+  Scenario s;
+  s.model = io::load_model("qwen3-30b-a3b");
+  s.system.gpu = io::load_gpu("h100-sxm5-80gb");
+  s.system.num_gpus = 4;
+  s.system.gpus_per_node = 8;
+  InferencePlan p;
+  p.tp = 4;
+  p.ep = std::nullopt;
+  p.workload.mode = ServingWorkload::Mode::offline;
+  p.workload.num_requests = 64;
+  p.workload.input_tokens = {LengthDist::Kind::fixed, 512, 0, 0};
+  p.workload.output_tokens = {LengthDist::Kind::fixed, 64, 0, 0};
+  p.profile = io::select_engine_profile("sglang", "0.3.0", "/e");
+  s.inference = p;
+  const hw::RooflineCostModel cost(s.system);
+  EXPECT_FALSE(simulate_serving(s, cost).attention_dp);
+  s.inference->ep = 4;
+  s.inference->profile = io::select_engine_profile("trtllm", "1.0", "/e");
+  EXPECT_FALSE(simulate_serving(s, cost).attention_dp);
+  s.inference->attention_dp = true;
+  EXPECT_TRUE(simulate_serving(s, cost).attention_dp);
+}
+
 // A request that can never fit the KV cache is a "does not fit" answer.
 TEST(ServingEngines, RequestLargerThanTheCacheDoesNotFit) {
   Scenario s = llama8b();

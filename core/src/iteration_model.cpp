@@ -31,9 +31,14 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   else if (p.activation_dtype == DType::int8 && p.weight_dtype == DType::int8) math_ = DType::int8;
   else math_ = DType::bf16;
   const DType kv = p.kv_dtype.value_or(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16);
+  dp_ = p.attention_dp.value_or(false) && p.tp > 1 ? p.tp : 1;
+  attn_tp_ = dp_ > 1 ? 1 : p.tp;
   const double tp = dbl(p.tp);
+  // KV bytes per token on the GPU that holds the sequence: KV heads split over the
+  // attention's tp (MLA's latent and GQA with fewer KV heads than tp are replicated);
+  // under attention DP a GPU keeps its own sequences' whole KV.
   kv_bytes_token_layer_ = kv_cache_bytes_per_token(m, kv) / dbl(m.layers);
-  if (!m.mla) kv_bytes_token_layer_ /= std::min(tp, dbl(m.kv_heads));
+  if (!m.mla) kv_bytes_token_layer_ /= std::min(dbl(attn_tp_), dbl(m.kv_heads));
   tp_group_.size = p.tp;
   tp_group_.per_node = std::min<int64_t>(p.tp, sys.gpus_per_node);
   const int64_t ep = p.ep.value_or(1);
@@ -42,7 +47,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   // Weight bytes read by one decode token on one GPU.
   for (int64_t i = 0; i < m.layers; ++i) {
     const LayerParams lp = layer_params(m, i);
-    double w = dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / tp;
+    double w = dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / dbl(attn_tp_);
     if (m.is_moe_layer(i)) w += dbl(m.moe->top_k * lp.routed_expert) / (ep > 1 ? 1.0 : tp) / (ep > 1 ? dbl(ep) : 1.0);
     weight_bytes_ += w * wbytes_;
   }
@@ -92,11 +97,13 @@ double IterationModel::stream(double bytes) const {
   return cost_.memory_bound(Bytes(bytes)).value;
 }
 
-double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t tokens) const {
-  // Projections of one layer (attention and norms) on `tokens` rows.
+double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t tokens_all) const {
+  // Projections of one layer (attention and norms). Under attention DP each GPU runs its
+  // own 1/dp of the sequences with whole weights; the step waits for the busiest GPU.
   const ModelSpec& m = m_;
-  const int64_t tp = p_.tp;
+  const int64_t tp = attn_tp_;
   const int64_t h = m.hidden;
+  const int64_t tokens = dp_ > 1 ? detail::ceil_div(tokens_all, dp_) : tokens_all;
   double t = 0;
   if (m.mla) {
     const auto& a = *m.mla;
@@ -116,7 +123,9 @@ double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t 
   }
   // Attention over the cache: prefill chunks at FlashAttention efficiency (each chunk
   // attends to its cached prefix and causally to itself); decodes read every cached
-  // token's K and V once.
+  // token's K and V once. Under attention DP a chunk runs on one GPU: the busiest GPU
+  // has at least the largest chunk and at least its share of all of them.
+  double prefill = 0, largest = 0;
   for (const auto& pf : b.prefills) {
     AttentionShape s;
     s.batch = 1;
@@ -127,15 +136,19 @@ double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t 
     s.causal = false;
     s.qk_dim = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
     s.v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
-    t += cost_.attention(s, false).value;
+    const double c = cost_.attention(s, false).value;
+    prefill += c;
+    largest = std::max(largest, c);
   }
+  t += dp_ > 1 ? std::max(largest, prefill / dbl(dp_)) : prefill;
   if (b.decodes > 0) {
-    const double bytes = b.decode_context * kv_bytes_token_layer_;
+    const double context = b.decode_context / dbl(dp_);
+    const double bytes = context * kv_bytes_token_layer_;
     // MLA decode attends in the compressed space: 2 x heads x (kv_lora + rope) x 2 FLOPs
     // per cached token (FlashMLA is compute-bound at large batch).
     double flops = 0;
-    if (m.mla) flops = 4.0 * dbl(m.heads / tp) * dbl(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim) * b.decode_context;
-    else flops = 4.0 * dbl(m.heads / tp) * dbl(m.head_dim) * b.decode_context;
+    if (m.mla) flops = 4.0 * dbl(m.heads / tp) * dbl(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim) * context;
+    else flops = 4.0 * dbl(m.heads / tp) * dbl(m.head_dim) * context;
     flops *= dbl(b.verify);
     const double t_mem = cost_.memory_bound(Bytes(bytes)).value;
     /// Decode attention reaches 0.6 of the bf16 peak when compute-bound: FlashMLA's 660 of
@@ -147,12 +160,12 @@ double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t 
   t += cost_.memory_bound(Bytes(dbl(tokens) * dbl(h) * 2.0 * 8.0)).value;
   if (tp > 1) t += 2.0 * tp_all_reduce(dbl(tokens) * dbl(h) * 2.0);
   return t;
-  return t;
 }
 
-double IterationModel::dense_ffn_seconds(int64_t tokens, int64_t inner) const {
+double IterationModel::dense_ffn_seconds(int64_t tokens_all, int64_t inner) const {
   const ModelSpec& m = m_;
-  const int64_t tp = p_.tp;
+  const int64_t tp = attn_tp_;
+  const int64_t tokens = dp_ > 1 ? detail::ceil_div(tokens_all, dp_) : tokens_all;
   const int64_t h = m.hidden;
   return gemm(tokens, inner * (m.gated_mlp ? 2 : 1) / tp, h) + gemm(tokens, h, inner / tp) +
          cost_.memory_bound(Bytes(dbl(tokens) * dbl(inner) / dbl(tp) * 2.0 * 3.0)).value;
@@ -201,6 +214,10 @@ double IterationModel::experts_seconds(int64_t tokens) const {
   if (e.shared_experts > 0) experts += dense_ffn_seconds(tokens, e.shared_experts * e.shared_intermediate);
   if (ep > 1)
     experts += 2.0 * cost_.collective(CollectiveKind::all_to_all, Bytes(dbl(tokens * e.top_k) * dbl(h) * 2.0 / dbl(ep)), ep_group_).value;
+  else if (dp_ > 1)
+    // Attention DP in front of tensor-parallel experts: the GPUs' tokens are gathered
+    // before the experts and their outputs reduce-scattered back (about one all-reduce).
+    experts += tp_all_reduce(dbl(tokens) * dbl(h) * 2.0);
   return experts;
 }
 
@@ -255,6 +272,8 @@ EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_request) 
   d.gpu_memory_utilization = o.gpu_memory_utilization.value_or(d.gpu_memory_utilization);
   d.max_num_batched_tokens = o.max_num_batched_tokens.value_or(
       d.chunked_prefill ? d.max_num_batched_tokens : std::max<int64_t>(d.unchunked_min_batched_tokens, longest_request));
+  // Under attention DP every GPU schedules its own forward within the budget.
+  if (p.attention_dp.value_or(false) && p.tp > 1) d.max_num_batched_tokens *= p.tp;
   d.cuda_graphs = o.cuda_graphs.value_or(d.cuda_graphs);
   d.cuda_graph_max_tokens = o.cuda_graph_max_tokens.value_or(d.cuda_graph_max_tokens);
   if (o.step_overhead_ms) {

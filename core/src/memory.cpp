@@ -304,13 +304,17 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   InferenceMemory out;
   const double tp = dbl(p.tp), pp = dbl(p.pp);
   const int64_t ep = p.ep.value_or(1);
+  // Attention DP: attention and dense layers whole on every GPU, each GPU with its own
+  // sequences' KV cache; the replica's blocks are the GPUs' together.
+  const bool adp = p.attention_dp.value_or(false) && p.tp > 1;
+  const double attn_tp = adp ? 1.0 : tp;
   const double wb = dtype_bytes(p.weight_dtype);
   // Weights per GPU: layers split over pp, dense weights over tp; routed experts over ep
   // when expert parallelism is on, else tensor-parallel inside each expert (over tp).
   double dense = 0, expert = 0;
   for (int64_t i = 0; i < m.layers; ++i) {
     const LayerParams lp = layer_params(m, i);
-    dense += dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / tp + dbl(lp.norms + lp.router);
+    dense += dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / attn_tp + dbl(lp.norms + lp.router);
     expert += dbl(lp.routed_experts) / (ep > 1 ? dbl(ep) : tp);
   }
   dense /= pp;
@@ -330,7 +334,7 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   // Profiling-pass peak: residual stream plus the widest intermediate of a layer for
   // max_num_batched_tokens tokens, and fp32 logits for max_num_seqs sequences.
   const int64_t ffn = m.moe ? std::max(m.intermediate, m.moe->expert_intermediate * m.moe->top_k) : m.intermediate;
-  const double widest = std::max(dbl(m.q_width() + 2 * m.kv_width()), dbl(ffn) * (m.gated_mlp ? 3.0 : 2.0)) / tp;
+  const double widest = std::max(dbl(m.q_width() + 2 * m.kv_width()), dbl(ffn) * (m.gated_mlp ? 3.0 : 2.0)) / attn_tp;
   out.activation_peak_bytes =
       dbl(max_tokens) * (4.0 * dbl(m.hidden) + widest) * ab + dbl(max_seqs) * dbl(m.vocab) / tp * 4.0;
   /// CUDA context with lazy module loading (CUDA >= 11.7), about 300 MiB: PyTorch
@@ -340,7 +344,7 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   const DType kv = p.kv_dtype.value_or(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16);
   double kv_per_token = kv_cache_bytes_per_token(m, kv) / pp;
   // KV heads split over tp; MLA's latent and GQA with fewer KV heads than tp are replicated.
-  if (!m.mla) kv_per_token /= std::min(tp, dbl(m.kv_heads));
+  if (!m.mla) kv_per_token /= std::min(attn_tp, dbl(m.kv_heads));
   out.kv_bytes_per_token = kv_per_token;
   out.capacity_bytes = sys.gpu.hbm_capacity_bytes;
   const double util = p.engine.gpu_memory_utilization.value_or(defaults.gpu_memory_utilization);
@@ -349,7 +353,8 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   out.block_size = p.engine.block_size.value_or(defaults.block_size);
   out.num_blocks =
       out.kv_budget_bytes > 0
-          ? static_cast<int64_t>(std::floor(out.kv_budget_bytes / (dbl(out.block_size) * kv_per_token)))
+          ? static_cast<int64_t>(std::floor(out.kv_budget_bytes / (dbl(out.block_size) * kv_per_token))) *
+                (adp ? p.tp : 1)
           : 0;
   out.max_cached_tokens = out.num_blocks * out.block_size;
   out.fits = out.num_blocks > 0;

@@ -59,6 +59,7 @@ Scenario with_choices_of(const Scenario& s, const ServingResult& first) {
   Scenario same = s;
   same.inference->engine.max_num_seqs = first.engine.max_num_seqs;
   same.inference->ep = first.ep;
+  same.inference->attention_dp = first.attention_dp;
   return same;
 }
 
@@ -381,6 +382,7 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
   out.requests = std::move(drawn.requests);
   out.engine = engine_defaults(p, drawn.longest);
   out.ep = p.ep.value_or(1);
+  out.attention_dp = p.attention_dp.value_or(false);
   out.chunked_prefill = out.engine.chunked_prefill;
   out.slo_ttft_s = p.slo_ttft_ms * 1e-3;
   out.slo_tpot_s = p.slo_tpot_ms * 1e-3;
@@ -440,17 +442,31 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
   if (!s.inference) throw std::logic_error("simulate_serving needs an inference plan");
   const InferencePlan& p = *s.inference;
   const bool ep_choice = !p.ep && s.model.moe && p.tp > 1 && s.model.moe->num_experts % p.tp == 0;
-  if (!ep_choice) return simulate_seqs_resolved(s, cost, seed, record_timeline);
+  if (!ep_choice) {
+    Scenario fixed = s;
+    fixed.inference->attention_dp = p.attention_dp.value_or(false);
+    return simulate_seqs_resolved(fixed, cost, seed, record_timeline);
+  }
   // ep "auto" (SCHEMA.md: what the people who ran it did, the fastest setting that fits):
   // experts split inside each expert over the tp group, or whole experts spread over it
-  // (ep = tp); the higher output throughput wins, ep 1 on a tie within 0.1%.
+  // (ep = tp), and where the engine has it, attention data-parallel over the same GPUs
+  // with the experts spread (unless the scenario turns it off); the higher output
+  // throughput wins, the earlier candidate on a tie within 0.1%.
   // A layout whose requests cannot fit is skipped; when neither fits, that is the answer.
   Scenario probe = s;
   ServingResult best;
   double best_rate = -1;
   std::exception_ptr none_fit;
-  for (int64_t ep : {int64_t{1}, p.tp}) {
-    probe.inference->ep = ep;
+  struct Layout {
+    int64_t ep;
+    bool dp;
+  };
+  std::vector<Layout> layouts;
+  if (!p.attention_dp.value_or(false)) layouts.push_back({1, false}), layouts.push_back({p.tp, false});
+  if (p.attention_dp.value_or(p.profile.knobs.attention_dp)) layouts.push_back({p.tp, true});
+  for (const Layout& l : layouts) {
+    probe.inference->ep = l.ep;
+    probe.inference->attention_dp = l.dp;
     ServingResult r;
     try {
       r = simulate_seqs_resolved(probe, cost, seed, record_timeline);

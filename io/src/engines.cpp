@@ -189,6 +189,8 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   else known.emplace_back("unchunked_prefill_with_decodes");
   if (k.contains("reserve_to_completion")) boolean("reserve_to_completion", d.reserve_to_completion);
   else known.emplace_back("reserve_to_completion");
+  if (k.contains("attention_dp")) boolean("attention_dp", d.attention_dp);
+  else known.emplace_back("attention_dp");
   if (k.contains("moe_compute_fraction_fp8")) {
     number("moe_compute_fraction_fp8", d.moe_compute_fraction_fp8, 1.0);
     if (d.moe_compute_fraction_fp8 > 1.0)

@@ -317,7 +317,7 @@ json serving_report(const Scenario& s, const ServingResult& r) {
   j["id"] = s.id;
   j["model"] = {{"name", s.model.name}, {"params_total", count_params(s.model).total}};
   const InferencePlan& p = *s.inference;
-  j["layout"] = {{"tp", p.tp}, {"pp", p.pp}, {"ep", r.ep}, {"replicas", p.replicas},
+  j["layout"] = {{"tp", p.tp}, {"pp", p.pp}, {"ep", r.ep}, {"attention_dp", r.attention_dp}, {"replicas", p.replicas},
                  {"weight_dtype", std::string(to_string(p.weight_dtype))},
                  {"activation_dtype", std::string(to_string(p.activation_dtype))}};
   j["engine"] = {{"max_num_seqs", r.engine.max_num_seqs},
@@ -353,6 +353,7 @@ json serving_report(const Scenario& s, const ServingResult& r) {
   if (!p.engine.cuda_graphs) resolved["cuda_graphs"] = r.engine.cuda_graphs;
   if (!p.engine.cuda_graph_max_tokens) resolved["cuda_graph_max_tokens"] = r.engine.cuda_graph_max_tokens;
   if (!p.ep) resolved["ep"] = r.ep;
+  if (!p.attention_dp && !p.ep && s.model.moe && p.tp > 1) resolved["attention_dp"] = r.attention_dp;
   if (!p.fp8_block_scaling && p.weight_dtype == DType::fp8 && p.activation_dtype == DType::fp8)
     resolved["fp8_scaling"] = s.model.fp8_weight_block > 0 ? "block" : "tensor";
   if (!p.kv_dtype) resolved["kv_dtype"] = std::string(to_string(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16));

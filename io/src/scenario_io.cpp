@@ -675,6 +675,11 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
   r.integer("tp", p.tp);
   r.integer("pp", p.pp);
   r.integer_or_auto("ep", p.ep);
+  if (const json* adp = r.get("attention_dp")) {
+    if (adp->is_boolean()) p.attention_dp = adp->get<bool>();
+    else if (!(adp->is_string() && adp->get<std::string>() == "auto"))
+      issues.push_back({r.at("attention_dp"), brief(*adp), "must be true, false or \"auto\"", {}});
+  }
   r.integer("replicas", p.replicas);
   std::string s;
   if (r.choice("weight_dtype", s, kDtypes)) parse_dtype(s, p.weight_dtype);

@@ -35,6 +35,9 @@ struct EngineDefaults {
   /// every output token reserved before a request is admitted, so nothing is ever
   /// preempted (TensorRT-LLM's default GUARANTEED_NO_EVICT capacity scheduler).
   bool reserve_to_completion = false;
+  /// Whether the engine can run attention data-parallel for MoE models (see
+  /// InferencePlan::attention_dp); "auto" layouts consider it only where it can.
+  bool attention_dp = false;
   int64_t block_size = 16;                ///< KV-cache page, tokens
   double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
   bool chunked_prefill = true;            ///< prompts split across steps, mixed with decodes

@@ -248,6 +248,12 @@ struct SpeculativeSpec {
 struct InferencePlan {
   int64_t tp = 1, pp = 1;
   std::optional<int64_t> ep = 1;  ///< nullopt = auto
+  /// Attention data parallelism over the tp GPUs (TensorRT-LLM enable_attention_dp,
+  /// SGLang --enable-dp-attention): each GPU runs attention and dense layers with whole
+  /// weights for its own share of the sequences and keeps their KV cache; the routed
+  /// experts are spread over the same GPUs (ep = tp). nullopt = auto: considered with
+  /// ep "auto" where the engine has it, else off.
+  std::optional<bool> attention_dp;
   int64_t replicas = 1;
   DType weight_dtype = DType::bf16;
   DType activation_dtype = DType::bf16;

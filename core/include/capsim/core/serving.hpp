@@ -55,7 +55,8 @@ class IterationModel {
   /// Seconds of one layer's attention block on `tokens` rows: projections, attention over
   /// the cache (prefill chunks and decodes), norms, the tensor-parallel all-reduces.
   double attention_layer_seconds(const IterationBatch& b, int64_t tokens) const;
-  /// Seconds of a dense MLP of `inner` width on `tokens` rows (split over tp).
+  /// Seconds of a dense MLP of `inner` width on `tokens` rows (split over the attention's
+  /// tensor-parallel ranks; under attention DP each GPU's own share of the rows).
   double dense_ffn_seconds(int64_t tokens, int64_t inner) const;
   /// Seconds of one routed-expert block on `tokens` rows: grouped expert GEMMs, router,
   /// shared experts, the expert-parallel all-to-alls.
@@ -78,6 +79,9 @@ class IterationModel {
   bool fp8_block_ = false;  ///< block-scaled FP8 (the plan's, or the checkpoint's)
   double eager_host_s_ = 0;  ///< host time an eager step adds (all layers)
   double weight_bytes_ = 0;
+  /// Attention data parallelism: the GPUs each run attention for 1/dp_ of the batch with
+  /// attn_tp_ = 1 (whole weights); without it dp_ = 1 and attn_tp_ = tp.
+  int64_t dp_ = 1, attn_tp_ = 1;
   Group tp_group_, ep_group_;
 };
 
@@ -115,6 +119,7 @@ struct ServingResult {
   InferenceMemory memory;
   EngineDefaults engine;                ///< the engine knobs in force (defaults resolved)
   int64_t ep = 1;                       ///< expert parallelism the run used ("auto" resolved)
+  bool attention_dp = false;            ///< attention data-parallel ("auto" resolved)
   bool chunked_prefill = true;
   double slo_ttft_s = 0.5, slo_tpot_s = 0.05;  ///< the plan's goodput objectives
 };
