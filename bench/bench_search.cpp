@@ -46,6 +46,25 @@ void BM_Search_GPT3_175B_1024xA100(benchmark::State& state) {
 }
 BENCHMARK(BM_Search_GPT3_175B_1024xA100)->Arg(1)->ArgName("threads")->Unit(benchmark::kMillisecond);
 
+// The same search counting its progress (what a terminal run does): batches of 256
+// layouts per relaxed atomic add, so it must cost no more than the noise.
+void BM_Search_GPT3_175B_1024xA100_Progress(benchmark::State& state) {
+  const Scenario s = gpt3_1024();
+  const hw::RooflineCostModel cost(s.system);
+  SearchOptions opt;
+  opt.threads = static_cast<unsigned>(state.range(0));
+  ProgressCounter progress;
+  opt.progress = &progress;
+  int64_t configs = 0;
+  for (auto _ : state) {
+    const SearchResult r = search_training(s, cost, opt);
+    configs += r.enumerated;
+    benchmark::DoNotOptimize(r.top.data());
+  }
+  state.SetItemsProcessed(configs);
+}
+BENCHMARK(BM_Search_GPT3_175B_1024xA100_Progress)->Arg(1)->ArgName("threads")->Unit(benchmark::kMillisecond);
+
 void BM_Evaluate_GPT3_175B_1024xA100(benchmark::State& state) {
   Scenario s = gpt3_1024();
   const hw::RooflineCostModel cost(s.system);

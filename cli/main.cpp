@@ -28,6 +28,7 @@
 #include "capsim/io/scenario_io.hpp"
 #include "capsim/io/sweep.hpp"
 #include "capsim/io/plan_io.hpp"
+#include "capsim/io/progress.hpp"
 #include <atomic>
 #include <csignal>
 #include "capsim/io/trace.hpp"
@@ -280,7 +281,11 @@ int run_train(const TrainArgs& a) {
     opt.tp_overlap = ev.plan.tp_comm_overlap;
     opt.moe_imbalance = ev.plan.moe_imbalance;
     opt.overlap_dp = ev.plan.overlap_dp;
-    const DesStep d = des_step(s.model, s.system, ev.plan, cost, opt);
+    io::ProgressReporter progress("train --engine des", "tasks");
+    DesOptions dopt;
+    dopt.progress = progress.counter();
+    const DesStep d = des_step(s.model, s.system, ev.plan, cost, opt, dopt);
+    progress.finish();
     ev.step = d.step;
     r = io::train_report(s, ev);
     r["engine"] = "des";
@@ -379,7 +384,9 @@ int run_infer(const InferArgs& a) {
     ServingSla sla;
     sla.ttft_p99_ms = a.ttft_p99_ms;
     sla.tpot_p99_ms = a.tpot_p99_ms;
-    const double lo = max_qps(s, cost, sla, a.seed);
+    io::ProgressReporter progress("infer --max-qps", "probes");
+    const double lo = max_qps(s, cost, sla, a.seed, progress.counter());
+    progress.finish();
     Scenario probe = s;
     probe.inference->workload.mode = ServingWorkload::Mode::poisson;
     probe.inference->workload.qps = std::max(lo, 1e-6);
@@ -432,6 +439,8 @@ int run_search(const SearchArgs& a) {
   opt.rank_by_cost = a.rank == "cost";
   opt.schedules = a.schedules;
   opt.threads = a.threads > 0 ? a.threads : std::max(1u, std::thread::hardware_concurrency());
+  io::ProgressReporter progress(s.id.empty() ? "search" : "search " + s.id, "layouts");
+  opt.progress = progress.counter();
   const SearchResult r = search_training(s, cost, opt);
   json j;
   j["schema"] = "capsim-search-report/1";
@@ -457,11 +466,14 @@ int run_search(const SearchArgs& a) {
   std::vector<size_t> order(r.top.size());
   std::vector<double> des(r.top.size(), 0.0);
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (recheck > 0) progress.phase("search: discrete-event re-check", "layouts", static_cast<int64_t>(recheck));
   for (size_t i = 0; i < recheck; ++i) {
     SystemSpec sys = s.system;
     sys.num_gpus = r.top[i].num_gpus;
     des[i] = des_step(s.model, sys, r.top[i].plan, cost).step.step_s;
+    progress_add(progress.counter());
   }
+  progress.finish();
   auto key = [&](size_t i) { return opt.rank_by_cost ? des[i] * static_cast<double>(r.top[i].num_gpus) : des[i]; };
   std::stable_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(recheck),
                    [&](size_t x, size_t y) { return key(x) < key(y); });
@@ -507,8 +519,11 @@ int run_plan(const std::string& file, const std::string& format, const std::stri
   };
   json r;
   std::string table;
+  io::ProgressReporter progress("plan", req.training ? "cluster searches" : "deployments");
   if (req.training) {
-    const auto options = plan_training(req.base, req.offers, req.train_goal, costs, std::max(1u, std::thread::hardware_concurrency()));
+    const auto options = plan_training(req.base, req.offers, req.train_goal, costs, std::max(1u, std::thread::hardware_concurrency()),
+                                       progress.counter());
+    progress.finish();
     r = io::training_plan_json(req, options);
     table = fmt::format("plan: train {} on {:.3g} tokens\n  {:<16} {:>6} {:>8} {:>10} {:>12} {:>10}  layout\n", req.base.model.name,
                         req.train_goal.tokens, "gpu", "gpus", "days", "GPU-hours", "cost USD", "MWh");
@@ -524,8 +539,9 @@ int run_plan(const std::string& file, const std::string& format, const std::stri
                            o.feasible ? "" : "  (" + o.reason + ")");
     }
   } else {
-    const auto options =
-        plan_serving(req.base, req.offers, req.serve_goal, costs, std::max(1u, std::thread::hardware_concurrency()));
+    const auto options = plan_serving(req.base, req.offers, req.serve_goal, costs,
+                                      std::max(1u, std::thread::hardware_concurrency()), progress.counter());
+    progress.finish();
     r = io::serving_plan_json(req, options);
     table = fmt::format("plan: serve {} at {} requests/s within P99 TTFT {} ms, TPOT {} ms\n  {:<16} {:>3} {:>3} {:>6} {:>8} {:>9} {:>8} {:>6} {:>10} {:>12}\n",
                         req.base.model.name, req.serve_goal.qps, req.serve_goal.sla.ttft_p99_ms, req.serve_goal.sla.tpot_p99_ms,
@@ -553,6 +569,7 @@ extern "C" void on_interrupt(int sig) {
   g_signal = sig;
   if (g_graceful.load() && !g_stop.exchange(true)) return;
   io::remove_pending_temp_file();
+  if (io::progress_line_open()) (void)!::write(STDERR_FILENO, "\n", 1);
   static const char msg[] = "capsim: interrupted\n";
   (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
   ::_exit(128 + sig);
@@ -599,16 +616,21 @@ int run_merge(const std::vector<std::string>& parts, const std::string& out) {
 int run_validate(const ValidateArgs& a) {
   std::vector<std::filesystem::path> files(a.files.begin(), a.files.end());
   const auto cal = load_calibration(a.calibration);
-  // Progress on a terminal: cases done per file, with the elapsed time; silent when piped.
-  const bool tty = ::isatty(::fileno(stderr)) != 0;
-  const auto start = std::chrono::steady_clock::now();
+  // Progress on a terminal: cases done of the file's, with rate and ETA; silent when piped.
+  io::ProgressReporter reporter("validate", "cases");
   io::ValidationProgress progress;
-  if (tty)
+  std::string current;
+  if (reporter.active())
     progress = [&](const std::string& file, size_t done, size_t total) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      fmt::print(stderr, "\rcapsim: validate {} {}/{} cases, {:.1f} s{}", file, done, total, s, done == total ? "\n" : "");
+      // Called one case at a time (run_validation serialises the calls).
+      if (file != current) {
+        current = file;
+        reporter.phase("validate " + file, "cases", static_cast<int64_t>(total));
+      }
+      reporter.counter()->done.store(static_cast<int64_t>(done));
     };
   json r = io::run_validation(files, cal ? &*cal : nullptr, std::max(1u, std::thread::hardware_concurrency()), progress);
+  reporter.finish();
   add_calibration(r, cal);
   const bool as_json = resolve_format(a.format) == "json";
   std::string table = as_json ? "" : io::validation_table(r);

@@ -336,3 +336,12 @@ set_tests_properties(cli.hostile.journal_faults cli.hostile.sweep_kill9_resume
                      cli.hostile.sweep_sigint_resume cli.hostile.sigint_search cli.hostile.sigint_infer_max_qps
                      cli.hostile.sigint_validate
                      PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli TIMEOUT 300)
+
+# Rule: a run over ~2 s draws a progress line on a terminal (a pseudo-terminal from
+# util-linux `script`; skipped without it) and nothing on stderr redirected to a file; the
+# report is byte-identical either way.
+add_test(NAME cli.progress_on_terminal
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/progress_tty.sh $<TARGET_FILE:capsim>
+                 ${CMAKE_SOURCE_DIR}/examples/gpt3-175b-a100-search.json ${CMAKE_CURRENT_BINARY_DIR}/progress-tty)
+set_tests_properties(cli.progress_on_terminal PROPERTIES SKIP_RETURN_CODE 77
+                     ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli TIMEOUT 120)

@@ -156,9 +156,12 @@ std::vector<int32_t> Simulation::critical_tasks() const {
   return path;
 }
 
-Result Simulation::run() const {
+Result Simulation::run(ProgressCounter* progress) const {
   const Impl& s = *impl_;
   const size_t n = s.tasks.size();
+  progress_total(progress, static_cast<int64_t>(n));
+  constexpr int64_t kProgressBatch = 1024;
+  int64_t uncounted = 0;  // tasks finished since the last add
   (void)s.topo_order();  // rejects cycles up front
   Result res;
   res.times.assign(n, {});
@@ -255,6 +258,10 @@ Result Simulation::run() const {
   std::function<void(int32_t, double)> start_task;
   auto finish_task = [&](int32_t task, double now) {
     res.times[static_cast<size_t>(task)].end = now;
+    if (progress && ++uncounted == kProgressBatch) {
+      progress->add(uncounted);
+      uncounted = 0;
+    }
     const Task& t = s.tasks[static_cast<size_t>(task)];
     if (t.mem_free != 0) {
       mem[static_cast<size_t>(rank_of(task))] -= t.mem_free;
@@ -300,6 +307,7 @@ Result Simulation::run() const {
     reschedule_flows(ev.time);
     finish_task(ev.task, ev.time);
   }
+  progress_add(progress, uncounted);
   for (size_t v = 0; v < n; ++v)
     if (indeg[v] > 0) throw std::logic_error("task graph did not drain");
   return res;

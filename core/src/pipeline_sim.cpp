@@ -159,9 +159,9 @@ std::vector<PipeOp> schedule_order(PipelineSchedule s, int64_t pp, int64_t vpp, 
 namespace {
 
 /// The results every simulated step reports, read off the run.
-void summarise(DesStep& out) {
+void summarise(DesStep& out, const DesOptions& dopt) {
   const des::Simulation& sim = out.sim;
-  out.result = sim.run();
+  out.result = sim.run(dopt.progress);
   out.critical_path_bound_s = sim.critical_path();
   for (int32_t id : sim.critical_tasks()) {
     const des::Task& task = sim.tasks()[static_cast<size_t>(id)];
@@ -313,7 +313,7 @@ DesStep simulate_dualpipe(const PipelineCosts& pc, const SystemSpec& sys, const 
       }
   (void)sys;
   (void)opt;
-  summarise(out);
+  summarise(out, dopt);
   return out;
 }
 
@@ -539,7 +539,7 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
     if (prev_dp[static_cast<size_t>(r)] >= 0) sim.add_edge(prev_dp[static_cast<size_t>(r)], oid);
   }
 
-  summarise(out);
+  summarise(out, dopt);
   return out;
 }
 

@@ -10,8 +10,10 @@
 namespace capsim {
 
 std::vector<TrainingOption> plan_training(const Scenario& base, const std::vector<GpuOffer>& offers,
-                                          const TrainingGoal& goal, const CostModelFactory& costs, unsigned threads) {
+                                          const TrainingGoal& goal, const CostModelFactory& costs, unsigned threads,
+                                          ProgressCounter* progress) {
   std::vector<TrainingOption> out;
+  progress_total(progress, static_cast<int64_t>(offers.size() * goal.gpu_counts.size()));
   for (const GpuOffer& offer : offers) {
     std::vector<TrainingOption> tried;
     for (int64_t n : goal.gpu_counts) {
@@ -24,6 +26,7 @@ std::vector<TrainingOption> plan_training(const Scenario& base, const std::vecto
       so.top_k = 1;
       so.threads = threads;
       const SearchResult r = search_training(sc, *cost, so);
+      progress_add(progress);
       if (r.top.empty()) continue;
       TrainingOption o;
       o.gpu = offer.system.gpu.id;
@@ -59,7 +62,8 @@ std::vector<TrainingOption> plan_training(const Scenario& base, const std::vecto
 }
 
 std::vector<ServingOption> plan_serving(const Scenario& base, const std::vector<GpuOffer>& offers,
-                                        const ServingGoal& goal, const CostModelFactory& costs, unsigned threads) {
+                                        const ServingGoal& goal, const CostModelFactory& costs, unsigned threads,
+                                        ProgressCounter* progress) {
   // Enumerate the deployments first, then evaluate them (each a capacity search of many
   // simulations) on worker threads; each writes only its own slot, so the order and the
   // result do not depend on the thread count.
@@ -130,7 +134,11 @@ std::vector<ServingOption> plan_serving(const Scenario& base, const std::vector<
     o.usd_per_million_output_tokens = o.usd_per_hour / out_tokens_per_hour * 1e6;
     o.feasible = true;
   };
-  parallel_for(pending.size(), threads, evaluate);
+  progress_total(progress, static_cast<int64_t>(pending.size()));
+  parallel_for(pending.size(), threads, [&](size_t job) {
+    evaluate(job);
+    progress_add(progress);
+  });
   std::stable_sort(out.begin(), out.end(), [](const ServingOption& a, const ServingOption& b) {
     if (a.feasible != b.feasible) return a.feasible;
     return a.usd_per_hour < b.usd_per_hour;

@@ -129,6 +129,7 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
     }
   }
   res.enumerated = static_cast<int64_t>(jobs.size()) + res.pruned_divisibility;
+  progress_total(opt.progress, static_cast<int64_t>(jobs.size()));
 
   // Cost in parallel; each worker writes only its own slots. The inner loop allocates
   // nothing once the worker's cache is warm: the plan, system and memory result are reused.
@@ -143,7 +144,14 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
     so.tp_overlap = b.tp_comm_overlap;
     so.moe_imbalance = b.moe_imbalance;
     so.overlap_dp = b.overlap_dp;
+    // Progress in batches: one relaxed atomic add per kProgressBatch layouts.
+    constexpr size_t kProgressBatch = 256;
+    size_t counted = begin;
     for (size_t i = begin; i < end; ++i) {
+      if (opt.progress && i - counted == kProgressBatch) {
+        opt.progress->add(static_cast<int64_t>(kProgressBatch));
+        counted = i;
+      }
       sys.num_gpus = jobs[i].gpus;
       jobs[i].apply(t);
       training_memory(m, sys, t, mem, &cache);
@@ -157,6 +165,7 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
       c.tokens_per_s = st.tokens_per_s;
       c.mfu = st.mfu;
     }
+    progress_add(opt.progress, static_cast<int64_t>(end - counted));
   };
   const unsigned threads = std::max(1u, opt.threads);
   if (threads == 1 || jobs.size() < 64) {

@@ -101,22 +101,39 @@ bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, 
   return percentile(ttft, 0.5) <= sla.ttft_p99_ms && percentile(tpot, 0.5) <= sla.tpot_p99_ms;
 }
 
-double max_qps(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed) {
+double max_qps(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed, ProgressCounter* progress) {
   Scenario probe = s;
   probe.inference->workload.mode = ServingWorkload::Mode::poisson;
+  int64_t probes = 0;
   auto meets = [&](double qps) {
     probe.inference->workload.qps = qps;
-    return meets_sla(probe, cost, sla, seed);
+    const bool ok = meets_sla(probe, cost, sla, seed);
+    ++probes;
+    progress_add(progress);
+    return ok;
+  };
+  // Bisection halves the bracket until it is within 0.1% of its top (which stays above
+  // lo): at most this many steps.
+  constexpr int kMaxBisections = 24;
+  auto bisections = [&](double lo, double hi) {
+    int n = 0;
+    for (double w = hi - lo; n < kMaxBisections && w > 1e-3 * (lo > 0 ? lo : hi); w *= 0.5) ++n;
+    return n;
   };
   double lo = 0, hi = 0.25;
+  // While doubling: one more doubling probe, then a bisection from [hi, 2 hi].
+  progress_total(progress, 1 + bisections(0.5, 1.0));
   while (meets(hi) && hi < 1e6) {
     lo = hi;
     hi *= 2;
+    progress_total(progress, probes + 1 + bisections(0.5, 1.0));
   }
-  for (int i = 0; i < 24 && hi - lo > 1e-3 * hi; ++i) {
+  progress_total(progress, probes + bisections(lo, hi));
+  for (int i = 0; i < kMaxBisections && hi - lo > 1e-3 * hi; ++i) {
     const double mid = 0.5 * (lo + hi);
     (meets(mid) ? lo : hi) = mid;
   }
+  progress_total(progress, probes);
   return lo;
 }
 

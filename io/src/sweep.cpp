@@ -26,6 +26,7 @@
 #include "capsim/core/train.hpp"
 #include "capsim/hw/roofline.hpp"
 #include "capsim/io/json_read.hpp"
+#include "capsim/io/progress.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
 
@@ -582,10 +583,15 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
   for (size_t i : mine)
     if (!done.count(i)) todo.push_back(i);
   std::mutex mu;
-  std::atomic<size_t> next{0}, finished{0};
+  std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};  // a journal write failed: every worker stops
   std::exception_ptr failure;
-  const auto t0 = std::chrono::steady_clock::now();
+  // Rows resumed from the journal count as done but not in the rate.
+  ProgressReporter::Options popt;
+  popt.terminal = run.progress;
+  ProgressReporter progress("sweep", "rows", popt);
+  progress.phase("sweep " + rows_file.filename().string(), "rows", static_cast<int64_t>(sum.rows_this_shard),
+                 static_cast<int64_t>(sum.skipped_resumed));
   auto worker = [&]() {
     while (true) {
       if ((run.stop && run.stop->load()) || failed.load()) return;
@@ -603,7 +609,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
         return;
       }
       done[todo[k]] = std::move(row);
-      ++finished;
+      progress_add(progress.counter());
     }
   };
   std::vector<std::thread> pool;
@@ -615,19 +621,8 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepRun& run) {
       break;  // fewer threads than asked: the others take the work
     }
   }
-  while (run.progress && finished.load() < todo.size() && !(run.stop && run.stop->load()) && !failed.load()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const size_t f = finished.load();
-    const double rate = secs > 0 ? static_cast<double>(f) / secs : 0.0;
-    const double eta = rate > 0 ? static_cast<double>(todo.size() - f) / rate : 0.0;
-    const int width = 30, fill = todo.empty() ? width : static_cast<int>(width * f / todo.size());
-    std::fprintf(stderr, "\r[%s%s] %zu/%zu rows  %.1f rows/s  ETA %.0f s ", std::string(static_cast<size_t>(fill), '#').c_str(),
-                 std::string(static_cast<size_t>(width - fill), ' ').c_str(), f + sum.skipped_resumed,
-                 sum.rows_this_shard, rate, eta);
-  }
   for (auto& t : pool) t.join();
-  if (run.progress) std::fprintf(stderr, "\n");
+  progress.finish();
   if (failure) std::rethrow_exception(failure);
   // Stopped before the rows file is written: the journal holds every row, a rerun writes it.
   sum.interrupted = done.size() < mine.size() || (run.stop && run.stop->load());

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "capsim/core/progress.hpp"
+
 namespace capsim::des {
 
 enum class StreamKind { compute, tp_comm, pp_comm, dp_comm, ep_comm };
@@ -83,8 +85,9 @@ class Simulation {
   /// Tasks on the critical path, in order.
   std::vector<int32_t> critical_tasks() const;
 
-  /// Execute with fluid link sharing. Throws std::logic_error on a cycle.
-  Result run() const;
+  /// Execute with fluid link sharing. Throws std::logic_error on a cycle. `progress`
+  /// counts the tasks finished, in batches.
+  Result run(ProgressCounter* progress = nullptr) const;
 
  private:
   struct Impl;

@@ -63,6 +63,8 @@ struct DesOptions {
   /// Route pipeline sends over per-direction links with fluid bandwidth sharing (else
   /// fixed-duration transfers).
   bool links = true;
+  /// Tasks finished of the step's task graph; none when null.
+  ProgressCounter* progress = nullptr;
 };
 
 /// Build and run the task graph of given per-chunk costs (one data-parallel replica's

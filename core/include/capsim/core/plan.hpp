@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "capsim/core/cost_model.hpp"
+#include "capsim/core/progress.hpp"
 #include "capsim/core/scenario.hpp"
 #include "capsim/core/search.hpp"
 #include "capsim/core/serving.hpp"
@@ -44,9 +45,11 @@ struct TrainingOption {
 };
 
 /// Per GPU type, the cheapest cluster size whose fastest layout meets the goal; options
-/// sorted feasible first, then by cost.
+/// sorted feasible first, then by cost. `progress` counts the (GPU type, cluster size)
+/// searches done.
 std::vector<TrainingOption> plan_training(const Scenario& base, const std::vector<GpuOffer>& offers,
-                                          const TrainingGoal& goal, const CostModelFactory& costs, unsigned threads);
+                                          const TrainingGoal& goal, const CostModelFactory& costs, unsigned threads,
+                                          ProgressCounter* progress = nullptr);
 
 struct ServingGoal {
   double qps = 0;
@@ -79,9 +82,10 @@ struct ServingOption {
 
 /// Every (GPU type, TP, EP, weight format, colocated or disaggregated) whose replica (or
 /// prefill+decode unit) fits and meets the SLA at some rate:
-/// replicas = ceil(qps / rate per replica); cheapest per hour first.
+/// replicas = ceil(qps / rate per replica); cheapest per hour first. `progress` counts
+/// the deployments whose rate has been found, of those that fit.
 std::vector<ServingOption> plan_serving(const Scenario& base, const std::vector<GpuOffer>& offers,
                                         const ServingGoal& goal, const CostModelFactory& costs,
-                                        unsigned threads = 1);
+                                        unsigned threads = 1, ProgressCounter* progress = nullptr);
 
 }  // namespace capsim

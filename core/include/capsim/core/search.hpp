@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "capsim/core/cost_model.hpp"
+#include "capsim/core/progress.hpp"
 #include "capsim/core/scenario.hpp"
 #include "capsim/core/step.hpp"
 
@@ -21,6 +22,8 @@ struct SearchOptions {
   size_t top_k = 10;
   bool rank_by_cost = false;            ///< cost = step time x GPUs (GPU-seconds per step)
   unsigned threads = 1;
+  /// Layouts costed of those enumerated, counted in batches per worker; none when null.
+  ProgressCounter* progress = nullptr;
 };
 
 struct SearchCandidate {

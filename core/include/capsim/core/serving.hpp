@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "capsim/core/cost_model.hpp"
+#include "capsim/core/progress.hpp"
 #include "capsim/core/memory.hpp"
 #include "capsim/core/scenario.hpp"
 
@@ -163,8 +164,10 @@ bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, 
 
 /// The highest Poisson arrival rate (requests/s) at which the scenario's deployment meets
 /// the SLA, by doubling then bisection (latency grows with load); 0 when even a trickle
-/// misses it.
-double max_qps(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed = 20261129);
+/// misses it. `progress` counts the probes (each a meets_sla()) against an estimate of
+/// how many the search takes, exact once the doubling has bracketed the rate.
+double max_qps(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed = 20261129,
+               ProgressCounter* progress = nullptr);
 
 /// Linear-interpolated percentile (q in [0, 1]) of `v` (numpy's default).
 double percentile(std::vector<double> v, double q);

@@ -54,7 +54,7 @@ struct SweepRun {
   std::filesystem::path out;   ///< rows file (.jsonl or .csv); parts are named from it when sharded
   ShardSpec shard;
   unsigned threads = 1;
-  bool progress = false;       ///< draw a progress bar on stderr
+  bool progress = false;       ///< draw progress on stderr (io::ProgressReporter)
   std::atomic<bool>* stop = nullptr;  ///< set to stop early (rows done so far stay journaled)
   const CalibrationProfile* calibration = nullptr;  ///< cost model profile for every row
 };
