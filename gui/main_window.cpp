@@ -138,7 +138,7 @@ void MainWindow::build_menus() {
   file->addSeparator();
   QAction* cal = file->addAction(tr("Open calibration &profile..."), this, &MainWindow::open_calibration_dialog);
   cal->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
-  QAction* pin = file->addAction(tr("&Pin training report"), this, &MainWindow::pin_report);
+  QAction* pin = file->addAction(tr("&Pin report"), this, &MainWindow::pin_report);
   pin->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P));
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
@@ -184,7 +184,7 @@ void MainWindow::evaluate_training_now() {
   const TrainingOutcome out = evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_);
   training_report_ = out.report;
   training_view_->show_outcome(out);
-  compare_view_->show_reports(pinned_report_, training_report_);
+  refresh_compare();
   if (panel_->kind() == ScenarioKind::training) {
     panel_->show_issues(out.issues);
     if (!out.internal_error.empty())
@@ -216,6 +216,7 @@ void MainWindow::run_serving_now() {
     return;
   }
   serving_view_->show_running();
+  refresh_compare();
   const uint64_t gen = generation_;
   auto* watcher = new QFutureWatcher<ServingOutcome>(this);
   connect(watcher, &QFutureWatcher<ServingOutcome>::finished, this, [this, watcher, gen] {
@@ -224,6 +225,7 @@ void MainWindow::run_serving_now() {
     const ServingOutcome out = watcher->result();
     serving_report_ = out.report;
     serving_view_->show_outcome(out);
+    refresh_compare();
     emit serving_finished();
   });
   watcher->setFuture(QtConcurrent::run([scenario = *s] { return run_serving(scenario); }));
@@ -235,6 +237,7 @@ void MainWindow::cancel_serving() {
   serving_report_.clear();
   serving_dirty_ = true;
   serving_view_->show_idle(tr("Cancelled; press Run to simulate again."));
+  refresh_compare();
 }
 
 void MainWindow::run_qps_now() {
@@ -366,11 +369,13 @@ void MainWindow::on_document_changed(ScenarioKind kind) {
       serving_view_->show_idle(tr("No result: the input has problems (listed under the editor)."));
     }
   }
+  refresh_compare();
 }
 
 void MainWindow::on_kind_changed(ScenarioKind kind) {
   results_->setCurrentIndex(kind == ScenarioKind::training ? 0 : 1);
   update_title();
+  refresh_compare();
   if (kind == ScenarioKind::training) {
     evaluate_training_now();
   } else if (serving_dirty_) {
@@ -514,19 +519,49 @@ bool MainWindow::export_chart(const QString& path, int index) {
 }
 
 bool MainWindow::pin_report() {
-  if (training_report_.empty()) {
-    statusBar()->showMessage(tr("No training report to pin: fix the input first."), 8000);
+  const ScenarioKind kind = panel_->kind();
+  const std::string& report = kind == ScenarioKind::training ? training_report_ : serving_report_;
+  if (report.empty()) {
+    statusBar()->showMessage(kind == ScenarioKind::training
+                                 ? tr("No training report to pin: fix the input first.")
+                                 : tr("No serving report to pin: fix the input or wait for the run."),
+                             8000);
     return false;
   }
-  pinned_report_ = training_report_;
-  compare_view_->show_reports(pinned_report_, training_report_);
-  statusBar()->showMessage(tr("Training report pinned; edits now compare against it (Compare tab)."), 5000);
+  pinned_report_ = report;
+  pinned_kind_ = kind;
+  refresh_compare();
+  statusBar()->showMessage(kind == ScenarioKind::training
+                               ? tr("Training report pinned; edits now compare against it (Compare tab).")
+                               : tr("Serving report pinned; edits now compare against it (Compare tab)."),
+                           5000);
   return true;
 }
 
 void MainWindow::unpin_report() {
   pinned_report_.clear();
-  compare_view_->show_reports(pinned_report_, training_report_);
+  refresh_compare();
+}
+
+void MainWindow::refresh_compare() {
+  if (pinned_report_.empty()) {
+    compare_view_->show_reports({}, {});
+    return;
+  }
+  const bool serving = pinned_kind_ == ScenarioKind::inference;
+  const std::string& current = serving ? serving_report_ : training_report_;
+  const QString kind = serving ? tr("serving") : tr("training");
+  QString note;
+  if (current.empty())
+    note = serving ? (serving_view_->running() ? tr("The serving run is in flight.")
+                                               : tr("Run the serving scenario (F5) or fix its input."))
+                   : tr("The training input has problems.");
+  if (panel_->kind() != pinned_kind_)
+    note += (note.isEmpty() ? QString() : QStringLiteral(" ")) +
+            tr("The editor shows the %1 scenario, a different kind: the table compares the pinned %2 report with "
+               "the current %2 scenario.")
+                .arg(serving ? tr("training") : tr("serving"), kind);
+  compare_view_->show_reports(pinned_report_, current, kind, note);
 }
 
 bool MainWindow::open_calibration(const QString& path) {

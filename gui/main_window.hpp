@@ -45,7 +45,7 @@ class MainWindow : public QMainWindow {
   /// The serving results.
   ServingView* serving_view() const { return serving_view_; }
 
-  /// The pinned training report against the current one.
+  /// The pinned report against the current one of its kind.
   CompareView* compare_view() const { return compare_view_; }
   /// The calibration profile against the default model.
   CalibrationView* calibration_view() const { return calibration_view_; }
@@ -97,9 +97,12 @@ class MainWindow : public QMainWindow {
   /// Predict the cases of `files` (data/validation/*.json when empty) on a worker thread;
   /// a run in flight is dropped.
   void run_validation_now(const QStringList& files = {});
-  /// Keep the current training report to compare later edits against; false when there
-  /// is none (the input has problems).
+  /// Keep the front scenario's current report (training, or serving once its run is shown)
+  /// to compare later edits against; false when there is none (the input has problems or
+  /// the serving run is not finished).
   bool pin_report();
+  /// The kind of the pinned report (meaningful while one is pinned).
+  ScenarioKind pinned_kind() const { return pinned_kind_; }
   /// Drop the pinned report.
   void unpin_report();
   /// Show the calibration profile at `path` against the default model of the training
@@ -134,6 +137,7 @@ class MainWindow : public QMainWindow {
   void on_document_changed(ScenarioKind kind);
   void on_kind_changed(ScenarioKind kind);
   void update_title();
+  void refresh_compare();
   void open_dialog();
   void save();
   void save_as();
@@ -157,8 +161,9 @@ class MainWindow : public QMainWindow {
   std::filesystem::path base_dir_;
   QString training_path_, serving_path_;
   std::string training_report_, serving_report_;
-  /// The pinned training report; empty while none is pinned.
+  /// The pinned report; empty while none is pinned.
   std::string pinned_report_;
+  ScenarioKind pinned_kind_ = ScenarioKind::training;
   /// Bumped by every serving edit, run and cancel; a finished run shows only if its
   /// generation is still current.
   uint64_t generation_ = 0;

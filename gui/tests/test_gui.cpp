@@ -238,6 +238,63 @@ class GuiTest : public QObject {
     QCOMPARE(w.compare_view()->rows(), 0);
   }
 
+  /// Pin a serving report, change tp: the compare rows are the two library reports' numbers;
+  /// the editor showing training says the kinds differ and still compares serving.
+  void compare_shows_pinned_and_current_serving_reports() {
+    gui::MainWindow w;
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(40);
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(done.wait(120000));
+    const json before_doc = w.panel()->document(gui::ScenarioKind::inference);
+    QVERIFY(w.pin_report());
+    QCOMPARE(w.pinned_kind(), gui::ScenarioKind::inference);
+    QCOMPARE(w.compare_view()->shown_rows(), 0);
+    QVERIFY2(w.compare_view()->status().contains(QStringLiteral("serving")), qPrintable(w.compare_view()->status()));
+    field<QSpinBox>(w, "/inference/tp")->setValue(2);
+    QVERIFY(done.wait(120000));
+    auto library_report = [](const json& doc) {
+      const Scenario s = gui::read_serving_document(doc, {});
+      const io::CostModels costs(s.system, nullptr);
+      return io::serving_report(s, simulate_serving_runs(s, costs.get(), gui::kDefaultSeed, true));
+    };
+    const json before = library_report(before_doc);
+    const json after = library_report(w.panel()->document(gui::ScenarioKind::inference));
+    QCOMPARE(w.current_report().toStdString(), io::dump(after));
+    int compared = 0;
+    for (const char* key : {"ttft_p99_ms", "tpot_p50_ms", "itl_p90_ms", "e2e_mean_ms", "throughput_tokens_per_s",
+                            "goodput_requests_per_s", "requests_per_s"}) {
+      const QString k = QStringLiteral("metrics.") + QString::fromUtf8(key);
+      const std::optional<gui::CompareRow> row = w.compare_view()->row(k);
+      QVERIFY2(row, qPrintable(k));
+      QCOMPARE(row->pinned, before["metrics"][key].get<double>());
+      QCOMPARE(row->current, after["metrics"][key].get<double>());
+      QCOMPARE(row->difference, row->current - row->pinned);
+      ++compared;
+    }
+    QCOMPARE(compared, 7);
+    const std::optional<gui::CompareRow> kv = w.compare_view()->row(QStringLiteral("run.peak_kv_utilization"));
+    QVERIFY(kv);
+    QCOMPARE(kv->pinned, before["run"]["peak_kv_utilization"].get<double>());
+    QCOMPARE(kv->current, after["run"]["peak_kv_utilization"].get<double>());
+    const std::optional<gui::CompareRow> tp = w.compare_view()->row(QStringLiteral("layout.tp"));
+    QVERIFY(tp && tp->differs);
+    QCOMPARE(tp->pinned, 1.0);
+    QCOMPARE(tp->current, 2.0);
+    QVERIFY(!w.compare_view()->status().contains(QStringLiteral("different kind")));
+    // The editor on training: the serving pin still compares with the serving report, and says so.
+    w.panel()->set_kind(gui::ScenarioKind::training);
+    QVERIFY2(w.compare_view()->status().contains(QStringLiteral("different kind")), qPrintable(w.compare_view()->status()));
+    QCOMPARE(w.compare_view()->row(QStringLiteral("metrics.ttft_p99_ms"))->current,
+             after["metrics"]["ttft_p99_ms"].get<double>());
+    QVERIFY(!w.compare_view()->row(QStringLiteral("time.step_s")));
+    // Pinning on the training side replaces it with a training pin.
+    QVERIFY(w.pin_report());
+    QCOMPARE(w.pinned_kind(), gui::ScenarioKind::training);
+    QVERIFY(w.compare_view()->row(QStringLiteral("time.step_s")));
+    QVERIFY(!w.compare_view()->row(QStringLiteral("metrics.ttft_p99_ms")));
+  }
+
   /// A profile's GEMM efficiencies and collective bus bandwidths against the default model
   /// of the training scenario's system; a profile that does not read shows the CLI's message.
   void calibration_view_charts_a_profile_and_a_bad_ones_error() {
