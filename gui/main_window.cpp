@@ -13,6 +13,7 @@
 #include <QImage>
 #include <QInputDialog>
 #include <QKeySequence>
+#include <QLabel>
 #include <QMenuBar>
 #include <QPainter>
 #include <QScrollArea>
@@ -29,6 +30,7 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
+#include "capsim/io/calibration_io.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
@@ -103,11 +105,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (views_->currentWidget() == timeline_view_ && timeline_dirty_) run_timeline_now();
   });
   connect(calibration_view_, &CalibrationView::open_requested, this, &MainWindow::open_calibration_dialog);
+  connect(calibration_view_, &CalibrationView::use_toggled, this, &MainWindow::on_calibration_toggled);
   connect(compare_view_, &CompareView::pin_requested, this, &MainWindow::pin_report);
   connect(compare_view_, &CompareView::unpin_requested, this, &MainWindow::unpin_report);
   connect(validation_view_, &ValidationView::run_requested, this, [this] { run_validation_now(); });
   connect(validation_view_, &ValidationView::files_chosen, this, &MainWindow::run_validation_now);
 
+  calibration_label_ = new QLabel;
+  calibration_label_->setObjectName(QStringLiteral("calibration_in_use"));
+  statusBar()->addPermanentWidget(calibration_label_);
   build_menus();
   QSettings settings;
   if (!restoreGeometry(settings.value("geometry").toByteArray())) resize(1280, 860);
@@ -181,7 +187,8 @@ void MainWindow::evaluate_training_now() {
     run_timeline_now();
   else
     timeline_view_->show_idle(tr("Run the training scenario's step on the discrete-event engine."));
-  const TrainingOutcome out = evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_);
+  const TrainingOutcome out =
+      evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_, calibration_in_use());
   training_report_ = out.report;
   training_view_->show_outcome(out);
   refresh_compare();
@@ -228,7 +235,9 @@ void MainWindow::run_serving_now() {
     refresh_compare();
     emit serving_finished();
   });
-  watcher->setFuture(QtConcurrent::run([scenario = *s] { return run_serving(scenario); }));
+  watcher->setFuture(QtConcurrent::run([scenario = *s, cal = calibration_in_use() ? calibration_ : nullptr] {
+    return run_serving(scenario, kDefaultSeed, cal.get());
+  }));
 }
 
 void MainWindow::cancel_serving() {
@@ -255,8 +264,10 @@ void MainWindow::run_qps_now() {
     serving_view_->show_qps(watcher->result());
     emit qps_finished();
   });
-  watcher->setFuture(
-      QtConcurrent::run([scenario = *s, sla = serving_view_->sla()] { return run_qps_curve(scenario, sla); }));
+  watcher->setFuture(QtConcurrent::run([scenario = *s, sla = serving_view_->sla(),
+                                        cal = calibration_in_use() ? calibration_ : nullptr] {
+    return run_qps_curve(scenario, sla, kDefaultSeed, cal.get());
+  }));
 }
 
 void MainWindow::run_search_now() {
@@ -275,8 +286,9 @@ void MainWindow::run_search_now() {
     emit search_finished();
   });
   watcher->setFuture(QtConcurrent::run([doc = panel_->document(ScenarioKind::training), base = base_dir_,
-                                        opt = search_options(search_view_->gpu_counts(), search_view_->top())] {
-    return run_layout_search(doc, base, opt);
+                                        opt = search_options(search_view_->gpu_counts(), search_view_->top()),
+                                        cal = calibration_in_use() ? calibration_ : nullptr] {
+    return run_layout_search(doc, base, opt, cal.get());
   }));
 }
 
@@ -311,8 +323,10 @@ void MainWindow::run_timeline_now() {
     timeline_view_->show_outcome(out);
     emit timeline_finished();
   });
-  watcher->setFuture(QtConcurrent::run(
-      [doc = panel_->document(ScenarioKind::training), base = base_dir_] { return run_timeline(doc, base); }));
+  watcher->setFuture(QtConcurrent::run([doc = panel_->document(ScenarioKind::training), base = base_dir_,
+                                        cal = calibration_in_use() ? calibration_ : nullptr] {
+    return run_timeline(doc, base, cal.get());
+  }));
 }
 
 bool MainWindow::export_trace(const QString& path) {
@@ -574,11 +588,45 @@ bool MainWindow::open_calibration(const QString& path) {
     sys.gpu = io::load_gpu(io::gpu_preset_ids().front());
   }
   const CalibrationOutcome out = load_calibration(path.toStdString(), sys);
-  calibration_view_->show_outcome(path, out);
+  const bool was_used = calibration_in_use() != nullptr;
+  calibration_ = out.profile;
+  calibration_view_->show_outcome(path, out);  // a profile that did not read clears "use"
+  // The profile in use changed (or went): every result follows.
+  if (was_used && calibration_view_->use_for_predictions()) on_calibration_toggled();
   views_->setCurrentWidget(calibration_view_);
   const QString name = QFileInfo(path).fileName();
   statusBar()->showMessage(out.ok() ? tr("Profile %1 loaded").arg(name) : tr("Could not read %1").arg(name), 5000);
   return out.ok();
+}
+
+const CalibrationProfile* MainWindow::calibration_in_use() const {
+  return calibration_ && calibration_view_->use_for_predictions() ? calibration_.get() : nullptr;
+}
+
+void MainWindow::set_use_calibration(bool use) {
+  calibration_view_->set_use_for_predictions(use);
+}
+
+void MainWindow::on_calibration_toggled() {
+  const CalibrationProfile* cal = calibration_in_use();
+  calibration_label_->setText(cal ? tr("calibrated: %1").arg(QString::fromStdString(cal->name)) : QString());
+  if (cal) {
+    try {
+      const GpuSpec gpu = io::scenario_from_json(panel_->document(panel_->kind()), base_dir_).system.gpu;
+      if (!io::profile_matches(*cal, gpu))
+        statusBar()->showMessage(tr("Profile %1 was measured on %2, not %3: the default model answers")
+                                     .arg(QString::fromStdString(cal->name), QString::fromStdString(cal->gpu),
+                                          QString::fromStdString(gpu.id)),
+                                 8000);
+    } catch (const std::exception&) {
+      // The input has problems: the editor lists them.
+    }
+  }
+  // Every result of the old cost model is stale: the serving results as after an edit.
+  on_document_changed(ScenarioKind::inference);
+  ++search_generation_;
+  search_view_->show_idle(tr("The cost model changed: press Search to run again."));
+  evaluate_training_now();
 }
 
 void MainWindow::open_dialog() {

@@ -6,14 +6,17 @@
 #include <QString>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "capsim/core/calibration.hpp"
 #include "capsim/core/scenario.hpp"
 #include "capsim/core/search.hpp"
 #include "scenario_panel.hpp"
 
 class QGraphicsView;
+class QLabel;
 class QMenu;
 class QStackedWidget;
 class QTabWidget;
@@ -107,8 +110,13 @@ class MainWindow : public QMainWindow {
   void unpin_report();
   /// Show the calibration profile at `path` against the default model of the training
   /// scenario's system; a profile that does not read shows the command line's message.
-  /// True when it read.
+  /// True when it read. A profile that reads replaces the one in use for predictions.
   bool open_calibration(const QString& path);
+  /// Use the loaded calibration profile for training and serving predictions (as the
+  /// CLI's `--calibration FILE`) or the default cost model; ignored while none is loaded.
+  void set_use_calibration(bool use);
+  /// The profile predictions use; null when they use the default cost model.
+  const CalibrationProfile* calibration_in_use() const;
   /// The recent files list, newest first.
   QStringList recent_files() const;
 
@@ -145,6 +153,7 @@ class MainWindow : public QMainWindow {
   void export_csv_dialog();
   void export_chart_dialog(bool svg);
   void open_calibration_dialog();
+  void on_calibration_toggled();
 
   ScenarioPanel* panel_ = nullptr;
   TrainingView* training_view_ = nullptr;
@@ -158,6 +167,9 @@ class MainWindow : public QMainWindow {
   QTabWidget* views_ = nullptr;
   QMenu* recent_menu_ = nullptr;
   QTimer* serving_timer_ = nullptr;
+  QLabel* calibration_label_ = nullptr;
+  /// The calibration profile last read; null while none is.
+  std::shared_ptr<const CalibrationProfile> calibration_;
   std::filesystem::path base_dir_;
   QString training_path_, serving_path_;
   std::string training_report_, serving_report_;

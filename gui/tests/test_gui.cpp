@@ -359,6 +359,67 @@ class GuiTest : public QObject {
     QCOMPARE(QStringLiteral("capsim: ") + w.calibration_view()->error() + QStringLiteral("\n"), cli2.err);
   }
 
+  /// "Use this profile for predictions": the training and serving reports are the CLI's
+  /// with --calibration, byte for byte, and the library's with the calibrated cost model.
+  void calibration_profile_applies_to_predictions() {
+    const QString profile = QStringLiteral(CAPSIM_SOURCE_DIR "/gui/tests/data/sample-profile.json");
+    gui::MainWindow w;
+    const QString plain = w.current_report();
+    QVERIFY(!plain.isEmpty());
+    QVERIFY(!w.calibration_in_use());
+    w.set_use_calibration(true);  // no profile yet: nothing to use
+    QVERIFY(!w.calibration_in_use());
+    QVERIFY(w.open_calibration(profile));
+    QCOMPARE(w.current_report(), plain);  // reading a profile alone changes nothing
+    w.set_use_calibration(true);
+    QVERIFY(w.calibration_in_use());
+    QVERIFY(w.calibration_view()->use_for_predictions());
+
+    const CalibrationProfile p = io::read_profile(profile.toStdString());
+    const Scenario s = io::scenario_from_json(w.panel()->document(gui::ScenarioKind::training));
+    const io::CostModels costs(s.system, &p);
+    QVERIFY(costs.calibrated());
+    json expected = io::analytical_train_report(s, evaluate_training(s, &costs.get()));
+    QVERIFY(io::add_calibration(expected, p, &s.system.gpu));
+    QVERIFY(expected["calibration"]["applied"].get<bool>());
+    QTemporaryDir dir;
+    const QString exported = dir.filePath(QStringLiteral("train-report.json"));
+    QVERIFY(w.export_report(exported));
+    QFile f(exported);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray bytes = f.readAll();
+    QCOMPARE(bytes.toStdString(), io::dump(expected));
+    QVERIFY(w.current_report() != plain);
+    const json calibrated = json::parse(bytes.toStdString());
+    QVERIFY(calibrated["time"]["step_s"] != json::parse(plain.toStdString())["time"]["step_s"]);
+    // The command line on the same scenario file, with --calibration, prints the same bytes.
+    const QString train_file = dir.filePath(QStringLiteral("train.json"));
+    QVERIFY(w.save_file(train_file));
+    const CliRun train = run_cli({QStringLiteral("train"), train_file, QStringLiteral("--calibration"), profile,
+                                  QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(train.code, 0);
+    QCOMPARE(train.out, QString::fromUtf8(bytes));
+
+    // Serving: the report `capsim infer --calibration` prints.
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(40);
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(done.wait(120000));
+    const QString serve_file = dir.filePath(QStringLiteral("serve.json"));
+    QVERIFY(w.save_file(serve_file));
+    const CliRun infer = run_cli({QStringLiteral("infer"), serve_file, QStringLiteral("--calibration"), profile,
+                                  QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(infer.code, 0);
+    QCOMPARE(w.current_report(), infer.out);
+    QVERIFY(json::parse(w.current_report().toStdString()).contains("calibration"));
+
+    // Cleared: the default model again.
+    w.set_use_calibration(false);
+    QVERIFY(!w.calibration_in_use());
+    w.panel()->set_kind(gui::ScenarioKind::training);
+    QCOMPARE(w.current_report(), plain);
+  }
+
   /// Latency against load: the curve, the SLA lines and the max-QPS mark are the library's.
   void serving_latency_against_qps_marks_the_max_rate() {
     gui::MainWindow w;
