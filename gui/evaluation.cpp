@@ -52,12 +52,13 @@ std::vector<LatencyRow> latency_rows(const std::vector<ServingResult>& runs) {
   return rows;
 }
 
-ServingOutcome run_serving(const Scenario& s, uint64_t seed, const CalibrationProfile* calibration) {
+ServingOutcome run_serving(const Scenario& s, uint64_t seed, const CalibrationProfile* calibration,
+                           const std::atomic<bool>* cancel) {
   ServingOutcome out;
   try {
     const io::CostModels costs(s.system, calibration);
     try {
-      const std::vector<ServingResult> runs = simulate_serving_runs(s, costs.get(), seed, true);
+      const std::vector<ServingResult> runs = simulate_serving_runs(s, costs.get(), seed, true, cancel);
       nlohmann::json r = io::serving_report(s, runs);
       if (calibration) io::add_calibration(r, *calibration, &s.system.gpu);
       out.latency = latency_rows(runs);
@@ -69,30 +70,38 @@ ServingOutcome run_serving(const Scenario& s, uint64_t seed, const CalibrationPr
       out.does_not_fit = e.what();
       out.report = io::dump(io::serving_does_not_fit_report(s, e.what()));
     }
+  } catch (const ServingCancelled&) {
+    out = ServingOutcome{};
+    out.cancelled = true;
   } catch (const std::exception& e) {
     out.internal_error = e.what();
   }
   return out;
 }
 
-QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed, const CalibrationProfile* calibration) {
+QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed, const CalibrationProfile* calibration,
+                       const std::atomic<bool>* cancel) {
   QpsCurve out;
   out.sla = sla;
   try {
     const io::CostModels costs(s.system, calibration);
     try {
-      out.max_qps = max_qps(s, costs.get(), sla, seed);
+      out.max_qps = max_qps(s, costs.get(), sla, seed, cancel);
       const double base = out.max_qps > 0 ? out.max_qps : (s.inference->workload.qps > 0 ? s.inference->workload.qps : 1.0);
       for (double f : kQpsCurveFractions) {
         Scenario probe = s;
         probe.inference->workload.mode = ServingWorkload::Mode::poisson;
         probe.inference->workload.qps = base * f;
-        const auto [ttft, tpot] = p99_latencies(simulate_serving_runs(probe, costs.get(), seed));
+        const auto [ttft, tpot] = p99_latencies(simulate_serving_runs(probe, costs.get(), seed, false, cancel));
         out.points.push_back({probe.inference->workload.qps, ttft, tpot});
       }
     } catch (const ServingDoesNotFit& e) {
       out.does_not_fit = e.what();
     }
+  } catch (const ServingCancelled&) {
+    out = QpsCurve{};
+    out.sla = sla;
+    out.cancelled = true;
   } catch (const std::exception& e) {
     out.internal_error = e.what();
   }

@@ -3,6 +3,7 @@
 /// a scenario document (the CLI's file format) read by io::scenario_from_json, evaluated
 /// by core, reported by the io report builders. No Qt here, so tests and workers share it.
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -48,6 +49,7 @@ struct LatencyRow {
 
 /// A serving run as `capsim infer` makes it.
 struct ServingOutcome {
+  bool cancelled = false;  ///< the cancel flag stopped the run: nothing below is set
   std::string internal_error;
   std::string does_not_fit;         ///< the reason, when the deployment does not fit
   std::vector<LatencyRow> latency;  ///< ttft, tpot, itl, e2e (empty when it does not fit)
@@ -60,9 +62,10 @@ struct ServingOutcome {
 Scenario read_serving_document(const nlohmann::json& doc, const std::filesystem::path& base_dir);
 
 /// Simulate `s` (replicated runs, the first with its timeline) and build the report, as
-/// `capsim infer [--calibration FILE]` does. Pure: safe on a worker thread.
+/// `capsim infer [--calibration FILE]` does. Pure: safe on a worker thread. Setting
+/// `*cancel` stops the run before its next simulated replication (the outcome says cancelled).
 ServingOutcome run_serving(const Scenario& s, uint64_t seed = kDefaultSeed,
-                           const CalibrationProfile* calibration = nullptr);
+                           const CalibrationProfile* calibration = nullptr, const std::atomic<bool>* cancel = nullptr);
 
 /// P99 latencies of the deployment at one Poisson arrival rate.
 struct QpsPoint {
@@ -72,6 +75,7 @@ struct QpsPoint {
 
 /// Latency against load, as `capsim infer --max-qps` finds the highest rate within the SLA.
 struct QpsCurve {
+  bool cancelled = false;  ///< the cancel flag stopped the run: nothing below is set
   std::string internal_error;
   std::string does_not_fit;  ///< the reason, when the deployment does not fit
   ServingSla sla;
@@ -84,9 +88,10 @@ inline constexpr double kQpsCurveFractions[] = {0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 
 
 /// max_qps(s, sla) and P99 TTFT and TPOT at kQpsCurveFractions of it (of the scenario's own
 /// rate, or 1 request/s, when no rate meets the SLA), each rate a Poisson probe of `s` as
-/// `capsim infer --max-qps` runs it. Pure: safe on a worker thread.
+/// `capsim infer --max-qps` runs it. Pure: safe on a worker thread. Setting `*cancel` stops
+/// it before its next simulated run (the curve says cancelled).
 QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed = kDefaultSeed,
-                       const CalibrationProfile* calibration = nullptr);
+                       const CalibrationProfile* calibration = nullptr, const std::atomic<bool>* cancel = nullptr);
 
 /// The latency rows of io::serving_metrics over `runs`: what the serving table shows.
 std::vector<LatencyRow> latency_rows(const std::vector<ServingResult>& runs);

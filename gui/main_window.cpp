@@ -92,6 +92,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(serving_view_, &ServingView::run_requested, this, &MainWindow::run_serving_now);
   connect(serving_view_, &ServingView::cancel_requested, this, &MainWindow::cancel_serving);
   connect(serving_view_, &ServingView::qps_requested, this, &MainWindow::run_qps_now);
+  connect(serving_view_, &ServingView::qps_cancel_requested, this, &MainWindow::cancel_qps);
   connect(search_view_, &SearchView::run_requested, this, &MainWindow::run_search_now);
   connect(search_view_, &SearchView::cancel_requested, this, &MainWindow::cancel_search);
   connect(search_view_, &SearchView::layout_chosen, this, &MainWindow::use_layout);
@@ -212,9 +213,16 @@ std::optional<Scenario> MainWindow::validate_serving() {
   return std::nullopt;
 }
 
+std::shared_ptr<std::atomic<bool>> MainWindow::restart_flag(std::shared_ptr<std::atomic<bool>>& flag) {
+  if (flag) flag->store(true);
+  flag = std::make_shared<std::atomic<bool>>(false);
+  return flag;
+}
+
 void MainWindow::run_serving_now() {
   serving_timer_->stop();
   ++generation_;
+  const auto stop = restart_flag(serving_stop_);
   serving_report_.clear();
   serving_dirty_ = false;
   const std::optional<Scenario> s = validate_serving();
@@ -235,14 +243,15 @@ void MainWindow::run_serving_now() {
     refresh_compare();
     emit serving_finished();
   });
-  watcher->setFuture(QtConcurrent::run([scenario = *s, cal = calibration_in_use() ? calibration_ : nullptr] {
-    return run_serving(scenario, kDefaultSeed, cal.get());
+  watcher->setFuture(QtConcurrent::run([scenario = *s, cal = calibration_in_use() ? calibration_ : nullptr, stop] {
+    return run_serving(scenario, kDefaultSeed, cal.get(), stop.get());
   }));
 }
 
 void MainWindow::cancel_serving() {
   serving_timer_->stop();
   ++generation_;
+  if (serving_stop_) serving_stop_->store(true);
   serving_report_.clear();
   serving_dirty_ = true;
   serving_view_->show_idle(tr("Cancelled; press Run to simulate again."));
@@ -251,6 +260,7 @@ void MainWindow::cancel_serving() {
 
 void MainWindow::run_qps_now() {
   const uint64_t gen = ++qps_generation_;
+  const auto stop = restart_flag(qps_stop_);
   const std::optional<Scenario> s = validate_serving();
   if (!s) {
     serving_view_->show_qps_idle(tr("No result: the input has problems (listed under the editor)."));
@@ -265,9 +275,15 @@ void MainWindow::run_qps_now() {
     emit qps_finished();
   });
   watcher->setFuture(QtConcurrent::run([scenario = *s, sla = serving_view_->sla(),
-                                        cal = calibration_in_use() ? calibration_ : nullptr] {
-    return run_qps_curve(scenario, sla, kDefaultSeed, cal.get());
+                                        cal = calibration_in_use() ? calibration_ : nullptr, stop] {
+    return run_qps_curve(scenario, sla, kDefaultSeed, cal.get(), stop.get());
   }));
+}
+
+void MainWindow::cancel_qps() {
+  ++qps_generation_;
+  if (qps_stop_) qps_stop_->store(true);
+  serving_view_->show_qps_idle(tr("Latency vs QPS cancelled; press Latency vs QPS (F6) to run it again."));
 }
 
 void MainWindow::run_search_now() {
@@ -369,9 +385,11 @@ void MainWindow::on_document_changed(ScenarioKind kind) {
     evaluate_training_now();
     return;
   }
-  // Results of the old document are stale from now on.
+  // Results of the old document are stale from now on: their runs stop.
   ++generation_;
   ++qps_generation_;
+  if (serving_stop_) serving_stop_->store(true);
+  if (qps_stop_) qps_stop_->store(true);
   serving_view_->show_qps_idle(tr("The scenario changed: press Latency vs QPS (F6) to run it again."));
   serving_report_.clear();
   serving_dirty_ = true;
@@ -688,7 +706,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   settings.setValue("geometry", saveGeometry());
   settings.setValue("window_state", saveState());
   cancel_serving();
-  ++qps_generation_;
+  cancel_qps();
   ++search_generation_;
   ++validation_generation_;
   ++timeline_generation_;

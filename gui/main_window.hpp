@@ -4,6 +4,7 @@
 
 #include <QMainWindow>
 #include <QString>
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -82,11 +83,15 @@ class MainWindow : public QMainWindow {
   QString current_report() const;
   /// Start a serving run of the current serving document now (stale runs are dropped).
   void run_serving_now();
-  /// Stop waiting for the serving run in flight; its result is dropped when it arrives.
+  /// Stop the serving run in flight (it ends before its next simulated replication; its
+  /// result, if any, is dropped).
   void cancel_serving();
   /// Find the serving deployment's highest rate within the SLA set in the serving view and
   /// the P99 latencies around it, on a worker thread (a run in flight is dropped).
   void run_qps_now();
+  /// Stop the latency-vs-QPS run in flight (before its next simulated run) and show that
+  /// it was cancelled.
+  void cancel_qps();
   /// Search the training scenario's layouts on a worker thread (as `capsim search`).
   void run_search_now();
   /// Stop waiting for the search in flight; its result is dropped when it arrives.
@@ -181,6 +186,10 @@ class MainWindow : public QMainWindow {
   uint64_t generation_ = 0;
   bool serving_dirty_ = true;
   uint64_t qps_generation_ = 0;
+  /// The flags the serving and latency-vs-QPS runs in flight read; set to stop them.
+  std::shared_ptr<std::atomic<bool>> serving_stop_, qps_stop_;
+  /// Set the flag of the run in flight (if any) and give the next run a fresh one.
+  static std::shared_ptr<std::atomic<bool>> restart_flag(std::shared_ptr<std::atomic<bool>>& flag);
   uint64_t validation_generation_ = 0, search_generation_ = 0, timeline_generation_ = 0;
   /// The shown timeline's trace; empty while there is none.
   std::string timeline_trace_;

@@ -3,6 +3,7 @@
 
 #include <QComboBox>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QGraphicsView>
 #include <QImage>
 #include <QProcess>
@@ -11,6 +12,7 @@
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QThreadPool>
 #include <QWheelEvent>
 #include <QtTest>
 #include <nlohmann/json.hpp>
@@ -496,6 +498,41 @@ class GuiTest : public QObject {
     field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(30);
     QVERIFY(done.wait(120000));
     QCOMPARE(done.count(), 1);
+    QVERIFY(w.current_report().contains(QStringLiteral("\"requests\": 30")));
+  }
+
+  /// Cancel stops the latency-vs-QPS run and the serving run themselves: the worker threads
+  /// end within a short time, the view says cancelled, and no late result shows.
+  void cancel_stops_serving_and_qps_runs() {
+    gui::MainWindow w;
+    // 20,000 requests a run: the search and the run take many seconds, one run a fraction.
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(20000);
+    QSignalSpy qps(&w, &gui::MainWindow::qps_finished);
+    QSignalSpy served(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);  // starts a serving run
+    w.run_qps_now();
+    QVERIFY(w.serving_view()->qps_running());
+    QTest::qWait(300);  // into the search
+    QVERIFY(w.serving_view()->qps_running());
+    QVERIFY(w.serving_view()->running());
+    w.serving_view()->click_qps_cancel();
+    w.cancel_serving();
+    QVERIFY(!w.serving_view()->qps_running());
+    QVERIFY(!w.serving_view()->running());
+    QVERIFY2(w.serving_view()->qps_status().contains(QStringLiteral("cancelled")), qPrintable(w.serving_view()->qps_status()));
+    QVERIFY2(w.serving_view()->status().contains(QStringLiteral("ancelled")), qPrintable(w.serving_view()->status()));
+    QElapsedTimer t;
+    t.start();
+    QVERIFY(QThreadPool::globalInstance()->waitForDone(5000));  // the work itself stopped
+    qInfo("workers ended %lld ms after the cancel", static_cast<long long>(t.elapsed()));
+    QTest::qWait(200);  // the finished watchers are delivered, and dropped
+    QCOMPARE(qps.count(), 0);
+    QCOMPARE(served.count(), 0);
+    QVERIFY(w.serving_view()->qps_points(QStringLiteral("TTFT p99")).empty());
+    QVERIFY(w.current_report().isEmpty());
+    // A run after the cancel finishes normally.
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(30);
+    QVERIFY(served.wait(120000));
     QVERIFY(w.current_report().contains(QStringLiteral("\"requests\": 30")));
   }
 
