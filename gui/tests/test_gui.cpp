@@ -772,6 +772,15 @@ class GuiTest : public QObject {
     QVERIFY(qps.wait(240000));
     QTest::qWait(200);
     QVERIFY(w.grab().save(out + QStringLiteral("/gui-serving.png")));
+    // A serving pin against tp 2.
+    QVERIFY(w.pin_report());
+    field<QSpinBox>(w, "/inference/tp")->setValue(2);
+    QVERIFY(done.wait(120000));
+    w.views()->setCurrentWidget(w.compare_view());
+    QTest::qWait(200);
+    QVERIFY(w.grab().save(out + QStringLiteral("/gui-compare-serving.png")));
+    w.unpin_report();
+    field<QSpinBox>(w, "/inference/tp")->setValue(1);
 
     QSignalSpy validated(&w, &gui::MainWindow::validation_finished);
     w.views()->setCurrentWidget(w.validation_view());
