@@ -230,14 +230,9 @@ std::optional<CalibrationProfile> load_calibration(const std::string& path) {
 
 void add_calibration(json& r, const std::optional<CalibrationProfile>& cal, const GpuSpec* gpu = nullptr) {
   if (!cal) return;
-  r["calibration"] = io::calibration_json(*cal);
-  if (gpu) {
-    const bool used = io::profile_matches(*cal, *gpu);
-    r["calibration"]["applied"] = used;
-    if (!used)
-      fmt::print(stderr, "warning: calibration profile {} was measured on {}, not {}; the default model answers\n", cal->name,
-                 cal->gpu, gpu->id);
-  }
+  if (!io::add_calibration(r, *cal, gpu))
+    fmt::print(stderr, "warning: calibration profile {} was measured on {}, not {}; the default model answers\n", cal->name,
+               cal->gpu, gpu->id);
 }
 
 int run_model(const ModelArgs& a) {

@@ -2,6 +2,7 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -65,8 +66,14 @@ CalibrationView::CalibrationView(QWidget* parent) : QWidget(parent) {
   open_->setObjectName(QStringLiteral("open_profile"));
   open_->setToolTip(tr("A calibration profile written by capsim calibrate fit"));
   path_ = new QLabel(tr("no profile loaded"));
+  use_ = new QCheckBox(tr("Use this profile for predictions"));
+  use_->setObjectName(QStringLiteral("use_calibration"));
+  use_->setToolTip(tr("Training and serving results use the profile in front of the default cost model, as "
+                      "capsim train/infer --calibration FILE do (where it was measured on the scenario's GPU)"));
+  use_->setEnabled(false);
   bar->addWidget(open_);
   bar->addWidget(path_, 1);
+  bar->addWidget(use_);
   layout->addLayout(bar);
   error_ = new QLabel;
   error_->setObjectName(QStringLiteral("error"));
@@ -104,6 +111,7 @@ CalibrationView::CalibrationView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(chart_view(coll_chart_), 1);
 
   connect(open_, &QPushButton::clicked, this, &CalibrationView::open_requested);
+  connect(use_, &QCheckBox::toggled, this, &CalibrationView::use_toggled);
   connect(gemm_choice_, &QComboBox::currentIndexChanged, this, &CalibrationView::draw_gemm);
   connect(coll_choice_, &QComboBox::currentIndexChanged, this, &CalibrationView::draw_collective);
   show_outcome(QString(), CalibrationOutcome{});
@@ -111,6 +119,9 @@ CalibrationView::CalibrationView(QWidget* parent) : QWidget(parent) {
 
 void CalibrationView::show_outcome(const QString& path, const CalibrationOutcome& outcome) {
   outcome_ = outcome;
+  // A profile that did not read cannot be used: the box clears (and says so by its signal).
+  if (!outcome.profile) use_->setChecked(false);
+  use_->setEnabled(outcome.profile != nullptr);
   path_->setText(path.isEmpty() ? tr("no profile loaded") : QFileInfo(path).fileName());
   path_->setToolTip(path);
   error_->setText(QString::fromStdString(outcome.error));
@@ -256,6 +267,14 @@ std::vector<QPointF> CalibrationView::collective_points(const QString& name) con
 bool CalibrationView::collective_axis_is_log() const {
   const QList<QAbstractAxis*> axes = coll_chart_->axes(Qt::Horizontal);
   return !axes.isEmpty() && qobject_cast<QLogValueAxis*>(axes.front()) != nullptr;
+}
+
+bool CalibrationView::use_for_predictions() const {
+  return use_->isEnabled() && use_->isChecked();
+}
+
+void CalibrationView::set_use_for_predictions(bool use) {
+  if (use_->isEnabled()) use_->setChecked(use);
 }
 
 }  // namespace capsim::gui

@@ -9,6 +9,7 @@
 #include "evaluation.hpp"
 
 class QChart;
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QPushButton;
@@ -42,16 +43,23 @@ class CalibrationView : public QWidget {
   std::vector<QPointF> collective_points(const QString& name) const;
   /// Whether the collective chart's x axis is logarithmic.
   bool collective_axis_is_log() const;
+  /// Whether "Use this profile for predictions" is checked (only while a profile is loaded).
+  bool use_for_predictions() const;
+  /// Check or clear "Use this profile for predictions"; ignored while no profile is loaded.
+  void set_use_for_predictions(bool use);
 
  signals:
   /// The user asked to open a profile.
   void open_requested();
+  /// "Use this profile for predictions" was checked or cleared.
+  void use_toggled(bool use);
 
  private:
   void draw_gemm();
   void draw_collective();
   CalibrationOutcome outcome_;
   QPushButton* open_ = nullptr;
+  QCheckBox* use_ = nullptr;
   QLabel* path_ = nullptr;
   QLabel* error_ = nullptr;
   QLabel* info_ = nullptr;

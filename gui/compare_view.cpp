@@ -45,7 +45,8 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   auto* bar = new QHBoxLayout;
   pin_ = new QPushButton(tr("Pin current"));
   pin_->setObjectName(QStringLiteral("pin"));
-  pin_->setToolTip(tr("Keep the current training report to compare edits against (Ctrl+Shift+P)"));
+  pin_->setToolTip(tr("Keep the current training or serving report (the scenario the editor shows) to compare "
+                      "edits against (Ctrl+Shift+P)"));
   unpin_ = new QPushButton(tr("Unpin"));
   unpin_->setObjectName(QStringLiteral("unpin"));
   only_differences_ = new QCheckBox(tr("Only metrics that differ"));
@@ -76,11 +77,12 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   show_reports({}, {});
 }
 
-void CompareView::show_reports(const std::string& pinned, const std::string& current) {
+void CompareView::show_reports(const std::string& pinned, const std::string& current, const QString& kind,
+                               const QString& note) {
   table_->setRowCount(0);
   unpin_->setEnabled(!pinned.empty());
   if (pinned.empty()) {
-    status_->setText(tr("Pin the current training report, then edit the scenario to compare."));
+    status_->setText(tr("Pin the current training or serving report, then edit the scenario to compare."));
     return;
   }
   const std::vector<ReportMetric> a = metrics_of(pinned), b = metrics_of(current);
@@ -129,8 +131,14 @@ void CompareView::show_reports(const std::string& pinned, const std::string& cur
       }
     }
   }
-  status_->setText(current.empty() ? tr("No current report: the input has problems.")
-                                   : tr("%1 of %2 metrics differ from the pinned report.").arg(differing).arg(pairs.size()));
+  QString text = current.empty()
+                     ? tr("Pinned %1 report; no current %1 report.").arg(kind)
+                     : tr("%1 of %2 metrics of the current %3 report differ from the pinned one.")
+                           .arg(differing)
+                           .arg(pairs.size())
+                           .arg(kind);
+  if (!note.isEmpty()) text += QLatin1Char(' ') + note;
+  status_->setText(text);
   apply_filter();
 }
 

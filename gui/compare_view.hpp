@@ -1,6 +1,7 @@
 #pragma once
-/// Compare: a pinned training report beside the current one, metric by metric (pinned,
-/// current, difference, relative difference), the metrics that differ highlighted.
+/// Compare: a pinned report (training or serving) beside the current report of the same
+/// kind, metric by metric (pinned, current, difference, relative difference), the metrics
+/// that differ highlighted.
 
 #include <QString>
 #include <QWidget>
@@ -31,8 +32,11 @@ class CompareView : public QWidget {
   /// Empty until a report is pinned.
   explicit CompareView(QWidget* parent = nullptr);
 
-  /// Show `pinned` against `current` (the CLI's JSON reports; empty when there is none).
-  void show_reports(const std::string& pinned, const std::string& current);
+  /// Show `pinned` against `current` (the CLI's JSON reports of one kind, "training" or
+  /// "serving"; empty when there is none). `note` follows the count of differing metrics
+  /// (why there is no current report, or that the editor shows the other kind).
+  void show_reports(const std::string& pinned, const std::string& current, const QString& kind = QStringLiteral("training"),
+                    const QString& note = {});
   /// The table's row for the report key `key` ("time.step_s"); nullopt when absent.
   std::optional<CompareRow> row(const QString& key) const;
   /// Rows in the table, shown or not.
@@ -45,7 +49,7 @@ class CompareView : public QWidget {
   QString status() const;
 
  signals:
-  /// The user asked to pin the current training report.
+  /// The user asked to pin the front scenario's current report.
   void pin_requested();
   /// The user asked to drop the pinned report.
   void unpin_requested();

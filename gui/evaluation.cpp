@@ -15,15 +15,18 @@
 
 namespace capsim::gui {
 
-TrainingOutcome evaluate_training_document(const nlohmann::json& doc, const std::filesystem::path& base_dir) {
+TrainingOutcome evaluate_training_document(const nlohmann::json& doc, const std::filesystem::path& base_dir,
+                                           const CalibrationProfile* calibration) {
   TrainingOutcome out;
   try {
     out.scenario = io::scenario_from_json(doc, base_dir);
     if (!out.scenario.training)
       throw InputError({{"/kind", "\"inference\"", "capsim train needs a training scenario", {}}});
-    const io::CostModels costs(out.scenario.system, nullptr);
+    const io::CostModels costs(out.scenario.system, calibration);
     out.evaluation = evaluate_training(out.scenario, &costs.get());
-    out.report = io::dump(io::analytical_train_report(out.scenario, out.evaluation));
+    nlohmann::json r = io::analytical_train_report(out.scenario, out.evaluation);
+    if (calibration) io::add_calibration(r, *calibration, &out.scenario.system.gpu);
+    out.report = io::dump(r);
   } catch (const InputError& e) {
     out.issues = e.issues();
   } catch (const std::exception& e) {
@@ -49,13 +52,15 @@ std::vector<LatencyRow> latency_rows(const std::vector<ServingResult>& runs) {
   return rows;
 }
 
-ServingOutcome run_serving(const Scenario& s, uint64_t seed) {
+ServingOutcome run_serving(const Scenario& s, uint64_t seed, const CalibrationProfile* calibration,
+                           const std::atomic<bool>* cancel) {
   ServingOutcome out;
   try {
-    const io::CostModels costs(s.system, nullptr);
+    const io::CostModels costs(s.system, calibration);
     try {
-      const std::vector<ServingResult> runs = simulate_serving_runs(s, costs.get(), seed, true);
-      const nlohmann::json r = io::serving_report(s, runs);
+      const std::vector<ServingResult> runs = simulate_serving_runs(s, costs.get(), seed, true, cancel);
+      nlohmann::json r = io::serving_report(s, runs);
+      if (calibration) io::add_calibration(r, *calibration, &s.system.gpu);
       out.latency = latency_rows(runs);
       const nlohmann::json& m = r.at("metrics");
       out.throughput_tokens_per_s = m.value("throughput_tokens_per_s", 0.0);
@@ -65,30 +70,38 @@ ServingOutcome run_serving(const Scenario& s, uint64_t seed) {
       out.does_not_fit = e.what();
       out.report = io::dump(io::serving_does_not_fit_report(s, e.what()));
     }
+  } catch (const ServingCancelled&) {
+    out = ServingOutcome{};
+    out.cancelled = true;
   } catch (const std::exception& e) {
     out.internal_error = e.what();
   }
   return out;
 }
 
-QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed) {
+QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed, const CalibrationProfile* calibration,
+                       const std::atomic<bool>* cancel) {
   QpsCurve out;
   out.sla = sla;
   try {
-    const io::CostModels costs(s.system, nullptr);
+    const io::CostModels costs(s.system, calibration);
     try {
-      out.max_qps = max_qps(s, costs.get(), sla, seed);
+      out.max_qps = max_qps(s, costs.get(), sla, seed, nullptr, cancel);
       const double base = out.max_qps > 0 ? out.max_qps : (s.inference->workload.qps > 0 ? s.inference->workload.qps : 1.0);
       for (double f : kQpsCurveFractions) {
         Scenario probe = s;
         probe.inference->workload.mode = ServingWorkload::Mode::poisson;
         probe.inference->workload.qps = base * f;
-        const auto [ttft, tpot] = p99_latencies(simulate_serving_runs(probe, costs.get(), seed));
+        const auto [ttft, tpot] = p99_latencies(simulate_serving_runs(probe, costs.get(), seed, false, cancel));
         out.points.push_back({probe.inference->workload.qps, ttft, tpot});
       }
     } catch (const ServingDoesNotFit& e) {
       out.does_not_fit = e.what();
     }
+  } catch (const ServingCancelled&) {
+    out = QpsCurve{};
+    out.sla = sla;
+    out.cancelled = true;
   } catch (const std::exception& e) {
     out.internal_error = e.what();
   }
@@ -122,6 +135,7 @@ CalibrationOutcome load_calibration(const std::filesystem::path& path, const Sys
   }
   out.name = p.name;
   out.gpu = p.gpu;
+  out.profile = std::make_shared<const CalibrationProfile>(p);
   SystemSpec sys = system;
   if (!io::profile_matches(p, sys.gpu)) {
     for (const std::string& id : io::gpu_preset_ids()) {
@@ -234,13 +248,13 @@ SearchOptions search_options(const std::vector<int64_t>& gpu_counts, size_t top)
 }
 
 SearchOutcome run_layout_search(const nlohmann::json& doc, const std::filesystem::path& base_dir,
-                                const SearchOptions& opt) {
+                                const SearchOptions& opt, const CalibrationProfile* calibration) {
   SearchOutcome out;
   try {
     out.scenario = io::scenario_from_json(doc, base_dir);
     if (!out.scenario.training)
       throw InputError({{"/kind", "\"inference\"", "capsim search needs a training scenario", {}}});
-    const io::CostModels costs(out.scenario.system, nullptr);
+    const io::CostModels costs(out.scenario.system, calibration);
     out.result = search_training(out.scenario, costs.get(), opt);
   } catch (const InputError& e) {
     out.issues = e.issues();
@@ -272,12 +286,13 @@ nlohmann::json apply_candidate(const nlohmann::json& doc, const SearchCandidate&
   return d;
 }
 
-TimelineOutcome run_timeline(const nlohmann::json& doc, const std::filesystem::path& base_dir) {
+TimelineOutcome run_timeline(const nlohmann::json& doc, const std::filesystem::path& base_dir,
+                             const CalibrationProfile* calibration) {
   TimelineOutcome out;
   try {
     const Scenario s = io::scenario_from_json(doc, base_dir);
     if (!s.training) throw InputError({{"/kind", "\"inference\"", "capsim train needs a training scenario", {}}});
-    const io::CostModels costs(s.system, nullptr);
+    const io::CostModels costs(s.system, calibration);
     const TrainEvaluation ev = evaluate_training(s, &costs.get());
     // The options `capsim train --engine des` passes.
     StepOptions opt;

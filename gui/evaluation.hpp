@@ -3,6 +3,7 @@
 /// a scenario document (the CLI's file format) read by io::scenario_from_json, evaluated
 /// by core, reported by the io report builders. No Qt here, so tests and workers share it.
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -33,8 +34,12 @@ struct TrainingOutcome {
   bool ok() const { return issues.empty() && internal_error.empty(); }
 };
 
-/// Read `doc` (relative model paths from `base_dir`) and evaluate it as `capsim train` does.
-TrainingOutcome evaluate_training_document(const nlohmann::json& doc, const std::filesystem::path& base_dir);
+/// Read `doc` (relative model paths from `base_dir`) and evaluate it as `capsim train` does;
+/// with `calibration`, as `capsim train --calibration FILE` does (the profile in front of the
+/// default cost model where it was measured on the scenario's GPU, and the report's
+/// "calibration" block).
+TrainingOutcome evaluate_training_document(const nlohmann::json& doc, const std::filesystem::path& base_dir,
+                                           const CalibrationProfile* calibration = nullptr);
 
 /// One latency metric's summary over the replicated runs (milliseconds).
 struct LatencyRow {
@@ -44,6 +49,7 @@ struct LatencyRow {
 
 /// A serving run as `capsim infer` makes it.
 struct ServingOutcome {
+  bool cancelled = false;  ///< the cancel flag stopped the run: nothing below is set
   std::string internal_error;
   std::string does_not_fit;         ///< the reason, when the deployment does not fit
   std::vector<LatencyRow> latency;  ///< ttft, tpot, itl, e2e (empty when it does not fit)
@@ -55,9 +61,11 @@ struct ServingOutcome {
 /// Read `doc` as an inference scenario; throws InputError with every problem.
 Scenario read_serving_document(const nlohmann::json& doc, const std::filesystem::path& base_dir);
 
-/// Simulate `s` (replicated runs, the first with its timeline) and build the report. Pure:
-/// safe on a worker thread.
-ServingOutcome run_serving(const Scenario& s, uint64_t seed = kDefaultSeed);
+/// Simulate `s` (replicated runs, the first with its timeline) and build the report, as
+/// `capsim infer [--calibration FILE]` does. Pure: safe on a worker thread. Setting
+/// `*cancel` stops the run before its next simulated replication (the outcome says cancelled).
+ServingOutcome run_serving(const Scenario& s, uint64_t seed = kDefaultSeed,
+                           const CalibrationProfile* calibration = nullptr, const std::atomic<bool>* cancel = nullptr);
 
 /// P99 latencies of the deployment at one Poisson arrival rate.
 struct QpsPoint {
@@ -67,6 +75,7 @@ struct QpsPoint {
 
 /// Latency against load, as `capsim infer --max-qps` finds the highest rate within the SLA.
 struct QpsCurve {
+  bool cancelled = false;  ///< the cancel flag stopped the run: nothing below is set
   std::string internal_error;
   std::string does_not_fit;  ///< the reason, when the deployment does not fit
   ServingSla sla;
@@ -79,8 +88,10 @@ inline constexpr double kQpsCurveFractions[] = {0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 
 
 /// max_qps(s, sla) and P99 TTFT and TPOT at kQpsCurveFractions of it (of the scenario's own
 /// rate, or 1 request/s, when no rate meets the SLA), each rate a Poisson probe of `s` as
-/// `capsim infer --max-qps` runs it. Pure: safe on a worker thread.
-QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed = kDefaultSeed);
+/// `capsim infer --max-qps` runs it. Pure: safe on a worker thread. Setting `*cancel` stops
+/// it before its next simulated run (the curve says cancelled).
+QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed = kDefaultSeed,
+                       const CalibrationProfile* calibration = nullptr, const std::atomic<bool>* cancel = nullptr);
 
 /// The latency rows of io::serving_metrics over `runs`: what the serving table shows.
 std::vector<LatencyRow> latency_rows(const std::vector<ServingResult>& runs);
@@ -118,6 +129,7 @@ struct CalibrationOutcome {
   std::string note;       ///< which system the default curves are for, and why
   std::vector<GemmCurve> gemm;
   std::vector<CollectiveCurve> collectives;
+  std::shared_ptr<const CalibrationProfile> profile;  ///< the profile read; null when it did not read
   bool ok() const { return error.empty(); }
 };
 
@@ -168,7 +180,7 @@ SearchOptions search_options(const std::vector<int64_t>& gpu_counts, size_t top 
 
 /// Read `doc` as a training scenario and search its layouts. Pure: safe on a worker thread.
 SearchOutcome run_layout_search(const nlohmann::json& doc, const std::filesystem::path& base_dir,
-                                const SearchOptions& opt);
+                                const SearchOptions& opt, const CalibrationProfile* calibration = nullptr);
 
 /// `doc` (a training document) with the layout of `c`: its GPU count and every layout key
 /// the search chooses, so that the document evaluates to the candidate.
@@ -184,6 +196,7 @@ struct TimelineOutcome {
 };
 
 /// Read `doc` and run its step on the discrete-event engine. Pure: safe on a worker thread.
-TimelineOutcome run_timeline(const nlohmann::json& doc, const std::filesystem::path& base_dir);
+TimelineOutcome run_timeline(const nlohmann::json& doc, const std::filesystem::path& base_dir,
+                             const CalibrationProfile* calibration = nullptr);
 
 }  // namespace capsim::gui

@@ -13,6 +13,7 @@
 #include <QImage>
 #include <QInputDialog>
 #include <QKeySequence>
+#include <QLabel>
 #include <QMenuBar>
 #include <QPainter>
 #include <QScrollArea>
@@ -29,6 +30,7 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
+#include "capsim/io/calibration_io.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
@@ -90,6 +92,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(serving_view_, &ServingView::run_requested, this, &MainWindow::run_serving_now);
   connect(serving_view_, &ServingView::cancel_requested, this, &MainWindow::cancel_serving);
   connect(serving_view_, &ServingView::qps_requested, this, &MainWindow::run_qps_now);
+  connect(serving_view_, &ServingView::qps_cancel_requested, this, &MainWindow::cancel_qps);
   connect(search_view_, &SearchView::run_requested, this, &MainWindow::run_search_now);
   connect(search_view_, &SearchView::cancel_requested, this, &MainWindow::cancel_search);
   connect(search_view_, &SearchView::layout_chosen, this, &MainWindow::use_layout);
@@ -103,11 +106,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (views_->currentWidget() == timeline_view_ && timeline_dirty_) run_timeline_now();
   });
   connect(calibration_view_, &CalibrationView::open_requested, this, &MainWindow::open_calibration_dialog);
+  connect(calibration_view_, &CalibrationView::use_toggled, this, &MainWindow::on_calibration_toggled);
   connect(compare_view_, &CompareView::pin_requested, this, &MainWindow::pin_report);
   connect(compare_view_, &CompareView::unpin_requested, this, &MainWindow::unpin_report);
   connect(validation_view_, &ValidationView::run_requested, this, [this] { run_validation_now(); });
   connect(validation_view_, &ValidationView::files_chosen, this, &MainWindow::run_validation_now);
 
+  calibration_label_ = new QLabel;
+  calibration_label_->setObjectName(QStringLiteral("calibration_in_use"));
+  statusBar()->addPermanentWidget(calibration_label_);
   build_menus();
   QSettings settings;
   if (!restoreGeometry(settings.value("geometry").toByteArray())) resize(1280, 860);
@@ -138,7 +145,7 @@ void MainWindow::build_menus() {
   file->addSeparator();
   QAction* cal = file->addAction(tr("Open calibration &profile..."), this, &MainWindow::open_calibration_dialog);
   cal->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
-  QAction* pin = file->addAction(tr("&Pin training report"), this, &MainWindow::pin_report);
+  QAction* pin = file->addAction(tr("&Pin report"), this, &MainWindow::pin_report);
   pin->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P));
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
@@ -181,10 +188,11 @@ void MainWindow::evaluate_training_now() {
     run_timeline_now();
   else
     timeline_view_->show_idle(tr("Run the training scenario's step on the discrete-event engine."));
-  const TrainingOutcome out = evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_);
+  const TrainingOutcome out =
+      evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_, calibration_in_use());
   training_report_ = out.report;
   training_view_->show_outcome(out);
-  compare_view_->show_reports(pinned_report_, training_report_);
+  refresh_compare();
   if (panel_->kind() == ScenarioKind::training) {
     panel_->show_issues(out.issues);
     if (!out.internal_error.empty())
@@ -205,9 +213,16 @@ std::optional<Scenario> MainWindow::validate_serving() {
   return std::nullopt;
 }
 
+std::shared_ptr<std::atomic<bool>> MainWindow::restart_flag(std::shared_ptr<std::atomic<bool>>& flag) {
+  if (flag) flag->store(true);
+  flag = std::make_shared<std::atomic<bool>>(false);
+  return flag;
+}
+
 void MainWindow::run_serving_now() {
   serving_timer_->stop();
   ++generation_;
+  const auto stop = restart_flag(serving_stop_);
   serving_report_.clear();
   serving_dirty_ = false;
   const std::optional<Scenario> s = validate_serving();
@@ -216,6 +231,7 @@ void MainWindow::run_serving_now() {
     return;
   }
   serving_view_->show_running();
+  refresh_compare();
   const uint64_t gen = generation_;
   auto* watcher = new QFutureWatcher<ServingOutcome>(this);
   connect(watcher, &QFutureWatcher<ServingOutcome>::finished, this, [this, watcher, gen] {
@@ -224,21 +240,27 @@ void MainWindow::run_serving_now() {
     const ServingOutcome out = watcher->result();
     serving_report_ = out.report;
     serving_view_->show_outcome(out);
+    refresh_compare();
     emit serving_finished();
   });
-  watcher->setFuture(QtConcurrent::run([scenario = *s] { return run_serving(scenario); }));
+  watcher->setFuture(QtConcurrent::run([scenario = *s, cal = calibration_in_use() ? calibration_ : nullptr, stop] {
+    return run_serving(scenario, kDefaultSeed, cal.get(), stop.get());
+  }));
 }
 
 void MainWindow::cancel_serving() {
   serving_timer_->stop();
   ++generation_;
+  if (serving_stop_) serving_stop_->store(true);
   serving_report_.clear();
   serving_dirty_ = true;
   serving_view_->show_idle(tr("Cancelled; press Run to simulate again."));
+  refresh_compare();
 }
 
 void MainWindow::run_qps_now() {
   const uint64_t gen = ++qps_generation_;
+  const auto stop = restart_flag(qps_stop_);
   const std::optional<Scenario> s = validate_serving();
   if (!s) {
     serving_view_->show_qps_idle(tr("No result: the input has problems (listed under the editor)."));
@@ -252,8 +274,16 @@ void MainWindow::run_qps_now() {
     serving_view_->show_qps(watcher->result());
     emit qps_finished();
   });
-  watcher->setFuture(
-      QtConcurrent::run([scenario = *s, sla = serving_view_->sla()] { return run_qps_curve(scenario, sla); }));
+  watcher->setFuture(QtConcurrent::run([scenario = *s, sla = serving_view_->sla(),
+                                        cal = calibration_in_use() ? calibration_ : nullptr, stop] {
+    return run_qps_curve(scenario, sla, kDefaultSeed, cal.get(), stop.get());
+  }));
+}
+
+void MainWindow::cancel_qps() {
+  ++qps_generation_;
+  if (qps_stop_) qps_stop_->store(true);
+  serving_view_->show_qps_idle(tr("Latency vs QPS cancelled; press Latency vs QPS (F6) to run it again."));
 }
 
 void MainWindow::run_search_now() {
@@ -272,8 +302,9 @@ void MainWindow::run_search_now() {
     emit search_finished();
   });
   watcher->setFuture(QtConcurrent::run([doc = panel_->document(ScenarioKind::training), base = base_dir_,
-                                        opt = search_options(search_view_->gpu_counts(), search_view_->top())] {
-    return run_layout_search(doc, base, opt);
+                                        opt = search_options(search_view_->gpu_counts(), search_view_->top()),
+                                        cal = calibration_in_use() ? calibration_ : nullptr] {
+    return run_layout_search(doc, base, opt, cal.get());
   }));
 }
 
@@ -308,8 +339,10 @@ void MainWindow::run_timeline_now() {
     timeline_view_->show_outcome(out);
     emit timeline_finished();
   });
-  watcher->setFuture(QtConcurrent::run(
-      [doc = panel_->document(ScenarioKind::training), base = base_dir_] { return run_timeline(doc, base); }));
+  watcher->setFuture(QtConcurrent::run([doc = panel_->document(ScenarioKind::training), base = base_dir_,
+                                        cal = calibration_in_use() ? calibration_ : nullptr] {
+    return run_timeline(doc, base, cal.get());
+  }));
 }
 
 bool MainWindow::export_trace(const QString& path) {
@@ -352,9 +385,11 @@ void MainWindow::on_document_changed(ScenarioKind kind) {
     evaluate_training_now();
     return;
   }
-  // Results of the old document are stale from now on.
+  // Results of the old document are stale from now on: their runs stop.
   ++generation_;
   ++qps_generation_;
+  if (serving_stop_) serving_stop_->store(true);
+  if (qps_stop_) qps_stop_->store(true);
   serving_view_->show_qps_idle(tr("The scenario changed: press Latency vs QPS (F6) to run it again."));
   serving_report_.clear();
   serving_dirty_ = true;
@@ -366,11 +401,13 @@ void MainWindow::on_document_changed(ScenarioKind kind) {
       serving_view_->show_idle(tr("No result: the input has problems (listed under the editor)."));
     }
   }
+  refresh_compare();
 }
 
 void MainWindow::on_kind_changed(ScenarioKind kind) {
   results_->setCurrentIndex(kind == ScenarioKind::training ? 0 : 1);
   update_title();
+  refresh_compare();
   if (kind == ScenarioKind::training) {
     evaluate_training_now();
   } else if (serving_dirty_) {
@@ -514,19 +551,49 @@ bool MainWindow::export_chart(const QString& path, int index) {
 }
 
 bool MainWindow::pin_report() {
-  if (training_report_.empty()) {
-    statusBar()->showMessage(tr("No training report to pin: fix the input first."), 8000);
+  const ScenarioKind kind = panel_->kind();
+  const std::string& report = kind == ScenarioKind::training ? training_report_ : serving_report_;
+  if (report.empty()) {
+    statusBar()->showMessage(kind == ScenarioKind::training
+                                 ? tr("No training report to pin: fix the input first.")
+                                 : tr("No serving report to pin: fix the input or wait for the run."),
+                             8000);
     return false;
   }
-  pinned_report_ = training_report_;
-  compare_view_->show_reports(pinned_report_, training_report_);
-  statusBar()->showMessage(tr("Training report pinned; edits now compare against it (Compare tab)."), 5000);
+  pinned_report_ = report;
+  pinned_kind_ = kind;
+  refresh_compare();
+  statusBar()->showMessage(kind == ScenarioKind::training
+                               ? tr("Training report pinned; edits now compare against it (Compare tab).")
+                               : tr("Serving report pinned; edits now compare against it (Compare tab)."),
+                           5000);
   return true;
 }
 
 void MainWindow::unpin_report() {
   pinned_report_.clear();
-  compare_view_->show_reports(pinned_report_, training_report_);
+  refresh_compare();
+}
+
+void MainWindow::refresh_compare() {
+  if (pinned_report_.empty()) {
+    compare_view_->show_reports({}, {});
+    return;
+  }
+  const bool serving = pinned_kind_ == ScenarioKind::inference;
+  const std::string& current = serving ? serving_report_ : training_report_;
+  const QString kind = serving ? tr("serving") : tr("training");
+  QString note;
+  if (current.empty())
+    note = serving ? (serving_view_->running() ? tr("The serving run is in flight.")
+                                               : tr("Run the serving scenario (F5) or fix its input."))
+                   : tr("The training input has problems.");
+  if (panel_->kind() != pinned_kind_)
+    note += (note.isEmpty() ? QString() : QStringLiteral(" ")) +
+            tr("The editor shows the %1 scenario, a different kind: the table compares the pinned %2 report with "
+               "the current %2 scenario.")
+                .arg(serving ? tr("training") : tr("serving"), kind);
+  compare_view_->show_reports(pinned_report_, current, kind, note);
 }
 
 bool MainWindow::open_calibration(const QString& path) {
@@ -539,11 +606,45 @@ bool MainWindow::open_calibration(const QString& path) {
     sys.gpu = io::load_gpu(io::gpu_preset_ids().front());
   }
   const CalibrationOutcome out = load_calibration(path.toStdString(), sys);
-  calibration_view_->show_outcome(path, out);
+  const bool was_used = calibration_in_use() != nullptr;
+  calibration_ = out.profile;
+  calibration_view_->show_outcome(path, out);  // a profile that did not read clears "use"
+  // The profile in use changed (or went): every result follows.
+  if (was_used && calibration_view_->use_for_predictions()) on_calibration_toggled();
   views_->setCurrentWidget(calibration_view_);
   const QString name = QFileInfo(path).fileName();
   statusBar()->showMessage(out.ok() ? tr("Profile %1 loaded").arg(name) : tr("Could not read %1").arg(name), 5000);
   return out.ok();
+}
+
+const CalibrationProfile* MainWindow::calibration_in_use() const {
+  return calibration_ && calibration_view_->use_for_predictions() ? calibration_.get() : nullptr;
+}
+
+void MainWindow::set_use_calibration(bool use) {
+  calibration_view_->set_use_for_predictions(use);
+}
+
+void MainWindow::on_calibration_toggled() {
+  const CalibrationProfile* cal = calibration_in_use();
+  calibration_label_->setText(cal ? tr("calibrated: %1").arg(QString::fromStdString(cal->name)) : QString());
+  if (cal) {
+    try {
+      const GpuSpec gpu = io::scenario_from_json(panel_->document(panel_->kind()), base_dir_).system.gpu;
+      if (!io::profile_matches(*cal, gpu))
+        statusBar()->showMessage(tr("Profile %1 was measured on %2, not %3: the default model answers")
+                                     .arg(QString::fromStdString(cal->name), QString::fromStdString(cal->gpu),
+                                          QString::fromStdString(gpu.id)),
+                                 8000);
+    } catch (const std::exception&) {
+      // The input has problems: the editor lists them.
+    }
+  }
+  // Every result of the old cost model is stale: the serving results as after an edit.
+  on_document_changed(ScenarioKind::inference);
+  ++search_generation_;
+  search_view_->show_idle(tr("The cost model changed: press Search to run again."));
+  evaluate_training_now();
 }
 
 void MainWindow::open_dialog() {
@@ -605,7 +706,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   settings.setValue("geometry", saveGeometry());
   settings.setValue("window_state", saveState());
   cancel_serving();
-  ++qps_generation_;
+  cancel_qps();
   ++search_generation_;
   ++validation_generation_;
   ++timeline_generation_;

@@ -4,16 +4,20 @@
 
 #include <QMainWindow>
 #include <QString>
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "capsim/core/calibration.hpp"
 #include "capsim/core/scenario.hpp"
 #include "capsim/core/search.hpp"
 #include "scenario_panel.hpp"
 
 class QGraphicsView;
+class QLabel;
 class QMenu;
 class QStackedWidget;
 class QTabWidget;
@@ -45,7 +49,7 @@ class MainWindow : public QMainWindow {
   /// The serving results.
   ServingView* serving_view() const { return serving_view_; }
 
-  /// The pinned training report against the current one.
+  /// The pinned report against the current one of its kind.
   CompareView* compare_view() const { return compare_view_; }
   /// The calibration profile against the default model.
   CalibrationView* calibration_view() const { return calibration_view_; }
@@ -79,11 +83,15 @@ class MainWindow : public QMainWindow {
   QString current_report() const;
   /// Start a serving run of the current serving document now (stale runs are dropped).
   void run_serving_now();
-  /// Stop waiting for the serving run in flight; its result is dropped when it arrives.
+  /// Stop the serving run in flight (it ends before its next simulated replication; its
+  /// result, if any, is dropped).
   void cancel_serving();
   /// Find the serving deployment's highest rate within the SLA set in the serving view and
   /// the P99 latencies around it, on a worker thread (a run in flight is dropped).
   void run_qps_now();
+  /// Stop the latency-vs-QPS run in flight (before its next simulated run) and show that
+  /// it was cancelled.
+  void cancel_qps();
   /// Search the training scenario's layouts on a worker thread (as `capsim search`).
   void run_search_now();
   /// Stop waiting for the search in flight; its result is dropped when it arrives.
@@ -97,15 +105,23 @@ class MainWindow : public QMainWindow {
   /// Predict the cases of `files` (data/validation/*.json when empty) on a worker thread;
   /// a run in flight is dropped.
   void run_validation_now(const QStringList& files = {});
-  /// Keep the current training report to compare later edits against; false when there
-  /// is none (the input has problems).
+  /// Keep the front scenario's current report (training, or serving once its run is shown)
+  /// to compare later edits against; false when there is none (the input has problems or
+  /// the serving run is not finished).
   bool pin_report();
+  /// The kind of the pinned report (meaningful while one is pinned).
+  ScenarioKind pinned_kind() const { return pinned_kind_; }
   /// Drop the pinned report.
   void unpin_report();
   /// Show the calibration profile at `path` against the default model of the training
   /// scenario's system; a profile that does not read shows the command line's message.
-  /// True when it read.
+  /// True when it read. A profile that reads replaces the one in use for predictions.
   bool open_calibration(const QString& path);
+  /// Use the loaded calibration profile for training and serving predictions (as the
+  /// CLI's `--calibration FILE`) or the default cost model; ignored while none is loaded.
+  void set_use_calibration(bool use);
+  /// The profile predictions use; null when they use the default cost model.
+  const CalibrationProfile* calibration_in_use() const;
   /// The recent files list, newest first.
   QStringList recent_files() const;
 
@@ -134,6 +150,7 @@ class MainWindow : public QMainWindow {
   void on_document_changed(ScenarioKind kind);
   void on_kind_changed(ScenarioKind kind);
   void update_title();
+  void refresh_compare();
   void open_dialog();
   void save();
   void save_as();
@@ -141,6 +158,7 @@ class MainWindow : public QMainWindow {
   void export_csv_dialog();
   void export_chart_dialog(bool svg);
   void open_calibration_dialog();
+  void on_calibration_toggled();
 
   ScenarioPanel* panel_ = nullptr;
   TrainingView* training_view_ = nullptr;
@@ -154,16 +172,24 @@ class MainWindow : public QMainWindow {
   QTabWidget* views_ = nullptr;
   QMenu* recent_menu_ = nullptr;
   QTimer* serving_timer_ = nullptr;
+  QLabel* calibration_label_ = nullptr;
+  /// The calibration profile last read; null while none is.
+  std::shared_ptr<const CalibrationProfile> calibration_;
   std::filesystem::path base_dir_;
   QString training_path_, serving_path_;
   std::string training_report_, serving_report_;
-  /// The pinned training report; empty while none is pinned.
+  /// The pinned report; empty while none is pinned.
   std::string pinned_report_;
+  ScenarioKind pinned_kind_ = ScenarioKind::training;
   /// Bumped by every serving edit, run and cancel; a finished run shows only if its
   /// generation is still current.
   uint64_t generation_ = 0;
   bool serving_dirty_ = true;
   uint64_t qps_generation_ = 0;
+  /// The flags the serving and latency-vs-QPS runs in flight read; set to stop them.
+  std::shared_ptr<std::atomic<bool>> serving_stop_, qps_stop_;
+  /// Set the flag of the run in flight (if any) and give the next run a fresh one.
+  static std::shared_ptr<std::atomic<bool>> restart_flag(std::shared_ptr<std::atomic<bool>>& flag);
   uint64_t validation_generation_ = 0, search_generation_ = 0, timeline_generation_ = 0;
   /// The shown timeline's trace; empty while there is none.
   std::string timeline_trace_;

@@ -86,10 +86,13 @@ SearchView::SearchView(QWidget* parent) : QWidget(parent) {
 
   chart_ = new QChart;
   chart_->setTitle(tr("Tokens/s against GPUs"));
-  chart_->legend()->setAlignment(Qt::AlignBottom);
+  // The legend on the right and thin margins leave the plot its height in an 800-pixel window
+  // (a bottom legend, the title and the axis titles took most of it).
+  chart_->legend()->setAlignment(Qt::AlignRight);
+  chart_->setMargins(QMargins(4, 4, 4, 4));
   auto* view = new QChartView(chart_);
   view->setRenderHint(QPainter::Antialiasing);
-  view->setMinimumHeight(220);
+  view->setMinimumHeight(300);
 
   table_ = new QTableWidget(0, static_cast<int>(kHeaders.size()));
   table_->setObjectName(QStringLiteral("search_table"));
@@ -105,8 +108,10 @@ SearchView::SearchView(QWidget* parent) : QWidget(parent) {
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(table_);
   split->addWidget(view);
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 2);
+  split->setChildrenCollapsible(false);
+  table_->setMinimumHeight(150);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
   layout->addWidget(split, 1);
 
   connect(run_, &QPushButton::clicked, this, &SearchView::run_requested);
@@ -240,10 +245,12 @@ void SearchView::show_outcome(const SearchOutcome& out) {
   auto* x = new QValueAxis;
   x->setTitleText(tr("GPUs"));
   x->setRange(0, max_gpus * 1.1);
+  x->applyNiceNumbers();
   x->setLabelFormat(QStringLiteral("%d"));
   auto* y = new QValueAxis;
   y->setTitleText(tr("tokens/s"));
   y->setRange(0, max_tps * 1.1);
+  y->applyNiceNumbers();
   y->setLabelFormat(QStringLiteral("%.0f"));
   chart_->addAxis(x, Qt::AlignBottom);
   chart_->addAxis(y, Qt::AlignLeft);

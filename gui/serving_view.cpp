@@ -99,11 +99,16 @@ ServingView::ServingView(QWidget* parent) : QWidget(parent) {
   qps_run_->setToolTip(tr("Find the highest Poisson rate within the SLA (capsim infer --max-qps) and the P99 "
                           "latencies around it (F6)"));
   qps_run_->setShortcut(QKeySequence(Qt::Key_F6));
+  qps_cancel_ = new QPushButton(tr("Cancel"));
+  qps_cancel_->setObjectName(QStringLiteral("qps_cancel"));
+  qps_cancel_->setToolTip(tr("Stop the latency-vs-QPS run"));
+  qps_cancel_->setEnabled(false);
   qps_bar->addWidget(new QLabel(tr("SLA: TTFT p99")));
   qps_bar->addWidget(ttft_sla_);
   qps_bar->addWidget(new QLabel(tr("TPOT p99")));
   qps_bar->addWidget(tpot_sla_);
   qps_bar->addWidget(qps_run_);
+  qps_bar->addWidget(qps_cancel_);
   qps_bar->addStretch(1);
   qps_chart_ = new QChart;
   qps_chart_->setTitle(tr("P99 latency against arrival rate"));
@@ -124,6 +129,7 @@ ServingView::ServingView(QWidget* parent) : QWidget(parent) {
   connect(run_, &QPushButton::clicked, this, &ServingView::run_requested);
   connect(cancel_, &QPushButton::clicked, this, &ServingView::cancel_requested);
   connect(qps_run_, &QPushButton::clicked, this, &ServingView::qps_requested);
+  connect(qps_cancel_, &QPushButton::clicked, this, &ServingView::qps_cancel_requested);
   show_idle(tr("no result yet"));
   show_qps_idle(tr("Press Latency vs QPS (F6) to find the highest rate within the SLA."));
 }
@@ -217,18 +223,21 @@ void ServingView::set_sla(const ServingSla& sla) {
 
 void ServingView::show_qps_running() {
   qps_run_->setEnabled(false);
+  qps_cancel_->setEnabled(true);
   clear_chart(qps_chart_);
   qps_status_->setText(tr("Searching for the highest rate within the SLA ..."));
 }
 
 void ServingView::show_qps_idle(const QString& why) {
   qps_run_->setEnabled(true);
+  qps_cancel_->setEnabled(false);
   clear_chart(qps_chart_);
   qps_status_->setText(why);
 }
 
 void ServingView::show_qps(const QpsCurve& curve) {
   qps_run_->setEnabled(true);
+  qps_cancel_->setEnabled(false);
   clear_chart(qps_chart_);
   if (!curve.internal_error.empty()) {
     qps_status_->setText(tr("Internal error: %1").arg(QString::fromStdString(curve.internal_error)));
@@ -336,6 +345,10 @@ QString ServingView::qps_status() const {
 
 bool ServingView::qps_running() const {
   return !qps_run_->isEnabled();
+}
+
+void ServingView::click_qps_cancel() {
+  qps_cancel_->click();
 }
 
 double ServingView::cell(const QString& metric, const QString& column) const {

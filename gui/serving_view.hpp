@@ -60,14 +60,18 @@ class ServingView : public QWidget {
   QString qps_status() const;
   /// Whether a latency-vs-QPS run is shown as in flight.
   bool qps_running() const;
+  /// Press the latency-vs-QPS run's Cancel button (as a user would).
+  void click_qps_cancel();
 
  signals:
   /// The user asked for a latency-vs-QPS run.
   void qps_requested();
   /// The user asked for a run now.
   void run_requested();
-  /// The user asked to stop waiting for the run in flight.
+  /// The user asked to stop the run in flight.
   void cancel_requested();
+  /// The user asked to stop the latency-vs-QPS run in flight.
+  void qps_cancel_requested();
 
  private:
   void clear_figures();
@@ -80,6 +84,7 @@ class ServingView : public QWidget {
   QChart* qps_chart_ = nullptr;
   QLabel* qps_status_ = nullptr;
   QPushButton* qps_run_ = nullptr;
+  QPushButton* qps_cancel_ = nullptr;
   QDoubleSpinBox* ttft_sla_ = nullptr;
   QDoubleSpinBox* tpot_sla_ = nullptr;
 };

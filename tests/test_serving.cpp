@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "capsim/core/serving.hpp"
@@ -221,6 +222,25 @@ class FixedCollectives final : public CostModel {
 // Tensor-parallel all-reduces inside a node take the faster of NCCL and the engine's own
 // kernel (H100: 13.2 us + 16.4 us/MiB); a GPU without that measurement, or a group that
 // spans nodes, uses NCCL.
+// A set cancel flag stops the replicated runs and the capacity search before their next
+// simulated run; a clear flag changes nothing.
+TEST(Serving, CancelFlagStopsRunsAndSearches) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::poisson);
+  s.inference->workload.num_requests = 100;
+  const hw::RooflineCostModel cost(s.system);
+  std::atomic<bool> cancel{false};
+  const std::vector<ServingResult> with_flag = simulate_serving_runs(s, cost, 7, false, &cancel);
+  const std::vector<ServingResult> without = simulate_serving_runs(s, cost, 7);
+  ASSERT_EQ(with_flag.size(), without.size());
+  EXPECT_EQ(p99_latencies(with_flag), p99_latencies(without));
+  const ServingSla sla;
+  EXPECT_EQ(max_qps(s, cost, sla, 7, nullptr, &cancel), max_qps(s, cost, sla, 7));
+  cancel = true;
+  EXPECT_THROW(simulate_serving_runs(s, cost, 7, false, &cancel), ServingCancelled);
+  EXPECT_THROW(meets_sla(s, cost, sla, 7, &cancel), ServingCancelled);
+  EXPECT_THROW(max_qps(s, cost, sla, 7, nullptr, &cancel), ServingCancelled);
+}
+
 TEST(Serving, TensorParallelAllReduceTakesTheFasterKernel) {
   Scenario s = serving_scenario("llama3-70b", "h100-sxm5-80gb", 8, ServingWorkload::Mode::offline);
   IterationBatch b;

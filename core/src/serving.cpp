@@ -53,6 +53,10 @@ int64_t serving_replications(const ServingWorkload& w) {
 
 namespace {
 
+void stop_if_cancelled(const std::atomic<bool>* cancel) {
+  if (cancel && cancel->load(std::memory_order_relaxed)) throw ServingCancelled();
+}
+
 /// The scenario with the choices a first run made for "auto" (max_num_seqs, ep) written in,
 /// so that every replication runs the same engine.
 Scenario with_choices_of(const Scenario& s, const ServingResult& first) {
@@ -65,29 +69,37 @@ Scenario with_choices_of(const Scenario& s, const ServingResult& first) {
 
 }  // namespace
 
-std::vector<ServingResult> simulate_serving_runs(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline) {
+std::vector<ServingResult> simulate_serving_runs(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
+                                                 const std::atomic<bool>* cancel) {
   if (!s.inference) throw std::logic_error("simulate_serving_runs needs an inference plan");
   const int64_t n = serving_replications(s.inference->workload);
   std::vector<ServingResult> runs;
+  stop_if_cancelled(cancel);
   runs.push_back(simulate_serving(s, cost, seed, record_timeline));
   // Every run uses the engine the first one resolved ("auto" knobs are chosen once).
   const Scenario same = with_choices_of(s, runs.front());
-  for (int64_t i = 1; i < n; ++i) runs.push_back(simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false));
+  for (int64_t i = 1; i < n; ++i) {
+    stop_if_cancelled(cancel);
+    runs.push_back(simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false));
+  }
   return runs;
 }
 
-bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed) {
+bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed,
+               const std::atomic<bool>* cancel) {
   // The same decision as comparing the medians over all runs of simulate_serving_runs()
   // with the SLA, stopping as soon as the remaining runs cannot change it: once more than
   // half of the runs fall on one side of a bound, both middle values (and so the median)
   // do too. Only an even split needs the middle values themselves.
   const int64_t n = serving_replications(s.inference->workload);
   const int64_t majority = n / 2 + 1;
+  stop_if_cancelled(cancel);
   ServingResult first = simulate_serving(s, cost, seed, false);
   const Scenario same = with_choices_of(s, first);
   std::vector<double> ttft, tpot;
   int64_t ttft_ok = 0, tpot_ok = 0;
   for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) stop_if_cancelled(cancel);
     const auto [a, b] = p99_latencies(i == 0 ? first : simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false));
     ttft.push_back(a);
     tpot.push_back(b);
@@ -101,13 +113,14 @@ bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, 
   return percentile(ttft, 0.5) <= sla.ttft_p99_ms && percentile(tpot, 0.5) <= sla.tpot_p99_ms;
 }
 
-double max_qps(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed, ProgressCounter* progress) {
+double max_qps(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed, ProgressCounter* progress,
+               const std::atomic<bool>* cancel) {
   Scenario probe = s;
   probe.inference->workload.mode = ServingWorkload::Mode::poisson;
   int64_t probes = 0;
   auto meets = [&](double qps) {
     probe.inference->workload.qps = qps;
-    const bool ok = meets_sla(probe, cost, sla, seed);
+    const bool ok = meets_sla(probe, cost, sla, seed, cancel);
     ++probes;
     progress_add(progress);
     return ok;

@@ -3,6 +3,7 @@
 
 #include <QComboBox>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QGraphicsView>
 #include <QImage>
 #include <QProcess>
@@ -11,6 +12,7 @@
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QThreadPool>
 #include <QWheelEvent>
 #include <QtTest>
 #include <nlohmann/json.hpp>
@@ -238,6 +240,63 @@ class GuiTest : public QObject {
     QCOMPARE(w.compare_view()->rows(), 0);
   }
 
+  /// Pin a serving report, change tp: the compare rows are the two library reports' numbers;
+  /// the editor showing training says the kinds differ and still compares serving.
+  void compare_shows_pinned_and_current_serving_reports() {
+    gui::MainWindow w;
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(40);
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(done.wait(120000));
+    const json before_doc = w.panel()->document(gui::ScenarioKind::inference);
+    QVERIFY(w.pin_report());
+    QCOMPARE(w.pinned_kind(), gui::ScenarioKind::inference);
+    QCOMPARE(w.compare_view()->shown_rows(), 0);
+    QVERIFY2(w.compare_view()->status().contains(QStringLiteral("serving")), qPrintable(w.compare_view()->status()));
+    field<QSpinBox>(w, "/inference/tp")->setValue(2);
+    QVERIFY(done.wait(120000));
+    auto library_report = [](const json& doc) {
+      const Scenario s = gui::read_serving_document(doc, {});
+      const io::CostModels costs(s.system, nullptr);
+      return io::serving_report(s, simulate_serving_runs(s, costs.get(), gui::kDefaultSeed, true));
+    };
+    const json before = library_report(before_doc);
+    const json after = library_report(w.panel()->document(gui::ScenarioKind::inference));
+    QCOMPARE(w.current_report().toStdString(), io::dump(after));
+    int compared = 0;
+    for (const char* key : {"ttft_p99_ms", "tpot_p50_ms", "itl_p90_ms", "e2e_mean_ms", "throughput_tokens_per_s",
+                            "goodput_requests_per_s", "requests_per_s"}) {
+      const QString k = QStringLiteral("metrics.") + QString::fromUtf8(key);
+      const std::optional<gui::CompareRow> row = w.compare_view()->row(k);
+      QVERIFY2(row, qPrintable(k));
+      QCOMPARE(row->pinned, before["metrics"][key].get<double>());
+      QCOMPARE(row->current, after["metrics"][key].get<double>());
+      QCOMPARE(row->difference, row->current - row->pinned);
+      ++compared;
+    }
+    QCOMPARE(compared, 7);
+    const std::optional<gui::CompareRow> kv = w.compare_view()->row(QStringLiteral("run.peak_kv_utilization"));
+    QVERIFY(kv);
+    QCOMPARE(kv->pinned, before["run"]["peak_kv_utilization"].get<double>());
+    QCOMPARE(kv->current, after["run"]["peak_kv_utilization"].get<double>());
+    const std::optional<gui::CompareRow> tp = w.compare_view()->row(QStringLiteral("layout.tp"));
+    QVERIFY(tp && tp->differs);
+    QCOMPARE(tp->pinned, 1.0);
+    QCOMPARE(tp->current, 2.0);
+    QVERIFY(!w.compare_view()->status().contains(QStringLiteral("different kind")));
+    // The editor on training: the serving pin still compares with the serving report, and says so.
+    w.panel()->set_kind(gui::ScenarioKind::training);
+    QVERIFY2(w.compare_view()->status().contains(QStringLiteral("different kind")), qPrintable(w.compare_view()->status()));
+    QCOMPARE(w.compare_view()->row(QStringLiteral("metrics.ttft_p99_ms"))->current,
+             after["metrics"]["ttft_p99_ms"].get<double>());
+    QVERIFY(!w.compare_view()->row(QStringLiteral("time.step_s")));
+    // Pinning on the training side replaces it with a training pin.
+    QVERIFY(w.pin_report());
+    QCOMPARE(w.pinned_kind(), gui::ScenarioKind::training);
+    QVERIFY(w.compare_view()->row(QStringLiteral("time.step_s")));
+    QVERIFY(!w.compare_view()->row(QStringLiteral("metrics.ttft_p99_ms")));
+  }
+
   /// A profile's GEMM efficiencies and collective bus bandwidths against the default model
   /// of the training scenario's system; a profile that does not read shows the CLI's message.
   void calibration_view_charts_a_profile_and_a_bad_ones_error() {
@@ -300,6 +359,67 @@ class GuiTest : public QObject {
     QVERIFY(!w.open_calibration(garbage));
     const CliRun cli2 = run_cli({QStringLiteral("calibrate"), QStringLiteral("show"), garbage});
     QCOMPARE(QStringLiteral("capsim: ") + w.calibration_view()->error() + QStringLiteral("\n"), cli2.err);
+  }
+
+  /// "Use this profile for predictions": the training and serving reports are the CLI's
+  /// with --calibration, byte for byte, and the library's with the calibrated cost model.
+  void calibration_profile_applies_to_predictions() {
+    const QString profile = QStringLiteral(CAPSIM_SOURCE_DIR "/gui/tests/data/sample-profile.json");
+    gui::MainWindow w;
+    const QString plain = w.current_report();
+    QVERIFY(!plain.isEmpty());
+    QVERIFY(!w.calibration_in_use());
+    w.set_use_calibration(true);  // no profile yet: nothing to use
+    QVERIFY(!w.calibration_in_use());
+    QVERIFY(w.open_calibration(profile));
+    QCOMPARE(w.current_report(), plain);  // reading a profile alone changes nothing
+    w.set_use_calibration(true);
+    QVERIFY(w.calibration_in_use());
+    QVERIFY(w.calibration_view()->use_for_predictions());
+
+    const CalibrationProfile p = io::read_profile(profile.toStdString());
+    const Scenario s = io::scenario_from_json(w.panel()->document(gui::ScenarioKind::training));
+    const io::CostModels costs(s.system, &p);
+    QVERIFY(costs.calibrated());
+    json expected = io::analytical_train_report(s, evaluate_training(s, &costs.get()));
+    QVERIFY(io::add_calibration(expected, p, &s.system.gpu));
+    QVERIFY(expected["calibration"]["applied"].get<bool>());
+    QTemporaryDir dir;
+    const QString exported = dir.filePath(QStringLiteral("train-report.json"));
+    QVERIFY(w.export_report(exported));
+    QFile f(exported);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray bytes = f.readAll();
+    QCOMPARE(bytes.toStdString(), io::dump(expected));
+    QVERIFY(w.current_report() != plain);
+    const json calibrated = json::parse(bytes.toStdString());
+    QVERIFY(calibrated["time"]["step_s"] != json::parse(plain.toStdString())["time"]["step_s"]);
+    // The command line on the same scenario file, with --calibration, prints the same bytes.
+    const QString train_file = dir.filePath(QStringLiteral("train.json"));
+    QVERIFY(w.save_file(train_file));
+    const CliRun train = run_cli({QStringLiteral("train"), train_file, QStringLiteral("--calibration"), profile,
+                                  QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(train.code, 0);
+    QCOMPARE(train.out, QString::fromUtf8(bytes));
+
+    // Serving: the report `capsim infer --calibration` prints.
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(40);
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(done.wait(120000));
+    const QString serve_file = dir.filePath(QStringLiteral("serve.json"));
+    QVERIFY(w.save_file(serve_file));
+    const CliRun infer = run_cli({QStringLiteral("infer"), serve_file, QStringLiteral("--calibration"), profile,
+                                  QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(infer.code, 0);
+    QCOMPARE(w.current_report(), infer.out);
+    QVERIFY(json::parse(w.current_report().toStdString()).contains("calibration"));
+
+    // Cleared: the default model again.
+    w.set_use_calibration(false);
+    QVERIFY(!w.calibration_in_use());
+    w.panel()->set_kind(gui::ScenarioKind::training);
+    QCOMPARE(w.current_report(), plain);
   }
 
   /// Latency against load: the curve, the SLA lines and the max-QPS mark are the library's.
@@ -378,6 +498,41 @@ class GuiTest : public QObject {
     field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(30);
     QVERIFY(done.wait(120000));
     QCOMPARE(done.count(), 1);
+    QVERIFY(w.current_report().contains(QStringLiteral("\"requests\": 30")));
+  }
+
+  /// Cancel stops the latency-vs-QPS run and the serving run themselves: the worker threads
+  /// end within a short time, the view says cancelled, and no late result shows.
+  void cancel_stops_serving_and_qps_runs() {
+    gui::MainWindow w;
+    // 20,000 requests a run: the search and the run take many seconds, one run a fraction.
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(20000);
+    QSignalSpy qps(&w, &gui::MainWindow::qps_finished);
+    QSignalSpy served(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);  // starts a serving run
+    w.run_qps_now();
+    QVERIFY(w.serving_view()->qps_running());
+    QTest::qWait(300);  // into the search
+    QVERIFY(w.serving_view()->qps_running());
+    QVERIFY(w.serving_view()->running());
+    w.serving_view()->click_qps_cancel();
+    w.cancel_serving();
+    QVERIFY(!w.serving_view()->qps_running());
+    QVERIFY(!w.serving_view()->running());
+    QVERIFY2(w.serving_view()->qps_status().contains(QStringLiteral("cancelled")), qPrintable(w.serving_view()->qps_status()));
+    QVERIFY2(w.serving_view()->status().contains(QStringLiteral("ancelled")), qPrintable(w.serving_view()->status()));
+    QElapsedTimer t;
+    t.start();
+    QVERIFY(QThreadPool::globalInstance()->waitForDone(5000));  // the work itself stopped
+    qInfo("workers ended %lld ms after the cancel", static_cast<long long>(t.elapsed()));
+    QTest::qWait(200);  // the finished watchers are delivered, and dropped
+    QCOMPARE(qps.count(), 0);
+    QCOMPARE(served.count(), 0);
+    QVERIFY(w.serving_view()->qps_points(QStringLiteral("TTFT p99")).empty());
+    QVERIFY(w.current_report().isEmpty());
+    // A run after the cancel finishes normally.
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(30);
+    QVERIFY(served.wait(120000));
     QVERIFY(w.current_report().contains(QStringLiteral("\"requests\": 30")));
   }
 
@@ -617,6 +772,15 @@ class GuiTest : public QObject {
     QVERIFY(qps.wait(240000));
     QTest::qWait(200);
     QVERIFY(w.grab().save(out + QStringLiteral("/gui-serving.png")));
+    // A serving pin against tp 2.
+    QVERIFY(w.pin_report());
+    field<QSpinBox>(w, "/inference/tp")->setValue(2);
+    QVERIFY(done.wait(120000));
+    w.views()->setCurrentWidget(w.compare_view());
+    QTest::qWait(200);
+    QVERIFY(w.grab().save(out + QStringLiteral("/gui-compare-serving.png")));
+    w.unpin_report();
+    field<QSpinBox>(w, "/inference/tp")->setValue(1);
 
     QSignalSpy validated(&w, &gui::MainWindow::validation_finished);
     w.views()->setCurrentWidget(w.validation_view());

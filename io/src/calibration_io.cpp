@@ -676,4 +676,12 @@ nlohmann::json calibration_json(const CalibrationProfile& p) {
   return {{"profile", p.name}, {"gpu", p.gpu}, {"supplies", p.supplies()}};
 }
 
+bool add_calibration(nlohmann::json& report, const CalibrationProfile& p, const GpuSpec* gpu) {
+  report["calibration"] = calibration_json(p);
+  if (!gpu) return true;
+  const bool used = profile_matches(p, *gpu);
+  report["calibration"]["applied"] = used;
+  return used;
+}
+
 }  // namespace capsim::io

@@ -4,6 +4,7 @@
 /// scheduler (continuous batching, chunked prefill, paged KV blocks, preemption by
 /// recompute) that turns a workload into per-request latencies.
 
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -142,10 +143,19 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
 /// One run when nothing is random (a trace, or offline / closed-loop with fixed lengths).
 int64_t serving_replications(const ServingWorkload& w);
 
+/// Thrown by the serving searches and replicated runs when their `cancel` flag is set: the
+/// work stopped between two simulated runs and there is no result.
+class ServingCancelled : public std::runtime_error {
+ public:
+  ServingCancelled() : std::runtime_error("cancelled") {}
+};
+
 /// The runs of serving_replications(): seeds seed, seed + 1, ...; the first records the
-/// timeline when asked.
+/// timeline when asked. With `cancel`, the flag is read before each run; once it is set
+/// ServingCancelled is thrown.
 std::vector<ServingResult> simulate_serving_runs(const Scenario& s, const CostModel& cost, uint64_t seed = 20261129,
-                                                 bool record_timeline = false);
+                                                 bool record_timeline = false,
+                                                 const std::atomic<bool>* cancel = nullptr);
 
 /// Latency targets for capacity searches (milliseconds, P99).
 struct ServingSla {
@@ -159,15 +169,18 @@ std::pair<double, double> p99_latencies(const ServingResult& r);
 std::pair<double, double> p99_latencies(const std::vector<ServingResult>& runs);
 
 /// Whether the medians over simulate_serving_runs() of each run's P99 TTFT and TPOT meet
-/// the SLA; runs stop as soon as the rest cannot change the answer.
-bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed = 20261129);
+/// the SLA; runs stop as soon as the rest cannot change the answer. `cancel` as for
+/// simulate_serving_runs().
+bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed = 20261129,
+               const std::atomic<bool>* cancel = nullptr);
 
 /// The highest Poisson arrival rate (requests/s) at which the scenario's deployment meets
 /// the SLA, by doubling then bisection (latency grows with load); 0 when even a trickle
 /// misses it. `progress` counts the probes (each a meets_sla()) against an estimate of
-/// how many the search takes, exact once the doubling has bracketed the rate.
+/// how many the search takes, exact once the doubling has bracketed the rate. `cancel` as
+/// for simulate_serving_runs(), read before every simulated run.
 double max_qps(const Scenario& s, const CostModel& cost, const ServingSla& sla, uint64_t seed = 20261129,
-               ProgressCounter* progress = nullptr);
+               ProgressCounter* progress = nullptr, const std::atomic<bool>* cancel = nullptr);
 
 /// Linear-interpolated percentile (q in [0, 1]) of `v` (numpy's default).
 double percentile(std::vector<double> v, double q);

@@ -55,4 +55,9 @@ class CostModels {
 /// {"profile": name, "gpu": ..., "supplies": [efficiencies the profile replaces]} for reports.
 nlohmann::json calibration_json(const CalibrationProfile& p);
 
+/// Put the "calibration" block a command adds with `--calibration` into `report`:
+/// calibration_json(p), and "applied" (profile_matches) when `gpu` is given. False when the
+/// profile was measured on another GPU model (the default model answered), else true.
+bool add_calibration(nlohmann::json& report, const CalibrationProfile& p, const GpuSpec* gpu = nullptr);
+
 }  // namespace capsim::io
