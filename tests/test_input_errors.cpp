@@ -86,6 +86,24 @@ TEST(GoodScenario, Parses) {
   EXPECT_EQ(s.training->zero, 1);
 }
 
+// The FP8 recipe belongs to FP8 training; the moments and attention DP keys take only
+// their listed values.
+TEST(TrainingKeys, Fp8RecipeNeedsFp8AndMomentsAreListed) {
+  json doc = good_scenario();
+  doc["training"]["fp8_recipe"] = "blockwise";
+  doc["training"]["optimizer_moments"] = "fp16";
+  const auto issues = issues_of(doc);
+  ASSERT_EQ(issues.size(), 2u);
+  EXPECT_EQ(issues[0].pointer, "/training/optimizer_moments");
+  EXPECT_EQ(issues[1], (Issue{"/training/fp8_recipe", "\"blockwise\"", "applies only to precision \"fp8\"",
+                               "remove it or set training.precision to \"fp8\""}));
+  doc["training"]["precision"] = "fp8";
+  doc["training"]["optimizer_moments"] = "bf16";
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_TRUE(s.training->fp8_blockwise.value_or(false));
+  EXPECT_TRUE(s.training->bf16_moments);
+}
+
 // Rule: unknown keys are rejected, with the nearest valid key of that object as a hint.
 TEST(UnknownKey, TopLevel) {
   json doc = good_scenario();
