@@ -519,7 +519,7 @@ std::string rl_plan_table(const io::PlanRequest& req, const RlPlan& plan) {
   std::string out = fmt::format("plan: {} on {}: {} prompts x {} samples = {} iterations of {} prompts, within {} days\n",
                                 to_string(req.base.training->mode), req.base.model.name, req.rl_goal.prompts,
                                 rl.group_size, iterations, rl.prompts_per_step, req.rl_goal.deadline_days);
-  const std::string header = fmt::format("  {:<16} {:>5} {:<22} {:>5} {:>9} {:>7} {:>10} {:>12} {:<11} {:>10}  {}\n", "gpu", "gpus",
+  const std::string header = fmt::format("  {:<16} {:>5} {:<25} {:>5} {:>9} {:>7} {:>10} {:>12} {:<11} {:>10}  {}\n", "gpu", "gpus",
                                          "placement", "stale", "step s", "days", "GPU-hours", "cost USD", "bottleneck",
                                          "idle r/t", "train layout | rollout layout");
   auto row = [](const RlOption& o) {
@@ -528,7 +528,7 @@ std::string rl_plan_table(const io::PlanRequest& req, const RlPlan& plan) {
     const std::string placement = o.placement == RlSpec::Placement::split
                                       ? fmt::format("split {} roll + {} train", o.rollout_gpus, o.train_gpus)
                                       : std::string("colocated");
-    return fmt::format("  {:<16} {:>5} {:<22} {:>5} {:>9.1f} {:>7.2f} {:>10.0f} {:>12.2f} {:<11} {:>4.0f}%/{:>3.0f}%  "
+    return fmt::format("  {:<16} {:>5} {:<25} {:>5} {:>9.1f} {:>7.2f} {:>10.0f} {:>12.2f} {:<11} {:>4.0f}%/{:>3.0f}%  "
                        "tp {} pp {} dp {} cp {} zero {} mb {} {} | {} tp {} pp {} x {}{}\n",
                        o.gpu, o.num_gpus, placement, o.async_staleness, o.iteration.step_time_s, o.days, o.gpu_hours,
                        o.cost_usd, o.iteration.bottleneck, 100 * o.rollout_idle_share, 100 * o.train_idle_share, t.tp, t.pp,
