@@ -76,7 +76,7 @@ void read_rl_goal(const json& v, const json& doc, const fs::path& path, PlanRequ
   RlGoal& goal = req.rl_goal;
   const bool has_prompts = r.integer("prompts", goal.prompts, true);
   r.number("deadline_days", goal.deadline_days, true, 0);
-  if (r.has("deadline_days") && v["deadline_days"].is_number() && v["deadline_days"].get<double>() <= 0)
+  if (r.has("deadline_days") && v["deadline_days"].is_number() && v["deadline_days"].get<double>() == 0)
     issues.push_back({r.at("deadline_days"), brief(v["deadline_days"]), "must be a number > 0", {}});
   if (const json* g = r.get("gpu_counts")) {
     if (!g->is_array() || g->empty()) {
