@@ -195,11 +195,13 @@ RlPlan plan_rl(const Scenario& base, const std::vector<GpuOffer>& offers, const 
       std::vector<Pools> pools = {{RlSpec::Placement::colocated, n, n, "colocated"}};
       for (auto [num, den] : goal.rollout_shares) {
         const std::string name = "split " + fraction(num, den);
-        if ((n * num) % den != 0 || n * num / den < 1 || n * num / den >= n) {
+        // Shares in lowest terms: whole pools exactly when den divides n (no n * num overflow).
+        const int64_t rollout = n % den == 0 ? n / den * num : 0;
+        if (rollout < 1 || rollout >= n) {
           skip(name + ": " + std::to_string(n) + " GPUs have no whole rollout pool of " + fraction(num, den));
           continue;
         }
-        pools.push_back({RlSpec::Placement::split, n * num / den, n - n * num / den, name});
+        pools.push_back({RlSpec::Placement::split, rollout, n - rollout, name});
       }
       for (const Pools& pl : pools) {
         Scenario sc = base;
@@ -252,7 +254,7 @@ RlPlan plan_rl(const Scenario& base, const std::vector<GpuOffer>& offers, const 
 
   RlPlan out;
   const int64_t pps = std::max<int64_t>(1, rl.prompts_per_step);
-  const int64_t iterations = (goal.prompts + pps - 1) / pps;
+  const int64_t iterations = goal.prompts / pps + (goal.prompts % pps != 0 ? 1 : 0);
   for (const Job& job : jobs) {
     const GpuOffer& offer = offers[job.offer];
     const RlSpec& r = *job.sc.rl;

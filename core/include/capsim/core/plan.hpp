@@ -99,7 +99,8 @@ struct RlGoal {
   /// async_staleness values tried for split placements (the scenario's, or {0, 1} for
   /// "auto"); colocated placements are always on-policy (0).
   std::vector<int64_t> staleness = {0};
-  /// Split placements: the rollout pool's share of the cluster, as numerator/denominator.
+  /// Split placements: the rollout pool's share of the cluster, as numerator/denominator
+  /// in lowest terms.
   std::vector<std::pair<int64_t, int64_t>> rollout_shares = {{1, 4}, {1, 2}, {3, 4}};
 };
 
