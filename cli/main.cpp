@@ -507,6 +507,49 @@ int run_search(const SearchArgs& a) {
   return 0;
 }
 
+/// `capsim plan` with an RL goal: best per offer, every candidate, the skipped layouts.
+std::string rl_plan_table(const io::PlanRequest& req, const RlPlan& plan) {
+  const RlSpec& rl = *req.base.rl;
+  const int64_t iterations = req.rl_goal.prompts / std::max<int64_t>(1, rl.prompts_per_step);
+  std::string out = fmt::format("plan: {} on {}: {} prompts x {} samples = {} iterations of {} prompts, within {} days\n",
+                                to_string(req.base.training->mode), req.base.model.name, req.rl_goal.prompts,
+                                rl.group_size, iterations, rl.prompts_per_step, req.rl_goal.deadline_days);
+  const std::string header = fmt::format("  {:<16} {:>5} {:<25} {:>5} {:>9} {:>7} {:>10} {:>12} {:<11} {:>10}  {}\n", "gpu", "gpus",
+                                         "placement", "stale", "step s", "days", "GPU-hours", "cost USD", "bottleneck",
+                                         "idle r/t", "train layout | rollout layout");
+  auto row = [](const RlOption& o) {
+    const TrainingPlan& t = o.train_layout;
+    const InferencePlan& p = o.rollout_layout;
+    const std::string placement = o.placement == RlSpec::Placement::split
+                                      ? fmt::format("split {} roll + {} train", o.rollout_gpus, o.train_gpus)
+                                      : std::string("colocated");
+    return fmt::format("  {:<16} {:>5} {:<25} {:>5} {:>9.1f} {:>7.2f} {:>10.0f} {:>12.2f} {:<11} {:>4.0f}%/{:>3.0f}%  "
+                       "tp {} pp {} dp {} cp {} zero {} mb {} {} | {} tp {} pp {} x {}{}\n",
+                       o.gpu, o.num_gpus, placement, o.async_staleness, o.iteration.step_time_s, o.days, o.gpu_hours,
+                       o.cost_usd, o.iteration.bottleneck, 100 * o.rollout_idle_share, 100 * o.train_idle_share, t.tp, t.pp,
+                       t.dp, t.cp, t.zero.value_or(0), t.micro_batch.value_or(1),
+                       to_string(t.recompute.value_or(Recompute::none)), p.profile.id, p.tp, p.pp, p.replicas,
+                       o.feasible ? "" : "  (" + o.reason + ")");
+  };
+  if (plan.best.empty()) {
+    out += "  no candidate runs: every layout was skipped\n";
+  } else {
+    out += plan.best.front().feasible
+               ? "  best per offer, cheapest first:\n"
+               : fmt::format("  no offer meets the deadline of {} days; the quickest per offer:\n", req.rl_goal.deadline_days);
+    out += header;
+    for (const auto& o : plan.best) out += row(o);
+    out += fmt::format("  all {} candidates, those meeting the deadline first, cheapest first:\n", plan.candidates.size());
+    out += header;
+    for (const auto& o : plan.candidates) out += row(o);
+  }
+  if (!plan.skipped.empty()) {
+    out += "  skipped:\n";
+    for (const auto& s : plan.skipped) out += fmt::format("  {:>5} x {}\n", s.count, s.reason);
+  }
+  return out;
+}
+
 int run_plan(const std::string& file, const std::string& format, const std::string& out) {
   const io::PlanRequest req = io::load_plan(file);
   const CostModelFactory costs = [](const SystemSpec& s) -> std::unique_ptr<CostModel> {
@@ -514,8 +557,14 @@ int run_plan(const std::string& file, const std::string& format, const std::stri
   };
   json r;
   std::string table;
-  io::ProgressReporter progress("plan", req.training ? "cluster searches" : "deployments");
-  if (req.training) {
+  io::ProgressReporter progress("plan", req.rl ? "placements" : req.training ? "cluster searches" : "deployments");
+  if (req.rl) {
+    const RlPlan plan = plan_rl(req.base, req.offers, req.rl_goal, costs, std::max(1u, std::thread::hardware_concurrency()),
+                                progress.counter());
+    progress.finish();
+    r = io::rl_plan_json(req, plan);
+    table = rl_plan_table(req, plan);
+  } else if (req.training) {
     const auto options = plan_training(req.base, req.offers, req.train_goal, costs, std::max(1u, std::thread::hardware_concurrency()),
                                        progress.counter());
     progress.finish();
@@ -774,8 +823,8 @@ int main(int argc, char** argv) {
   merge->add_option("-o,--out", merge_out, "Merged rows file")->required();
 
   std::string plan_file, plan_format, plan_out;
-  auto* plan = app.add_subcommand("plan", "Cheapest cluster to train a token budget in time, or deployment to serve traffic within an SLA");
-  plan->add_option("file", plan_file, "Plan file (model, GPU offers with prices, training or serving goal)")->required()->check(CLI::ExistingFile);
+  auto* plan = app.add_subcommand("plan", "Cheapest cluster to train a token budget in time, deployment to serve traffic within an SLA, or cluster and placement to run RL post-training by a deadline");
+  plan->add_option("file", plan_file, "Plan file (model, GPU offers with prices, training, serving or rl goal)")->required()->check(CLI::ExistingFile);
   add_format(plan, plan_format);
   add_out(plan, plan_out);
 

@@ -205,6 +205,33 @@ capsim_cli_expect(NAME cli.plan.default_prices EXIT_CODE 0
   CMD plan ${CMAKE_CURRENT_SOURCE_DIR}/../examples/plan-serve-llama3-8b.json --format json
   STDOUT "\"usd_per_gpu_hour\": 4.916" "Amazon EC2 Capacity Blocks for ML pricing")
 set_tests_properties(cli.plan.no_default_price cli.plan.default_prices PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
+# Rule: an RL goal compares colocated against split pools; both appear in the report.
+capsim_cli_expect(NAME cli.plan.rl_example EXIT_CODE 0
+  CMD plan ${CMAKE_CURRENT_SOURCE_DIR}/../examples/plan-grpo-llama3-8b.json --format json
+  STDOUT "\"kind\": \"rl\"" "\"meets_goal\": true" "\"placement\": \"colocated\"" "\"placement\": \"split\""
+         "\"rollout_layout\": {" "\"train_layout\": {")
+# Rule: a deadline no cluster meets is an answer, not an error: the quickest per offer, exit 0.
+capsim_cli_expect(NAME cli.plan.rl_no_offer_meets EXIT_CODE 0
+  CMD plan ${capsim_scenarios}/plan-grpo-late.json --format table
+  STDOUT "no offer meets the deadline of 0.000694 days; the quickest per offer:" "past the deadline")
+# Rule: a bad rl goal names every problem at its pointer in the plan file, exit 1.
+capsim_cli_expect(NAME cli.plan.rl_bad_goal
+  CMD plan ${capsim_scenarios}/plan-grpo-bad.json
+  STDERR "capsim: 8 problems in the input:"
+         "  /rl/deadline_days: must be a number > 0 (got 0)"
+         "  /rl/gpu_counts/1: must be an integer >= 1 (got 0)"
+         "  /rl/training/dp: is chosen by the planner for each cluster (the training pool / (tp*pp*cp)) (got 8); remove it"
+         "  /rl/training/rl/placement: is chosen by the planner for each cluster (colocated, and split pools) (got \"split\"); remove it"
+         "  /rl/training/rl/gpus: is chosen by the planner for each cluster (colocated, and split pools) (got {\"rollout\":4,\"train\":4}); remove it"
+         "  /rl/training/rl/async_staleness: must be an integer >= 0 or \"auto\" (0 and 1 for split placements) (got \"sometimes\")"
+         "  /rl/training/rl/rollout/precison: unknown key; did you mean \"precision\"?"
+         "  /rl/prompts: must be a whole number of iterations: a multiple of training.rl.prompts_per_step (8) (got 100)")
+# Rule: the same plan twice gives byte-identical reports.
+add_test(NAME cli.plan.rl_twice_identical
+         COMMAND ${CMAKE_COMMAND} -DCAPSIM=$<TARGET_FILE:capsim> -DPLAN=${CMAKE_CURRENT_SOURCE_DIR}/../examples/plan-grpo-llama3-8b.json
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/plan-twice -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_twice.cmake)
+set_tests_properties(cli.plan.rl_example cli.plan.rl_no_offer_meets cli.plan.rl_bad_goal cli.plan.rl_twice_identical
+                     PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
 capsim_cli_expect(NAME cli.calibrate.import_a100 EXIT_CODE 0
   CMD calibrate import-nccl-tests ${capsim_logs}/a100-8gpu-nvlink-allreduce.txt -o ${CMAKE_CURRENT_BINARY_DIR}/a100-nccl.jsonl)
 capsim_cli_expect(NAME cli.calibrate.fit_a100 EXIT_CODE 0

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <map>
 
+#include "capsim/core/diagnostics.hpp"
 #include "capsim/core/layout.hpp"
 #include "capsim/core/memory.hpp"
 #include "capsim/core/parallel.hpp"
@@ -143,6 +146,171 @@ std::vector<ServingOption> plan_serving(const Scenario& base, const std::vector<
     if (a.feasible != b.feasible) return a.feasible;
     return a.usd_per_hour < b.usd_per_hour;
   });
+  return out;
+}
+
+namespace {
+
+std::string fraction(int64_t num, int64_t den) { return std::to_string(num) + "/" + std::to_string(den); }
+
+/// Orders candidates: meeting the deadline first; those by cost, then fewer GPUs, then
+/// faster; the rest quickest first.
+bool rl_better(const RlOption& a, const RlOption& b) {
+  if (a.feasible != b.feasible) return a.feasible;
+  if (!a.feasible) return a.hours < b.hours;
+  if (a.cost_usd != b.cost_usd) return a.cost_usd < b.cost_usd;
+  if (a.num_gpus != b.num_gpus) return a.num_gpus < b.num_gpus;
+  return a.hours < b.hours;
+}
+
+}  // namespace
+
+RlPlan plan_rl(const Scenario& base, const std::vector<GpuOffer>& offers, const RlGoal& goal,
+               const CostModelFactory& costs, unsigned threads, ProgressCounter* progress) {
+  // Enumerate the pool layouts first (the layout rules prune), then evaluate one iteration
+  // of each on worker threads, each job writing only its own slot.
+  struct Job {
+    size_t offer = 0;
+    Scenario sc;
+    std::vector<int64_t> staleness;  ///< each a candidate sharing this evaluation
+    RlIteration it;
+    std::string error;
+  };
+  std::vector<Job> jobs;
+  std::vector<std::string> skip_order;
+  std::map<std::string, int64_t> skip_count;
+  auto skip = [&](const std::string& reason) {
+    if (skip_count[reason]++ == 0) skip_order.push_back(reason);
+  };
+  const TrainingPlan& t = *base.training;
+  const RlSpec& rl = *base.rl;
+  for (size_t oi = 0; oi < offers.size(); ++oi) {
+    const GpuOffer& offer = offers[oi];
+    for (int64_t n : goal.gpu_counts) {
+      struct Pools {
+        RlSpec::Placement placement;
+        int64_t rollout, train;
+        std::string name;
+      };
+      std::vector<Pools> pools = {{RlSpec::Placement::colocated, n, n, "colocated"}};
+      for (auto [num, den] : goal.rollout_shares) {
+        const std::string name = "split " + fraction(num, den);
+        // Shares in lowest terms: whole pools exactly when den divides n (no n * num overflow).
+        const int64_t rollout = n % den == 0 ? n / den * num : 0;
+        if (rollout < 1 || rollout >= n) {
+          skip(name + ": " + std::to_string(n) + " GPUs have no whole rollout pool of " + fraction(num, den));
+          continue;
+        }
+        pools.push_back({RlSpec::Placement::split, rollout, n - rollout, name});
+      }
+      for (const Pools& pl : pools) {
+        Scenario sc = base;
+        sc.system = offer.system;
+        sc.system.num_gpus = n;
+        RlSpec& r = *sc.rl;
+        r.placement = pl.placement;
+        r.rollout_gpus = pl.rollout;
+        r.train_gpus = pl.train;
+        r.async_staleness = 0;
+        TrainingPlan& tr = *sc.training;
+        const int64_t model_parallel = std::max<int64_t>(1, t.tp * t.pp * t.cp);
+        tr.dp = pl.train / model_parallel;
+        // The same rules the scenario reader applies to an RL case: the update layout on
+        // the training pool, and the rollout engine's tp*pp dividing its pool.
+        Scenario trainer = sc;
+        trainer.system.num_gpus = pl.train;
+        const std::vector<Issue> issues = check_training_layout(trainer);
+        const std::string where = pl.name + " on " + std::to_string(n) + " GPUs: ";
+        if (!issues.empty()) {
+          skip(where + "training pool of " + std::to_string(pl.train) + " GPUs: " + format_issue(issues.front()));
+          continue;
+        }
+        const int64_t engine_gpus = r.rollout.tp * r.rollout.pp;
+        if (engine_gpus < 1 || pl.rollout % engine_gpus != 0) {
+          skip(where + "rollout pool of " + std::to_string(pl.rollout) + " GPUs: tp*pp = " + std::to_string(engine_gpus) +
+               " must divide gpus.rollout = " + std::to_string(pl.rollout));
+          continue;
+        }
+        Job job;
+        job.offer = oi;
+        job.sc = std::move(sc);
+        if (pl.placement == RlSpec::Placement::split) job.staleness = goal.staleness;
+        else job.staleness = {0};
+        jobs.push_back(std::move(job));
+      }
+    }
+  }
+  progress_total(progress, static_cast<int64_t>(jobs.size()));
+  parallel_for(jobs.size(), threads, [&](size_t i) {
+    Job& job = jobs[i];
+    try {
+      const auto cost = costs(job.sc.system);
+      job.it = evaluate_rl_iteration(job.sc, *cost);
+    } catch (const std::exception& e) {
+      job.error = e.what();
+    }
+    progress_add(progress);
+  });
+
+  RlPlan out;
+  const int64_t pps = std::max<int64_t>(1, rl.prompts_per_step);
+  const int64_t iterations = goal.prompts / pps + (goal.prompts % pps != 0 ? 1 : 0);
+  for (const Job& job : jobs) {
+    const GpuOffer& offer = offers[job.offer];
+    const RlSpec& r = *job.sc.rl;
+    const std::string where =
+        (r.placement == RlSpec::Placement::split
+             ? "split " + std::to_string(r.rollout_gpus) + " rollout + " + std::to_string(r.train_gpus) + " train"
+             : std::string("colocated")) +
+        " on " + std::to_string(job.sc.system.num_gpus) + " " + offer.system.gpu.id + ": ";
+    if (!job.error.empty() || !job.it.feasible) {
+      skip(where + (job.error.empty() ? job.it.fail_reason : job.error));
+      continue;
+    }
+    for (int64_t k : job.staleness) {
+      RlOption o;
+      o.offer = job.offer;
+      o.gpu = offer.system.gpu.id;
+      o.usd_per_gpu_hour = offer.usd_per_gpu_hour;
+      o.num_gpus = job.sc.system.num_gpus;
+      o.placement = r.placement;
+      o.rollout_gpus = r.rollout_gpus;
+      o.train_gpus = r.train_gpus;
+      o.async_staleness = k;
+      o.iteration = job.it;
+      RlSpec with = r;
+      with.async_staleness = k;
+      combine_rl_phases(o.iteration, with);
+      o.train_layout = o.iteration.update.plan;
+      o.rollout_layout = r.rollout;
+      o.rollout_layout.replicas = o.iteration.rollout_replicas;
+      o.iterations = iterations;
+      const RlIteration& it = o.iteration;
+      const double seconds = static_cast<double>(iterations) * it.step_time_s;
+      o.hours = seconds / 3600.0;
+      o.days = seconds / 86400.0;
+      o.gpu_hours = o.hours * static_cast<double>(o.num_gpus);
+      o.cost_usd = o.gpu_hours * o.usd_per_gpu_hour;
+      if (it.step_time_s > 0) {
+        const double all = it.generation_s + it.scoring_s + it.training_s + it.resharding_s;
+        const bool split = r.placement == RlSpec::Placement::split;
+        o.rollout_idle_share = std::max(0.0, 1.0 - (split ? it.generation_s + it.resharding_s : all) / it.step_time_s);
+        o.train_idle_share =
+            std::max(0.0, 1.0 - (split ? it.scoring_s + it.training_s + it.resharding_s : all) / it.step_time_s);
+      }
+      o.feasible = goal.deadline_days <= 0 || o.days <= goal.deadline_days;
+      if (!o.feasible) o.reason = "takes " + std::to_string(o.days) + " days, past the deadline";
+      out.candidates.push_back(std::move(o));
+    }
+  }
+  std::stable_sort(out.candidates.begin(), out.candidates.end(), rl_better);
+  for (size_t oi = 0; oi < offers.size(); ++oi) {
+    const auto it =
+        std::find_if(out.candidates.begin(), out.candidates.end(), [&](const RlOption& o) { return o.offer == oi; });
+    if (it != out.candidates.end()) out.best.push_back(*it);
+  }
+  std::stable_sort(out.best.begin(), out.best.end(), rl_better);
+  for (const std::string& reason : skip_order) out.skipped.push_back({reason, skip_count[reason]});
   return out;
 }
 

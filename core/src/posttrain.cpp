@@ -21,6 +21,12 @@ const ModelSpec& role_model(const RlModel& r, const ModelSpec& actor) {
   return r.kind == RlModel::Kind::other && r.config ? *r.config : actor;
 }
 
+/// A training evaluation's fail reason after "... does not fit: ", without saying it twice.
+std::string why_not(const std::string& reason) {
+  const std::string lead = "does not fit: ";
+  return reason.rfind(lead, 0) == 0 ? reason.substr(lead.size()) : reason;
+}
+
 bool has_network(const RlModel& r) { return r.kind == RlModel::Kind::actor || r.kind == RlModel::Kind::other; }
 
 /// The actor's (or critic's) update step: the case's layout on the training GPUs, trained
@@ -123,6 +129,25 @@ std::vector<int64_t> rl_response_lengths(const RlSpec& rl, int64_t n) {
   return out;
 }
 
+void combine_rl_phases(RlIteration& it, const RlSpec& rl) {
+  const bool overlapped = rl.placement == RlSpec::Placement::split && rl.async_staleness >= 1;
+  if (overlapped) {
+    const double trainer = it.scoring_s + it.training_s;
+    it.step_time_s = std::max(it.generation_s, trainer) + it.resharding_s;
+    it.bottleneck = it.generation_s >= trainer ? "generation" : it.scoring_s > it.training_s ? "scoring" : "training";
+  } else {
+    it.step_time_s = it.generation_s + it.scoring_s + it.training_s + it.resharding_s;
+    const std::pair<double, const char*> phases[] = {{it.generation_s, "generation"},
+                                                     {it.scoring_s, "scoring"},
+                                                     {it.training_s, "training"},
+                                                     {it.resharding_s, "resharding"}};
+    it.bottleneck = std::max_element(std::begin(phases), std::end(phases),
+                                     [](const auto& a, const auto& b) { return a.first < b.first; })
+                        ->second;
+  }
+  it.throughput_tokens_per_s = it.step_time_s > 0 ? it.tokens_per_step / it.step_time_s : 0;
+}
+
 RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
   const RlSpec& rl = *s.rl;
   RlIteration it;
@@ -140,7 +165,7 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
   it.update = update_step(s, s.model, it.train_seq_len, cost);
   if (!it.update.feasible || !it.update.step) {
     it.feasible = false;
-    it.fail_reason = "the actor's update step does not fit: " + it.update.fail_reason;
+    it.fail_reason = "the actor's update step does not fit: " + why_not(it.update.fail_reason);
     return it;
   }
   it.update_step_s = it.update.step->step_s;
@@ -150,7 +175,7 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
     const TrainEvaluation critic = update_step(s, role_model(rl.critic, s.model), it.train_seq_len, cost);
     if (!critic.feasible || !critic.step) {
       it.feasible = false;
-      it.fail_reason = "the critic's update step does not fit: " + critic.fail_reason;
+      it.fail_reason = "the critic's update step does not fit: " + why_not(critic.fail_reason);
       return it;
     }
     it.training_s += steps * critic.step->step_s;
@@ -194,22 +219,7 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
   const bool over_network = rl.placement == RlSpec::Placement::split;
   it.resharding_s = cost.p2p(Bytes(it.refit_bytes_per_gpu), over_network).value;
 
-  const bool overlapped = rl.placement == RlSpec::Placement::split && rl.async_staleness >= 1;
-  if (overlapped) {
-    const double trainer = it.scoring_s + it.training_s;
-    it.step_time_s = std::max(it.generation_s, trainer) + it.resharding_s;
-    it.bottleneck = it.generation_s >= trainer ? "generation" : it.scoring_s > it.training_s ? "scoring" : "training";
-  } else {
-    it.step_time_s = it.generation_s + it.scoring_s + it.training_s + it.resharding_s;
-    const std::pair<double, const char*> phases[] = {{it.generation_s, "generation"},
-                                                     {it.scoring_s, "scoring"},
-                                                     {it.training_s, "training"},
-                                                     {it.resharding_s, "resharding"}};
-    it.bottleneck = std::max_element(std::begin(phases), std::end(phases),
-                                     [](const auto& a, const auto& b) { return a.first < b.first; })
-                        ->second;
-  }
-  it.throughput_tokens_per_s = it.step_time_s > 0 ? it.tokens_per_step / it.step_time_s : 0;
+  combine_rl_phases(it, rl);
   return it;
 }
 

@@ -5,6 +5,7 @@
 
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
+#include "capsim/io/scenario_io.hpp"
 
 namespace capsim::io {
 
@@ -61,6 +62,110 @@ void read_length_spec(const json& v, const std::string& ptr, LengthDist& d, std:
   r.number("min", d.min, d.kind == LengthDist::Kind::uniform, 1);
   r.number("max", d.max, d.kind == LengthDist::Kind::uniform, 1);
   r.finish();
+}
+
+/// The `rl` goal: prompts, deadline, cluster sizes, and `training`, the actor's update
+/// layout and its `rl` block as in a ppo/grpo scenario, read by the scenario reader, less
+/// what the planner chooses per cluster (dp, rl.placement, rl.gpus).
+void read_rl_goal(const json& v, const json& doc, const fs::path& path, PlanRequest& req, std::vector<Issue>& issues) {
+  ObjectReader r(v, "/rl", issues);
+  if (!v.is_object()) {
+    issues.push_back({"/rl", brief(v), "must be an object", {}});
+    return;
+  }
+  RlGoal& goal = req.rl_goal;
+  const bool has_prompts = r.integer("prompts", goal.prompts, true);
+  r.number("deadline_days", goal.deadline_days, true, 0);
+  if (r.has("deadline_days") && v["deadline_days"].is_number() && v["deadline_days"].get<double>() == 0)
+    issues.push_back({r.at("deadline_days"), brief(v["deadline_days"]), "must be a number > 0", {}});
+  if (const json* g = r.get("gpu_counts")) {
+    if (!g->is_array() || g->empty()) {
+      issues.push_back({r.at("gpu_counts"), brief(*g), "must be a non-empty list of GPU counts", {}});
+    } else {
+      for (size_t i = 0; i < g->size(); ++i) {
+        if ((*g)[i].is_number_integer() && (*g)[i].get<int64_t>() >= 1) goal.gpu_counts.push_back((*g)[i].get<int64_t>());
+        else issues.push_back({r.at("gpu_counts") + "/" + std::to_string(i), brief((*g)[i]), "must be an integer >= 1", {}});
+      }
+    }
+  } else {
+    issues.push_back({r.at("gpu_counts"), "", "is required: a non-empty list of GPU counts", {}});
+  }
+  const json* t = r.get("training");
+  r.finish();
+  if (!t) {
+    issues.push_back({"/rl/training", "", "is required: the actor's update layout with mode \"grpo\" or \"ppo\" and its rl block", {}});
+    return;
+  }
+  if (!t->is_object()) {
+    issues.push_back({"/rl/training", brief(*t), "must be an object", {}});
+    return;
+  }
+  // The layout and rl block go through the scenario reader: a document with the plan's
+  // model and the first offer's GPU, the planner's keys filled with placeholders that
+  // pass its rules; its pointers are moved under /rl.
+  json training = *t;
+  const std::string chosen = "is chosen by the planner for each cluster";
+  if (training.contains("dp")) {
+    issues.push_back({"/rl/training/dp", brief(training["dp"]), chosen + " (the training pool / (tp*pp*cp))", "remove it"});
+    training.erase("dp");
+  }
+  std::string mode = training.contains("mode") && training["mode"].is_string() ? training["mode"].get<std::string>() : "";
+  if (mode != "grpo" && mode != "ppo")
+    issues.push_back({"/rl/training/mode", training.contains("mode") ? brief(training["mode"]) : "",
+                      "must be \"grpo\" or \"ppo\" for an RL goal", {}});
+  int64_t engine_gpus = 1;
+  if (json* rl = training.contains("rl") && training["rl"].is_object() ? &training["rl"] : nullptr) {
+    for (const char* k : {"placement", "gpus"})
+      if (rl->contains(k)) {
+        issues.push_back({std::string("/rl/training/rl/") + k, brief((*rl)[k]), chosen + " (colocated, and split pools)",
+                          "remove it"});
+        rl->erase(k);
+      }
+    if (rl->contains("async_staleness")) {
+      const json& a = (*rl)["async_staleness"];
+      if (a.is_string() && a == "auto") goal.staleness = {0, 1};
+      else if (a.is_number_integer() && a.get<int64_t>() >= 0) goal.staleness = {a.get<int64_t>()};
+      else
+        issues.push_back({"/rl/training/rl/async_staleness", brief(a),
+                          "must be an integer >= 0 or \"auto\" (0 and 1 for split placements)", {}});
+      rl->erase("async_staleness");
+    }
+    if (rl->contains("rollout") && (*rl)["rollout"].is_object())
+      for (const char* k : {"tp", "pp"})
+        if (const json& x = (*rl)["rollout"].value(k, json(1)); x.is_number_integer() && x.get<int64_t>() >= 1)
+          engine_gpus *= x.get<int64_t>();
+    (*rl)["placement"] = "colocated";
+    (*rl)["gpus"] = {{"rollout", engine_gpus}, {"train", engine_gpus}};
+  }
+  const GpuOffer* first = nullptr;
+  for (const GpuOffer& o : req.offers)
+    if (!o.system.gpu.id.empty()) {
+      first = &o;
+      break;
+    }
+  if (!first || !doc.contains("model")) return;  // reported with the offers and the model
+  json sc = {{"kind", "training"},
+             {"model", doc["model"]},
+             {"system", {{"gpu", first->system.gpu.id}, {"num_gpus", engine_gpus}}},
+             {"training", training}};
+  try {
+    const Scenario s = scenario_template_from_json(sc, path.parent_path());
+    req.base.training = s.training;
+    req.base.rl = s.rl;
+  } catch (const InputError& e) {
+    for (Issue i : e.issues()) {
+      if (i.pointer.rfind("/training", 0) != 0) continue;  // the model and the system: reported above
+      i.pointer = "/rl" + i.pointer;
+      issues.push_back(std::move(i));
+    }
+  }
+  // Read from the document, so that it is checked even when the block has other problems.
+  const json pps = t->contains("rl") && (*t)["rl"].is_object() ? (*t)["rl"].value("prompts_per_step", json()) : json();
+  if (has_prompts && pps.is_number_integer() && pps.get<int64_t>() >= 1 && goal.prompts % pps.get<int64_t>() != 0)
+    issues.push_back({"/rl/prompts", std::to_string(goal.prompts),
+                      "must be a whole number of iterations: a multiple of training.rl.prompts_per_step (" +
+                          std::to_string(pps.get<int64_t>()) + ")",
+                      {}});
 }
 
 }  // namespace
@@ -122,7 +227,9 @@ PlanRequest load_plan(const fs::path& path) {
   }
   const json* tr = top.get("training");
   const json* sv = top.get("serving");
-  if ((tr != nullptr) == (sv != nullptr)) issues.push_back({"", "", "needs exactly one of \"training\" and \"serving\"", {}});
+  const json* rg = top.get("rl");
+  if ((tr != nullptr) + (sv != nullptr) + (rg != nullptr) != 1)
+    issues.push_back({"", "", "needs exactly one of \"training\", \"serving\" and \"rl\"", {}});
   if (tr) {
     req.training = true;
     ObjectReader r(*tr, "/training", issues);
@@ -203,6 +310,11 @@ PlanRequest load_plan(const fs::path& path) {
     p.workload.mode = ServingWorkload::Mode::poisson;
     req.base.inference = p;
   }
+  if (rg) {
+    req.training = false;
+    req.rl = true;
+    read_rl_goal(*rg, doc, path, req, issues);
+  }
   top.finish();
   if (!issues.empty()) throw InputError(std::move(issues));
   return req;
@@ -271,6 +383,69 @@ json serving_plan_json(const PlanRequest& req, const std::vector<ServingOption>&
     opts.push_back(x);
   }
   j["options"] = opts;
+  return j;
+}
+
+json rl_plan_json(const PlanRequest& req, const RlPlan& plan) {
+  const RlSpec& rl = *req.base.rl;
+  json j;
+  j["schema"] = "capsim-plan-report/1";
+  j["kind"] = "rl";
+  j["model"] = req.base.model.name;
+  j["goal"] = {{"prompts", req.rl_goal.prompts},
+               {"samples_per_prompt", rl.group_size},
+               {"prompts_per_step", rl.prompts_per_step},
+               {"iterations", req.rl_goal.prompts / std::max<int64_t>(1, rl.prompts_per_step)},
+               {"deadline_days", req.rl_goal.deadline_days},
+               {"gpu_counts", req.rl_goal.gpu_counts},
+               {"async_staleness", req.rl_goal.staleness}};
+  json shares = json::array();
+  for (auto [num, den] : req.rl_goal.rollout_shares) shares.push_back(std::to_string(num) + "/" + std::to_string(den));
+  j["split_rollout_shares"] = shares;
+  j["prices"] = prices_json(req);
+  j["meets_goal"] = !plan.best.empty() && plan.best.front().feasible;
+  auto option = [](const RlOption& o) {
+    const TrainingPlan& t = o.train_layout;
+    const InferencePlan& p = o.rollout_layout;
+    const RlIteration& it = o.iteration;
+    json x = {{"gpu", o.gpu},
+              {"num_gpus", o.num_gpus},
+              {"placement", o.placement == RlSpec::Placement::split ? "split" : "colocated"},
+              {"rollout_gpus", o.rollout_gpus},
+              {"train_gpus", o.train_gpus},
+              {"async_staleness", o.async_staleness},
+              {"feasible", o.feasible}};
+    if (!o.reason.empty()) x["reason"] = o.reason;
+    x["train_layout"] = {{"tp", t.tp}, {"pp", t.pp}, {"vpp", t.vpp.value_or(1)}, {"dp", t.dp}, {"cp", t.cp}, {"ep", t.ep},
+                         {"zero", t.zero.value_or(0)}, {"micro_batch", t.micro_batch.value_or(1)},
+                         {"global_batch", t.global_batch}, {"seq_len", t.seq_len},
+                         {"recompute", std::string(to_string(t.recompute.value_or(Recompute::none)))},
+                         {"precision", std::string(to_string(t.precision))}};
+    x["rollout_layout"] = {{"engine", p.profile.id},
+                           {"tp", p.tp},
+                           {"pp", p.pp},
+                           {"ep", p.ep.value_or(1)},
+                           {"replicas", p.replicas},
+                           {"weight_dtype", std::string(to_string(p.weight_dtype))}};
+    x["iteration"] = {{"generation_s", it.generation_s}, {"scoring_s", it.scoring_s}, {"training_s", it.training_s},
+                      {"resharding_s", it.resharding_s}, {"step_time_s", it.step_time_s},
+                      {"throughput_tokens_per_s", it.throughput_tokens_per_s}, {"bottleneck", it.bottleneck}};
+    x["idle_share"] = {{"rollout", o.rollout_idle_share}, {"train", o.train_idle_share}};
+    x["iterations"] = o.iterations;
+    x["hours"] = o.hours;
+    x["days"] = o.days;
+    x["gpu_hours"] = o.gpu_hours;
+    x["usd_per_gpu_hour"] = o.usd_per_gpu_hour;
+    x["cost_usd"] = o.cost_usd;
+    return x;
+  };
+  json best = json::array(), all = json::array(), skipped = json::array();
+  for (const auto& o : plan.best) best.push_back(option(o));
+  for (const auto& o : plan.candidates) all.push_back(option(o));
+  for (const auto& s : plan.skipped) skipped.push_back({{"reason", s.reason}, {"count", s.count}});
+  j["best_per_offer"] = best;
+  j["candidates"] = all;
+  j["skipped"] = skipped;
   return j;
 }
 

@@ -936,7 +936,9 @@ void apply_overrides(json& doc, const std::vector<std::string>& sets) {
   if (!issues.empty()) throw InputError(std::move(issues));
 }
 
-Scenario scenario_from_json(const json& doc, const fs::path& base_dir, EngineKeys engine_keys) {
+namespace {
+
+Scenario read_scenario(const json& doc, const fs::path& base_dir, EngineKeys engine_keys, bool cluster_rules) {
   std::vector<Issue> issues;
   Scenario sc;
   if (!doc.is_object()) throw InputError({{"", brief(doc), "a scenario must be a JSON object", {}}});
@@ -988,6 +990,10 @@ Scenario scenario_from_json(const json& doc, const fs::path& base_dir, EngineKey
     top.allow("training");
   }
   top.finish();
+  if (!cluster_rules) {
+    if (!issues.empty()) throw InputError(std::move(issues));
+    return sc;
+  }
   // FP8 math needs FP8 tensor cores: on a GPU without them the answer would be for
   // another data type than the one asked for.
   if (!sc.system.gpu.id.empty() && sc.system.gpu.peak_fp8_tflops <= 0) {
@@ -1020,6 +1026,16 @@ Scenario scenario_from_json(const json& doc, const fs::path& base_dir, EngineKey
   }
   if (!issues.empty()) throw InputError(std::move(issues));
   return sc;
+}
+
+}  // namespace
+
+Scenario scenario_from_json(const json& doc, const fs::path& base_dir, EngineKeys engine_keys) {
+  return read_scenario(doc, base_dir, engine_keys, true);
+}
+
+Scenario scenario_template_from_json(const json& doc, const fs::path& base_dir) {
+  return read_scenario(doc, base_dir, EngineKeys::reject_unknown, false);
 }
 
 Scenario load_scenario(const fs::path& path, const std::vector<std::string>& sets) {

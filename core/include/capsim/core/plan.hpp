@@ -2,7 +2,8 @@
 /// Procurement and sizing: for each candidate GPU type and price, the cheapest cluster
 /// and layout that trains a token budget by a deadline (or within a budget), and the
 /// cheapest deployment (TP, weight format, replicas) that serves a traffic level within
-/// an SLA.
+/// an SLA, and the cheapest cluster and placement that runs an RL post-training job (PPO or
+/// GRPO iterations) by a deadline.
 
 #include <cstdint>
 #include <functional>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "capsim/core/cost_model.hpp"
+#include "capsim/core/posttrain.hpp"
 #include "capsim/core/progress.hpp"
 #include "capsim/core/scenario.hpp"
 #include "capsim/core/search.hpp"
@@ -87,5 +89,70 @@ struct ServingOption {
 std::vector<ServingOption> plan_serving(const Scenario& base, const std::vector<GpuOffer>& offers,
                                         const ServingGoal& goal, const CostModelFactory& costs,
                                         unsigned threads = 1, ProgressCounter* progress = nullptr);
+
+/// An RL post-training job: `prompts` prompts, each sampled rl.group_size times, i.e.
+/// prompts / rl.prompts_per_step iterations of the base scenario's `rl` block, by a deadline.
+struct RlGoal {
+  int64_t prompts = 0;
+  double deadline_days = 0;         ///< 0: none
+  std::vector<int64_t> gpu_counts;  ///< cluster sizes to consider
+  /// async_staleness values tried for split placements (the scenario's, or {0, 1} for
+  /// "auto"); colocated placements are always on-policy (0).
+  std::vector<int64_t> staleness = {0};
+  /// Split placements: the rollout pool's share of the cluster, as numerator/denominator
+  /// in lowest terms.
+  std::vector<std::pair<int64_t, int64_t>> rollout_shares = {{1, 4}, {1, 2}, {3, 4}};
+};
+
+/// One (GPU type, cluster size, placement, staleness) candidate of plan_rl.
+struct RlOption {
+  size_t offer = 0;  ///< index into the offers
+  std::string gpu;
+  double usd_per_gpu_hour = 0;  ///< the offer's price
+  int64_t num_gpus = 0;
+  RlSpec::Placement placement = RlSpec::Placement::colocated;
+  int64_t rollout_gpus = 0, train_gpus = 0;  ///< colocated: both num_gpus
+  int64_t async_staleness = 0;
+  TrainingPlan train_layout;  ///< the actor's update layout, resolved
+  InferencePlan rollout_layout;  ///< the rollout engine's layout (replicas in iteration.rollout_replicas)
+  RlIteration iteration;         ///< phases, step, bottleneck
+  int64_t iterations = 0;        ///< ceil(prompts / prompts_per_step)
+  double hours = 0, days = 0, gpu_hours = 0, cost_usd = 0;
+  /// Share of the iteration each pool waits: rollout pool busy for generation and the
+  /// refit, training pool for scoring, training and the refit; colocated: 0 (one pool
+  /// runs every phase in turn).
+  double rollout_idle_share = 0, train_idle_share = 0;
+  bool feasible = false;  ///< meets the deadline
+  std::string reason;     ///< why not
+};
+
+/// Candidates left out before or during evaluation, by reason.
+struct RlSkip {
+  std::string reason;
+  int64_t count = 0;
+};
+
+struct RlPlan {
+  /// Per offer: its cheapest candidate that meets the deadline (else its quickest, to show
+  /// how far off it is); those meeting it first, then by cost. Empty for an offer none of
+  /// whose candidates could run.
+  std::vector<RlOption> best;
+  /// Every candidate evaluated: those meeting the deadline first, by cost, then fewer GPUs,
+  /// then faster; the rest quickest first.
+  std::vector<RlOption> candidates;
+  std::vector<RlSkip> skipped;  ///< in the order the reasons were first met
+};
+
+/// For each offer, each cluster size n of the goal, and each placement (colocated on all n
+/// GPUs; split with the rollout pool taking each share of the goal, the rest training),
+/// one RL iteration of `base` (model, the actor's update layout in `training` with dp
+/// derived from the pool, `rl` with placement and GPUs set here) and the job's hours,
+/// GPU-hours and cost. A pool whose layout breaks a layout rule (check_training_layout on
+/// the training pool, the rollout's tp*pp dividing its pool) or whose step does not fit in
+/// memory is skipped with its reason counted. Candidates are evaluated on `threads` worker
+/// threads, each writing its own slot: the result does not depend on the thread count.
+/// `progress` counts the evaluations done.
+RlPlan plan_rl(const Scenario& base, const std::vector<GpuOffer>& offers, const RlGoal& goal,
+               const CostModelFactory& costs, unsigned threads = 1, ProgressCounter* progress = nullptr);
 
 }  // namespace capsim

@@ -91,6 +91,12 @@ struct RlIteration {
 /// on-policy (staleness 0) runs them in sequence. A pure function of its inputs.
 RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost);
 
+/// The step of `it` from its phase seconds under the placement and async_staleness of
+/// `rl` (as evaluate_rl_iteration describes): step_time_s, bottleneck and throughput.
+/// The phases do not depend on the staleness, so one evaluation serves every staleness of
+/// a split placement.
+void combine_rl_phases(RlIteration& it, const RlSpec& rl);
+
 /// One optimizer step of a trained model beside a frozen one: preference optimisation
 /// (the policy beside its reference) or distillation (the student beside its teacher).
 struct FrozenModelStep {

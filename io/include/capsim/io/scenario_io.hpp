@@ -27,6 +27,11 @@ enum class EngineKeys { reject_unknown, ignore_unknown };
 Scenario scenario_from_json(const nlohmann::json& doc, const std::filesystem::path& base_dir = {},
                             EngineKeys engine_keys = EngineKeys::reject_unknown);
 
+/// Read a scenario document whose cluster a planner chooses: every key is checked as by
+/// scenario_from_json, but not the rules that depend on the GPU and the GPU count (the
+/// layout rules, FP8 support); the planner applies those to each cluster it tries.
+Scenario scenario_template_from_json(const nlohmann::json& doc, const std::filesystem::path& base_dir = {});
+
 /// A request trace: JSON Lines (`.jsonl`/`.json`: one object per line with arrival_s,
 /// input_tokens, output_tokens, optional prefix_id and prefix_tokens) or CSV with a header
 /// naming those columns. Every bad line is reported.
