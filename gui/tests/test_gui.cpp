@@ -26,6 +26,7 @@
 #include "capsim/io/scenario_io.hpp"
 #include "capsim/io/trace.hpp"
 #include "capsim/io/validation.hpp"
+#include "bench_repaint.hpp"
 #include "calibration_view.hpp"
 #include "compare_view.hpp"
 #include "evaluation.hpp"
@@ -540,6 +541,23 @@ class GuiTest : public QObject {
     QVERIFY(kv2 != kv);
     QCOMPARE(w.serving_view()->over_time_points(QStringLiteral("KV cache")), kv2);
     QCOMPARE(w.serving_view()->over_time_points(QStringLiteral("batch")), batch2);
+  }
+
+  /// --bench-repaint's timing loop edits the training scenario and reports every edit; the
+  /// figures are reported, never compared with a limit (they depend on the machine).
+  void repaint_benchmark_times_each_edit() {
+    gui::MainWindow w;
+    w.resize(1280, 800);
+    const gui::RepaintTimes t = gui::time_training_repaints(w, 3);
+    QCOMPARE(t.recompute_ms.size(), size_t{3});
+    QCOMPARE(t.total_ms.size(), size_t{3});
+    for (size_t i = 0; i < 3; ++i) QVERIFY(t.total_ms[i] >= t.recompute_ms[i] && t.recompute_ms[i] > 0);
+    // Three edits from tp 1 (two warm-ups): the window shows tp 2's report.
+    QCOMPARE(field<QSpinBox>(w, "/training/tp")->value(), 2);
+    QCOMPARE(json::parse(w.current_report().toStdString()), cli_train_report(w.panel()->document(gui::ScenarioKind::training)));
+    const QString summary = gui::repaint_summary(t);
+    QVERIFY2(summary.contains(QStringLiteral("machine: ")) && summary.contains(QStringLiteral("p90")), qPrintable(summary));
+    QVERIFY(summary.contains(QStringLiteral("edits: 3")));
   }
 
   /// Long timelines keep each bucket's peak, at most the given number of points.
