@@ -7,6 +7,7 @@
 #include <QChartView>
 #include <QCursor>
 #include <QDoubleSpinBox>
+#include <QGraphicsLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -86,7 +87,7 @@ ServingView::ServingView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(table_);
 
   chart_ = new QChart;
-  chart_->setTitle(tr("Latency percentiles (ms); end-to-end in the table"));
+  chart_->setTitle(tr("Percentiles (ms); E2E in the table"));
   chart_->legend()->setAlignment(Qt::AlignBottom);
   auto* view = new QChartView(chart_);
   view->setRenderHint(QPainter::Antialiasing);
@@ -94,6 +95,13 @@ ServingView::ServingView(QWidget* parent) : QWidget(parent) {
   // KV-cache use and the running batch over the first run's time, beside the percentiles.
   time_chart_ = new QChart;
   time_chart_->legend()->setAlignment(Qt::AlignBottom);
+  // Less padding around the two side-by-side charts: they share the height with the table
+  // and the QPS chart.
+  for (QChart* c : {chart_, time_chart_}) {
+    c->layout()->setContentsMargins(0, 0, 0, 0);
+    c->setMargins(QMargins(4, 2, 4, 2));
+    c->setBackgroundRoundness(0);
+  }
   auto* time_view = new QChartView(time_chart_);
   time_view->setObjectName(QStringLiteral("over_time"));
   time_view->setRenderHint(QPainter::Antialiasing);
@@ -131,9 +139,9 @@ ServingView::ServingView(QWidget* parent) : QWidget(parent) {
   view->setMinimumHeight(180);
   qps_view->setMinimumHeight(220);
   time_view->setMinimumHeight(180);
-  layout->addLayout(charts, 2);
+  layout->addLayout(charts, 4);
   layout->addLayout(qps_bar);
-  layout->addWidget(qps_view, 3);
+  layout->addWidget(qps_view, 5);
   qps_status_ = new QLabel;
   qps_status_->setObjectName(QStringLiteral("qps_status"));
   qps_status_->setWordWrap(true);
@@ -157,7 +165,7 @@ void ServingView::clear_figures() {
 void ServingView::clear_over_time() {
   clear_chart(time_chart_);
   over_time_ = ServingOverTime{};
-  time_chart_->setTitle(tr("KV-cache use and batch size over time"));
+  time_chart_->setTitle(tr("KV-cache use and running batch over time"));
 }
 
 void ServingView::show_over_time(const ServingOverTime& t) {
@@ -171,24 +179,35 @@ void ServingView::show_over_time(const ServingOverTime& t) {
   batch->setName(tr("batch (decodes)"));
   batch->setObjectName(QStringLiteral("batch"));
   QList<QPointF> kv_points, batch_points;
-  double batch_top = 1;
+  double batch_top = 1, kv_top = 0;
   for (size_t i = 0; i < t.start_s.size(); ++i) {
     kv_points.append({t.start_s[i], t.kv_percent[i]});
     batch_points.append({t.start_s[i], t.batch[i]});
     batch_top = std::max(batch_top, t.batch[i]);
+    kv_top = std::max(kv_top, t.kv_percent[i]);
   }
   kv->replace(kv_points);
   batch->replace(batch_points);
   auto* x = new QValueAxis;
-  x->setTitleText(tr("time (s)"));
+  QString x_title = tr("time (s)");
+  if (t.replicas > 1) x_title += tr(", replica %1 of %2").arg(t.replica + 1).arg(t.replicas);
+  if (t.start_s.size() < t.iterations)
+    x_title += tr("; peaks of %1 iterations").arg(t.iterations);
+  x->setTitleText(x_title);
   x->setRange(t.start_s.front(), std::max(t.start_s.back(), t.start_s.front() + 1e-9));
   x->setLabelFormat(QStringLiteral("%.3g"));
   auto* y_kv = new QValueAxis;
-  y_kv->setTitleText(tr("KV cache in use (%)"));
-  y_kv->setRange(0, 100);
-  y_kv->setLabelFormat(QStringLiteral("%.0f"));
+  y_kv->setTitleText(tr("KV %"));
+  // Up to the peak (a light load uses a sliver of the cache), at most 100.
+  if (kv_top * 1.1 >= 90) {
+    y_kv->setRange(0, 100);
+  } else {
+    y_kv->setRange(0, std::max(kv_top * 1.1, 1.0));
+    y_kv->applyNiceNumbers();
+  }
+  y_kv->setLabelFormat(QStringLiteral("%.3g"));
   auto* y_batch = new QValueAxis;
-  y_batch->setTitleText(tr("running batch"));
+  y_batch->setTitleText(tr("batch"));
   y_batch->setRange(0, batch_top * 1.1);
   y_batch->applyNiceNumbers();
   y_batch->setLabelFormat(QStringLiteral("%.0f"));
@@ -196,8 +215,12 @@ void ServingView::show_over_time(const ServingOverTime& t) {
   time_chart_->addAxis(x, Qt::AlignBottom);
   time_chart_->addAxis(y_kv, Qt::AlignLeft);
   time_chart_->addAxis(y_batch, Qt::AlignRight);
-  for (QLineSeries* line : {kv, batch}) {
+  // The batch wide underneath, the KV cache thin on top: where the two coincide both show.
+  for (QLineSeries* line : {batch, kv}) {
     time_chart_->addSeries(line);
+    QPen pen = line->pen();
+    pen.setWidthF(line == batch ? 3.5 : 1.5);
+    line->setPen(pen);
     line->attachAxis(x);
     line->attachAxis(line == kv ? y_kv : y_batch);
     connect(line, &QLineSeries::hovered, this, [this](const QPointF& p, bool state) {
@@ -207,12 +230,7 @@ void ServingView::show_over_time(const ServingOverTime& t) {
         QToolTip::hideText();
     });
   }
-  QString title = tr("KV-cache use and batch size over time (first run");
-  if (t.replicas > 1) title += tr(", replica %1 of %2").arg(t.replica + 1).arg(t.replicas);
-  if (t.start_s.size() < t.iterations)
-    title += tr(", peaks of %1 iterations in %2 buckets").arg(t.iterations).arg(t.start_s.size());
-  title += QLatin1Char(')');
-  time_chart_->setTitle(title);
+  time_chart_->setTitle(tr("KV-cache use and running batch, first run"));
 }
 
 std::vector<QPointF> ServingView::over_time_points(const QString& name) const {
@@ -221,10 +239,6 @@ std::vector<QPointF> ServingView::over_time_points(const QString& name) const {
     if (auto* line = qobject_cast<QLineSeries*>(s); line && line->objectName() == name)
       for (const QPointF& p : line->points()) out.push_back(p);
   return out;
-}
-
-QString ServingView::over_time_title() const {
-  return time_chart_->title();
 }
 
 QString ServingView::over_time_hover(double seconds) const {

@@ -45,8 +45,6 @@ class ServingView : public QWidget {
   /// The points of the over-time chart's series "KV cache" (seconds, percent of blocks in
   /// use) or "batch" (seconds, sequences decoding); empty when no run is shown.
   std::vector<QPointF> over_time_points(const QString& name) const;
-  /// The over-time chart's title.
-  QString over_time_title() const;
   /// What hovering the over-time chart at `seconds` shows: the nearest point's time, KV-cache
   /// use and batch; empty when no run is shown.
   QString over_time_hover(double seconds) const;
