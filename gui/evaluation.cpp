@@ -52,6 +52,32 @@ std::vector<LatencyRow> latency_rows(const std::vector<ServingResult>& runs) {
   return rows;
 }
 
+ServingOverTime serving_over_time(const std::vector<IterationRecord>& timeline, size_t max_points) {
+  ServingOverTime out;
+  std::vector<const IterationRecord*> mine;
+  for (const IterationRecord& it : timeline) {
+    out.replicas = std::max(out.replicas, it.replica + 1);
+    if (it.replica == out.replica) mine.push_back(&it);
+  }
+  std::stable_sort(mine.begin(), mine.end(),
+                   [](const IterationRecord* a, const IterationRecord* b) { return a->start < b->start; });
+  const size_t n = mine.size();
+  out.iterations = n;
+  const size_t buckets = std::min(n, std::max<size_t>(max_points, 1));
+  for (size_t b = 0; b < buckets; ++b) {
+    const size_t lo = b * n / buckets, hi = (b + 1) * n / buckets;
+    double kv = 0, batch = 0;
+    for (size_t i = lo; i < hi; ++i) {
+      kv = std::max(kv, mine[i]->kv_utilization * 100.0);
+      batch = std::max(batch, static_cast<double>(mine[i]->decodes));
+    }
+    out.start_s.push_back(mine[lo]->start);
+    out.kv_percent.push_back(kv);
+    out.batch.push_back(batch);
+  }
+  return out;
+}
+
 ServingOutcome run_serving(const Scenario& s, uint64_t seed, const CalibrationProfile* calibration,
                            const std::atomic<bool>* cancel) {
   ServingOutcome out;
@@ -62,6 +88,7 @@ ServingOutcome run_serving(const Scenario& s, uint64_t seed, const CalibrationPr
       nlohmann::json r = io::serving_report(s, runs);
       if (calibration) io::add_calibration(r, *calibration, &s.system.gpu);
       out.latency = latency_rows(runs);
+      if (!runs.empty()) out.over_time = serving_over_time(runs.front().timeline);
       const nlohmann::json& m = r.at("metrics");
       out.throughput_tokens_per_s = m.value("throughput_tokens_per_s", 0.0);
       out.requests_per_s = m.value("requests_per_s", 0.0);

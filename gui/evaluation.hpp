@@ -47,6 +47,25 @@ struct LatencyRow {
   double mean_ms = 0, p50_ms = 0, p90_ms = 0, p99_ms = 0;
 };
 
+/// The most points the serving chart over time draws per series.
+inline constexpr size_t kOverTimePoints = 2000;
+
+/// One replica's iterations of a serving run, as the chart over time draws them: at each
+/// iteration's start, the share of the replica's KV-cache blocks in use (percent) and the
+/// running batch (sequences decoding). Longer timelines are cut into kOverTimePoints
+/// buckets of consecutive iterations, each drawn at its first iteration's start with the
+/// largest value in it, so that the peaks stay.
+struct ServingOverTime {
+  int32_t replica = 0;     ///< the replica drawn (the first)
+  int32_t replicas = 1;    ///< replicas in the run
+  size_t iterations = 0;   ///< the replica's iterations before downsampling
+  std::vector<double> start_s, kv_percent, batch;  ///< one entry per point
+};
+
+/// The first replica's iterations of `timeline` (a run's, record_timeline) in start order,
+/// downsampled to at most `max_points` points per series.
+ServingOverTime serving_over_time(const std::vector<IterationRecord>& timeline, size_t max_points = kOverTimePoints);
+
 /// A serving run as `capsim infer` makes it.
 struct ServingOutcome {
   bool cancelled = false;  ///< the cancel flag stopped the run: nothing below is set
@@ -55,6 +74,7 @@ struct ServingOutcome {
   std::vector<LatencyRow> latency;  ///< ttft, tpot, itl, e2e (empty when it does not fit)
   double throughput_tokens_per_s = 0;
   double requests_per_s = 0;
+  ServingOverTime over_time;  ///< the first run's timeline (serving_over_time)
   std::string report;  ///< io::dump of the report, as `capsim infer --format json`
 };
 

@@ -5,7 +5,9 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QCursor>
 #include <QDoubleSpinBox>
+#include <QGraphicsLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -14,6 +16,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QTableWidget>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
@@ -84,10 +87,27 @@ ServingView::ServingView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(table_);
 
   chart_ = new QChart;
-  chart_->setTitle(tr("Latency percentiles (ms); end-to-end in the table"));
+  chart_->setTitle(tr("Percentiles (ms); E2E in the table"));
   chart_->legend()->setAlignment(Qt::AlignBottom);
   auto* view = new QChartView(chart_);
   view->setRenderHint(QPainter::Antialiasing);
+
+  // KV-cache use and the running batch over the first run's time, beside the percentiles.
+  time_chart_ = new QChart;
+  time_chart_->legend()->setAlignment(Qt::AlignBottom);
+  // Less padding around the two side-by-side charts: they share the height with the table
+  // and the QPS chart.
+  for (QChart* c : {chart_, time_chart_}) {
+    c->layout()->setContentsMargins(0, 0, 0, 0);
+    c->setMargins(QMargins(4, 2, 4, 2));
+    c->setBackgroundRoundness(0);
+  }
+  auto* time_view = new QChartView(time_chart_);
+  time_view->setObjectName(QStringLiteral("over_time"));
+  time_view->setRenderHint(QPainter::Antialiasing);
+  auto* charts = new QHBoxLayout;
+  charts->addWidget(view, 2);
+  charts->addWidget(time_view, 3);
 
   // Latency against load: P99 TTFT and TPOT by arrival rate, the SLA, the highest rate in it.
   const ServingSla defaults;
@@ -118,9 +138,10 @@ ServingView::ServingView(QWidget* parent) : QWidget(parent) {
   // Both charts and the table fit an 800-pixel-high window.
   view->setMinimumHeight(180);
   qps_view->setMinimumHeight(220);
-  layout->addWidget(view, 2);
+  time_view->setMinimumHeight(180);
+  layout->addLayout(charts, 4);
   layout->addLayout(qps_bar);
-  layout->addWidget(qps_view, 3);
+  layout->addWidget(qps_view, 5);
   qps_status_ = new QLabel;
   qps_status_->setObjectName(QStringLiteral("qps_status"));
   qps_status_->setWordWrap(true);
@@ -137,14 +158,104 @@ ServingView::ServingView(QWidget* parent) : QWidget(parent) {
 void ServingView::clear_figures() {
   for (int r = 0; r < table_->rowCount(); ++r)
     for (int c = 0; c < table_->columnCount(); ++c) table_->setItem(r, c, nullptr);
-  chart_->removeAllSeries();
-  for (QAbstractAxis* a : chart_->axes()) {
-    chart_->removeAxis(a);
-    delete a;
+  clear_chart(chart_);
+  clear_over_time();
+}
+
+void ServingView::clear_over_time() {
+  clear_chart(time_chart_);
+  over_time_ = ServingOverTime{};
+  time_chart_->setTitle(tr("KV-cache use and running batch over time"));
+}
+
+void ServingView::show_over_time(const ServingOverTime& t) {
+  clear_over_time();
+  over_time_ = t;
+  if (t.start_s.empty()) return;
+  auto* kv = new QLineSeries;
+  kv->setName(tr("KV cache (%)"));
+  kv->setObjectName(QStringLiteral("KV cache"));
+  auto* batch = new QLineSeries;
+  batch->setName(tr("batch (decodes)"));
+  batch->setObjectName(QStringLiteral("batch"));
+  QList<QPointF> kv_points, batch_points;
+  double batch_top = 1, kv_top = 0;
+  for (size_t i = 0; i < t.start_s.size(); ++i) {
+    kv_points.append({t.start_s[i], t.kv_percent[i]});
+    batch_points.append({t.start_s[i], t.batch[i]});
+    batch_top = std::max(batch_top, t.batch[i]);
+    kv_top = std::max(kv_top, t.kv_percent[i]);
   }
+  kv->replace(kv_points);
+  batch->replace(batch_points);
+  auto* x = new QValueAxis;
+  QString x_title = tr("time (s)");
+  if (t.replicas > 1) x_title += tr(", replica %1 of %2").arg(t.replica + 1).arg(t.replicas);
+  if (t.start_s.size() < t.iterations)
+    x_title += tr("; peaks of %1 iterations").arg(t.iterations);
+  x->setTitleText(x_title);
+  x->setRange(t.start_s.front(), std::max(t.start_s.back(), t.start_s.front() + 1e-9));
+  x->setLabelFormat(QStringLiteral("%.3g"));
+  auto* y_kv = new QValueAxis;
+  y_kv->setTitleText(tr("KV %"));
+  // Up to the peak (a light load uses a sliver of the cache), at most 100.
+  if (kv_top * 1.1 >= 90) {
+    y_kv->setRange(0, 100);
+  } else {
+    y_kv->setRange(0, std::max(kv_top * 1.1, 1.0));
+    y_kv->applyNiceNumbers();
+  }
+  y_kv->setLabelFormat(QStringLiteral("%.3g"));
+  auto* y_batch = new QValueAxis;
+  y_batch->setTitleText(tr("batch"));
+  y_batch->setRange(0, batch_top * 1.1);
+  y_batch->applyNiceNumbers();
+  y_batch->setLabelFormat(QStringLiteral("%.0f"));
+  y_batch->setGridLineVisible(false);  // the left axis' grid only
+  time_chart_->addAxis(x, Qt::AlignBottom);
+  time_chart_->addAxis(y_kv, Qt::AlignLeft);
+  time_chart_->addAxis(y_batch, Qt::AlignRight);
+  // The batch wide underneath, the KV cache thin on top: where the two coincide both show.
+  for (QLineSeries* line : {batch, kv}) {
+    time_chart_->addSeries(line);
+    QPen pen = line->pen();
+    pen.setWidthF(line == batch ? 3.5 : 1.5);
+    line->setPen(pen);
+    line->attachAxis(x);
+    line->attachAxis(line == kv ? y_kv : y_batch);
+    connect(line, &QLineSeries::hovered, this, [this](const QPointF& p, bool state) {
+      if (state)
+        QToolTip::showText(QCursor::pos(), over_time_hover(p.x()));
+      else
+        QToolTip::hideText();
+    });
+  }
+  time_chart_->setTitle(tr("KV-cache use and running batch, first run"));
+}
+
+std::vector<QPointF> ServingView::over_time_points(const QString& name) const {
+  std::vector<QPointF> out;
+  for (QAbstractSeries* s : time_chart_->series())
+    if (auto* line = qobject_cast<QLineSeries*>(s); line && line->objectName() == name)
+      for (const QPointF& p : line->points()) out.push_back(p);
+  return out;
+}
+
+QString ServingView::over_time_hover(double seconds) const {
+  const std::vector<double>& t = over_time_.start_s;
+  if (t.empty()) return {};
+  // The nearest point at or around `seconds`.
+  auto it = std::lower_bound(t.begin(), t.end(), seconds);
+  size_t i = static_cast<size_t>(it - t.begin());
+  if (i == t.size() || (i > 0 && seconds - t[i - 1] < t[i] - seconds)) i = i > 0 ? i - 1 : 0;
+  return tr("t = %1 s\nKV cache %2%\nbatch %3 decodes")
+      .arg(t[i], 0, 'f', 3)
+      .arg(over_time_.kv_percent[i], 0, 'f', 1)
+      .arg(over_time_.batch[i]);
 }
 
 void ServingView::show_running() {
+  clear_over_time();  // the timeline is of the document before the edit
   busy_->setVisible(true);
   cancel_->setEnabled(true);
   table_->setEnabled(false);
@@ -194,6 +305,7 @@ void ServingView::show_outcome(const ServingOutcome& outcome) {
     sets[2]->append(row.p99_ms);
     top = std::max(top, row.p99_ms);
   }
+  show_over_time(outcome.over_time);
   chart_->addSeries(series);
   auto* x = new QBarCategoryAxis;
   x->append({tr("TTFT"), tr("TPOT"), tr("ITL")});

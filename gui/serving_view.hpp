@@ -1,6 +1,7 @@
 #pragma once
 /// Serving results: run control (run, cancel, a busy bar), TTFT/TPOT/ITL/E2E percentiles
-/// as a table and a chart, throughput; P99 latency against the arrival rate with the SLA
+/// as a table and a chart, throughput; KV-cache use and the running batch over the first
+/// run's time; P99 latency against the arrival rate with the SLA
 /// and the highest rate that meets it.
 
 #include <QPointF>
@@ -41,6 +42,13 @@ class ServingView : public QWidget {
   /// Whether a run is shown as in flight.
   bool running() const;
 
+  /// The points of the over-time chart's series "KV cache" (seconds, percent of blocks in
+  /// use) or "batch" (seconds, sequences decoding); empty when no run is shown.
+  std::vector<QPointF> over_time_points(const QString& name) const;
+  /// What hovering the over-time chart at `seconds` shows: the nearest point's time, KV-cache
+  /// use and batch; empty when no run is shown.
+  QString over_time_hover(double seconds) const;
+
   /// The SLA set above the latency-vs-QPS chart.
   ServingSla sla() const;
   /// Set the SLA fields.
@@ -75,12 +83,16 @@ class ServingView : public QWidget {
 
  private:
   void clear_figures();
+  void clear_over_time();
+  void show_over_time(const ServingOverTime& t);
   QTableWidget* table_ = nullptr;
   QChart* chart_ = nullptr;
   QLabel* status_ = nullptr;
   QProgressBar* busy_ = nullptr;
   QPushButton* run_ = nullptr;
   QPushButton* cancel_ = nullptr;
+  QChart* time_chart_ = nullptr;
+  ServingOverTime over_time_;  ///< what the over-time chart draws
   QChart* qps_chart_ = nullptr;
   QLabel* qps_status_ = nullptr;
   QPushButton* qps_run_ = nullptr;

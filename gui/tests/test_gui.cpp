@@ -15,6 +15,8 @@
 #include <QThreadPool>
 #include <QWheelEvent>
 #include <QtTest>
+#include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "capsim/core/units.hpp"
@@ -24,6 +26,7 @@
 #include "capsim/io/scenario_io.hpp"
 #include "capsim/io/trace.hpp"
 #include "capsim/io/validation.hpp"
+#include "bench_repaint.hpp"
 #include "calibration_view.hpp"
 #include "compare_view.hpp"
 #include "evaluation.hpp"
@@ -65,6 +68,30 @@ W* field(gui::MainWindow& w, const char* pointer) {
   W* widget = w.panel()->findChild<W*>(QString::fromUtf8(pointer));
   if (!widget) qFatal("no widget for %s", pointer);
   return widget;
+}
+
+/// What the serving chart over time should draw for `timeline`, worked out here from its
+/// definition: replica 0's iterations by start; with more than `max_points`, consecutive
+/// buckets of n / max_points iterations, each at its first start with its largest values.
+std::pair<std::vector<QPointF>, std::vector<QPointF>> expected_over_time(const std::vector<IterationRecord>& timeline,
+                                                                          size_t max_points) {
+  std::vector<IterationRecord> mine;
+  std::copy_if(timeline.begin(), timeline.end(), std::back_inserter(mine),
+               [](const IterationRecord& it) { return it.replica == 0; });
+  std::stable_sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  std::vector<QPointF> kv, batch;
+  const size_t n = mine.size(), buckets = std::min(n, max_points);
+  for (size_t b = 0; b < buckets; ++b) {
+    const auto first = mine.begin() + static_cast<std::ptrdiff_t>(b * n / buckets);
+    const auto last = mine.begin() + static_cast<std::ptrdiff_t>((b + 1) * n / buckets);
+    const auto kv_max = std::max_element(first, last, [](const auto& a, const auto& c) {
+      return a.kv_utilization < c.kv_utilization;
+    });
+    const auto batch_max = std::max_element(first, last, [](const auto& a, const auto& c) { return a.decodes < c.decodes; });
+    kv.emplace_back(first->start, kv_max->kv_utilization * 100.0);
+    batch.emplace_back(first->start, static_cast<double>(batch_max->decodes));
+  }
+  return {kv, batch};
 }
 
 }  // namespace
@@ -481,6 +508,74 @@ class GuiTest : public QObject {
     QCOMPARE(w.serving_view()->cell(QStringLiteral("ttft"), QStringLiteral("p99")), m["ttft_p99_ms"].get<double>());
     QCOMPARE(w.serving_view()->cell(QStringLiteral("tpot"), QStringLiteral("p50")), m["tpot_p50_ms"].get<double>());
     QCOMPARE(w.current_report().toStdString(), io::dump(io::serving_report(s, runs)));
+  }
+
+  /// The chart over time draws the first run's timeline (simulate_serving with the same
+  /// seed) after downsampling; an edit clears it and the re-run draws the new timeline.
+  void serving_over_time_is_the_simulators_timeline() {
+    gui::MainWindow w;
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(60);
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(done.wait(120000));
+    auto expect = [&w] {
+      const Scenario s = gui::read_serving_document(w.panel()->document(gui::ScenarioKind::inference), {});
+      const io::CostModels costs(s.system, nullptr);
+      return expected_over_time(simulate_serving(s, costs.get(), gui::kDefaultSeed, true).timeline,
+                                gui::kOverTimePoints);
+    };
+    const auto [kv, batch] = expect();
+    QVERIFY(kv.size() > 10);
+    QCOMPARE(w.serving_view()->over_time_points(QStringLiteral("KV cache")), kv);
+    QCOMPARE(w.serving_view()->over_time_points(QStringLiteral("batch")), batch);
+    const QString hover = w.serving_view()->over_time_hover(kv[5].x());
+    QVERIFY2(hover.contains(QString::number(kv[5].y(), 'f', 1) + QLatin1Char('%')), qPrintable(hover));
+    QVERIFY2(hover.contains(QStringLiteral("batch %1 decodes").arg(batch[5].y())), qPrintable(hover));
+
+    // An edit clears the chart; the re-run draws the new document's timeline.
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(120);
+    QVERIFY(w.serving_view()->over_time_points(QStringLiteral("KV cache")).empty());
+    QVERIFY(w.serving_view()->over_time_hover(kv[5].x()).isEmpty());
+    QVERIFY(done.wait(120000));
+    const auto [kv2, batch2] = expect();
+    QVERIFY(kv2 != kv);
+    QCOMPARE(w.serving_view()->over_time_points(QStringLiteral("KV cache")), kv2);
+    QCOMPARE(w.serving_view()->over_time_points(QStringLiteral("batch")), batch2);
+  }
+
+  /// --bench-repaint's timing loop edits the training scenario and reports every edit; the
+  /// figures are reported, never compared with a limit (they depend on the machine).
+  void repaint_benchmark_times_each_edit() {
+    gui::MainWindow w;
+    w.resize(1280, 800);
+    const gui::RepaintTimes t = gui::time_training_repaints(w, 3);
+    QCOMPARE(t.recompute_ms.size(), size_t{3});
+    QCOMPARE(t.total_ms.size(), size_t{3});
+    for (size_t i = 0; i < 3; ++i) QVERIFY(t.total_ms[i] >= t.recompute_ms[i] && t.recompute_ms[i] > 0);
+    // Three edits from tp 1 (two warm-ups): the window shows tp 2's report.
+    QCOMPARE(field<QSpinBox>(w, "/training/tp")->value(), 2);
+    QCOMPARE(json::parse(w.current_report().toStdString()), cli_train_report(w.panel()->document(gui::ScenarioKind::training)));
+    const QString summary = gui::repaint_summary(t);
+    QVERIFY2(summary.contains(QStringLiteral("machine: ")) && summary.contains(QStringLiteral("p90")), qPrintable(summary));
+    QVERIFY(summary.contains(QStringLiteral("edits: 3")));
+  }
+
+  /// Long timelines keep each bucket's peak, at most the given number of points.
+  void over_time_downsampling_keeps_the_peaks() {
+    const Scenario s = gui::read_serving_document(gui::MainWindow().panel()->document(gui::ScenarioKind::inference), {});
+    const io::CostModels costs(s.system, nullptr);
+    const ServingResult r = simulate_serving(s, costs.get(), gui::kDefaultSeed, true);
+    for (size_t max_points : {size_t{7}, size_t{50}, size_t{100000}}) {
+      const gui::ServingOverTime t = gui::serving_over_time(r.timeline, max_points);
+      const auto [kv, batch] = expected_over_time(r.timeline, max_points);
+      QCOMPARE(t.start_s.size(), kv.size());
+      QVERIFY(t.start_s.size() <= max_points);
+      for (size_t i = 0; i < kv.size(); ++i) {
+        QCOMPARE(QPointF(t.start_s[i], t.kv_percent[i]), kv[i]);
+        QCOMPARE(QPointF(t.start_s[i], t.batch[i]), batch[i]);
+      }
+      QCOMPARE(*std::max_element(t.kv_percent.begin(), t.kv_percent.end()), r.peak_kv_utilization * 100.0);
+    }
   }
 
   void cancelled_or_stale_serving_runs_are_dropped() {

@@ -1,0 +1,30 @@
+#pragma once
+/// `capsim-gui --bench-repaint N`: how long the Training tab takes to recompute and repaint
+/// after a scenario edit, as the median and 90th percentile over N edits.
+
+#include <QString>
+#include <vector>
+
+namespace capsim::gui {
+
+class MainWindow;
+
+/// Milliseconds of each timed edit.
+struct RepaintTimes {
+  std::vector<double> recompute_ms;  ///< the edit until the Training tab holds the new report
+  std::vector<double> total_ms;      ///< the edit until the window is repainted
+};
+
+/// Show the Training tab of `w` and time `edits` edits of its tensor-parallel size
+/// (alternating 1 and 2 on 8 GPUs): each the spin box's new value, the analytical
+/// evaluation, the tab's tables and charts, then pending events and a synchronous repaint
+/// of the window. Two untimed edits warm the caches first.
+RepaintTimes time_training_repaints(MainWindow& w, int edits);
+
+/// The machine the figures are from: OS, CPU model, logical cores, Qt platform.
+QString machine_description();
+
+/// The lines `--bench-repaint` prints: machine, edits, median and p90 of both timings.
+QString repaint_summary(const RepaintTimes& t);
+
+}  // namespace capsim::gui
