@@ -602,6 +602,17 @@ class GuiTest : public QObject {
     gui::MainWindow w;
     // 20,000 requests a run: the search and the run take many seconds, one run a fraction.
     field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(20000);
+    // Cancel takes effect between simulated runs: the workers must end within a few runs'
+    // time on this build (a sanitized build runs several times slower), far sooner than
+    // the search itself.
+    QElapsedTimer one;
+    one.start();
+    {
+      const Scenario s = gui::read_serving_document(w.panel()->document(gui::ScenarioKind::inference), {});
+      const io::CostModels costs(s.system, nullptr);
+      simulate_serving(s, costs.get(), gui::kDefaultSeed);
+    }
+    const int limit_ms = static_cast<int>(std::max<qint64>(5000, 4 * one.elapsed()));
     QSignalSpy qps(&w, &gui::MainWindow::qps_finished);
     QSignalSpy served(&w, &gui::MainWindow::serving_finished);
     w.panel()->set_kind(gui::ScenarioKind::inference);  // starts a serving run
@@ -618,7 +629,7 @@ class GuiTest : public QObject {
     QVERIFY2(w.serving_view()->status().contains(QStringLiteral("ancelled")), qPrintable(w.serving_view()->status()));
     QElapsedTimer t;
     t.start();
-    QVERIFY(QThreadPool::globalInstance()->waitForDone(5000));  // the work itself stopped
+    QVERIFY2(QThreadPool::globalInstance()->waitForDone(limit_ms), qPrintable(QStringLiteral("%1 ms").arg(limit_ms)));  // the work itself stopped
     qInfo("workers ended %lld ms after the cancel", static_cast<long long>(t.elapsed()));
     QTest::qWait(200);  // the finished watchers are delivered, and dropped
     QCOMPARE(qps.count(), 0);
