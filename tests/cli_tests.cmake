@@ -127,7 +127,7 @@ capsim_cli_expect(NAME cli.sweep_shard_out_of_range
 capsim_cli_expect(NAME cli.infer.request_does_not_fit EXIT_CODE 0
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --set system.gpu=a100-sxm4-40gb --set inference.tp=2
       --set system.num_gpus=2 --format json
-  STDOUT "\"status\": \"does_not_fit\"" "needs more KV-cache blocks than a replica has")
+  STDOUT "\"status\": \"does_not_fit\"" "no room for the KV cache: the weights take 65.71 GiB a GPU")
 # An RL iteration: per-phase seconds and the bottleneck, in the table and the JSON report.
 capsim_cli_expect(NAME cli.train.grpo_iteration EXIT_CODE 0
   CMD train ${capsim_scenarios}/grpo-llama3.1-8b-colocated.json --format table

@@ -54,7 +54,7 @@ TEST(Sweep, DoesNotFitIsCountedApart) {
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0]["status"], "ok");
   EXPECT_EQ(rows[1]["status"], "does_not_fit");
-  EXPECT_NE(rows[1]["reason"].get<std::string>().find("needs more KV-cache blocks than a replica has"), std::string::npos);
+  EXPECT_NE(rows[1]["reason"].get<std::string>().find("no room for the KV cache"), std::string::npos);
   const nlohmann::json summary = nlohmann::json::parse(io::read_text_file(sum.summary_file));
   EXPECT_EQ(summary["does_not_fit"], 1);
   EXPECT_EQ(summary["ok"], 1);

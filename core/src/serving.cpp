@@ -1,6 +1,7 @@
 #include "capsim/core/serving.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <cmath>
 #include <limits>
@@ -417,6 +418,18 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
   out.slo_ttft_s = p.slo_ttft_ms * 1e-3;
   out.slo_tpot_s = p.slo_tpot_ms * 1e-3;
   out.memory = inference_memory(s.model, s.system, p, &out.engine);
+  if (!out.memory.fits) {
+    // Nothing is left for the KV cache: say what takes the memory.
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "no room for the KV cache: the weights take %.2f GiB a GPU and the activation peak and runtime "
+                  "%.2f GiB, against %.2f GiB usable (gpu_memory_utilization %.2f of %.2f GiB)",
+                  out.memory.weights_bytes / gib, (out.memory.activation_peak_bytes + out.memory.non_torch_bytes) / gib,
+                  out.memory.capacity_bytes * out.engine.gpu_memory_utilization / gib, out.engine.gpu_memory_utilization,
+                  out.memory.capacity_bytes / gib);
+    throw ServingDoesNotFit(buf);
+  }
   EventLoop loop(s, cost, out, record_timeline);
   loop.run();
   double first = 1e300, last = 0;
