@@ -267,7 +267,7 @@ capsim_cli_expect(NAME cli.hostile.deep_nesting
   STDERR "hostile-deep.json: arrays and objects nested deeper than 256 levels at line 1, column 257")
 capsim_cli_expect(NAME cli.hostile.duplicate_key
   CMD train ${capsim_hostile}/duplicate-key.json --format json
-  STDERR "duplicate-key.json: key appears twice in one object, at line 6, column 16 and line 7, column 16 (got \"tp\"); keep one of them")
+  STDERR "duplicate-key.json#/training/tp: key appears twice in one object, at line 6, column 16 and line 7, column 16 (got \"tp\"); keep one of them")
 capsim_cli_expect(NAME cli.hostile.device_file
   CMD train /dev/zero --format json
   STDERR "/dev/zero: is not a regular file (a folder, FIFO or device)")

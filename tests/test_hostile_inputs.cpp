@@ -69,9 +69,11 @@ TEST(HostileJson, NestingDeeperThanTheLimit) {
 // Rule: a key twice in one object is rejected with both places (the parser would keep the last).
 TEST(HostileJson, DuplicateKey) {
   EXPECT_EQ(parse_issues("{\n  \"training\": {\"tp\": 2,\n                \"pp\": 1, \"tp\": 4}\n}"),
-            (std::vector<Issue>{{"in.json", "\"tp\"",
+            (std::vector<Issue>{{"in.json#/training/tp", "\"tp\"",
                                  "key appears twice in one object, at line 2, column 16 and line 3, column 26",
                                  "keep one of them"}}));
+  // The pointer counts array elements and escapes '~' and '/' (RFC 6901).
+  EXPECT_EQ(parse_issues(R"({"a": [1, {"x": 0}, [2], {"b/c~": {"k": 1, "k": 2}}]})")[0].pointer, "in.json#/a/3/b~1c~0/k");
   // The same key in two different objects is fine.
   EXPECT_NO_THROW((void)io::parse_json(R"({"a": {"tp": 1}, "b": {"tp": 2}, "tp": [{"tp": 3}]})", "in.json"));
 }

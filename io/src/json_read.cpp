@@ -94,7 +94,25 @@ struct TooDeep {
 struct DuplicateKey {
   std::string key;
   size_t first, second;  // indices of the two keys among all keys of the text
+  std::string pointer;   // JSON pointer of the key
 };
+
+/// One open array or object while parsing: the key being read, or the element index.
+struct OpenContainer {
+  bool array = false;
+  std::string key;
+  size_t index = 0;
+};
+
+std::string pointer_token(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -104,6 +122,10 @@ json parse_json(std::string_view text, const std::string& origin) {
   // copied or printed). Positions are found afterwards by counting tokens.
   size_t opened = 0, keys = 0;
   std::vector<std::unordered_map<std::string, size_t>> objects;
+  std::vector<OpenContainer> path;  // where the parser is, for a duplicate key's pointer
+  const auto element_done = [&] {
+    if (!path.empty() && path.back().array) ++path.back().index;
+  };
   const json::parser_callback_t check = [&](int depth, json::parse_event_t event, json& parsed) {
     switch (event) {
       case json::parse_event_t::object_start:
@@ -111,17 +133,32 @@ json parse_json(std::string_view text, const std::string& origin) {
         if (depth >= kMaxJsonDepth) throw TooDeep{opened};
         ++opened;
         if (event == json::parse_event_t::object_start) objects.emplace_back();
+        path.push_back({event == json::parse_event_t::array_start, {}, 0});
         break;
       case json::parse_event_t::key: {
-        auto [it, fresh] = objects.back().emplace(parsed.get<std::string>(), keys);
-        if (!fresh) throw DuplicateKey{it->first, it->second, keys};
+        const std::string key = parsed.get<std::string>();
+        auto [it, fresh] = objects.back().emplace(key, keys);
+        if (!fresh) {
+          std::string pointer;
+          for (size_t i = 0; i + 1 < path.size(); ++i)
+            pointer += "/" + (path[i].array ? std::to_string(path[i].index) : pointer_token(path[i].key));
+          throw DuplicateKey{it->first, it->second, keys, pointer + "/" + pointer_token(key)};
+        }
+        path.back().key = key;
         ++keys;
         break;
       }
       case json::parse_event_t::object_end:
         objects.pop_back();
+        path.pop_back();
+        element_done();
         break;
-      default:
+      case json::parse_event_t::array_end:
+        path.pop_back();
+        element_done();
+        break;
+      case json::parse_event_t::value:
+        element_done();
         break;
     }
     return true;
@@ -151,7 +188,7 @@ json parse_json(std::string_view text, const std::string& origin) {
                            at_line_col(text, locate(text, Token::open, e.nth_open)),
                        {}}});
   } catch (const DuplicateKey& e) {
-    throw InputError({{origin, "\"" + e.key + "\"",
+    throw InputError({{origin + "#" + e.pointer, "\"" + e.key + "\"",
                        "key appears twice in one object, at " + at_line_col(text, locate(text, Token::key, e.first)) +
                            " and " + at_line_col(text, locate(text, Token::key, e.second)),
                        "keep one of them"}});
