@@ -168,6 +168,19 @@ TEST(HostileCalibration, RawLineWithANumberBeyondDoubleRange) {
   fs::remove(q);
 }
 
+// Rule: a raw GEMM row's shape is whole numbers up to 2^31; 1e300 or 2.5 is an input error
+// with its place, not an undefined conversion.
+TEST(HostileCalibration, RawShapeBeyondLimits) {
+  const std::string header = R"({"schema":"capsim-calibration-raw/1","kind":"header"})";
+  const fs::path p = temp_file("capsim-hostile-raw-shape.jsonl",
+                               header + "\n" + R"({"kind":"gemm","dtype":"bf16","m":1e300,"n":2.5,"k":4096,"time_s":0.001})" + "\n");
+  const auto got = issues_of([&] { (void)io::read_raw(p); });
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_NE(got[0].find("/m: must be a whole number from 0 to 2^31 (got 1e+300)"), std::string::npos) << got[0];
+  EXPECT_NE(got[1].find("/n: must be a whole number from 0 to 2^31 (got 2.5)"), std::string::npos) << got[1];
+  fs::remove(p);
+}
+
 // Rule: an integer of a calibration profile given as a float beyond int64 (1e300 ranks) is an
 // input error, not a conversion with undefined result.
 TEST(HostileCalibration, ProfileIntegerBeyondInt64) {

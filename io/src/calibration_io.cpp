@@ -52,7 +52,17 @@ RawMeasurement read_row(const json& j, const std::string& where, std::vector<Iss
     if (!std::isfinite(v) || v < 0) issues.push_back({where + "/" + key, brief(j[key]), "must be finite and >= 0", ""});
     return v;
   };
-  auto integer = [&](const char* key) { return static_cast<int64_t>(std::llround(num(key, true))); };
+  // Shapes and counts: whole numbers up to 2^31 (a GEMM dimension, a sequence length, a
+  // rank count); larger ones are typing errors, and beyond int64 the conversion is undefined.
+  auto integer = [&](const char* key) -> int64_t {
+    const double v = num(key, true);
+    if (!std::isfinite(v) || v < 0) return 0;
+    if (v > 2147483648.0 || v != std::floor(v)) {
+      issues.push_back({where + "/" + key, brief(j[key]), "must be a whole number from 0 to 2^31", ""});
+      return 0;
+    }
+    return static_cast<int64_t>(v);
+  };
   auto str = [&](const char* key) -> std::string {
     if (!j.contains(key) || !j[key].is_string()) {
       issues.push_back({where + "/" + key, j.contains(key) ? brief(j[key]) : "", "is required (a string)", ""});
