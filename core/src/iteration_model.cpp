@@ -31,7 +31,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   else if (p.activation_dtype == DType::int8 && p.weight_dtype == DType::int8) math_ = DType::int8;
   else math_ = DType::bf16;
   const DType kv = p.kv_dtype.value_or(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16);
-  dp_ = p.attention_dp.value_or(false) && p.tp > 1 ? p.tp : 1;
+  dp_ = p.attention_dp_degree();
   attn_tp_ = dp_ > 1 ? 1 : p.tp;
   const double tp = dbl(p.tp);
   // KV bytes per token on the GPU that holds the sequence: KV heads split over the
@@ -103,7 +103,7 @@ double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t 
   const ModelSpec& m = m_;
   const int64_t tp = attn_tp_;
   const int64_t h = m.hidden;
-  const int64_t tokens = dp_ > 1 ? detail::ceil_div(tokens_all, dp_) : tokens_all;
+  const int64_t tokens = detail::ceil_div(tokens_all, dp_);
   double t = 0;
   if (m.mla) {
     const auto& a = *m.mla;
@@ -165,7 +165,7 @@ double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t 
 double IterationModel::dense_ffn_seconds(int64_t tokens_all, int64_t inner) const {
   const ModelSpec& m = m_;
   const int64_t tp = attn_tp_;
-  const int64_t tokens = dp_ > 1 ? detail::ceil_div(tokens_all, dp_) : tokens_all;
+  const int64_t tokens = detail::ceil_div(tokens_all, dp_);
   const int64_t h = m.hidden;
   return gemm(tokens, inner * (m.gated_mlp ? 2 : 1) / tp, h) + gemm(tokens, h, inner / tp) +
          cost_.memory_bound(Bytes(dbl(tokens) * dbl(inner) / dbl(tp) * 2.0 * 3.0)).value;
@@ -273,7 +273,7 @@ EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_request) 
   d.max_num_batched_tokens = o.max_num_batched_tokens.value_or(
       d.chunked_prefill ? d.max_num_batched_tokens : std::max<int64_t>(d.unchunked_min_batched_tokens, longest_request));
   // Under attention DP every GPU schedules its own forward within the budget.
-  if (p.attention_dp.value_or(false) && p.tp > 1) d.max_num_batched_tokens *= p.tp;
+  d.max_num_batched_tokens *= p.attention_dp_degree();
   d.cuda_graphs = o.cuda_graphs.value_or(d.cuda_graphs);
   d.cuda_graph_max_tokens = o.cuda_graph_max_tokens.value_or(d.cuda_graph_max_tokens);
   if (o.step_overhead_ms) {

@@ -306,8 +306,8 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   const int64_t ep = p.ep.value_or(1);
   // Attention DP: attention and dense layers whole on every GPU, each GPU with its own
   // sequences' KV cache; the replica's blocks are the GPUs' together.
-  const bool adp = p.attention_dp.value_or(false) && p.tp > 1;
-  const double attn_tp = adp ? 1.0 : tp;
+  const int64_t adp = p.attention_dp_degree();
+  const double attn_tp = adp > 1 ? 1.0 : tp;
   const double wb = dtype_bytes(p.weight_dtype);
   // Weights per GPU: layers split over pp, dense weights over tp; routed experts over ep
   // when expert parallelism is on, else tensor-parallel inside each expert (over tp).
@@ -354,7 +354,7 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   out.num_blocks =
       out.kv_budget_bytes > 0
           ? static_cast<int64_t>(std::floor(out.kv_budget_bytes / (dbl(out.block_size) * kv_per_token))) *
-                (adp ? p.tp : 1)
+                adp
           : 0;
   out.max_cached_tokens = out.num_blocks * out.block_size;
   out.fits = out.num_blocks > 0;

@@ -33,11 +33,10 @@ double work_proxy(const TrainingPlan& t) {
 
 /// Single changes that lower the memory of `t` (see TrainEvaluation::remedies). Each
 /// changed layout must keep the GPU count (or double it, for data parallel), divide the
-/// model and the batch, and pass the layout rules.
-std::vector<FitRemedy> fit_remedies(const Scenario& s, const TrainingPlan& t) {
+/// model and the batch, and pass the layout rules; `now` is the peak of `t` as evaluated.
+std::vector<FitRemedy> fit_remedies(const Scenario& s, const TrainingPlan& t, double now) {
   const ModelSpec& m = s.model;
   std::vector<FitRemedy> out;
-  const double now = training_memory(m, s.system, t).peak().total_bytes;
   auto str = [](int64_t v) { return std::to_string(v); };
   auto try_plan = [&](const std::string& change, TrainingPlan c, const SystemSpec& sys) {
     if (c.global_batch % (c.micro_batch.value_or(1) * c.dp) != 0) return;
@@ -252,7 +251,7 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     ev.fail_reason = "does not fit: the stage that needs most takes " +
                      std::to_string(ev.memory.peak().total_bytes / kGiB) + " GiB of " +
                      std::to_string(ev.memory.peak().capacity_bytes / kGiB) + " GiB";
-    ev.remedies = fit_remedies(s, ev.plan);
+    ev.remedies = fit_remedies(s, ev.plan, ev.memory.peak().total_bytes);
   } else {
     ev.feasible = false;
     ev.fail_reason = "no candidate layout satisfies the divisibility rules";

@@ -183,14 +183,15 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   }
   double swap_gib = 0;
   number("swap_space_gib", swap_gib, 1.0);
-  if (k.contains("unchunked_prefill_unbounded")) boolean("unchunked_prefill_unbounded", d.unchunked_prefill_unbounded);
-  else known.emplace_back("unchunked_prefill_unbounded");
-  if (k.contains("unchunked_prefill_with_decodes")) boolean("unchunked_prefill_with_decodes", d.unchunked_prefill_with_decodes);
-  else known.emplace_back("unchunked_prefill_with_decodes");
-  if (k.contains("reserve_to_completion")) boolean("reserve_to_completion", d.reserve_to_completion);
-  else known.emplace_back("reserve_to_completion");
-  if (k.contains("attention_dp")) boolean("attention_dp", d.attention_dp);
-  else known.emplace_back("attention_dp");
+  // Behaviours only some engines have: a profile may leave them out (false).
+  auto optional_boolean = [&](const char* key, bool& out) {
+    if (k.contains(key)) boolean(key, out);
+    else known.emplace_back(key);
+  };
+  optional_boolean("unchunked_prefill_unbounded", d.unchunked_prefill_unbounded);
+  optional_boolean("unchunked_prefill_with_decodes", d.unchunked_prefill_with_decodes);
+  optional_boolean("reserve_to_completion", d.reserve_to_completion);
+  optional_boolean("attention_dp", d.attention_dp);
   if (k.contains("moe_compute_fraction_fp8")) {
     number("moe_compute_fraction_fp8", d.moe_compute_fraction_fp8, 1.0);
     if (d.moe_compute_fraction_fp8 > 1.0)

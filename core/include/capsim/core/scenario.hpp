@@ -254,6 +254,8 @@ struct InferencePlan {
   /// experts are spread over the same GPUs (ep = tp). nullopt = auto: considered with
   /// ep "auto" where the engine has it, else off.
   std::optional<bool> attention_dp;
+  /// GPUs attention runs data-parallel over: tp with attention DP on, else 1.
+  int64_t attention_dp_degree() const { return attention_dp.value_or(false) && tp > 1 ? tp : 1; }
   int64_t replicas = 1;
   DType weight_dtype = DType::bf16;
   DType activation_dtype = DType::bf16;
