@@ -2,6 +2,7 @@
 // "internal error" (docs/hardening.md lists them with what each gets).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,7 +12,9 @@
 
 #include "capsim/core/diagnostics.hpp"
 #include "capsim/io/calibration_io.hpp"
+#include "capsim/io/engines.hpp"
 #include "capsim/io/json_read.hpp"
+#include "capsim/io/presets.hpp"
 #include "capsim/io/sweep.hpp"
 
 namespace capsim {
@@ -192,6 +195,54 @@ TEST(HostileCalibration, ProfileIntegerBeyondInt64) {
   EXPECT_NE(got[0].find("malformed profile: "), std::string::npos) << got[0];
   EXPECT_NE(got[0].find("1e+300"), std::string::npos) << got[0];
   fs::remove(p);
+}
+
+/// A shipped preset as JSON, to be broken one place at a time.
+nlohmann::json shipped(const std::string& folder, const std::string& id) {
+  return io::read_json_file(io::data_dir() / folder / (id + ".json"));
+}
+
+// Rule: a GPU preset is outside input (CAPSIM_DATA_DIR may point anywhere): a fact or an
+// efficiency without its "value", a source that is not a string, a shape that is not three
+// numbers and an attention table without rising lengths are input errors at their place,
+// all at once (a missing "value" was read through a dangling reference).
+TEST(HostileDataFile, GpuPresetWithMissingAndMistypedFields) {
+  nlohmann::json g = shipped("gpus", "h100-sxm5-80gb");
+  g["facts"]["sm_count"].erase("value");
+  g["efficiency"]["gemm_bf16"].erase("value");
+  g["efficiency"]["hbm"]["source"] = nlohmann::json::array({7});
+  g["efficiency"]["gemm_fp8"]["shape"] = nlohmann::json::array({8192, "n", 8192});
+  g["efficiency"]["attention_fwd"]["seq_len"] = nlohmann::json::array();
+  g["efficiency"]["attention_bwd"]["hdim128_causal"] = nlohmann::json::array({2.0});
+  g["name"] = 5;
+  const auto got = issues_of([&] { (void)io::gpu_from_json(g, "gpu.json"); });
+  const std::vector<std::string> want = {
+      "gpu.json#/name: must be a string (got 5)",
+      "gpu.json#/facts/sm_count/value: is required (a number, or null)",
+      "gpu.json#/efficiency/gemm_bf16/value: must be a positive number",
+      "gpu.json#/efficiency/hbm/source: every source must be a string (a key of \"sources\") (got 7)",
+      "gpu.json#/efficiency/hbm/source: every efficiency needs a source",
+      "gpu.json#/efficiency/gemm_fp8/shape: must be [m, n, k], each at least 1 (got [8192,\"n\",8192])",
+      "gpu.json#/efficiency/attention_fwd/seq_len: is required: sequence lengths, rising from above 0",
+      "gpu.json#/efficiency/attention_bwd/hdim128_causal: must list one efficiency in (0, 1] per seq_len entry",
+  };
+  for (const auto& w : want) EXPECT_NE(std::find(got.begin(), got.end(), w), got.end()) << "missing: " << w;
+  EXPECT_EQ(got.size(), want.size());
+}
+
+// Rule: an engine profile's id, name or label of another type is an input error, not a
+// type error escaping the reader.
+TEST(HostileDataFile, EngineProfileWithMistypedNames) {
+  nlohmann::json e = shipped("engines", "vllm-v1");
+  e["id"] = 1;
+  e["label"] = nlohmann::json::array();
+  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
+  const std::vector<std::string> want = {
+      "engine.json#/id: must be a string (got 1)",
+      "engine.json#/label: must be a string (got [])",
+      "engine.json#/id: is required",
+  };
+  EXPECT_EQ(got, want);
 }
 
 }  // namespace

@@ -102,12 +102,22 @@ struct Candidate {
 
 EngineProfile engine_profile_from_json(const json& doc, const std::string& origin) {
   std::vector<Issue> issues;
-  if (!doc.is_object() || doc.value("schema", std::string()) != "capsim-engine/1")
+  // A string member, or `fallback` when absent; any other type is an issue.
+  auto text = [&](const char* key, const std::string& fallback) {
+    const auto it = doc.find(key);
+    if (it == doc.end()) return fallback;
+    if (!it->is_string()) {
+      issues.push_back({origin + "#/" + key, brief(*it), "must be a string", {}});
+      return fallback;
+    }
+    return it->get<std::string>();
+  };
+  if (!doc.is_object() || text("schema", "") != "capsim-engine/1")
     throw InputError({{origin, "", "not a capsim-engine/1 file (no \"schema\": \"capsim-engine/1\")", {}}});
   EngineProfile p;
-  p.id = doc.value("id", std::string());
-  p.name = doc.value("name", std::string());
-  p.label = doc.value("label", p.id);
+  p.id = text("id", "");
+  p.name = text("name", "");
+  p.label = text("label", p.id);
   if (p.id.empty()) issues.push_back({origin + "#/id", "", "is required", {}});
   if (p.name.empty()) issues.push_back({origin + "#/name", "", "is required", {}});
   const json sources = doc.contains("sources") && doc["sources"].is_object() ? doc["sources"] : json::object();
@@ -220,7 +230,9 @@ EngineProfile select_engine_profile(const std::string& name_in, const std::strin
   for (const std::string& id : engine_profile_ids()) {
     const fs::path path = data_dir() / "engines" / (id + ".json");
     json doc = read_json_file(path);
-    const std::string n = doc.is_object() ? doc.value("name", std::string()) : std::string();
+    const std::string n = doc.is_object() && doc.contains("name") && doc["name"].is_string()
+                              ? doc["name"].get<std::string>()
+                              : std::string();
     if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
     if (n != name) continue;
     Candidate c{id, std::move(doc), {}, {}};

@@ -40,6 +40,25 @@ std::string list(const std::vector<std::string>& v) {
   return s;
 }
 
+/// `o[key]` when `o` is an object holding `key`, else null (a const operator[] on a missing
+/// key is undefined behaviour in nlohmann/json).
+const json* member(const json& o, const char* key) {
+  if (!o.is_object()) return nullptr;
+  const auto it = o.find(key);
+  return it == o.end() ? nullptr : &*it;
+}
+
+/// The numbers of a JSON array, or false when it is not an array of numbers.
+bool numbers(const json* a, std::vector<double>& out) {
+  if (!a || !a->is_array()) return false;
+  out.clear();
+  for (const auto& x : *a) {
+    if (!x.is_number()) return false;
+    out.push_back(x.get<double>());
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::string> gpu_preset_ids() { return stems(data_dir() / "gpus"); }
@@ -51,28 +70,45 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
   if (!j.is_object() || !j.contains("facts") || !j["facts"].is_object()) {
     throw InputError({{origin, "", "not a capsim-gpu/1 file (no \"facts\" object)", {}}});
   }
-  g.id = j.value("id", std::string());
-  g.name = j.value("name", g.id);
-  const std::string arch = j.value("architecture", std::string());
+  auto text = [&](const char* key, const std::string& fallback) {
+    const json* v = member(j, key);
+    if (!v) return fallback;
+    if (!v->is_string()) {
+      issues.push_back({origin + "#/" + key, brief(*v), "must be a string", {}});
+      return fallback;
+    }
+    return v->get<std::string>();
+  };
+  g.id = text("id", "");
+  g.name = text("name", g.id);
+  const std::string arch = text("architecture", "");
   if (arch == "ampere") g.arch = GpuArch::ampere;
   else if (arch == "hopper") g.arch = GpuArch::hopper;
   else if (arch == "blackwell") g.arch = GpuArch::blackwell;
   else issues.push_back({origin + "#/architecture", arch, "must be ampere, hopper or blackwell", {}});
   const json& f = j["facts"];
   auto fact = [&](const char* key, bool required) -> double {
-    if (!f.contains(key) || !f[key].is_object()) {
+    const json* rec = member(f, key);
+    if (!rec || !rec->is_object()) {
       if (required) issues.push_back({origin + "#/facts/" + key, "", "is required", {}});
       return 0.0;
     }
-    const json& v = f[key]["value"];
-    if (v.is_null()) return 0.0;
-    if (!v.is_number()) {
-      issues.push_back({origin + "#/facts/" + key + "/value", brief(v), "must be a number or null", {}});
+    const json* v = member(*rec, "value");
+    if (!v) {
+      issues.push_back({origin + "#/facts/" + key + "/value", "", "is required (a number, or null)", {}});
       return 0.0;
     }
-    if (!f[key].contains("source") || !f[key]["source"].is_array() || f[key]["source"].empty())
+    if (v->is_null()) return 0.0;
+    if (!v->is_number()) {
+      issues.push_back({origin + "#/facts/" + key + "/value", brief(*v), "must be a number or null", {}});
+      return 0.0;
+    }
+    const json* source = member(*rec, "source");
+    if (!source || !source->is_array() || source->empty())
       issues.push_back({origin + "#/facts/" + key + "/source", "", "every fact needs a source", {}});
-    return v.get<double>();
+    const double x = v->get<double>();
+    if (x < 0) issues.push_back({origin + "#/facts/" + key + "/value", brief(*v), "must not be negative", {}});
+    return x;
   };
   g.peak_fp64_tflops = fact("peak_fp64_tflops", true);
   g.peak_tf32_tflops = fact("peak_tf32_tflops", true);
@@ -96,30 +132,47 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     issues.push_back({origin + "#/efficiency", "", "is required (measured efficiencies with sources)", {}});
   } else {
     const json& e = j["efficiency"];
-    auto src = [](const json& rec) {
+    // The source ids of an efficiency record, joined; a source that is not a string is an issue.
+    auto src = [&](const json& rec, const std::string& at) {
       std::string s;
-      if (rec.contains("source") && rec["source"].is_array())
-        for (const auto& x : rec["source"]) s += (s.empty() ? "" : ",") + x.get<std::string>();
+      const json* source = member(rec, "source");
+      if (!source || !source->is_array()) return s;
+      for (const auto& x : *source) {
+        if (!x.is_string()) {
+          issues.push_back({at + "/source", brief(x), "every source must be a string (a key of \"sources\")", {}});
+          continue;
+        }
+        s += (s.empty() ? "" : ",") + x.get<std::string>();
+      }
       return s;
     };
     auto sourced = [&](const char* key, Sourced& out, bool nullable) {
-      if (!e.contains(key) || !e[key].is_object()) {
-        issues.push_back({origin + "#/efficiency/" + key, "", "is required", {}});
+      const std::string at = origin + "#/efficiency/" + key;
+      const json* rec = member(e, key);
+      if (!rec || !rec->is_object()) {
+        issues.push_back({at, "", "is required", {}});
         return;
       }
-      const json& v = e[key]["value"];
-      if (v.is_null() && nullable) return;
-      if (!v.is_number() || v.get<double>() <= 0) {
-        issues.push_back({origin + "#/efficiency/" + key + "/value", brief(v), "must be a positive number", {}});
+      const json* v = member(*rec, "value");
+      if (v && v->is_null() && nullable) return;
+      if (!v || !v->is_number() || v->get<double>() <= 0) {
+        issues.push_back({at + "/value", v ? brief(*v) : "", "must be a positive number", {}});
         return;
       }
-      out.value = v.get<double>();
-      out.source = src(e[key]);
-      if (out.source.empty()) issues.push_back({origin + "#/efficiency/" + key + "/source", "", "every efficiency needs a source", {}});
+      out.value = v->get<double>();
+      out.source = src(*rec, at);
+      if (out.source.empty()) issues.push_back({at + "/source", "", "every efficiency needs a source", {}});
     };
     auto shape = [&](const char* key, std::array<double, 3>& out) {
-      if (e.contains(key) && e[key].contains("shape") && e[key]["shape"].is_array() && e[key]["shape"].size() == 3)
-        for (size_t i = 0; i < 3; ++i) out[i] = e[key]["shape"][i].get<double>();
+      const json* rec = member(e, key);
+      const json* sh = rec ? member(*rec, "shape") : nullptr;
+      if (!sh || sh->is_null()) return;
+      std::vector<double> v;
+      if (!numbers(sh, v) || v.size() != 3 || !std::all_of(v.begin(), v.end(), [](double x) { return x >= 1; })) {
+        issues.push_back({origin + "#/efficiency/" + key + "/shape", brief(*sh), "must be [m, n, k], each at least 1", {}});
+        return;
+      }
+      std::copy(v.begin(), v.end(), out.begin());
     };
     sourced("gemm_bf16", g.efficiency.gemm_bf16, false);
     sourced("gemm_fp8", g.efficiency.gemm_fp8, true);
@@ -150,36 +203,50 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("nic_efficiency", g.efficiency.nic_efficiency, false);
     sourced("alltoall_nic_efficiency", g.efficiency.alltoall_nic_efficiency, false);
     auto attention = [&](const char* key, AttentionEfficiency& out) {
-      if (!e.contains(key) || !e[key].is_object()) {
-        issues.push_back({origin + "#/efficiency/" + key, "", "is required", {}});
+      const std::string at = origin + "#/efficiency/" + key;
+      const json* t = member(e, key);
+      if (!t || !t->is_object()) {
+        issues.push_back({at, "", "is required", {}});
         return;
       }
-      const json& t = e[key];
       const char* rows[4] = {"hdim64_noncausal", "hdim64_causal", "hdim128_noncausal", "hdim128_causal"};
-      if (!t.contains("seq_len") || !t["seq_len"].is_array()) {
-        issues.push_back({origin + "#/efficiency/" + key + "/seq_len", "", "is required", {}});
+      std::vector<double> seq;
+      if (!numbers(member(*t, "seq_len"), seq) || seq.empty()) {
+        issues.push_back({at + "/seq_len", "", "is required: sequence lengths, rising from above 0", {}});
         return;
       }
-      out.seq_len = t["seq_len"].get<std::vector<double>>();
-      for (size_t r = 0; r < 4; ++r) {
-        if (!t.contains(rows[r]) || !t[rows[r]].is_array() || t[rows[r]].size() != out.seq_len.size()) {
-          issues.push_back({origin + "#/efficiency/" + key + "/" + rows[r], "",
-                            "must list one efficiency per seq_len entry", {}});
-          continue;
+      for (size_t i = 0; i < seq.size(); ++i) {
+        if (!(seq[i] > 0) || (i > 0 && !(seq[i] > seq[i - 1]))) {
+          issues.push_back({at + "/seq_len", "", "must rise from above 0", {}});
+          return;
         }
-        out.table[r] = t[rows[r]].get<std::vector<double>>();
       }
-      out.source = src(t);
+      bool ok = true;
+      std::array<std::vector<double>, 4> table;
+      for (size_t r = 0; r < 4; ++r) {
+        const bool listed = numbers(member(*t, rows[r]), table[r]) && table[r].size() == seq.size() &&
+                            std::all_of(table[r].begin(), table[r].end(), [](double x) { return x > 0 && x <= 1; });
+        if (!listed) {
+          issues.push_back({at + "/" + rows[r], "", "must list one efficiency in (0, 1] per seq_len entry", {}});
+          ok = false;
+        }
+      }
+      if (!ok) return;
+      out.seq_len = std::move(seq);
+      out.table = std::move(table);
+      out.source = src(*t, at);
     };
     auto curve = [&](const char* key, BusbwCurve& out) {
-      if (!e.contains(key) || !e[key].is_object() || !e[key].contains("size_bytes") || !e[key].contains("fraction") ||
-          e[key]["size_bytes"].size() != e[key]["fraction"].size() || e[key]["size_bytes"].empty()) {
+      const json* rec = member(e, key);
+      if (!rec || !rec->is_object() || !numbers(member(*rec, "size_bytes"), out.size_bytes) ||
+          !numbers(member(*rec, "fraction"), out.fraction) || out.size_bytes.size() != out.fraction.size() ||
+          out.size_bytes.empty()) {
+        out.size_bytes.clear();
+        out.fraction.clear();
         issues.push_back({origin + "#/efficiency/" + key, "", "needs size_bytes and fraction arrays of one length", {}});
         return;
       }
-      out.size_bytes = e[key]["size_bytes"].get<std::vector<double>>();
-      out.fraction = e[key]["fraction"].get<std::vector<double>>();
-      out.source = src(e[key]);
+      out.source = src(*rec, origin + "#/efficiency/" + key);
       for (size_t i = 0; i < out.size_bytes.size(); ++i) {
         const bool rising = i == 0 ? out.size_bytes[i] > 0 : out.size_bytes[i] > out.size_bytes[i - 1];
         if (!rising || !(out.fraction[i] > 0 && out.fraction[i] <= 1)) {

@@ -58,8 +58,16 @@ std::string progress_line(std::string_view what, std::string_view unit, int64_t 
 
 bool progress_line_open() { return g_line_open.load(); }
 
+namespace {
+ProgressReporter::Options terminal_options() {
+  ProgressReporter::Options opt;
+  opt.terminal = ::isatty(STDERR_FILENO) != 0;
+  return opt;
+}
+}  // namespace
+
 ProgressReporter::ProgressReporter(std::string what, std::string unit)
-    : ProgressReporter(std::move(what), std::move(unit), Options{::isatty(STDERR_FILENO) != 0}) {}
+    : ProgressReporter(std::move(what), std::move(unit), terminal_options()) {}
 
 ProgressReporter::ProgressReporter(std::string what, std::string unit, Options opt)
     : opt_(std::move(opt)), what_(std::move(what)), unit_(std::move(unit)) {

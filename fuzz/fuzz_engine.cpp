@@ -1,0 +1,14 @@
+// Serving engine profiles (data/engines/*.json, or a folder given by CAPSIM_DATA_DIR).
+#include <nlohmann/json.hpp>
+
+#include "capsim/io/engines.hpp"
+#include "capsim/io/json_read.hpp"
+#include "fuzz_input.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace capsim;
+  return fuzz::reader([&] {
+    const nlohmann::json doc = io::parse_json(fuzz::as_text(data, size), "engine.json");
+    (void)io::engine_profile_from_json(doc, "engine.json");
+  });
+}
