@@ -371,4 +371,4 @@ add_test(NAME cli.progress_on_terminal
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/progress_tty.sh $<TARGET_FILE:capsim>
                  ${CMAKE_SOURCE_DIR}/examples/gpt3-175b-a100-search.json ${CMAKE_CURRENT_BINARY_DIR}/progress-tty)
 set_tests_properties(cli.progress_on_terminal PROPERTIES SKIP_RETURN_CODE 77
-                     ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli TIMEOUT 120)
+                     ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS "cli;slow" TIMEOUT 120)
