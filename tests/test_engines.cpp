@@ -309,6 +309,48 @@ TEST(ServingEngines, UnmixedEngineRunsPromptOnlySteps) {
   EXPECT_GT(unmixed.iterations, mixed.iterations);
 }
 
+// An engine whose host runs one batch ahead (TensorRT-LLM's overlap scheduler, SGLang's
+// overlapped event loop) prepared the next batch when it launched the one in flight: a
+// request arriving mid-step joins the batch after next. Its prompt starts exactly one step
+// later than on an engine that schedules when the step ends; the request already decoding
+// is not delayed, and a request reaching an idle engine starts at once on both.
+TEST(ServingEngines, OverlappedHostAdmitsOneBatchLate) {
+  Scenario s = llama8b();
+  s.inference->workload.mode = ServingWorkload::Mode::trace;
+  s.inference->workload.trace = {{0.0, 100, 400, "", 0}, {0.5, 1000, 5, "", 0}};
+  s.inference->profile.knobs.step_overhead_s = 0;
+  s.inference->profile.knobs.step_overhead_per_seq_s = 0;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult serial = simulate_serving(s, cost, 20261201, true);
+  s.inference->profile.knobs.host_overlaps_gpu = true;
+  const ServingResult ahead = simulate_serving(s, cost, 20261201, true);
+  auto first_prefill_after = [](const ServingResult& r, double t) {
+    for (const auto& it : r.timeline)
+      if (it.start >= t && it.prefill_tokens > 0) return it;
+    return IterationRecord{};
+  };
+  auto in_flight_at = [](const ServingResult& r, double t) {
+    for (const auto& it : r.timeline)
+      if (it.start <= t && t < it.end) return it;
+    return IterationRecord{};
+  };
+  // Without host time both engines run the same steps up to the arrival.
+  const IterationRecord flight = in_flight_at(serial, 0.5);
+  ASSERT_GT(flight.end, 0.5);
+  EXPECT_DOUBLE_EQ(in_flight_at(ahead, 0.5).end, flight.end);
+  // Scheduled when the step ends: the prompt starts then.
+  EXPECT_DOUBLE_EQ(first_prefill_after(serial, 0.5).start, flight.end);
+  // One batch ahead: the step prepared before the arrival runs first (the lone decode).
+  const IterationRecord prepared = in_flight_at(ahead, flight.end);
+  EXPECT_DOUBLE_EQ(prepared.start, flight.end);
+  EXPECT_EQ(prepared.prefill_tokens, 0);
+  EXPECT_EQ(prepared.decodes, 1);
+  EXPECT_DOUBLE_EQ(first_prefill_after(ahead, 0.5).start, prepared.end);
+  EXPECT_GT(ahead.requests[1].ttft(), serial.requests[1].ttft());
+  // The first request reached an idle engine: the same first token on both.
+  EXPECT_DOUBLE_EQ(ahead.requests[0].ttft(), serial.requests[0].ttft());
+}
+
 // TurboMind up to 0.1.0a1 prefills every admitted prompt before the step's decode: a
 // burst of equal prompts gets its first tokens together, one step after the whole
 // burst's prefill; an engine that stops at its token budget hands them out one budget at

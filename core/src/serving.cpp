@@ -301,7 +301,7 @@ void EventLoop::deliver_arrivals() {
           seen_prefixes_.push_back(tr.prefix_id);
       }
     }
-    reps_[router_.route(false)].enqueue(q);
+    reps_[router_.route(false)].enqueue(q, t_);
     ++next_arrival_;
   }
 }
@@ -322,11 +322,11 @@ void EventLoop::deliver_transfers() {
 bool EventLoop::start_iteration(size_t i) {
   ReplicaScheduler& R = reps_[i];
   if (R.busy() || !R.has_work()) return false;
-  IterationBatch batch = R.plan();
+  IterationBatch batch = R.plan(t_);
   if (batch.decodes == 0 && batch.prefills.empty()) return false;
   int64_t passes = 1;
   const double dt = iteration_seconds(R, batch, passes);
-  R.start(t_ + dt);
+  R.start(t_, t_ + dt);
   if (record_timeline_) record(i, batch, dt, passes);
   out_.iterations += passes;
   out_.peak_kv_utilization = std::max(out_.peak_kv_utilization, R.kv_utilization());
