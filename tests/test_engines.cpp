@@ -275,6 +275,44 @@ TEST(AttentionDp, AutoConsidersItOnlyWhereTheEngineHasIt) {
   EXPECT_TRUE(simulate_serving(s, cost).attention_dp);
 }
 
+// Under attention DP a prompt runs on one rank and gets at most that rank's budget a step.
+// SGLang divides --chunked-prefill-size among its DP ranks (the group's budget stays
+// 8192, a rank prefills 8192 / 4); an engine whose every rank has the whole budget
+// prefills a 6000-token prompt in one step, its group taking 4 x 8192.
+TEST(AttentionDp, EngineThatDividesTheBudgetChunksByTheRankShare) {
+  Scenario s;
+  s.model = io::load_model("qwen3-30b-a3b");
+  s.system.gpu = io::load_gpu("h100-sxm5-80gb");
+  s.system.num_gpus = 4;
+  s.system.gpus_per_node = 8;
+  InferencePlan p;
+  p.tp = 4;
+  p.ep = 4;
+  p.attention_dp = true;
+  p.workload.mode = ServingWorkload::Mode::offline;
+  p.workload.num_requests = 1;
+  p.workload.input_tokens = {LengthDist::Kind::fixed, 6000, 0, 0};
+  p.workload.output_tokens = {LengthDist::Kind::fixed, 2, 0, 0};
+  p.profile = io::select_engine_profile("sglang", "0.5.7", "/e");
+  ASSERT_TRUE(p.profile.knobs.dp_attention_divides_batched_tokens);
+  ASSERT_EQ(p.profile.knobs.max_num_batched_tokens, 8192);
+  s.inference = p;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult divided = simulate_serving(s, cost, 20261201, true);
+  EXPECT_EQ(divided.engine.max_num_batched_tokens, 8192);
+  std::vector<int64_t> chunks;
+  for (const auto& it : divided.timeline)
+    if (it.prefill_tokens > 0) chunks.push_back(it.prefill_tokens);
+  EXPECT_EQ(chunks, (std::vector<int64_t>{2048, 2048, 1904}));
+  s.inference->profile.knobs.dp_attention_divides_batched_tokens = false;
+  const ServingResult whole = simulate_serving(s, cost, 20261201, true);
+  EXPECT_EQ(whole.engine.max_num_batched_tokens, 4 * 8192);
+  ASSERT_FALSE(whole.timeline.empty());
+  EXPECT_EQ(whole.timeline.front().prefill_tokens, 6000);
+  // The profiling pass of a rank holds its share of the budget.
+  EXPECT_LT(divided.memory.activation_peak_bytes, whole.memory.activation_peak_bytes);
+}
+
 // A request that can never fit the KV cache is a "does not fit" answer.
 TEST(ServingEngines, RequestLargerThanTheCacheDoesNotFit) {
   Scenario s = llama8b();

@@ -158,7 +158,7 @@ void ReplicaScheduler::continue_prefills(IterationBatch& batch, int64_t& budget)
   for (size_t k = 0; k < running_.size() && budget > 0; ++k) {
     Seq& q = running_[k];
     if (q.prefilled >= q.prompt) continue;
-    const int64_t c = std::min(q.prompt - q.prefilled, budget);
+    const int64_t c = std::min({q.prompt - q.prefilled, budget, ctx_.rank_tokens});
     const int64_t need = ceil_div(q.prefilled + c + (q.prefilled + c == q.prompt ? 1 : 0), bs) - q.blocks;
     if (need > free_blocks_) continue;
     free_blocks_ -= std::max<int64_t>(0, need);
@@ -179,7 +179,7 @@ void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, boo
     if (q.queued_at > admit_cutoff_) break;
     if (q.prefilled == 0 && ctx_.prefix_hit_rate > 0 && ctx_.requests[q.req].preemptions == 0)
       q.prefilled = std::min(q.prompt - 1, static_cast<int64_t>(std::floor(ctx_.prefix_hit_rate * dbl(q.prompt) / dbl(bs))) * bs);
-    const int64_t c = chunked ? std::min(q.prompt - q.prefilled, budget) : q.prompt - q.prefilled;
+    const int64_t c = chunked ? std::min({q.prompt - q.prefilled, budget, ctx_.rank_tokens}) : q.prompt - q.prefilled;
     if (!chunked && c > budget) break;
     const bool ends = q.prefilled + c == q.prompt;
     // Reserving to completion takes the blocks of the whole prompt and every output

@@ -234,6 +234,7 @@ EventLoop::EventLoop(const Scenario& s, const CostModel& cost, ServingResult& ou
            .prefix_hit_rate = w_.prefix_hit_rate,
            .block_size = bs_,
            .total_blocks = total_blocks_,
+           .rank_tokens = std::max<int64_t>(1, out.engine.max_num_batched_tokens / s.inference->attention_dp_degree()),
            .kv_bytes_per_token = out.memory.kv_bytes_per_token,  // per token, per GPU
            // Swapping moves each GPU's shard of the blocks over its own PCIe x16 link at the
            // datasheet payload rate (no host-copy efficiency is measured).

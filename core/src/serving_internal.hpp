@@ -61,6 +61,9 @@ struct SchedulerContext {
   double prefix_hit_rate;                ///< the workload's prefix-cache hit rate
   int64_t block_size;                    ///< tokens per KV block
   int64_t total_blocks;                  ///< KV blocks of one replica
+  /// Most prompt tokens of one sequence in a step: the step budget of the attention-DP rank
+  /// that holds it (the whole budget without attention DP).
+  int64_t rank_tokens;
   double kv_bytes_per_token;             ///< KV-cache bytes of one token, per GPU
   double block_bytes;                    ///< KV-cache bytes of one block, per GPU
   double pcie_bytes_per_s;               ///< the host link swapping moves blocks over, per GPU
