@@ -387,6 +387,15 @@ TEST(ServingEngines, OverlappedHostAdmitsOneBatchLate) {
   EXPECT_GT(ahead.requests[1].ttft(), serial.requests[1].ttft());
   // The first request reached an idle engine: the same first token on both.
   EXPECT_DOUBLE_EQ(ahead.requests[0].ttft(), serial.requests[0].ttft());
+  // A batch prepared empty (the only request ends with the step in flight) leaves the host
+  // loop free to take a newcomer at once: no step is lost.
+  s.inference->workload.trace = {{0.0, 3000, 1, "", 0}, {0.01, 100, 5, "", 0}};
+  s.inference->profile.knobs.host_overlaps_gpu = false;
+  const ServingResult serial_lone = simulate_serving(s, cost);
+  s.inference->profile.knobs.host_overlaps_gpu = true;
+  const ServingResult ahead_lone = simulate_serving(s, cost);
+  ASSERT_GT(serial_lone.requests[0].first_token, 0.01);
+  EXPECT_DOUBLE_EQ(ahead_lone.requests[1].ttft(), serial_lone.requests[1].ttft());
 }
 
 // TurboMind up to 0.1.0a1 prefills every admitted prompt before the step's decode: a

@@ -22,9 +22,8 @@ bool ReplicaScheduler::accept_transfer(Seq q) {
 IterationBatch ReplicaScheduler::plan(double now) {
   // One batch ahead (TensorRT-LLM's overlap scheduler, SGLang's overlapped event loop): the
   // host schedules batch n+1 right after launching batch n, so when batch n ends a request
-  // that arrived while it ran joins batch n+2. A replica that was idle, or has nothing
-  // running to keep the GPU busy, schedules at once.
-  const bool ahead = ctx_.engine.host_overlaps_gpu && ran_ && last_end_ == now && !running_.empty();
+  // that arrived while it ran joins batch n+2. A replica that was idle schedules at once.
+  const bool ahead = ctx_.engine.host_overlaps_gpu && ran_ && last_end_ == now;
   admit_cutoff_ = ahead ? last_start_ : now;
   IterationBatch batch = plan_batch();
   // Nothing prepared: the host loop comes round at once and takes what has arrived.
