@@ -275,6 +275,44 @@ TEST(AttentionDp, AutoConsidersItOnlyWhereTheEngineHasIt) {
   EXPECT_TRUE(simulate_serving(s, cost).attention_dp);
 }
 
+// Under attention DP a prompt runs on one rank and gets at most that rank's budget a step.
+// SGLang divides --chunked-prefill-size among its DP ranks (the group's budget stays
+// 8192, a rank prefills 8192 / 4); an engine whose every rank has the whole budget
+// prefills a 6000-token prompt in one step, its group taking 4 x 8192.
+TEST(AttentionDp, EngineThatDividesTheBudgetChunksByTheRankShare) {
+  Scenario s;
+  s.model = io::load_model("qwen3-30b-a3b");
+  s.system.gpu = io::load_gpu("h100-sxm5-80gb");
+  s.system.num_gpus = 4;
+  s.system.gpus_per_node = 8;
+  InferencePlan p;
+  p.tp = 4;
+  p.ep = 4;
+  p.attention_dp = true;
+  p.workload.mode = ServingWorkload::Mode::offline;
+  p.workload.num_requests = 1;
+  p.workload.input_tokens = {LengthDist::Kind::fixed, 6000, 0, 0};
+  p.workload.output_tokens = {LengthDist::Kind::fixed, 2, 0, 0};
+  p.profile = io::select_engine_profile("sglang", "0.5.7", "/e");
+  ASSERT_TRUE(p.profile.knobs.dp_attention_divides_batched_tokens);
+  ASSERT_EQ(p.profile.knobs.max_num_batched_tokens, 8192);
+  s.inference = p;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult divided = simulate_serving(s, cost, 20261201, true);
+  EXPECT_EQ(divided.engine.max_num_batched_tokens, 8192);
+  std::vector<int64_t> chunks;
+  for (const auto& it : divided.timeline)
+    if (it.prefill_tokens > 0) chunks.push_back(it.prefill_tokens);
+  EXPECT_EQ(chunks, (std::vector<int64_t>{2048, 2048, 1904}));
+  s.inference->profile.knobs.dp_attention_divides_batched_tokens = false;
+  const ServingResult whole = simulate_serving(s, cost, 20261201, true);
+  EXPECT_EQ(whole.engine.max_num_batched_tokens, 4 * 8192);
+  ASSERT_FALSE(whole.timeline.empty());
+  EXPECT_EQ(whole.timeline.front().prefill_tokens, 6000);
+  // The profiling pass of a rank holds its share of the budget.
+  EXPECT_LT(divided.memory.activation_peak_bytes, whole.memory.activation_peak_bytes);
+}
+
 // A request that can never fit the KV cache is a "does not fit" answer.
 TEST(ServingEngines, RequestLargerThanTheCacheDoesNotFit) {
   Scenario s = llama8b();
@@ -307,6 +345,57 @@ TEST(ServingEngines, UnmixedEngineRunsPromptOnlySteps) {
   const double gap = *std::max_element(unmixed.requests[0].itl.begin(), unmixed.requests[0].itl.end());
   EXPECT_GT(gap, im.seconds(prompt));
   EXPECT_GT(unmixed.iterations, mixed.iterations);
+}
+
+// An engine whose host runs one batch ahead (TensorRT-LLM's overlap scheduler, SGLang's
+// overlapped event loop) prepared the next batch when it launched the one in flight: a
+// request arriving mid-step joins the batch after next. Its prompt starts exactly one step
+// later than on an engine that schedules when the step ends; the request already decoding
+// is not delayed, and a request reaching an idle engine starts at once on both.
+TEST(ServingEngines, OverlappedHostAdmitsOneBatchLate) {
+  Scenario s = llama8b();
+  s.inference->workload.mode = ServingWorkload::Mode::trace;
+  s.inference->workload.trace = {{0.0, 100, 400, "", 0}, {0.5, 1000, 5, "", 0}};
+  s.inference->profile.knobs.step_overhead_s = 0;
+  s.inference->profile.knobs.step_overhead_per_seq_s = 0;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult serial = simulate_serving(s, cost, 20261201, true);
+  s.inference->profile.knobs.host_overlaps_gpu = true;
+  const ServingResult ahead = simulate_serving(s, cost, 20261201, true);
+  auto first_prefill_after = [](const ServingResult& r, double t) {
+    for (const auto& it : r.timeline)
+      if (it.start >= t && it.prefill_tokens > 0) return it;
+    return IterationRecord{};
+  };
+  auto in_flight_at = [](const ServingResult& r, double t) {
+    for (const auto& it : r.timeline)
+      if (it.start <= t && t < it.end) return it;
+    return IterationRecord{};
+  };
+  // Without host time both engines run the same steps up to the arrival.
+  const IterationRecord flight = in_flight_at(serial, 0.5);
+  ASSERT_GT(flight.end, 0.5);
+  EXPECT_DOUBLE_EQ(in_flight_at(ahead, 0.5).end, flight.end);
+  // Scheduled when the step ends: the prompt starts then.
+  EXPECT_DOUBLE_EQ(first_prefill_after(serial, 0.5).start, flight.end);
+  // One batch ahead: the step prepared before the arrival runs first (the lone decode).
+  const IterationRecord prepared = in_flight_at(ahead, flight.end);
+  EXPECT_DOUBLE_EQ(prepared.start, flight.end);
+  EXPECT_EQ(prepared.prefill_tokens, 0);
+  EXPECT_EQ(prepared.decodes, 1);
+  EXPECT_DOUBLE_EQ(first_prefill_after(ahead, 0.5).start, prepared.end);
+  EXPECT_GT(ahead.requests[1].ttft(), serial.requests[1].ttft());
+  // The first request reached an idle engine: the same first token on both.
+  EXPECT_DOUBLE_EQ(ahead.requests[0].ttft(), serial.requests[0].ttft());
+  // A batch prepared empty (the only request ends with the step in flight) leaves the host
+  // loop free to take a newcomer at once: no step is lost.
+  s.inference->workload.trace = {{0.0, 3000, 1, "", 0}, {0.01, 100, 5, "", 0}};
+  s.inference->profile.knobs.host_overlaps_gpu = false;
+  const ServingResult serial_lone = simulate_serving(s, cost);
+  s.inference->profile.knobs.host_overlaps_gpu = true;
+  const ServingResult ahead_lone = simulate_serving(s, cost);
+  ASSERT_GT(serial_lone.requests[0].first_token, 0.01);
+  EXPECT_DOUBLE_EQ(ahead_lone.requests[1].ttft(), serial_lone.requests[1].ttft());
 }
 
 // TurboMind up to 0.1.0a1 prefills every admitted prompt before the step's decode: a

@@ -75,7 +75,10 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
       {"serving-percentiles-public.json",
        {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.06}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.11}, {"tpot_p50_ms", 0.065},
         {"tpot_p99_ms", 0.16}, {"throughput_tokens_per_s", 0.07}, {"requests_per_s", 0.08}, {"ttft_mean_ms", 0.17},
-        {"ttft_p50_ms", 0.19}, {"ttft_p99_ms", 0.34}}},
+        // TTFT P50 rose from 0.19 when engines one batch ahead (SGLang 0.4+, TensorRT-LLM)
+        // began admitting a request that arrives mid-step to the batch after next: the
+        // median of 20 cases sits between two SGLang DeepSeek-R1 cases at 0.21 and 0.29.
+        {"ttft_p50_ms", 0.255}, {"ttft_p99_ms", 0.34}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
@@ -85,7 +88,7 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
     }
   // Per source family (all metrics pooled): every family of five cases or more within 25%,
   // and each within its recorded figure.
-  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.365}, {"llmie", 0.075},  {"lmdeploy", 0.08},
+  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.35}, {"llmie", 0.075},  {"lmdeploy", 0.08},
                                                        {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.12}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;

@@ -272,8 +272,10 @@ EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_request) 
   d.gpu_memory_utilization = o.gpu_memory_utilization.value_or(d.gpu_memory_utilization);
   d.max_num_batched_tokens = o.max_num_batched_tokens.value_or(
       d.chunked_prefill ? d.max_num_batched_tokens : std::max<int64_t>(d.unchunked_min_batched_tokens, longest_request));
-  // Under attention DP every GPU schedules its own forward within the budget.
-  d.max_num_batched_tokens *= p.attention_dp_degree();
+  // Under attention DP every GPU schedules its own forward within its budget: the whole
+  // budget each (the group's is dp times it), or, where the engine divides the budget among
+  // its ranks, a share of it.
+  if (!d.dp_attention_divides_batched_tokens) d.max_num_batched_tokens *= p.attention_dp_degree();
   d.cuda_graphs = o.cuda_graphs.value_or(d.cuda_graphs);
   d.cuda_graph_max_tokens = o.cuda_graph_max_tokens.value_or(d.cuda_graph_max_tokens);
   if (o.step_overhead_ms) {

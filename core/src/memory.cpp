@@ -326,7 +326,9 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   dense += p.pp == 1 ? first + last : std::max(first, last);
   out.weights_bytes = (dense + expert) * wb;
 
-  const int64_t max_tokens = p.engine.max_num_batched_tokens.value_or(defaults.max_num_batched_tokens);
+  int64_t max_tokens = p.engine.max_num_batched_tokens.value_or(defaults.max_num_batched_tokens);
+  // An engine that divides the budget among its attention-DP ranks runs a share on each GPU.
+  if (adp > 1 && defaults.dp_attention_divides_batched_tokens) max_tokens = (max_tokens + adp - 1) / adp;
   const int64_t max_seqs = p.engine.max_num_seqs.value_or(defaults.max_num_seqs);
   const double ab = dtype_bytes(p.activation_dtype == DType::fp8 || p.activation_dtype == DType::int8
                                     ? DType::bf16

@@ -19,7 +19,22 @@ bool ReplicaScheduler::accept_transfer(Seq q) {
   return true;
 }
 
-IterationBatch ReplicaScheduler::plan() {
+IterationBatch ReplicaScheduler::plan(double now) {
+  // One batch ahead (TensorRT-LLM's overlap scheduler, SGLang's overlapped event loop): the
+  // host schedules batch n+1 right after launching batch n, so when batch n ends a request
+  // that arrived while it ran joins batch n+2. A replica that was idle schedules at once.
+  const bool ahead = ctx_.engine.host_overlaps_gpu && ran_ && last_end_ == now;
+  admit_cutoff_ = ahead ? last_start_ : now;
+  IterationBatch batch = plan_batch();
+  // Nothing prepared: the host loop comes round at once and takes what has arrived.
+  if (batch.decodes == 0 && batch.prefills.empty() && admit_cutoff_ < now) {
+    admit_cutoff_ = now;
+    batch = plan_batch();
+  }
+  return batch;
+}
+
+IterationBatch ReplicaScheduler::plan_batch() {
   IterationBatch batch;
   decoding_.clear();
   prefilling_.clear();
@@ -62,6 +77,7 @@ bool ReplicaScheduler::prompts_fit(int64_t budget) const {
   int64_t seqs = static_cast<int64_t>(running_.size());
   int64_t need_tokens = 0, need_blocks = 0;
   for (const Seq& q : waiting_) {
+    if (q.queued_at > admit_cutoff_) break;
     const int64_t b = ceil_div(q.prompt + (ctx_.engine.reserve_to_completion ? std::max<int64_t>(1, q.target) : 1), ctx_.block_size);
     if (seqs + 1 > ctx_.engine.max_num_seqs || need_tokens + q.prompt > budget || need_blocks + b > free_blocks_) break;
     ++seqs;
@@ -141,7 +157,7 @@ void ReplicaScheduler::continue_prefills(IterationBatch& batch, int64_t& budget)
   for (size_t k = 0; k < running_.size() && budget > 0; ++k) {
     Seq& q = running_[k];
     if (q.prefilled >= q.prompt) continue;
-    const int64_t c = std::min(q.prompt - q.prefilled, budget);
+    const int64_t c = std::min({q.prompt - q.prefilled, budget, ctx_.rank_tokens});
     const int64_t need = ceil_div(q.prefilled + c + (q.prefilled + c == q.prompt ? 1 : 0), bs) - q.blocks;
     if (need > free_blocks_) continue;
     free_blocks_ -= std::max<int64_t>(0, need);
@@ -159,9 +175,10 @@ void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, boo
   while (swapped_.empty() && !waiting_.empty() && budget > 0 &&
          static_cast<int64_t>(running_.size()) < ctx_.engine.max_num_seqs) {
     Seq q = waiting_.front();
+    if (q.queued_at > admit_cutoff_) break;
     if (q.prefilled == 0 && ctx_.prefix_hit_rate > 0 && ctx_.requests[q.req].preemptions == 0)
       q.prefilled = std::min(q.prompt - 1, static_cast<int64_t>(std::floor(ctx_.prefix_hit_rate * dbl(q.prompt) / dbl(bs))) * bs);
-    const int64_t c = chunked ? std::min(q.prompt - q.prefilled, budget) : q.prompt - q.prefilled;
+    const int64_t c = chunked ? std::min({q.prompt - q.prefilled, budget, ctx_.rank_tokens}) : q.prompt - q.prefilled;
     if (!chunked && c > budget) break;
     const bool ends = q.prefilled + c == q.prompt;
     // Reserving to completion takes the blocks of the whole prompt and every output
@@ -203,13 +220,16 @@ int64_t ReplicaScheduler::round_tokens() const {
   return made;
 }
 
-void ReplicaScheduler::start(double until) {
+void ReplicaScheduler::start(double now, double until) {
   busy_ = true;
   busy_until_ = until;
+  ran_ = true;
+  last_start_ = now;
 }
 
 size_t ReplicaScheduler::finish(double now, std::vector<Transfer>& handoffs) {
   busy_ = false;
+  last_end_ = now;
   emit_decodes(now);
   advance_prefills(now);
   return retire(now, handoffs);

@@ -234,6 +234,7 @@ EventLoop::EventLoop(const Scenario& s, const CostModel& cost, ServingResult& ou
            .prefix_hit_rate = w_.prefix_hit_rate,
            .block_size = bs_,
            .total_blocks = total_blocks_,
+           .rank_tokens = std::max<int64_t>(1, out.engine.max_num_batched_tokens / s.inference->attention_dp_degree()),
            .kv_bytes_per_token = out.memory.kv_bytes_per_token,  // per token, per GPU
            // Swapping moves each GPU's shard of the blocks over its own PCIe x16 link at the
            // datasheet payload rate (no host-copy efficiency is measured).
@@ -301,7 +302,7 @@ void EventLoop::deliver_arrivals() {
           seen_prefixes_.push_back(tr.prefix_id);
       }
     }
-    reps_[router_.route(false)].enqueue(q);
+    reps_[router_.route(false)].enqueue(q, t_);
     ++next_arrival_;
   }
 }
@@ -322,11 +323,11 @@ void EventLoop::deliver_transfers() {
 bool EventLoop::start_iteration(size_t i) {
   ReplicaScheduler& R = reps_[i];
   if (R.busy() || !R.has_work()) return false;
-  IterationBatch batch = R.plan();
+  IterationBatch batch = R.plan(t_);
   if (batch.decodes == 0 && batch.prefills.empty()) return false;
   int64_t passes = 1;
   const double dt = iteration_seconds(R, batch, passes);
-  R.start(t_ + dt);
+  R.start(t_, t_ + dt);
   if (record_timeline_) record(i, batch, dt, passes);
   out_.iterations += passes;
   out_.peak_kv_utilization = std::max(out_.peak_kv_utilization, R.kv_utilization());

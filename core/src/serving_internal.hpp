@@ -44,6 +44,7 @@ struct Seq {
   int64_t generated = 0;  ///< output tokens made
   int64_t blocks = 0;     ///< KV blocks it holds
   double last_token = 0;  ///< when it emitted its last token
+  double queued_at = 0;   ///< when it joined the replica's waiting queue
 };
 
 /// A prompt's KV cache in flight from the prefill pool to the decode pool.
@@ -60,6 +61,9 @@ struct SchedulerContext {
   double prefix_hit_rate;                ///< the workload's prefix-cache hit rate
   int64_t block_size;                    ///< tokens per KV block
   int64_t total_blocks;                  ///< KV blocks of one replica
+  /// Most prompt tokens of one sequence in a step: the step budget of the attention-DP rank
+  /// that holds it (the whole budget without attention DP).
+  int64_t rank_tokens;
   double kv_bytes_per_token;             ///< KV-cache bytes of one token, per GPU
   double block_bytes;                    ///< KV-cache bytes of one block, per GPU
   double pcie_bytes_per_s;               ///< the host link swapping moves blocks over, per GPU
@@ -96,17 +100,23 @@ class ReplicaScheduler {
   /// Fraction of the replica's KV blocks in use.
   double kv_utilization() const { return 1.0 - dbl(free_blocks_) / dbl(ctx_.total_blocks); }
 
-  /// Queues a new request behind the waiting ones.
-  void enqueue(const Seq& q) { waiting_.push_back(q); }
+  /// Queues a new request, arrived at `now`, behind the waiting ones.
+  void enqueue(Seq q, double now) {
+    q.queued_at = now;
+    waiting_.push_back(q);
+  }
   /// Queues a preempted sequence ahead of the waiting ones.
   void requeue(const Seq& q) { waiting_.push_front(q); }
   /// Admits a sequence whose prompt KV arrived from the prefill pool; false when its blocks
   /// do not fit yet.
   bool accept_transfer(Seq q);
 
-  /// The next iteration's batch (decodes first, then prefill chunks), reserving its blocks
-  /// and preempting where they run out; empty when nothing can run.
-  IterationBatch plan();
+  /// The next iteration's batch at `now` (decodes first, then prefill chunks), reserving its
+  /// blocks and preempting where they run out; empty when nothing can run. An engine whose
+  /// host runs one batch ahead of the GPU (`host_overlaps_gpu`) prepared this batch when it
+  /// launched the previous one, back to back: requests queued after that launch wait for
+  /// the batch after.
+  IterationBatch plan(double now);
   /// Seconds of swap traffic the planned iteration waits for; none is left after.
   double take_swap_seconds();
   /// The decodes of pass `step` of a multi-step round: the sequences with tokens left to
@@ -114,14 +124,16 @@ class ReplicaScheduler {
   IterationBatch pass(int64_t step) const;
   /// Tokens the planned iteration's decodes make over all its passes.
   int64_t round_tokens() const;
-  /// Marks the planned iteration in flight until `until`.
-  void start(double until);
+  /// Marks the planned iteration, started at `now`, in flight until `until`.
+  void start(double now, double until);
   /// Ends the iteration in flight at `now`: emits its tokens, retires finished sequences
   /// and appends finished prefills of a prefill replica to `handoffs`. Returns the number
   /// of requests completed.
   size_t finish(double now, std::vector<Transfer>& handoffs);
 
  private:
+  /// The batch plan() forms from the requests queued by `admit_cutoff_`.
+  IterationBatch plan_batch();
   /// Whether whole waiting prompts fit a prefill-only iteration (no chunked prefill).
   bool prompts_fit(int64_t budget) const;
   /// Brings swapped sequences back, oldest first, while their blocks fit.
@@ -151,6 +163,10 @@ class ReplicaScheduler {
   int64_t free_blocks_ = 0;      ///< the KV block pool's free blocks
   bool busy_ = false;            ///< an iteration is in flight
   double busy_until_ = 0;        ///< when it ends
+  bool ran_ = false;             ///< an iteration has run
+  double last_start_ = 0;        ///< when the last iteration started
+  double last_end_ = 0;          ///< when it ended
+  double admit_cutoff_ = 0;      ///< requests queued later than this wait for the next batch
   // The iteration in flight.
   std::vector<size_t> decoding_;    ///< running sequences decoding
   std::vector<size_t> prefilling_;  ///< running sequences prefilling

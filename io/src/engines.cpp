@@ -202,6 +202,7 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   optional_boolean("unchunked_prefill_with_decodes", d.unchunked_prefill_with_decodes);
   optional_boolean("reserve_to_completion", d.reserve_to_completion);
   optional_boolean("attention_dp", d.attention_dp);
+  optional_boolean("dp_attention_divides_batched_tokens", d.dp_attention_divides_batched_tokens);
   if (k.contains("moe_compute_fraction_fp8")) {
     number("moe_compute_fraction_fp8", d.moe_compute_fraction_fp8, 1.0);
     if (d.moe_compute_fraction_fp8 > 1.0)

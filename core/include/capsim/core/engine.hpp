@@ -38,6 +38,11 @@ struct EngineDefaults {
   /// Whether the engine can run attention data-parallel for MoE models (see
   /// InferencePlan::attention_dp); "auto" layouts consider it only where it can.
   bool attention_dp = false;
+  /// Under attention DP, whether max_num_batched_tokens is the whole group's budget that
+  /// the engine divides among its DP ranks (SGLang: chunked_prefill_size // dp_size) or
+  /// each rank's own (vLLM, TensorRT-LLM: every rank's scheduler has the full budget).
+  /// A prompt runs on one rank, so its chunk is at most that rank's share either way.
+  bool dp_attention_divides_batched_tokens = false;
   int64_t block_size = 16;                ///< KV-cache page, tokens
   double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
   bool chunked_prefill = true;            ///< prompts split across steps, mixed with decodes
