@@ -4,10 +4,14 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QDir>
+#include <QFileInfo>
 #include <QFormLayout>
+#include <QGridLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QPushButton>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QVBoxLayout>
@@ -99,6 +103,7 @@ struct Field {
   QComboBox* dist = nullptr;     ///< length fields: the distribution beside the mean
   json fallback;                 ///< shown when the document lacks the key
   bool erase_when_auto = false;  ///< "auto" (or "") leaves the key out of the document
+  QString auto_text;             ///< the "auto" entry's own text, before a resolved value is added
 };
 
 struct ScenarioPanel::Impl {
@@ -111,6 +116,7 @@ struct ScenarioPanel::Impl {
   QLabel* model_info = nullptr;
   QLabel* issues = nullptr;
   QComboBox* model = nullptr;
+  bool model_readable = true;  ///< whether the model refresh_model_info last read did read
   QComboBox* gpu = nullptr;
   QComboBox* engine_name = nullptr;
   QComboBox* engine_version = nullptr;
@@ -151,12 +157,16 @@ std::optional<json> widget_value(const Field& f) {
     if (!s->specialValueText().isEmpty() && s->value() == s->minimum()) return json("auto");
     return json(s->value());
   }
-  if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) return json(d->value());
+  if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) {
+    if (!d->specialValueText().isEmpty() && d->value() == d->minimum()) return json("auto");
+    return json(d->value());
+  }
   if (auto* c = qobject_cast<QCheckBox*>(f.widget)) return json(c->isChecked());
   if (auto* c = qobject_cast<QComboBox*>(f.widget)) {
     const QVariant v = c->currentData();
     if (!v.isValid()) return std::nullopt;  // a value from the file the menu cannot write back
     if (v.typeId() == QMetaType::Int) return json(v.toInt());
+    if (v.typeId() == QMetaType::Bool) return json(v.toBool());
     return json(v.toString().toStdString());
   }
   return std::nullopt;
@@ -164,7 +174,9 @@ std::optional<json> widget_value(const Field& f) {
 
 void select_combo(QComboBox* c, const json& v) {
   int i = -1;
-  if (v.is_number_integer())
+  if (v.is_boolean())
+    i = c->findData(QVariant(v.get<bool>()));
+  else if (v.is_number_integer())
     i = c->findData(QVariant(v.get<int>()));
   else if (v.is_string())
     i = c->findData(QVariant(QString::fromStdString(v.get<std::string>())));
@@ -197,7 +209,10 @@ void set_widget(const Field& f, const json& v) {
     else if (v == json("auto") && !s->specialValueText().isEmpty())
       s->setValue(s->minimum());
   } else if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) {
-    if (v.is_number()) d->setValue(v.get<double>());
+    if (v.is_number())
+      d->setValue(v.get<double>());
+    else if (v == json("auto") && !d->specialValueText().isEmpty())
+      d->setValue(d->minimum());
   } else if (auto* check = qobject_cast<QCheckBox*>(f.widget)) {
     if (v.is_boolean()) check->setChecked(v.get<bool>());
   } else if (auto* box = qobject_cast<QComboBox*>(f.widget)) {
@@ -225,6 +240,7 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent), impl_(std::make
   for (size_t i = 0; i < impl_->fields.size(); ++i) {
     const Field& f = impl_->fields[i];
     f.widget->setObjectName(QString::fromStdString(f.pointer));
+    if (f.dist) f.dist->setObjectName(QString::fromStdString(f.pointer + "/dist"));
     auto on_change = [this, i] {
       if (!impl_->filling) write_field(i);
     };
@@ -237,6 +253,12 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent), impl_(std::make
     else if (auto* box = qobject_cast<QComboBox*>(f.widget))
       connect(box, &QComboBox::currentIndexChanged, this, on_change);
     if (f.dist) connect(f.dist, &QComboBox::currentIndexChanged, this, on_change);
+  }
+  for (Field& f : impl_->fields) {
+    if (auto* s = qobject_cast<QSpinBox*>(f.widget))
+      f.auto_text = s->specialValueText();
+    else if (auto* c = qobject_cast<QComboBox*>(f.widget); c && c->findData(QStringLiteral("auto")) >= 0)
+      f.auto_text = c->itemText(c->findData(QStringLiteral("auto")));
   }
   connect(impl_->tabs, &QTabWidget::currentChanged, this, [this] { emit kind_changed(kind()); });
   fill_widgets();
@@ -251,7 +273,11 @@ QWidget* ScenarioPanel::build_shared_box() {
   for (const auto& n : io::model_preset_names())
     models.emplace_back(QString::fromStdString(n), QString::fromStdString(n));
   impl_->model = combo(models);
+  // A config.json path can be long: it must not set the editor's width.
+  impl_->model->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  impl_->model->setMinimumContentsLength(16);
   impl_->model_info = new QLabel;
+  impl_->model_info->setWordWrap(true);
   impl_->model_info->setObjectName(QStringLiteral("model_info"));
   std::vector<std::pair<QString, QVariant>> gpus;
   for (const auto& id : io::gpu_preset_ids()) gpus.emplace_back(QString::fromStdString(id), QString::fromStdString(id));
@@ -264,67 +290,172 @@ QWidget* ScenarioPanel::build_shared_box() {
   nic->setRange(0, 10000);
   nic->setDecimals(0);
   nic->setKeyboardTracking(false);
-  form->addRow(tr("Model"), impl_->model);
+  auto* open_hf = new QPushButton(tr("Open HF config..."));
+  open_hf->setObjectName(QStringLiteral("open_hf_config"));
+  open_hf->setToolTip(tr("Use a Hugging Face config.json as the model (its path goes into the scenario)"));
+  connect(open_hf, &QPushButton::clicked, this, &ScenarioPanel::hf_config_requested);
+  auto* model_row = new QWidget;
+  auto* model_h = new QHBoxLayout(model_row);
+  model_h->setContentsMargins(0, 0, 0, 0);
+  model_h->addWidget(impl_->model, 1);
+  model_h->addWidget(open_hf);
+  form->addRow(tr("Model"), model_row);
   form->addRow(QString(), impl_->model_info);
   form->addRow(tr("GPU"), impl_->gpu);
   form->addRow(tr("GPUs"), num_gpus);
   form->addRow(tr("GPUs per node"), per_node);
   form->addRow(tr("NIC Gb/s per GPU"), nic);
   auto& f = impl_->fields;
-  f.push_back({"/model", Scope::shared, impl_->model, nullptr, json("llama3-8b")});
-  f.push_back({"/system/gpu", Scope::shared, impl_->gpu, nullptr, json("h100-sxm5-80gb")});
-  f.push_back({"/system/num_gpus", Scope::shared, num_gpus, nullptr, json(1)});
-  f.push_back({"/system/gpus_per_node", Scope::shared, per_node, nullptr, json(8)});
-  f.push_back({"/system/nic_gbps_per_gpu", Scope::shared, nic, nullptr, json(0)});
+  f.push_back({"/model", Scope::shared, impl_->model, nullptr, json("llama3-8b"), false, {}});
+  f.push_back({"/system/gpu", Scope::shared, impl_->gpu, nullptr, json("h100-sxm5-80gb"), false, {}});
+  f.push_back({"/system/num_gpus", Scope::shared, num_gpus, nullptr, json(1), false, {}});
+  f.push_back({"/system/gpus_per_node", Scope::shared, per_node, nullptr, json(8), false, {}});
+  f.push_back({"/system/nic_gbps_per_gpu", Scope::shared, nic, nullptr, json(0), false, {}});
   return box;
 }
 
+namespace {
+
+/// Two columns of short labels and editors (the panel is narrow); the label's tooltip
+/// names the field in full with its key in the scenario file.
+class Grid {
+ public:
+  explicit Grid(QWidget* page) : g_(new QGridLayout(page)) {
+    g_->setColumnStretch(1, 1);
+    g_->setColumnStretch(3, 1);
+    g_->setHorizontalSpacing(8);
+    g_->setVerticalSpacing(3);
+  }
+  /// The next cell of the two columns.
+  void add(const QString& label, QWidget* w, const QString& tip) {
+    place(label, w, tip, col_ * 2, 1);
+    if (++col_ == 2) next_row();
+  }
+  /// A row of its own, across both columns.
+  void add_wide(const QString& label, QWidget* w, const QString& tip) {
+    if (col_ != 0) next_row();
+    place(label, w, tip, 0, 3);
+    next_row();
+  }
+  /// Keep the rows at the top.
+  void finish() { g_->setRowStretch(row_ + 1, 1); }
+
+ private:
+  void next_row() {
+    col_ = 0;
+    ++row_;
+  }
+  void place(const QString& label, QWidget* w, const QString& tip, int col, int span) {
+    auto* l = new QLabel(label);
+    l->setToolTip(tip);
+    l->setBuddy(w);
+    g_->addWidget(l, row_, col);
+    g_->addWidget(w, row_, col + 1, 1, span);
+  }
+  QGridLayout* g_;
+  int row_ = 0, col_ = 0;
+};
+
+QDoubleSpinBox* dspin(double lo, double hi, int decimals, double step, const char* special = nullptr) {
+  auto* d = new QDoubleSpinBox;
+  d->setRange(lo, hi);
+  d->setDecimals(decimals);
+  d->setSingleStep(step);
+  if (special) d->setSpecialValueText(QString::fromUtf8(special));
+  d->setKeyboardTracking(false);
+  return d;
+}
+
+/// An engine knob left to the profile ("" erases the key), or set on or off.
+QComboBox* tri_state() {
+  return combo({{QStringLiteral("engine default"), QString()}, {QStringLiteral("on"), true}, {QStringLiteral("off"), false}});
+}
+
+std::vector<std::pair<QString, QVariant>> choices(std::initializer_list<const char*> names) {
+  std::vector<std::pair<QString, QVariant>> out;
+  for (const char* n : names) out.emplace_back(QString::fromUtf8(n), QString::fromUtf8(n));
+  return out;
+}
+
+}  // namespace
+
 QWidget* ScenarioPanel::build_training_tab() {
   auto* page = new QWidget;
-  auto* form = new QFormLayout(page);
+  Grid grid(page);
   auto& f = impl_->fields;
-  auto add = [&](const char* label, const char* key, QWidget* w, json fallback, bool erase = false) {
-    form->addRow(tr(label), w);
-    f.push_back({std::string("/training/") + key, Scope::training, w, nullptr, std::move(fallback), erase});
+  auto add = [&](const char* label, const char* key, QWidget* w, json fallback, const char* what, bool erase = false) {
+    grid.add(tr(label), w, tr(what) + QStringLiteral(" (training.%1)").arg(QString::fromUtf8(key)));
+    f.push_back({std::string("/training/") + key, Scope::training, w, nullptr, std::move(fallback), erase, {}});
   };
-  add("Tensor parallel (tp)", "tp", spin(1, 4096), 1);
-  add("Pipeline parallel (pp)", "pp", spin(1, 4096), 1);
-  add("Virtual stages (vpp)", "vpp", spin(1, 256, "auto"), 1);
-  add("Data parallel (dp)", "dp", spin(1, 1 << 20, "auto (GPUs / tp·pp·cp)"), "auto", true);
-  add("Context parallel (cp)", "cp", spin(1, 1024), 1);
-  add("Expert parallel (ep)", "ep", spin(1, 4096), 1);
-  add("Sequence parallel (sp)", "sp", new QCheckBox, false);
-  add("ZeRO stage", "zero", combo({{"auto", "auto"}, {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}}), 0);
-  add("Micro batch", "micro_batch", spin(1, 1 << 20, "auto"), "auto");
-  add("Global batch", "global_batch", spin(1, 1 << 24), 1);
-  add("Sequence length", "seq_len", spin(1, 1 << 24), 2048);
-  add("Recompute", "recompute",
-      combo({{"auto", "auto"}, {"none", "none"}, {"selective", "selective"}, {"full", "full"}}), "none");
-  add("Precision", "precision", combo({{"bf16", "bf16"}, {"fp16", "fp16"}, {"fp8", "fp8"}}), "bf16");
+  add("tp", "tp", spin(1, 4096), 1, "Tensor parallel");
+  add("pp", "pp", spin(1, 4096), 1, "Pipeline parallel");
+  add("vpp", "vpp", spin(1, 256, "auto"), 1, "Virtual pipeline stages per rank");
+  add("dp", "dp", spin(1, 1 << 20, "auto"), "auto", "Data parallel; auto: GPUs / (tp x pp x cp)", true);
+  add("cp", "cp", spin(1, 1024), 1, "Context parallel");
+  add("ep", "ep", spin(1, 4096), 1, "Expert parallel");
+  add("etp", "etp", spin(1, 4096, "auto"), 1, "Expert tensor parallel");
+  add("sp", "sp", new QCheckBox, false, "Sequence parallel");
+  add("ZeRO", "zero", combo({{"auto", "auto"}, {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}}), 0, "ZeRO stage");
+  add("Micro batch", "micro_batch", spin(1, 1 << 20, "auto"), "auto", "Micro batch (sequences)");
+  add("Global batch", "global_batch", spin(1, 1 << 24), 1, "Global batch (sequences)");
+  add("Seq length", "seq_len", spin(1, 1 << 24), 2048, "Sequence length (tokens)");
+  add("Recompute", "recompute", combo(choices({"auto", "none", "selective", "full"})), "none",
+      "Activation recomputation");
+  add("Precision", "precision", combo(choices({"bf16", "fp16", "fp8"})), "bf16", "Mixed precision");
+  add("FP8 recipe", "fp8_recipe", combo(choices({"auto", "tensorwise", "blockwise"})), "auto",
+      "FP8 scaling recipe (precision fp8 only)");
+  add("Schedule", "schedule", combo(choices({"auto", "1f1b", "gpipe", "zb-h1", "dualpipe"})), "1f1b",
+      "Pipeline schedule");
+  add("Framework", "framework", combo(choices({"auto", "megatron", "pytorch"})), "auto", "Training framework");
+  add("Attention", "attention", combo(choices({"auto", "fused", "flash2", "unfused"})), "auto", "Attention kernel");
+  add("Optimizer", "optimizer", combo(choices({"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit"})), "adamw",
+      "Optimizer");
+  add("Moments", "optimizer_moments", combo(choices({"fp32", "bf16"})), "fp32", "Optimizer moment precision");
+  add("Mode", "mode", combo(choices({"pretrain", "sft", "lora", "qlora", "ppo", "grpo", "dpo", "simpo", "orpo", "distill"})),
+      "pretrain", "Training mode");
+  add("Offload opt.", "offload_optimizer", new QCheckBox, false, "Optimizer state offloaded to the CPU (ZeRO-Offload)");
+  add("Overlap DP", "overlap_dp", new QCheckBox, true, "Data-parallel gradient communication overlaps the backward");
+  add("TP overlap", "tp_comm_overlap", dspin(0, 1, 2, 0.05), 0.0,
+      "Share of tensor-parallel communication hidden behind compute (0 to 1)");
+  add("MoE imbalance", "moe_imbalance", dspin(1, 64, 2, 0.05), 1.0,
+      "Tokens at the busiest expert over the mean (1: balanced)");
+  grid.finish();
   return page;
 }
 
 QWidget* ScenarioPanel::build_serving_tab() {
   auto* page = new QWidget;
-  auto* form = new QFormLayout(page);
+  Grid grid(page);
   auto& f = impl_->fields;
-  auto add = [&](const QString& label, const char* key, QWidget* w, json fallback, bool erase = false,
-                 QComboBox* dist = nullptr) {
+  auto add = [&](const QString& label, const char* key, QWidget* w, json fallback, const QString& what,
+                 bool erase = false, QComboBox* dist = nullptr, bool wide = false) {
+    const QString tip = what + QStringLiteral(" (inference.%1)").arg(QString::fromUtf8(key).replace(QLatin1Char('/'), QLatin1Char('.')));
     if (dist) {
       auto* row = new QWidget;
       auto* h = new QHBoxLayout(row);
       h->setContentsMargins(0, 0, 0, 0);
       h->addWidget(w, 1);
       h->addWidget(dist);
-      form->addRow(label, row);
+      grid.add_wide(label, row, tip);
+    } else if (wide) {
+      grid.add_wide(label, w, tip);
     } else {
-      form->addRow(label, w);
+      grid.add(label, w, tip);
     }
-    f.push_back({std::string("/inference/") + key, Scope::inference, w, dist, std::move(fallback), erase});
+    f.push_back({std::string("/inference/") + key, Scope::inference, w, dist, std::move(fallback), erase, {}});
   };
-  add(tr("Tensor parallel (tp)"), "tp", spin(1, 1024), 1);
-  add(tr("Weight dtype"), "weight_dtype",
-      combo({{"bf16", "bf16"}, {"fp16", "fp16"}, {"fp8", "fp8"}, {"int8", "int8"}, {"int4", "int4"}}), "bf16");
+  const auto dtypes = [] { return combo(choices({"bf16", "fp16", "fp8", "int8", "int4"})); };
+  add(tr("tp"), "tp", spin(1, 1024), 1, tr("Tensor parallel"));
+  add(tr("pp"), "pp", spin(1, 1024), 1, tr("Pipeline parallel"));
+  add(tr("ep"), "ep", spin(1, 1024, "auto"), 1, tr("Expert parallel"));
+  add(tr("Replicas"), "replicas", spin(1, 1 << 20), 1, tr("Model replicas behind the router"));
+  add(tr("Weights"), "weight_dtype", dtypes(), "bf16", tr("Weight data type"));
+  add(tr("Activations"), "activation_dtype", dtypes(), "bf16", tr("Activation data type"));
+  auto* kv = dtypes();
+  kv->insertItem(0, QStringLiteral("auto"), QStringLiteral("auto"));
+  add(tr("KV cache"), "kv_dtype", kv, "bf16", tr("KV-cache data type"));
+  add(tr("GPU memory"), "engine/gpu_memory_utilization", dspin(0, 1, 2, 0.01, "engine default"), "auto",
+      tr("Share of GPU memory the engine takes (gpu_memory_utilization)"), true);
   std::vector<std::pair<QString, QVariant>> names = {{tr("default (vLLM V1)"), QString()}};
   for (const auto& e : impl_->engines)
     if (std::none_of(names.begin(), names.end(),
@@ -336,21 +467,40 @@ QWidget* ScenarioPanel::build_serving_tab() {
   // 1280 pixels); the drop-down list still shows them whole.
   impl_->engine_version->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   impl_->engine_version->setMinimumContentsLength(16);
-  add(tr("Engine"), "engine/name", impl_->engine_name, "", true);
-  add(tr("Engine version"), "engine/version", impl_->engine_version, "auto", true);
-  impl_->mode = combo({{"offline", "offline"}, {"poisson", "poisson"}, {"concurrency", "concurrency"}});
-  add(tr("Workload"), "workload/mode", impl_->mode, "offline");
-  impl_->qps = new QDoubleSpinBox;
-  impl_->qps->setRange(0.001, 1e6);
-  impl_->qps->setDecimals(3);
-  impl_->qps->setKeyboardTracking(false);
-  add(tr("Requests/s (poisson)"), "workload/qps", impl_->qps, 1.0);
+  add(tr("Engine"), "engine/name", impl_->engine_name, "", tr("Serving engine"), true, nullptr, true);
+  add(tr("Version"), "engine/version", impl_->engine_version, "auto", tr("Engine release (its profile)"), true, nullptr,
+      true);
+  add(tr("Max seqs"), "engine/max_num_seqs", spin(1, 1 << 20, "engine default"), "auto",
+      tr("Most sequences in a batch (max_num_seqs)"), true);
+  add(tr("Batch tokens"), "engine/max_num_batched_tokens", spin(1, 1 << 24, "engine default"), "auto",
+      tr("Most tokens in a step (max_num_batched_tokens)"), true);
+  add(tr("Block size"), "engine/block_size", spin(1, 4096, "engine default"), "auto", tr("KV-cache block (tokens)"),
+      true);
+  add(tr("Preemption"), "engine/preemption",
+      combo({{QStringLiteral("engine default"), QString()}, {QStringLiteral("recompute"), QStringLiteral("recompute")},
+             {QStringLiteral("swap"), QStringLiteral("swap")}}),
+      "", tr("What a preempted sequence does with its KV cache"), true);
+  add(tr("Chunked prefill"), "engine/chunked_prefill", tri_state(), "", tr("Chunked prefill"), true);
+  add(tr("CUDA graphs"), "engine/cuda_graphs", tri_state(), "", tr("Decode steps replayed as CUDA graphs"), true);
+  impl_->mode = combo(choices({"offline", "poisson", "concurrency"}));
+  add(tr("Workload"), "workload/mode", impl_->mode, "offline", tr("Arrivals: all at once, Poisson, or closed loop"));
+  add(tr("Requests"), "workload/num_requests", spin(1, 1 << 24), 100, tr("Requests simulated per run"));
+  impl_->qps = dspin(0.001, 1e6, 3, 1.0);
+  add(tr("Requests/s"), "workload/qps", impl_->qps, 1.0, tr("Poisson arrival rate"));
   impl_->concurrency = spin(1, 1 << 20);
-  add(tr("Concurrency"), "workload/concurrency", impl_->concurrency, 1);
-  add(tr("Requests"), "workload/num_requests", spin(1, 1 << 24), 100);
-  auto dist = [] { return combo({{"fixed", "fixed"}, {"sharegpt", "sharegpt"}}); };
-  add(tr("Input tokens (mean)"), "workload/input_tokens", spin(1, 1 << 24), 512, false, dist());
-  add(tr("Output tokens (mean)"), "workload/output_tokens", spin(1, 1 << 24), 128, false, dist());
+  add(tr("Concurrency"), "workload/concurrency", impl_->concurrency, 1, tr("Requests in flight (closed loop)"));
+  add(tr("Prefix hits"), "workload/prefix_hit_rate", dspin(0, 0.99, 2, 0.05), 0.0,
+      tr("Share of prompt tokens found in the prefix cache (0 to 0.99)"));
+  auto dist = [] { return combo(choices({"fixed", "sharegpt"})); };
+  add(tr("Input tokens"), "workload/input_tokens", spin(1, 1 << 24), 512, tr("Prompt length: mean and distribution"),
+      false, dist());
+  add(tr("Output tokens"), "workload/output_tokens", spin(1, 1 << 24), 128,
+      tr("Output length: mean and distribution"), false, dist());
+  add(tr("SLO TTFT ms"), "slo/ttft_ms", dspin(0, 1e7, 1, 10), 500.0,
+      tr("Time to first token a request must meet to count as goodput"));
+  add(tr("SLO TPOT ms"), "slo/tpot_ms", dspin(0, 1e7, 1, 1), 50.0,
+      tr("Time per output token a request must meet to count as goodput"));
+  grid.finish();
   return page;
 }
 
@@ -382,8 +532,10 @@ void ScenarioPanel::refresh_model_info() {
     text = tr("%1 B parameters").arg(static_cast<double>(p.total) / 1e9, 0, 'f', 2);
     if (p.active != p.total) text += tr(", %1 B active per token").arg(static_cast<double>(p.active) / 1e9, 0, 'f', 2);
     text += tr(", %1 layers, hidden %2").arg(spec.layers).arg(spec.hidden);
+    impl_->model_readable = true;
   } catch (const std::exception&) {
-    text = tr("model not readable");
+    text = tr("model not readable (the problem is listed below)");
+    impl_->model_readable = false;
   }
   impl_->model_info->setText(text);
 }
@@ -415,6 +567,8 @@ void ScenarioPanel::write_field(size_t index) {
   auto apply = [&](json& doc) {
     if (erase) {
       if (doc.contains(ptr)) doc[ptr.parent_pointer()].erase(ptr.back());
+    } else if (f.dist && doc.contains(ptr) && doc[ptr].is_object()) {
+      doc[ptr].update(*value);  // the file's other keys (min, max) stay
     } else {
       doc[ptr] = *value;
     }
@@ -491,6 +645,52 @@ void ScenarioPanel::show_issues(const std::vector<Issue>& issues) {
     f.widget->setToolTip(why);
     if (why.isEmpty() && f.widget == impl_->gpu) refresh_gpu_tooltip();
   }
+}
+
+void ScenarioPanel::show_resolved(const json& layout) {
+  for (const Field& f : impl_->fields) {
+    if (f.scope != Scope::training || f.auto_text.isEmpty()) continue;
+    const std::string key = f.pointer.substr(std::string("/training/").size());
+    QString text = f.auto_text;
+    const std::optional<json> now = widget_value(f);
+    if (now == json("auto") && layout.is_object() && layout.contains(key)) {
+      const json& v = layout[key];
+      text += QStringLiteral(" \u2192 ") + QString::fromStdString(v.is_string() ? v.get<std::string>() : v.dump());
+    }
+    if (auto* s = qobject_cast<QSpinBox*>(f.widget)) {
+      s->setSpecialValueText(text);
+    } else if (auto* c = qobject_cast<QComboBox*>(f.widget)) {
+      const int i = c->findData(QStringLiteral("auto"));
+      if (i >= 0) c->setItemText(i, text);
+    }
+  }
+}
+
+QString ScenarioPanel::shown_text(const QString& pointer) const {
+  for (const Field& f : impl_->fields) {
+    if (QString::fromStdString(f.pointer) != pointer) continue;
+    if (auto* s = qobject_cast<QSpinBox*>(f.widget)) return s->text();
+    if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) return d->text();
+    if (auto* c = qobject_cast<QComboBox*>(f.widget)) return c->currentText();
+    if (auto* c = qobject_cast<QCheckBox*>(f.widget)) return c->isChecked() ? QStringLiteral("true") : QStringLiteral("false");
+  }
+  return {};
+}
+
+bool ScenarioPanel::open_hf_config(const QString& path) {
+  const QFileInfo info(path);
+  const QString abs = info.absoluteFilePath();
+  QComboBox* m = impl_->model;
+  if (m->findData(abs) < 0) {
+    m->addItem(info.dir().dirName() + QLatin1Char('/') + info.fileName(), abs);
+    m->setItemData(m->count() - 1, abs, Qt::ToolTipRole);
+  }
+  // The document names the file, as a scenario for the command line does.
+  impl_->filling = true;
+  m->setCurrentIndex(m->findData(abs));
+  impl_->filling = false;
+  write_field(impl_->index_of("/model"));
+  return impl_->model_readable;
 }
 
 void ScenarioPanel::show_message(const QString& text) {

@@ -40,6 +40,16 @@ class ScenarioPanel : public QWidget {
   /// List `issues` under the editor (as the CLI prints them) and mark the widgets they name;
   /// an empty list clears both.
   void show_issues(const std::vector<Issue>& issues);
+  /// Use the Hugging Face config.json at `path` as the model of both documents ("model":
+  /// its absolute path, which the command line reads the same way) and show its parameter
+  /// count; a file that does not read is left in the document, so that its problems are
+  /// listed as the command line prints them. True when it reads.
+  bool open_hf_config(const QString& path);
+  /// Beside each training field left "auto", what the evaluation chose (`layout`: the
+  /// training report's "layout" object); a value that is not an object shows plain "auto".
+  void show_resolved(const nlohmann::json& layout);
+  /// The text the editor of `pointer` shows ("" when there is none).
+  QString shown_text(const QString& pointer) const;
   /// Show a single line of text in the issue area (an internal error); empty clears it.
   void show_message(const QString& text);
   /// The text the issue area shows now.
@@ -50,6 +60,8 @@ class ScenarioPanel : public QWidget {
   void document_changed(capsim::gui::ScenarioKind kind);
   /// The tab in front changed.
   void kind_changed(capsim::gui::ScenarioKind kind);
+  /// "Open HF config..." was pressed: the window asks for the file.
+  void hf_config_requested();
 
  private:
   struct Impl;
