@@ -194,7 +194,8 @@ void MainWindow::evaluate_training_now() {
       evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_, calibration_in_use());
   training_report_ = out.report;
   training_view_->show_outcome(out);
-  panel_->show_resolved(out.report.empty() ? nlohmann::json() : nlohmann::json::parse(out.report).value("layout", nlohmann::json()));
+  panel_->show_resolved(ScenarioKind::training,
+                        out.report.empty() ? nlohmann::json() : nlohmann::json::parse(out.report).value("layout", nlohmann::json()));
   refresh_compare();
   if (panel_->kind() == ScenarioKind::training) {
     panel_->show_issues(out.issues);
@@ -243,6 +244,13 @@ void MainWindow::run_serving_now() {
     const ServingOutcome out = watcher->result();
     serving_report_ = out.report;
     serving_view_->show_outcome(out);
+    nlohmann::json resolved;
+    if (!out.report.empty()) {
+      const nlohmann::json r = nlohmann::json::parse(out.report);
+      resolved = r.value("resolved", nlohmann::json::object());
+      if (r.contains("engine") && r["engine"].contains("preemption")) resolved["preemption"] = r["engine"]["preemption"];
+    }
+    panel_->show_resolved(ScenarioKind::inference, resolved);
     refresh_compare();
     emit serving_finished();
   });
@@ -399,6 +407,7 @@ void MainWindow::on_document_changed(ScenarioKind kind) {
   serving_view_->show_qps_idle(tr("The scenario changed: press Latency vs QPS (F6) to run it again."));
   serving_report_.clear();
   serving_dirty_ = true;
+  panel_->show_resolved(ScenarioKind::inference, nlohmann::json());
   if (panel_->kind() == ScenarioKind::inference) {
     if (validate_serving()) {
       serving_view_->show_running();

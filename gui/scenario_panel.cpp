@@ -198,8 +198,9 @@ void set_widget(const Field& f, const json& v) {
       mean->setValue(static_cast<int>(v.get<double>()));
       select_combo(f.dist, json("fixed"));
     } else if (v.is_object()) {
-      mean->setValue(static_cast<int>(v.value("mean", 1.0)));
-      select_combo(f.dist, json(v.value("dist", std::string("fixed"))));
+      // A file may hold anything here; the reader lists what is wrong with it.
+      if (v.contains("mean") && v["mean"].is_number()) mean->setValue(static_cast<int>(v["mean"].get<double>()));
+      select_combo(f.dist, v.contains("dist") ? v["dist"] : json("fixed"));
     }
     return;
   }
@@ -217,6 +218,22 @@ void set_widget(const Field& f, const json& v) {
     if (v.is_boolean()) check->setChecked(v.get<bool>());
   } else if (auto* box = qobject_cast<QComboBox*>(f.widget)) {
     select_combo(box, v);
+  }
+}
+
+/// Make every object above `ptr` an object, so that the key can be written: a file may
+/// hold anything there (the reader lists it as a problem). A length given as a number
+/// becomes {"mean": n, "dist": "fixed"}, the same length; anything else an empty object.
+void make_parents(json& doc, const json::json_pointer& ptr) {
+  if (!doc.is_object()) doc = json::object();
+  std::vector<json::json_pointer> above;
+  for (json::json_pointer p = ptr.parent_pointer(); !p.empty(); p = p.parent_pointer()) above.push_back(p);
+  for (auto it = above.rbegin(); it != above.rend(); ++it) {
+    if (!doc.contains(*it)) return;  // operator[] makes the rest
+    json& v = doc[*it];
+    if (v.is_object()) continue;
+    const bool length = it->back() == "input_tokens" || it->back() == "output_tokens";
+    v = length && v.is_number() ? json{{"mean", v}, {"dist", "fixed"}} : json::object();
   }
 }
 
@@ -255,10 +272,15 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent), impl_(std::make
     if (f.dist) connect(f.dist, &QComboBox::currentIndexChanged, this, on_change);
   }
   for (Field& f : impl_->fields) {
-    if (auto* s = qobject_cast<QSpinBox*>(f.widget))
+    if (auto* s = qobject_cast<QSpinBox*>(f.widget)) {
       f.auto_text = s->specialValueText();
-    else if (auto* c = qobject_cast<QComboBox*>(f.widget); c && c->findData(QStringLiteral("auto")) >= 0)
-      f.auto_text = c->itemText(c->findData(QStringLiteral("auto")));
+    } else if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) {
+      f.auto_text = d->specialValueText();
+    } else if (auto* c = qobject_cast<QComboBox*>(f.widget)) {
+      int i = c->findData(QStringLiteral("auto"));
+      if (i < 0) i = c->findData(QString());
+      if (i >= 0) f.auto_text = c->itemText(i);
+    }
   }
   connect(impl_->tabs, &QTabWidget::currentChanged, this, [this] { emit kind_changed(kind()); });
   fill_widgets();
@@ -366,9 +388,9 @@ QDoubleSpinBox* dspin(double lo, double hi, int decimals, double step, const cha
   return d;
 }
 
-/// An engine knob left to the profile ("" erases the key), or set on or off.
+/// An engine knob left to the profile's default ("" erases the key), or set on or off.
 QComboBox* tri_state() {
-  return combo({{QStringLiteral("engine default"), QString()}, {QStringLiteral("on"), true}, {QStringLiteral("off"), false}});
+  return combo({{QStringLiteral("default"), QString()}, {QStringLiteral("on"), true}, {QStringLiteral("off"), false}});
 }
 
 std::vector<std::pair<QString, QVariant>> choices(std::initializer_list<const char*> names) {
@@ -454,7 +476,7 @@ QWidget* ScenarioPanel::build_serving_tab() {
   auto* kv = dtypes();
   kv->insertItem(0, QStringLiteral("auto"), QStringLiteral("auto"));
   add(tr("KV cache"), "kv_dtype", kv, "bf16", tr("KV-cache data type"));
-  add(tr("GPU memory"), "engine/gpu_memory_utilization", dspin(0, 1, 2, 0.01, "engine default"), "auto",
+  add(tr("GPU memory"), "engine/gpu_memory_utilization", dspin(0, 1, 2, 0.01, "default"), "auto",
       tr("Share of GPU memory the engine takes (gpu_memory_utilization)"), true);
   std::vector<std::pair<QString, QVariant>> names = {{tr("default (vLLM V1)"), QString()}};
   for (const auto& e : impl_->engines)
@@ -470,14 +492,15 @@ QWidget* ScenarioPanel::build_serving_tab() {
   add(tr("Engine"), "engine/name", impl_->engine_name, "", tr("Serving engine"), true, nullptr, true);
   add(tr("Version"), "engine/version", impl_->engine_version, "auto", tr("Engine release (its profile)"), true, nullptr,
       true);
-  add(tr("Max seqs"), "engine/max_num_seqs", spin(1, 1 << 20, "engine default"), "auto",
+  refresh_engine_versions();  // its "auto" entry, before the auto texts are taken
+  add(tr("Max seqs"), "engine/max_num_seqs", spin(1, 1 << 20, "default"), "auto",
       tr("Most sequences in a batch (max_num_seqs)"), true);
-  add(tr("Batch tokens"), "engine/max_num_batched_tokens", spin(1, 1 << 24, "engine default"), "auto",
+  add(tr("Batch tokens"), "engine/max_num_batched_tokens", spin(1, 1 << 24, "default"), "auto",
       tr("Most tokens in a step (max_num_batched_tokens)"), true);
-  add(tr("Block size"), "engine/block_size", spin(1, 4096, "engine default"), "auto", tr("KV-cache block (tokens)"),
+  add(tr("Block size"), "engine/block_size", spin(1, 4096, "default"), "auto", tr("KV-cache block (tokens)"),
       true);
   add(tr("Preemption"), "engine/preemption",
-      combo({{QStringLiteral("engine default"), QString()}, {QStringLiteral("recompute"), QStringLiteral("recompute")},
+      combo({{QStringLiteral("default"), QString()}, {QStringLiteral("recompute"), QStringLiteral("recompute")},
              {QStringLiteral("swap"), QStringLiteral("swap")}}),
       "", tr("What a preempted sequence does with its KV cache"), true);
   add(tr("Chunked prefill"), "engine/chunked_prefill", tri_state(), "", tr("Chunked prefill"), true);
@@ -491,11 +514,15 @@ QWidget* ScenarioPanel::build_serving_tab() {
   add(tr("Concurrency"), "workload/concurrency", impl_->concurrency, 1, tr("Requests in flight (closed loop)"));
   add(tr("Prefix hits"), "workload/prefix_hit_rate", dspin(0, 0.99, 2, 0.05), 0.0,
       tr("Share of prompt tokens found in the prefix cache (0 to 0.99)"));
-  auto dist = [] { return combo(choices({"fixed", "sharegpt"})); };
+  auto dist = [] { return combo(choices({"fixed", "uniform", "sharegpt"})); };
   add(tr("Input tokens"), "workload/input_tokens", spin(1, 1 << 24), 512, tr("Prompt length: mean and distribution"),
       false, dist());
+  add(tr("Input min"), "workload/input_tokens/min", spin(1, 1 << 24), 1, tr("Shortest prompt (uniform)"));
+  add(tr("Input max"), "workload/input_tokens/max", spin(1, 1 << 24), 1023, tr("Longest prompt (uniform)"));
   add(tr("Output tokens"), "workload/output_tokens", spin(1, 1 << 24), 128,
       tr("Output length: mean and distribution"), false, dist());
+  add(tr("Output min"), "workload/output_tokens/min", spin(1, 1 << 24), 1, tr("Shortest output (uniform)"));
+  add(tr("Output max"), "workload/output_tokens/max", spin(1, 1 << 24), 255, tr("Longest output (uniform)"));
   add(tr("SLO TTFT ms"), "slo/ttft_ms", dspin(0, 1e7, 1, 10), 500.0,
       tr("Time to first token a request must meet to count as goodput"));
   add(tr("SLO TPOT ms"), "slo/tpot_ms", dspin(0, 1e7, 1, 1), 50.0,
@@ -521,6 +548,16 @@ void ScenarioPanel::refresh_workload_enables() {
   const QString mode = impl_->mode->currentData().toString();
   impl_->qps->setEnabled(mode == QStringLiteral("poisson"));
   impl_->concurrency->setEnabled(mode == QStringLiteral("concurrency"));
+  // Bounds mean something for a uniform length only.
+  for (const char* length : {"/inference/workload/input_tokens", "/inference/workload/output_tokens"}) {
+    const size_t i = impl_->index_of(length);
+    if (i == impl_->fields.size()) continue;
+    const bool uniform = impl_->fields[i].dist->currentData().toString() == QStringLiteral("uniform");
+    for (const char* bound : {"/min", "/max"}) {
+      const size_t b = impl_->index_of(std::string(length) + bound);
+      if (b < impl_->fields.size()) impl_->fields[b].widget->setEnabled(uniform);
+    }
+  }
 }
 
 void ScenarioPanel::refresh_model_info() {
@@ -565,6 +602,7 @@ void ScenarioPanel::write_field(size_t index) {
   const bool erase = f.erase_when_auto && (*value == json("auto") || *value == json(""));
   const json::json_pointer ptr(f.pointer);
   auto apply = [&](json& doc) {
+    make_parents(doc, ptr);
     if (erase) {
       if (doc.contains(ptr)) doc[ptr.parent_pointer()].erase(ptr.back());
     } else if (f.dist && doc.contains(ptr) && doc[ptr].is_object()) {
@@ -585,6 +623,17 @@ void ScenarioPanel::write_field(size_t index) {
     impl_->filling = false;
     write_field(impl_->index_of("/inference/engine/version"));
     return;
+  }
+  if (f.dist) {
+    // A uniform length needs its bounds: those the editor shows, unless the file has them.
+    refresh_workload_enables();
+    json& length = impl_->serving[ptr];
+    if (f.dist->currentData().toString() == QStringLiteral("uniform"))
+      for (const char* bound : {"min", "max"}) {
+        if (length.contains(bound)) continue;
+        const size_t b = impl_->index_of(f.pointer + "/" + bound);
+        length[bound] = static_cast<QSpinBox*>(impl_->fields[b].widget)->value();
+      }
   }
   if (f.pointer == "/inference/workload/mode") {
     // The mode's own rate or concurrency, as the widgets show it.
@@ -647,20 +696,30 @@ void ScenarioPanel::show_issues(const std::vector<Issue>& issues) {
   }
 }
 
-void ScenarioPanel::show_resolved(const json& layout) {
+void ScenarioPanel::show_resolved(ScenarioKind kind, const json& values) {
+  const std::string section = kind == ScenarioKind::training ? "/training/" : "/inference/";
   for (const Field& f : impl_->fields) {
-    if (f.scope != Scope::training || f.auto_text.isEmpty()) continue;
-    const std::string key = f.pointer.substr(std::string("/training/").size());
+    if (f.auto_text.isEmpty() || f.pointer.rfind(section, 0) != 0) continue;
+    // The value's key: the field's own (its last part for engine knobs), the profile for the version.
+    std::string key = f.pointer.substr(f.pointer.rfind('/') + 1);
+    if (f.pointer == "/inference/engine/version") key = "engine_profile";
+    if (f.pointer == "/inference/engine/name") key.clear();
     QString text = f.auto_text;
     const std::optional<json> now = widget_value(f);
-    if (now == json("auto") && layout.is_object() && layout.contains(key)) {
-      const json& v = layout[key];
-      text += QStringLiteral(" \u2192 ") + QString::fromStdString(v.is_string() ? v.get<std::string>() : v.dump());
+    if ((now == json("auto") || now == json("")) && !key.empty() && values.is_object() && values.contains(key)) {
+      const json& v = values[key];
+      const QString shown = v.is_string()    ? QString::fromStdString(v.get<std::string>())
+                            : v.is_boolean() ? (v.get<bool>() ? QStringLiteral("on") : QStringLiteral("off"))
+                                             : QString::fromStdString(v.dump());
+      text += QStringLiteral(" \u2192 ") + shown;
     }
     if (auto* s = qobject_cast<QSpinBox*>(f.widget)) {
       s->setSpecialValueText(text);
+    } else if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) {
+      d->setSpecialValueText(text);
     } else if (auto* c = qobject_cast<QComboBox*>(f.widget)) {
-      const int i = c->findData(QStringLiteral("auto"));
+      int i = c->findData(QStringLiteral("auto"));
+      if (i < 0) i = c->findData(QString());
       if (i >= 0) c->setItemText(i, text);
     }
   }

@@ -45,9 +45,11 @@ class ScenarioPanel : public QWidget {
   /// count; a file that does not read is left in the document, so that its problems are
   /// listed as the command line prints them. True when it reads.
   bool open_hf_config(const QString& path);
-  /// Beside each training field left "auto", what the evaluation chose (`layout`: the
-  /// training report's "layout" object); a value that is not an object shows plain "auto".
-  void show_resolved(const nlohmann::json& layout);
+  /// Beside each field of `kind` left "auto" (or to the engine's default), what the
+  /// evaluation chose: `values` is the training report's "layout" object, or the serving
+  /// report's "resolved" object with the engine's "preemption"; a value that is not an
+  /// object shows the plain "auto" text again.
+  void show_resolved(ScenarioKind kind, const nlohmann::json& values);
   /// The text the editor of `pointer` shows ("" when there is none).
   QString shown_text(const QString& pointer) const;
   /// Show a single line of text in the issue area (an internal error); empty clears it.

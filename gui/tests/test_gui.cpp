@@ -797,6 +797,34 @@ class GuiTest : public QObject {
     QCOMPARE(w.panel()->shown_text(QStringLiteral("/training/micro_batch")), QStringLiteral("auto"));
     field<QSpinBox>(w, "/training/tp")->setValue(2);
     QVERIFY(w.panel()->shown_text(QStringLiteral("/training/micro_batch")).startsWith(QStringLiteral("auto") + arrow));
+
+    // Serving: the engine's defaults and auto fields show the run's "resolved" values.
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(40);
+    field<QSpinBox>(w, "/inference/ep")->setValue(0);
+    field<QComboBox>(w, "/inference/kv_dtype")->setCurrentText(QStringLiteral("auto"));
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(done.wait(120000));
+    const json sr = json::parse(w.current_report().toStdString());
+    const json& resolved = sr["resolved"];
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/max_num_seqs")),
+             QStringLiteral("default") + arrow + QString::number(resolved["max_num_seqs"].get<int64_t>()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/gpu_memory_utilization")),
+             QStringLiteral("default") + arrow + QString::fromStdString(resolved["gpu_memory_utilization"].dump()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/chunked_prefill")),
+             QStringLiteral("default") + arrow +
+                 (resolved["chunked_prefill"].get<bool>() ? QStringLiteral("on") : QStringLiteral("off")));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/version")),
+             QStringLiteral("auto (newest)") + arrow + QString::fromStdString(resolved["engine_profile"].get<std::string>()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/ep")),
+             QStringLiteral("auto") + arrow + QString::number(resolved["ep"].get<int64_t>()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/kv_dtype")),
+             QStringLiteral("auto") + arrow + QString::fromStdString(resolved["kv_dtype"].get<std::string>()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/preemption")),
+             QStringLiteral("default") + arrow + QString::fromStdString(sr["engine"]["preemption"].get<std::string>()));
+    // An edit: the old run's choices no longer apply.
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(30);
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/max_num_seqs")), QStringLiteral("default"));
   }
 
   /// Each serving field writes its own key as `--set` does; the run's report is the bytes
@@ -847,6 +875,12 @@ class GuiTest : public QObject {
     check("inference.workload.concurrency=16");
     field<QComboBox>(w, "/inference/workload/output_tokens/dist")->setCurrentText(QStringLiteral("sharegpt"));
     check("inference.workload.output_tokens={\"mean\": 128, \"dist\": \"sharegpt\"}");
+    field<QComboBox>(w, "/inference/workload/input_tokens/dist")->setCurrentText(QStringLiteral("uniform"));
+    check("inference.workload.input_tokens={\"mean\": 512, \"dist\": \"uniform\", \"min\": 1, \"max\": 1023}");
+    QVERIFY(field<QSpinBox>(w, "/inference/workload/input_tokens/min")->isEnabled());
+    QVERIFY(!field<QSpinBox>(w, "/inference/workload/output_tokens/min")->isEnabled());
+    field<QSpinBox>(w, "/inference/workload/input_tokens/min")->setValue(256);
+    check("inference.workload.input_tokens.min=256");
     // Back to the engine's default: the key leaves the document.
     field<QSpinBox>(w, "/inference/engine/block_size")->setValue(0);
     expected["inference"]["engine"].erase("block_size");
@@ -863,6 +897,39 @@ class GuiTest : public QObject {
     QCOMPARE(w.current_report(), cli.out);
     const json r = json::parse(cli.out.toStdString());
     QCOMPARE(r["layout"]["replicas"].get<int64_t>(), int64_t{2});
+  }
+
+  /// A file with the wrong types where objects and numbers belong: the editor opens it, lists
+  /// the reader's problems, and an edit writes its key without crashing.
+  void hostile_scenario_file_does_not_crash_the_editor() {
+    gui::MainWindow w;
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("hostile.json"));
+    {
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"kind": "inference", "model": "llama3-8b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 8},
+                  "inference": {"tp": "two", "engine": 5, "slo": [],
+                                "workload": {"mode": "poisson", "qps": 1, "num_requests": 10,
+                                             "input_tokens": {"mean": "big", "dist": 7}, "output_tokens": 64}}})");
+    }
+    QVERIFY(w.open_file(path));
+    QVERIFY2(w.panel()->issue_text().contains(QStringLiteral("/inference/tp")), qPrintable(w.panel()->issue_text()));
+    field<QSpinBox>(w, "/inference/engine/max_num_seqs")->setValue(32);
+    field<QDoubleSpinBox>(w, "/inference/slo/ttft_ms")->setValue(100);
+    field<QComboBox>(w, "/inference/workload/output_tokens/dist")->setCurrentText(QStringLiteral("uniform"));
+    field<QSpinBox>(w, "/inference/workload/output_tokens/max")->setValue(100);
+    field<QSpinBox>(w, "/inference/tp")->setValue(1);
+    const json& doc = w.panel()->document(gui::ScenarioKind::inference);
+    QCOMPARE(doc["inference"]["engine"], json({{"max_num_seqs", 32}}));
+    QCOMPARE(doc["inference"]["slo"], json({{"ttft_ms", 100.0}}));
+    QCOMPARE(doc["inference"]["workload"]["output_tokens"],
+             json({{"mean", 64}, {"dist", "uniform"}, {"min", 1}, {"max", 100}}));
+    // What is still wrong (the input length) is listed as the command line lists it.
+    QVERIFY(w.save_file(path));
+    const CliRun cli = run_cli({QStringLiteral("infer"), path, QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(cli.code, 1);
+    QCOMPARE(QStringLiteral("capsim: ") + w.panel()->issue_text() + QStringLiteral("\n"), cli.err);
   }
 
   /// FP8 activations on a GPU without FP8 tensor cores: the CLI's message, inline.
