@@ -439,7 +439,7 @@ QWidget* ScenarioPanel::build_training_tab() {
   add("Overlap DP", "overlap_dp", new QCheckBox, true, "Data-parallel gradient communication overlaps the backward");
   add("TP overlap", "tp_comm_overlap", dspin(0, 1, 2, 0.05), 0.0,
       "Share of tensor-parallel communication hidden behind compute (0 to 1)");
-  add("MoE imbalance", "moe_imbalance", dspin(1, 64, 2, 0.05), 1.0,
+  add("MoE skew", "moe_imbalance", dspin(1, 64, 2, 0.05), 1.0,
       "Tokens at the busiest expert over the mean (1: balanced)");
   grid.finish();
   return page;
