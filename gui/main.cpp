@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
     window.resize(1280, 800);
     QTextStream(stdout) << (bench_training
                                 ? capsim::gui::repaint_summary(capsim::gui::time_training_repaints(window, edits))
-                                : capsim::gui::serving_repaint_summary(capsim::gui::time_serving_repaints(window, edits)));
+                                : capsim::gui::serving_repaint_summary(
+                                      capsim::gui::time_serving_repaints(window, edits)));
     return 0;
   }
   if (args.size() > 1) window.open_file(args.at(1));

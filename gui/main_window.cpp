@@ -194,8 +194,9 @@ void MainWindow::evaluate_training_now() {
       evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_, calibration_in_use());
   training_report_ = out.report;
   training_view_->show_outcome(out);
-  panel_->show_resolved(ScenarioKind::training,
-                        out.report.empty() ? nlohmann::json() : nlohmann::json::parse(out.report).value("layout", nlohmann::json()));
+  panel_->show_resolved(
+      ScenarioKind::training,
+      out.report.empty() ? nlohmann::json() : nlohmann::json::parse(out.report).value("layout", nlohmann::json()));
   refresh_compare();
   if (panel_->kind() == ScenarioKind::training) {
     panel_->show_issues(out.issues);
@@ -248,7 +249,8 @@ void MainWindow::run_serving_now() {
     if (!out.report.empty()) {
       const nlohmann::json r = nlohmann::json::parse(out.report);
       resolved = r.value("resolved", nlohmann::json::object());
-      if (r.contains("engine") && r["engine"].contains("preemption")) resolved["preemption"] = r["engine"]["preemption"];
+      if (r.contains("engine") && r["engine"].contains("preemption"))
+        resolved["preemption"] = r["engine"]["preemption"];
     }
     panel_->show_resolved(ScenarioKind::inference, resolved);
     refresh_compare();
@@ -715,7 +717,8 @@ void MainWindow::open_hf_config_dialog() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Open Hugging Face config"), QString(),
                                                     tr("Model config (config.json *.json)"));
   if (path.isEmpty()) return;
-  if (!panel_->open_hf_config(path)) statusBar()->showMessage(tr("The config does not read: see the problems under the editor."), 8000);
+  if (!panel_->open_hf_config(path))
+    statusBar()->showMessage(tr("The config does not read: see the problems under the editor."), 8000);
 }
 
 void MainWindow::open_calibration_dialog() {

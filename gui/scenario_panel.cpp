@@ -433,7 +433,8 @@ QWidget* ScenarioPanel::build_training_tab() {
   add("Optimizer", "optimizer", combo(choices({"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit"})), "adamw",
       "Optimizer");
   add("Moments", "optimizer_moments", combo(choices({"fp32", "bf16"})), "fp32", "Optimizer moment precision");
-  add("Mode", "mode", combo(choices({"pretrain", "sft", "lora", "qlora", "ppo", "grpo", "dpo", "simpo", "orpo", "distill"})),
+  add("Mode", "mode",
+      combo(choices({"pretrain", "sft", "lora", "qlora", "ppo", "grpo", "dpo", "simpo", "orpo", "distill"})),
       "pretrain", "Training mode");
   add("Offload opt.", "offload_optimizer", new QCheckBox, false, "Optimizer state offloaded to the CPU (ZeRO-Offload)");
   add("Overlap DP", "overlap_dp", new QCheckBox, true, "Data-parallel gradient communication overlaps the backward");
@@ -451,7 +452,9 @@ QWidget* ScenarioPanel::build_serving_tab() {
   auto& f = impl_->fields;
   auto add = [&](const QString& label, const char* key, QWidget* w, json fallback, const QString& what,
                  bool erase = false, QComboBox* dist = nullptr, bool wide = false) {
-    const QString tip = what + QStringLiteral(" (inference.%1)").arg(QString::fromUtf8(key).replace(QLatin1Char('/'), QLatin1Char('.')));
+    const QString tip =
+        what +
+        QStringLiteral(" (inference.%1)").arg(QString::fromUtf8(key).replace(QLatin1Char('/'), QLatin1Char('.')));
     if (dist) {
       auto* row = new QWidget;
       auto* h = new QHBoxLayout(row);
@@ -497,10 +500,10 @@ QWidget* ScenarioPanel::build_serving_tab() {
       tr("Most sequences in a batch (max_num_seqs)"), true);
   add(tr("Batch tokens"), "engine/max_num_batched_tokens", spin(1, 1 << 24, "default"), "auto",
       tr("Most tokens in a step (max_num_batched_tokens)"), true);
-  add(tr("Block size"), "engine/block_size", spin(1, 4096, "default"), "auto", tr("KV-cache block (tokens)"),
-      true);
+  add(tr("Block size"), "engine/block_size", spin(1, 4096, "default"), "auto", tr("KV-cache block (tokens)"), true);
   add(tr("Preemption"), "engine/preemption",
-      combo({{QStringLiteral("default"), QString()}, {QStringLiteral("recompute"), QStringLiteral("recompute")},
+      combo({{QStringLiteral("default"), QString()},
+             {QStringLiteral("recompute"), QStringLiteral("recompute")},
              {QStringLiteral("swap"), QStringLiteral("swap")}}),
       "", tr("What a preempted sequence does with its KV cache"), true);
   add(tr("Chunked prefill"), "engine/chunked_prefill", tri_state(), "", tr("Chunked prefill"), true);
@@ -519,8 +522,8 @@ QWidget* ScenarioPanel::build_serving_tab() {
       false, dist());
   add(tr("Input min"), "workload/input_tokens/min", spin(1, 1 << 24), 1, tr("Shortest prompt (uniform)"));
   add(tr("Input max"), "workload/input_tokens/max", spin(1, 1 << 24), 1023, tr("Longest prompt (uniform)"));
-  add(tr("Output tokens"), "workload/output_tokens", spin(1, 1 << 24), 128,
-      tr("Output length: mean and distribution"), false, dist());
+  add(tr("Output tokens"), "workload/output_tokens", spin(1, 1 << 24), 128, tr("Output length: mean and distribution"),
+      false, dist());
   add(tr("Output min"), "workload/output_tokens/min", spin(1, 1 << 24), 1, tr("Shortest output (uniform)"));
   add(tr("Output max"), "workload/output_tokens/max", spin(1, 1 << 24), 255, tr("Longest output (uniform)"));
   add(tr("SLO TTFT ms"), "slo/ttft_ms", dspin(0, 1e7, 1, 10), 500.0,
@@ -731,7 +734,8 @@ QString ScenarioPanel::shown_text(const QString& pointer) const {
     if (auto* s = qobject_cast<QSpinBox*>(f.widget)) return s->text();
     if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) return d->text();
     if (auto* c = qobject_cast<QComboBox*>(f.widget)) return c->currentText();
-    if (auto* c = qobject_cast<QCheckBox*>(f.widget)) return c->isChecked() ? QStringLiteral("true") : QStringLiteral("false");
+    if (auto* c = qobject_cast<QCheckBox*>(f.widget))
+      return c->isChecked() ? QStringLiteral("true") : QStringLiteral("false");
   }
   return {};
 }

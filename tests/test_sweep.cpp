@@ -293,11 +293,15 @@ TEST(Search, CancelFlagStopsTheSearch) {
 class CancellingCost : public CostModel {
  public:
   CancellingCost(const SystemSpec& s, std::atomic<bool>& cancel, int64_t at) : inner_(s), cancel_(cancel), at_(at) {}
-  Seconds gemm(int64_t m, int64_t n, int64_t k, DType d, int64_t b) const override { return tick(inner_.gemm(m, n, k, d, b)); }
+  Seconds gemm(int64_t m, int64_t n, int64_t k, DType d, int64_t b) const override {
+    return tick(inner_.gemm(m, n, k, d, b));
+  }
   Seconds gemm_compute(int64_t m, int64_t n, int64_t k, DType d, int64_t b) const override {
     return tick(inner_.gemm_compute(m, n, k, d, b));
   }
-  Seconds attention(const AttentionShape& a, bool backward) const override { return tick(inner_.attention(a, backward)); }
+  Seconds attention(const AttentionShape& a, bool backward) const override {
+    return tick(inner_.attention(a, backward));
+  }
   Seconds memory_bound(Bytes bytes) const override { return tick(inner_.memory_bound(bytes)); }
   Seconds collective(CollectiveKind k, Bytes bytes, const Group& g) const override {
     return tick(inner_.collective(k, bytes, g));

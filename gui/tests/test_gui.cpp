@@ -750,6 +750,18 @@ class GuiTest : public QObject {
     const CliRun cli = run_cli({QStringLiteral("train"), path, QStringLiteral("--format"), QStringLiteral("json")});
     QCOMPARE(cli.code, 0);
     QCOMPARE(cli.out, w.current_report());
+    // Reopened, the file fills the same fields; an edit changes only its own key.
+    gui::MainWindow again;
+    QVERIFY(again.open_file(path));
+    QCOMPARE(again.panel()->document(gui::ScenarioKind::training), expected);
+    QCOMPARE(again.current_report(), w.current_report());
+    for (const char* shown : {"/training/schedule", "/training/framework", "/training/attention", "/training/optimizer",
+                              "/training/optimizer_moments", "/training/mode", "/training/fp8_recipe",
+                              "/training/tp_comm_overlap", "/training/offload_optimizer", "/training/etp"})
+      QCOMPARE(again.panel()->shown_text(QString::fromUtf8(shown)), w.panel()->shown_text(QString::fromUtf8(shown)));
+    field<QSpinBox>(again, "/training/pp")->setValue(2);
+    io::apply_overrides(expected, {"training.pp=2"});
+    QCOMPARE(again.panel()->document(gui::ScenarioKind::training), expected);
   }
 
   /// A value the reader rejects shows the command line's message, word for word, and no report.
@@ -765,8 +777,9 @@ class GuiTest : public QObject {
       QCOMPARE(QStringLiteral("capsim: ") + w.panel()->issue_text() + QStringLiteral("\n"), cli.err);
     };
     field<QComboBox>(w, "/training/fp8_recipe")->setCurrentText(QStringLiteral("blockwise"));  // with bf16
-    QVERIFY2(w.panel()->issue_text().contains(QStringLiteral("/training/fp8_recipe: applies only to precision \"fp8\"")),
-             qPrintable(w.panel()->issue_text()));
+    QVERIFY2(
+        w.panel()->issue_text().contains(QStringLiteral("/training/fp8_recipe: applies only to precision \"fp8\"")),
+        qPrintable(w.panel()->issue_text()));
     expect_cli_error();
     field<QComboBox>(w, "/training/fp8_recipe")->setCurrentText(QStringLiteral("auto"));
     QVERIFY(w.panel()->issue_text().isEmpty());
@@ -815,7 +828,8 @@ class GuiTest : public QObject {
              QStringLiteral("default") + arrow +
                  (resolved["chunked_prefill"].get<bool>() ? QStringLiteral("on") : QStringLiteral("off")));
     QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/version")),
-             QStringLiteral("auto (newest)") + arrow + QString::fromStdString(resolved["engine_profile"].get<std::string>()));
+             QStringLiteral("auto (newest)") + arrow +
+                 QString::fromStdString(resolved["engine_profile"].get<std::string>()));
     QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/ep")),
              QStringLiteral("auto") + arrow + QString::number(resolved["ep"].get<int64_t>()));
     QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/kv_dtype")),
@@ -835,7 +849,8 @@ class GuiTest : public QObject {
     auto check = [&](const char* set) {
       io::apply_overrides(expected, {set});
       QVERIFY2(w.panel()->document(gui::ScenarioKind::inference) == expected,
-               qPrintable(QString::fromStdString(set + (" gives " + w.panel()->document(gui::ScenarioKind::inference).dump()))));
+               qPrintable(QString::fromStdString(
+                   set + (" gives " + w.panel()->document(gui::ScenarioKind::inference).dump()))));
     };
     field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(40);
     check("inference.workload.num_requests=40");
@@ -985,7 +1000,8 @@ class GuiTest : public QObject {
       f.write(R"({"model_type": "no-such-family", "hidden_size": 64})");
     }
     QVERIFY(!w.panel()->open_hf_config(bad));
-    QVERIFY2(w.panel()->issue_text().contains(QStringLiteral("unsupported model family")), qPrintable(w.panel()->issue_text()));
+    QVERIFY2(w.panel()->issue_text().contains(QStringLiteral("unsupported model family")),
+             qPrintable(w.panel()->issue_text()));
     QVERIFY(w.current_report().isEmpty());
     QVERIFY(w.save_file(path));
     const CliRun failed = run_cli({QStringLiteral("train"), path});
