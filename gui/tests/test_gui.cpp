@@ -1035,10 +1035,10 @@ class GuiTest : public QObject {
     QTest::qWait(100);
     QCOMPARE(done.count(), 0);
     QCOMPARE(w.search_view()->rows(), 0);
-    t.restart();
+    // The next search (a small one) runs to the end.
+    w.search_view()->set_gpu_counts(QStringLiteral("1024"));
     w.run_search_now();
     QVERIFY(done.wait(240000));
-    qInfo("the whole search took %lld ms", static_cast<long long>(t.elapsed()));
     QVERIFY(w.search_view()->rows() > 0);
   }
 
