@@ -191,22 +191,29 @@ void select_combo(QComboBox* c, const json& v) {
   c->setCurrentIndex(i);
 }
 
+/// A number of the file as the spin box can show it: clamped to its range (the document
+/// keeps the file's value; the reader judges it).
+int spin_value(const QSpinBox* s, const json& v) {
+  const double lo = s->minimum(), hi = s->maximum();
+  return static_cast<int>(std::clamp(v.get<double>(), lo, hi));
+}
+
 void set_widget(const Field& f, const json& v) {
   if (f.dist) {
     auto* mean = static_cast<QSpinBox*>(f.widget);
     if (v.is_number()) {
-      mean->setValue(static_cast<int>(v.get<double>()));
+      mean->setValue(spin_value(mean, v));
       select_combo(f.dist, json("fixed"));
     } else if (v.is_object()) {
       // A file may hold anything here; the reader lists what is wrong with it.
-      if (v.contains("mean") && v["mean"].is_number()) mean->setValue(static_cast<int>(v["mean"].get<double>()));
+      if (v.contains("mean") && v["mean"].is_number()) mean->setValue(spin_value(mean, v["mean"]));
       select_combo(f.dist, v.contains("dist") ? v["dist"] : json("fixed"));
     }
     return;
   }
   if (auto* s = qobject_cast<QSpinBox*>(f.widget)) {
     if (v.is_number())
-      s->setValue(static_cast<int>(v.get<double>()));
+      s->setValue(spin_value(s, v));
     else if (v == json("auto") && !s->specialValueText().isEmpty())
       s->setValue(s->minimum());
   } else if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) {

@@ -924,7 +924,7 @@ class GuiTest : public QObject {
       QFile f(path);
       QVERIFY(f.open(QIODevice::WriteOnly));
       f.write(R"({"kind": "inference", "model": "llama3-8b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 8},
-                  "inference": {"tp": "two", "engine": 5, "slo": [],
+                  "inference": {"tp": "two", "engine": 5, "slo": [], "pp": 1e300, "replicas": -1e30,
                                 "workload": {"mode": "poisson", "qps": 1, "num_requests": 10,
                                              "input_tokens": {"mean": "big", "dist": 7}, "output_tokens": 64}}})");
     }
