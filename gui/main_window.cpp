@@ -90,6 +90,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(panel_, &ScenarioPanel::document_changed, this, &MainWindow::on_document_changed);
   connect(panel_, &ScenarioPanel::kind_changed, this, &MainWindow::on_kind_changed);
   connect(panel_, &ScenarioPanel::hf_config_requested, this, &MainWindow::open_hf_config_dialog);
+  connect(panel_, &ScenarioPanel::trace_file_requested, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open request trace"), QString(),
+                                                      tr("Request trace (*.csv *.jsonl *.json)"));
+    if (!path.isEmpty()) panel_->set_trace_file(path);
+  });
   connect(serving_view_, &ServingView::run_requested, this, &MainWindow::run_serving_now);
   connect(serving_view_, &ServingView::cancel_requested, this, &MainWindow::cancel_serving);
   connect(serving_view_, &ServingView::qps_requested, this, &MainWindow::run_qps_now);

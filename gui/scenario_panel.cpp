@@ -123,6 +123,8 @@ struct ScenarioPanel::Impl {
   QComboBox* mode = nullptr;
   QDoubleSpinBox* qps = nullptr;
   QSpinBox* concurrency = nullptr;
+  QLabel* trace_file = nullptr;        ///< the trace's file name
+  QPushButton* trace_button = nullptr;
 
   json& doc(ScenarioKind k) { return k == ScenarioKind::training ? training : serving; }
   size_t index_of(const std::string& pointer) const {
@@ -515,7 +517,7 @@ QWidget* ScenarioPanel::build_serving_tab() {
       "", tr("What a preempted sequence does with its KV cache"), true);
   add(tr("Chunked prefill"), "engine/chunked_prefill", tri_state(), "", tr("Chunked prefill"), true);
   add(tr("CUDA graphs"), "engine/cuda_graphs", tri_state(), "", tr("Decode steps replayed as CUDA graphs"), true);
-  impl_->mode = combo(choices({"offline", "poisson", "concurrency"}));
+  impl_->mode = combo(choices({"offline", "poisson", "concurrency", "trace"}));
   add(tr("Workload"), "workload/mode", impl_->mode, "offline", tr("Arrivals: all at once, Poisson, or closed loop"));
   add(tr("Requests"), "workload/num_requests", spin(1, 1 << 24), 100, tr("Requests simulated per run"));
   impl_->qps = dspin(0.001, 1e6, 3, 1.0);
@@ -524,6 +526,19 @@ QWidget* ScenarioPanel::build_serving_tab() {
   add(tr("Concurrency"), "workload/concurrency", impl_->concurrency, 1, tr("Requests in flight (closed loop)"));
   add(tr("Prefix hits"), "workload/prefix_hit_rate", dspin(0, 0.99, 2, 0.05), 0.0,
       tr("Share of prompt tokens found in the prefix cache (0 to 0.99)"));
+  // The trace a "trace" workload replays: a file, chosen in a dialog (the window's).
+  auto* trace_row = new QWidget;
+  auto* trace_h = new QHBoxLayout(trace_row);
+  trace_h->setContentsMargins(0, 0, 0, 0);
+  impl_->trace_file = new QLabel;
+  impl_->trace_file->setObjectName(QStringLiteral("trace_file"));
+  impl_->trace_button = new QPushButton(tr("File..."));
+  impl_->trace_button->setObjectName(QStringLiteral("open_trace_file"));
+  connect(impl_->trace_button, &QPushButton::clicked, this, &ScenarioPanel::trace_file_requested);
+  trace_h->addWidget(impl_->trace_button);
+  trace_h->addWidget(impl_->trace_file, 1);
+  grid.add(tr("Trace"), trace_row,
+           tr("Requests to replay (CSV or JSON Lines) for the \"trace\" workload (inference.workload.trace_file)"));
   auto dist = [] { return combo(choices({"fixed", "uniform", "sharegpt"})); };
   add(tr("Input tokens"), "workload/input_tokens", spin(1, 1 << 24), 512, tr("Prompt length: mean and distribution"),
       false, dist());
@@ -558,6 +573,14 @@ void ScenarioPanel::refresh_workload_enables() {
   const QString mode = impl_->mode->currentData().toString();
   impl_->qps->setEnabled(mode == QStringLiteral("poisson"));
   impl_->concurrency->setEnabled(mode == QStringLiteral("concurrency"));
+  impl_->trace_button->setEnabled(mode == QStringLiteral("trace"));
+  const json::json_pointer trace("/inference/workload/trace_file");
+  const json& doc = impl_->serving;
+  const QString file = doc.contains(trace) && doc[trace].is_string()
+                           ? QString::fromStdString(doc[trace].get<std::string>())
+                           : QString();
+  impl_->trace_file->setText(file.isEmpty() ? tr("(none)") : QFileInfo(file).fileName());
+  impl_->trace_file->setToolTip(file);
   // Bounds mean something for a uniform length only.
   for (const char* length : {"/inference/workload/input_tokens", "/inference/workload/output_tokens"}) {
     const size_t i = impl_->index_of(length);
@@ -745,6 +768,15 @@ QString ScenarioPanel::shown_text(const QString& pointer) const {
       return c->isChecked() ? QStringLiteral("true") : QStringLiteral("false");
   }
   return {};
+}
+
+void ScenarioPanel::set_trace_file(const QString& path) {
+  json& doc = impl_->serving;
+  const json::json_pointer ptr("/inference/workload/trace_file");
+  make_parents(doc, ptr);
+  doc[ptr] = QFileInfo(path).absoluteFilePath().toStdString();
+  refresh_workload_enables();
+  emit document_changed(ScenarioKind::inference);
 }
 
 bool ScenarioPanel::open_hf_config(const QString& path) {

@@ -45,6 +45,10 @@ class ScenarioPanel : public QWidget {
   /// count; a file that does not read is left in the document, so that its problems are
   /// listed as the command line prints them. True when it reads.
   bool open_hf_config(const QString& path);
+  /// Replay the requests of the file at `path` (CSV or JSON Lines, as the command line
+  /// reads them) when the serving workload is "trace": its absolute path becomes
+  /// inference.workload.trace_file.
+  void set_trace_file(const QString& path);
   /// Beside each field of `kind` left "auto" (or to the engine's default), what the
   /// evaluation chose: `values` is the training report's "layout" object, or the serving
   /// report's "resolved" object with the engine's "preemption"; a value that is not an
@@ -64,6 +68,8 @@ class ScenarioPanel : public QWidget {
   void kind_changed(capsim::gui::ScenarioKind kind);
   /// "Open HF config..." was pressed: the window asks for the file.
   void hf_config_requested();
+  /// "Trace file..." was pressed: the window asks for the file.
+  void trace_file_requested();
 
  private:
   struct Impl;

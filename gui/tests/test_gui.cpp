@@ -10,6 +10,7 @@
 #include <QImage>
 #include <QLabel>
 #include <QProcess>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -912,6 +913,43 @@ class GuiTest : public QObject {
     QCOMPARE(w.current_report(), cli.out);
     const json r = json::parse(cli.out.toStdString());
     QCOMPARE(r["layout"]["replicas"].get<int64_t>(), int64_t{2});
+  }
+
+  /// A trace workload: the file's absolute path goes into the scenario and the report is
+  /// `capsim infer`'s; a trace that does not read shows the command line's message.
+  void trace_workload_replays_the_file() {
+    gui::MainWindow w;
+    const QString trace = QStringLiteral(CAPSIM_SOURCE_DIR "/tests/scenarios/trace.csv");
+    field<QComboBox>(w, "/inference/workload/mode")->setCurrentText(QStringLiteral("trace"));
+    QVERIFY(w.panel()->findChild<QPushButton*>(QStringLiteral("open_trace_file"))->isEnabled());
+    w.panel()->set_trace_file(trace);
+    const json& doc = w.panel()->document(gui::ScenarioKind::inference);
+    QCOMPARE(doc["inference"]["workload"]["trace_file"], json(QFileInfo(trace).absoluteFilePath().toStdString()));
+    QCOMPARE(w.panel()->findChild<QLabel*>(QStringLiteral("trace_file"))->text(), QStringLiteral("trace.csv"));
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(done.wait(120000));
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("trace-scenario.json"));
+    QVERIFY(w.save_file(path));
+    const CliRun cli = run_cli({QStringLiteral("infer"), path, QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(cli.code, 0);
+    QCOMPARE(w.current_report(), cli.out);
+    // A trace whose arrivals go back in time.
+    const QString bad = dir.filePath(QStringLiteral("bad.csv"));
+    {
+      QFile f(bad);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("arrival_s,input_tokens,output_tokens\n1.0,100,10\n0.5,100,10\n");
+    }
+    w.panel()->set_trace_file(bad);
+    QVERIFY2(w.panel()->issue_text().contains(QStringLiteral("arrivals must not decrease")),
+             qPrintable(w.panel()->issue_text()));
+    QVERIFY(w.current_report().isEmpty());
+    QVERIFY(w.save_file(path));
+    const CliRun failed = run_cli({QStringLiteral("infer"), path});
+    QCOMPARE(failed.code, 1);
+    QCOMPARE(QStringLiteral("capsim: ") + w.panel()->issue_text() + QStringLiteral("\n"), failed.err);
   }
 
   /// A file with the wrong types where objects and numbers belong: the editor opens it, lists
