@@ -760,6 +760,7 @@ void ScenarioPanel::show_resolved(ScenarioKind kind, const json& values) {
 
 QString ScenarioPanel::shown_text(const QString& pointer) const {
   for (const Field& f : impl_->fields) {
+    if (f.dist && QString::fromStdString(f.pointer + "/dist") == pointer) return f.dist->currentText();
     if (QString::fromStdString(f.pointer) != pointer) continue;
     if (auto* s = qobject_cast<QSpinBox*>(f.widget)) return s->text();
     if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) return d->text();

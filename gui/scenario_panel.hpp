@@ -54,7 +54,8 @@ class ScenarioPanel : public QWidget {
   /// report's "resolved" object with the engine's "preemption"; a value that is not an
   /// object shows the plain "auto" text again.
   void show_resolved(ScenarioKind kind, const nlohmann::json& values);
-  /// The text the editor of `pointer` shows ("" when there is none).
+  /// The text the editor of `pointer` shows ("" when there is none); a length's
+  /// distribution menu is `pointer` + "/dist".
   QString shown_text(const QString& pointer) const;
   /// Show a single line of text in the issue area (an internal error); empty clears it.
   void show_message(const QString& text);

@@ -913,6 +913,17 @@ class GuiTest : public QObject {
     QCOMPARE(w.current_report(), cli.out);
     const json r = json::parse(cli.out.toStdString());
     QCOMPARE(r["layout"]["replicas"].get<int64_t>(), int64_t{2});
+    // Reopened, the file fills the same fields and gives the same report.
+    gui::MainWindow again;
+    QSignalSpy again_done(&again, &gui::MainWindow::serving_finished);
+    QVERIFY(again.open_file(path));
+    QCOMPARE(again.panel()->document(gui::ScenarioKind::inference), expected);
+    QVERIFY(again_done.wait(120000));
+    QCOMPARE(again.current_report(), w.current_report());
+    for (const char* shown : {"/inference/kv_dtype", "/inference/engine/max_num_seqs", "/inference/engine/preemption",
+                              "/inference/engine/chunked_prefill", "/inference/workload/input_tokens/min",
+                              "/inference/slo/ttft_ms", "/inference/workload/output_tokens/dist"})
+      QCOMPARE(again.panel()->shown_text(QString::fromUtf8(shown)), w.panel()->shown_text(QString::fromUtf8(shown)));
   }
 
   /// A trace workload: the file's absolute path goes into the scenario and the report is
