@@ -2,6 +2,7 @@
 
 #include <QCoreApplication>
 #include <QElapsedTimer>
+#include <QEventLoop>
 #include <QFile>
 #include <QGuiApplication>
 #include <QSpinBox>
@@ -60,11 +61,58 @@ RepaintTimes time_training_repaints(MainWindow& w, int edits) {
   return t;
 }
 
+RepaintTimes time_serving_repaints(MainWindow& w, int edits) {
+  w.panel()->set_kind(ScenarioKind::inference);
+  w.views()->setCurrentIndex(0);
+  w.show();
+  QCoreApplication::processEvents();
+  spin(w, "/system/num_gpus")->setValue(8);
+  QSpinBox* tp = spin(w, "/inference/tp");
+  RepaintTimes t;
+  QElapsedTimer clock;
+  for (int i = -1; i < edits; ++i) {
+    QEventLoop loop;
+    const QMetaObject::Connection done = QObject::connect(&w, &MainWindow::serving_finished, &loop, &QEventLoop::quit);
+    clock.start();
+    tp->setValue(tp->value() == 1 ? 2 : 1);
+    w.run_serving_now();  // at once: the pause that waits for typing to end is not timed
+    loop.exec();          // until the tab shows the run's result
+    QObject::disconnect(done);
+    const double recompute = static_cast<double>(clock.nsecsElapsed()) * 1e-6;
+    QCoreApplication::sendPostedEvents(nullptr, QEvent::DeferredDelete);
+    QCoreApplication::processEvents();
+    w.repaint();
+    const double total = static_cast<double>(clock.nsecsElapsed()) * 1e-6;
+    if (i < 0) continue;
+    t.recompute_ms.push_back(recompute);
+    t.total_ms.push_back(total);
+  }
+  return t;
+}
+
 QString machine_description() {
   return QStringLiteral("%1, %2, %3 logical cores, Qt %4 platform \"%5\"")
       .arg(QSysInfo::prettyProductName(), cpu_model())
       .arg(QThread::idealThreadCount())
       .arg(QString::fromLatin1(qVersion()), QGuiApplication::platformName());
+}
+
+namespace {
+
+QString timing_line(const char* what, const std::vector<double>& ms) {
+  return QStringLiteral("%1: median %2 ms, p90 %3 ms\n")
+      .arg(QString::fromLatin1(what))
+      .arg(ms.empty() ? 0.0 : percentile(ms, 0.5), 0, 'f', 2)
+      .arg(ms.empty() ? 0.0 : percentile(ms, 0.9), 0, 'f', 2);
+}
+
+}  // namespace
+
+QString serving_repaint_summary(const RepaintTimes& t) {
+  return QStringLiteral("machine: %1\nedits: %2 (Serving tab, tp 1 <-> 2, default workload, replicated runs)\n")
+             .arg(machine_description())
+             .arg(t.total_ms.size()) +
+         timing_line("simulate", t.recompute_ms) + timing_line("simulate + repaint", t.total_ms);
 }
 
 QString repaint_summary(const RepaintTimes& t) {

@@ -283,6 +283,9 @@ SearchOutcome run_layout_search(const nlohmann::json& doc, const std::filesystem
       throw InputError({{"/kind", "\"inference\"", "capsim search needs a training scenario", {}}});
     const io::CostModels costs(out.scenario.system, calibration);
     out.result = search_training(out.scenario, costs.get(), opt);
+  } catch (const SearchCancelled&) {
+    out = SearchOutcome{};
+    out.cancelled = true;
   } catch (const InputError& e) {
     out.issues = e.issues();
   } catch (const std::exception& e) {

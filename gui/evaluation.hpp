@@ -188,17 +188,19 @@ ValidationOutcome run_validation_files(const std::vector<std::filesystem::path>&
 
 /// A training layout search as `capsim search` runs it (its default options).
 struct SearchOutcome {
+  bool cancelled = false;  ///< the options' cancel flag stopped the search: nothing below is set
   std::vector<Issue> issues;
   std::string internal_error;
   Scenario scenario;
   SearchResult result;
-  bool ok() const { return issues.empty() && internal_error.empty(); }
+  bool ok() const { return !cancelled && issues.empty() && internal_error.empty(); }
 };
 
 /// `capsim search`'s options: `top` layouts, GPU counts (the scenario's when empty), all cores.
 SearchOptions search_options(const std::vector<int64_t>& gpu_counts, size_t top = 10);
 
 /// Read `doc` as a training scenario and search its layouts. Pure: safe on a worker thread.
+/// Setting `*opt.cancel` stops the search before its next layout (the outcome says cancelled).
 SearchOutcome run_layout_search(const nlohmann::json& doc, const std::filesystem::path& base_dir,
                                 const SearchOptions& opt, const CalibrationProfile* calibration = nullptr);
 

@@ -89,6 +89,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(serving_timer_, &QTimer::timeout, this, &MainWindow::run_serving_now);
   connect(panel_, &ScenarioPanel::document_changed, this, &MainWindow::on_document_changed);
   connect(panel_, &ScenarioPanel::kind_changed, this, &MainWindow::on_kind_changed);
+  connect(panel_, &ScenarioPanel::hf_config_requested, this, &MainWindow::open_hf_config_dialog);
+  connect(panel_, &ScenarioPanel::trace_file_requested, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open request trace"), QString(),
+                                                      tr("Request trace (*.csv *.jsonl *.json)"));
+    if (!path.isEmpty()) panel_->set_trace_file(path);
+  });
   connect(serving_view_, &ServingView::run_requested, this, &MainWindow::run_serving_now);
   connect(serving_view_, &ServingView::cancel_requested, this, &MainWindow::cancel_serving);
   connect(serving_view_, &ServingView::qps_requested, this, &MainWindow::run_qps_now);
@@ -143,6 +149,7 @@ void MainWindow::build_menus() {
   QAction* svg = file->addAction(tr("Export chart as S&VG..."), this, [this] { export_chart_dialog(true); });
   svg->setShortcut(QKeySequence(Qt::CTRL | Qt::ALT | Qt::Key_S));
   file->addSeparator();
+  file->addAction(tr("Open &HF config as the model..."), this, &MainWindow::open_hf_config_dialog);
   QAction* cal = file->addAction(tr("Open calibration &profile..."), this, &MainWindow::open_calibration_dialog);
   cal->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
   QAction* pin = file->addAction(tr("&Pin report"), this, &MainWindow::pin_report);
@@ -192,6 +199,9 @@ void MainWindow::evaluate_training_now() {
       evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_, calibration_in_use());
   training_report_ = out.report;
   training_view_->show_outcome(out);
+  panel_->show_resolved(
+      ScenarioKind::training,
+      out.report.empty() ? nlohmann::json() : nlohmann::json::parse(out.report).value("layout", nlohmann::json()));
   refresh_compare();
   if (panel_->kind() == ScenarioKind::training) {
     panel_->show_issues(out.issues);
@@ -240,6 +250,14 @@ void MainWindow::run_serving_now() {
     const ServingOutcome out = watcher->result();
     serving_report_ = out.report;
     serving_view_->show_outcome(out);
+    nlohmann::json resolved;
+    if (!out.report.empty()) {
+      const nlohmann::json r = nlohmann::json::parse(out.report);
+      resolved = r.value("resolved", nlohmann::json::object());
+      if (r.contains("engine") && r["engine"].contains("preemption"))
+        resolved["preemption"] = r["engine"]["preemption"];
+    }
+    panel_->show_resolved(ScenarioKind::inference, resolved);
     refresh_compare();
     emit serving_finished();
   });
@@ -288,6 +306,7 @@ void MainWindow::cancel_qps() {
 
 void MainWindow::run_search_now() {
   const uint64_t gen = ++search_generation_;
+  const auto stop = restart_flag(search_stop_);
   const TrainingOutcome check = evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_);
   if (!check.issues.empty()) {
     search_view_->show_idle(tr("No result: the training input has problems (listed under the editor)."));
@@ -301,8 +320,9 @@ void MainWindow::run_search_now() {
     search_view_->show_outcome(watcher->result());
     emit search_finished();
   });
-  watcher->setFuture(QtConcurrent::run([doc = panel_->document(ScenarioKind::training), base = base_dir_,
-                                        opt = search_options(search_view_->gpu_counts(), search_view_->top()),
+  SearchOptions opt = search_options(search_view_->gpu_counts(), search_view_->top());
+  opt.cancel = stop.get();
+  watcher->setFuture(QtConcurrent::run([doc = panel_->document(ScenarioKind::training), base = base_dir_, opt, stop,
                                         cal = calibration_in_use() ? calibration_ : nullptr] {
     return run_layout_search(doc, base, opt, cal.get());
   }));
@@ -310,6 +330,7 @@ void MainWindow::run_search_now() {
 
 void MainWindow::cancel_search() {
   ++search_generation_;
+  if (search_stop_) search_stop_->store(true);
   search_view_->show_idle(tr("Cancelled; press Search to run again."));
 }
 
@@ -393,6 +414,7 @@ void MainWindow::on_document_changed(ScenarioKind kind) {
   serving_view_->show_qps_idle(tr("The scenario changed: press Latency vs QPS (F6) to run it again."));
   serving_report_.clear();
   serving_dirty_ = true;
+  panel_->show_resolved(ScenarioKind::inference, nlohmann::json());
   if (panel_->kind() == ScenarioKind::inference) {
     if (validate_serving()) {
       serving_view_->show_running();
@@ -643,6 +665,7 @@ void MainWindow::on_calibration_toggled() {
   // Every result of the old cost model is stale: the serving results as after an edit.
   on_document_changed(ScenarioKind::inference);
   ++search_generation_;
+  if (search_stop_) search_stop_->store(true);
   search_view_->show_idle(tr("The cost model changed: press Search to run again."));
   evaluate_training_now();
 }
@@ -695,6 +718,14 @@ void MainWindow::export_chart_dialog(bool svg) {
   if (!path.isEmpty()) export_chart(path, index);
 }
 
+void MainWindow::open_hf_config_dialog() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open Hugging Face config"), QString(),
+                                                    tr("Model config (config.json *.json)"));
+  if (path.isEmpty()) return;
+  if (!panel_->open_hf_config(path))
+    statusBar()->showMessage(tr("The config does not read: see the problems under the editor."), 8000);
+}
+
 void MainWindow::open_calibration_dialog() {
   const QString path =
       QFileDialog::getOpenFileName(this, tr("Open calibration profile"), QString(), tr("Calibration profile (*.json)"));
@@ -708,6 +739,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   cancel_serving();
   cancel_qps();
   ++search_generation_;
+  if (search_stop_) search_stop_->store(true);
   ++validation_generation_;
   ++timeline_generation_;
   QMainWindow::closeEvent(event);

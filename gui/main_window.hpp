@@ -94,7 +94,7 @@ class MainWindow : public QMainWindow {
   void cancel_qps();
   /// Search the training scenario's layouts on a worker thread (as `capsim search`).
   void run_search_now();
-  /// Stop waiting for the search in flight; its result is dropped when it arrives.
+  /// Stop the search in flight: its workers end before their next layout and nothing shows.
   void cancel_search();
   /// Put `c`'s layout into the training scenario and show its results.
   void use_layout(const SearchCandidate& c);
@@ -158,6 +158,7 @@ class MainWindow : public QMainWindow {
   void export_csv_dialog();
   void export_chart_dialog(bool svg);
   void open_calibration_dialog();
+  void open_hf_config_dialog();
   void on_calibration_toggled();
 
   ScenarioPanel* panel_ = nullptr;
@@ -187,7 +188,7 @@ class MainWindow : public QMainWindow {
   bool serving_dirty_ = true;
   uint64_t qps_generation_ = 0;
   /// The flags the serving and latency-vs-QPS runs in flight read; set to stop them.
-  std::shared_ptr<std::atomic<bool>> serving_stop_, qps_stop_;
+  std::shared_ptr<std::atomic<bool>> serving_stop_, qps_stop_, search_stop_;
   /// Set the flag of the run in flight (if any) and give the next run a fresh one.
   static std::shared_ptr<std::atomic<bool>> restart_flag(std::shared_ptr<std::atomic<bool>>& flag);
   uint64_t validation_generation_ = 0, search_generation_ = 0, timeline_generation_ = 0;

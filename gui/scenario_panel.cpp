@@ -4,10 +4,14 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QDir>
+#include <QFileInfo>
 #include <QFormLayout>
+#include <QGridLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QPushButton>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QVBoxLayout>
@@ -99,6 +103,7 @@ struct Field {
   QComboBox* dist = nullptr;     ///< length fields: the distribution beside the mean
   json fallback;                 ///< shown when the document lacks the key
   bool erase_when_auto = false;  ///< "auto" (or "") leaves the key out of the document
+  QString auto_text;             ///< the "auto" entry's own text, before a resolved value is added
 };
 
 struct ScenarioPanel::Impl {
@@ -111,12 +116,15 @@ struct ScenarioPanel::Impl {
   QLabel* model_info = nullptr;
   QLabel* issues = nullptr;
   QComboBox* model = nullptr;
+  bool model_readable = true;  ///< whether the model refresh_model_info last read did read
   QComboBox* gpu = nullptr;
   QComboBox* engine_name = nullptr;
   QComboBox* engine_version = nullptr;
   QComboBox* mode = nullptr;
   QDoubleSpinBox* qps = nullptr;
   QSpinBox* concurrency = nullptr;
+  QLabel* trace_file = nullptr;        ///< the trace's file name
+  QPushButton* trace_button = nullptr;
 
   json& doc(ScenarioKind k) { return k == ScenarioKind::training ? training : serving; }
   size_t index_of(const std::string& pointer) const {
@@ -151,12 +159,16 @@ std::optional<json> widget_value(const Field& f) {
     if (!s->specialValueText().isEmpty() && s->value() == s->minimum()) return json("auto");
     return json(s->value());
   }
-  if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) return json(d->value());
+  if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) {
+    if (!d->specialValueText().isEmpty() && d->value() == d->minimum()) return json("auto");
+    return json(d->value());
+  }
   if (auto* c = qobject_cast<QCheckBox*>(f.widget)) return json(c->isChecked());
   if (auto* c = qobject_cast<QComboBox*>(f.widget)) {
     const QVariant v = c->currentData();
     if (!v.isValid()) return std::nullopt;  // a value from the file the menu cannot write back
     if (v.typeId() == QMetaType::Int) return json(v.toInt());
+    if (v.typeId() == QMetaType::Bool) return json(v.toBool());
     return json(v.toString().toStdString());
   }
   return std::nullopt;
@@ -164,7 +176,9 @@ std::optional<json> widget_value(const Field& f) {
 
 void select_combo(QComboBox* c, const json& v) {
   int i = -1;
-  if (v.is_number_integer())
+  if (v.is_boolean())
+    i = c->findData(QVariant(v.get<bool>()));
+  else if (v.is_number_integer())
     i = c->findData(QVariant(v.get<int>()));
   else if (v.is_string())
     i = c->findData(QVariant(QString::fromStdString(v.get<std::string>())));
@@ -179,29 +193,56 @@ void select_combo(QComboBox* c, const json& v) {
   c->setCurrentIndex(i);
 }
 
+/// A number of the file as the spin box can show it: clamped to its range (the document
+/// keeps the file's value; the reader judges it).
+int spin_value(const QSpinBox* s, const json& v) {
+  const double lo = s->minimum(), hi = s->maximum();
+  return static_cast<int>(std::clamp(v.get<double>(), lo, hi));
+}
+
 void set_widget(const Field& f, const json& v) {
   if (f.dist) {
     auto* mean = static_cast<QSpinBox*>(f.widget);
     if (v.is_number()) {
-      mean->setValue(static_cast<int>(v.get<double>()));
+      mean->setValue(spin_value(mean, v));
       select_combo(f.dist, json("fixed"));
     } else if (v.is_object()) {
-      mean->setValue(static_cast<int>(v.value("mean", 1.0)));
-      select_combo(f.dist, json(v.value("dist", std::string("fixed"))));
+      // A file may hold anything here; the reader lists what is wrong with it.
+      if (v.contains("mean") && v["mean"].is_number()) mean->setValue(spin_value(mean, v["mean"]));
+      select_combo(f.dist, v.contains("dist") ? v["dist"] : json("fixed"));
     }
     return;
   }
   if (auto* s = qobject_cast<QSpinBox*>(f.widget)) {
     if (v.is_number())
-      s->setValue(static_cast<int>(v.get<double>()));
+      s->setValue(spin_value(s, v));
     else if (v == json("auto") && !s->specialValueText().isEmpty())
       s->setValue(s->minimum());
   } else if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) {
-    if (v.is_number()) d->setValue(v.get<double>());
+    if (v.is_number())
+      d->setValue(v.get<double>());
+    else if (v == json("auto") && !d->specialValueText().isEmpty())
+      d->setValue(d->minimum());
   } else if (auto* check = qobject_cast<QCheckBox*>(f.widget)) {
     if (v.is_boolean()) check->setChecked(v.get<bool>());
   } else if (auto* box = qobject_cast<QComboBox*>(f.widget)) {
     select_combo(box, v);
+  }
+}
+
+/// Make every object above `ptr` an object, so that the key can be written: a file may
+/// hold anything there (the reader lists it as a problem). A length given as a number
+/// becomes {"mean": n, "dist": "fixed"}, the same length; anything else an empty object.
+void make_parents(json& doc, const json::json_pointer& ptr) {
+  if (!doc.is_object()) doc = json::object();
+  std::vector<json::json_pointer> above;
+  for (json::json_pointer p = ptr.parent_pointer(); !p.empty(); p = p.parent_pointer()) above.push_back(p);
+  for (auto it = above.rbegin(); it != above.rend(); ++it) {
+    if (!doc.contains(*it)) return;  // operator[] makes the rest
+    json& v = doc[*it];
+    if (v.is_object()) continue;
+    const bool length = it->back() == "input_tokens" || it->back() == "output_tokens";
+    v = length && v.is_number() ? json{{"mean", v}, {"dist", "fixed"}} : json::object();
   }
 }
 
@@ -225,6 +266,7 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent), impl_(std::make
   for (size_t i = 0; i < impl_->fields.size(); ++i) {
     const Field& f = impl_->fields[i];
     f.widget->setObjectName(QString::fromStdString(f.pointer));
+    if (f.dist) f.dist->setObjectName(QString::fromStdString(f.pointer + "/dist"));
     auto on_change = [this, i] {
       if (!impl_->filling) write_field(i);
     };
@@ -237,6 +279,17 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent), impl_(std::make
     else if (auto* box = qobject_cast<QComboBox*>(f.widget))
       connect(box, &QComboBox::currentIndexChanged, this, on_change);
     if (f.dist) connect(f.dist, &QComboBox::currentIndexChanged, this, on_change);
+  }
+  for (Field& f : impl_->fields) {
+    if (auto* s = qobject_cast<QSpinBox*>(f.widget)) {
+      f.auto_text = s->specialValueText();
+    } else if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) {
+      f.auto_text = d->specialValueText();
+    } else if (auto* c = qobject_cast<QComboBox*>(f.widget)) {
+      int i = c->findData(QStringLiteral("auto"));
+      if (i < 0) i = c->findData(QString());
+      if (i >= 0) f.auto_text = c->itemText(i);
+    }
   }
   connect(impl_->tabs, &QTabWidget::currentChanged, this, [this] { emit kind_changed(kind()); });
   fill_widgets();
@@ -251,7 +304,11 @@ QWidget* ScenarioPanel::build_shared_box() {
   for (const auto& n : io::model_preset_names())
     models.emplace_back(QString::fromStdString(n), QString::fromStdString(n));
   impl_->model = combo(models);
+  // A config.json path can be long: it must not set the editor's width.
+  impl_->model->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  impl_->model->setMinimumContentsLength(16);
   impl_->model_info = new QLabel;
+  impl_->model_info->setWordWrap(true);
   impl_->model_info->setObjectName(QStringLiteral("model_info"));
   std::vector<std::pair<QString, QVariant>> gpus;
   for (const auto& id : io::gpu_preset_ids()) gpus.emplace_back(QString::fromStdString(id), QString::fromStdString(id));
@@ -264,67 +321,175 @@ QWidget* ScenarioPanel::build_shared_box() {
   nic->setRange(0, 10000);
   nic->setDecimals(0);
   nic->setKeyboardTracking(false);
-  form->addRow(tr("Model"), impl_->model);
+  auto* open_hf = new QPushButton(tr("Open HF config..."));
+  open_hf->setObjectName(QStringLiteral("open_hf_config"));
+  open_hf->setToolTip(tr("Use a Hugging Face config.json as the model (its path goes into the scenario)"));
+  connect(open_hf, &QPushButton::clicked, this, &ScenarioPanel::hf_config_requested);
+  auto* model_row = new QWidget;
+  auto* model_h = new QHBoxLayout(model_row);
+  model_h->setContentsMargins(0, 0, 0, 0);
+  model_h->addWidget(impl_->model, 1);
+  model_h->addWidget(open_hf);
+  form->addRow(tr("Model"), model_row);
   form->addRow(QString(), impl_->model_info);
   form->addRow(tr("GPU"), impl_->gpu);
   form->addRow(tr("GPUs"), num_gpus);
   form->addRow(tr("GPUs per node"), per_node);
   form->addRow(tr("NIC Gb/s per GPU"), nic);
   auto& f = impl_->fields;
-  f.push_back({"/model", Scope::shared, impl_->model, nullptr, json("llama3-8b")});
-  f.push_back({"/system/gpu", Scope::shared, impl_->gpu, nullptr, json("h100-sxm5-80gb")});
-  f.push_back({"/system/num_gpus", Scope::shared, num_gpus, nullptr, json(1)});
-  f.push_back({"/system/gpus_per_node", Scope::shared, per_node, nullptr, json(8)});
-  f.push_back({"/system/nic_gbps_per_gpu", Scope::shared, nic, nullptr, json(0)});
+  f.push_back({"/model", Scope::shared, impl_->model, nullptr, json("llama3-8b"), false, {}});
+  f.push_back({"/system/gpu", Scope::shared, impl_->gpu, nullptr, json("h100-sxm5-80gb"), false, {}});
+  f.push_back({"/system/num_gpus", Scope::shared, num_gpus, nullptr, json(1), false, {}});
+  f.push_back({"/system/gpus_per_node", Scope::shared, per_node, nullptr, json(8), false, {}});
+  f.push_back({"/system/nic_gbps_per_gpu", Scope::shared, nic, nullptr, json(0), false, {}});
   return box;
 }
 
+namespace {
+
+/// Two columns of short labels and editors (the panel is narrow); the label's tooltip
+/// names the field in full with its key in the scenario file.
+class Grid {
+ public:
+  explicit Grid(QWidget* page) : g_(new QGridLayout(page)) {
+    g_->setColumnStretch(1, 1);
+    g_->setColumnStretch(3, 1);
+    g_->setHorizontalSpacing(8);
+    g_->setVerticalSpacing(3);
+  }
+  /// The next cell of the two columns.
+  void add(const QString& label, QWidget* w, const QString& tip) {
+    place(label, w, tip, col_ * 2, 1);
+    if (++col_ == 2) next_row();
+  }
+  /// A row of its own, across both columns.
+  void add_wide(const QString& label, QWidget* w, const QString& tip) {
+    if (col_ != 0) next_row();
+    place(label, w, tip, 0, 3);
+    next_row();
+  }
+  /// Keep the rows at the top.
+  void finish() { g_->setRowStretch(row_ + 1, 1); }
+
+ private:
+  void next_row() {
+    col_ = 0;
+    ++row_;
+  }
+  void place(const QString& label, QWidget* w, const QString& tip, int col, int span) {
+    auto* l = new QLabel(label);
+    l->setToolTip(tip);
+    l->setBuddy(w);
+    g_->addWidget(l, row_, col);
+    g_->addWidget(w, row_, col + 1, 1, span);
+  }
+  QGridLayout* g_;
+  int row_ = 0, col_ = 0;
+};
+
+QDoubleSpinBox* dspin(double lo, double hi, int decimals, double step, const char* special = nullptr) {
+  auto* d = new QDoubleSpinBox;
+  d->setRange(lo, hi);
+  d->setDecimals(decimals);
+  d->setSingleStep(step);
+  if (special) d->setSpecialValueText(QString::fromUtf8(special));
+  d->setKeyboardTracking(false);
+  return d;
+}
+
+/// An engine knob left to the profile's default ("" erases the key), or set on or off.
+QComboBox* tri_state() {
+  return combo({{QStringLiteral("default"), QString()}, {QStringLiteral("on"), true}, {QStringLiteral("off"), false}});
+}
+
+std::vector<std::pair<QString, QVariant>> choices(std::initializer_list<const char*> names) {
+  std::vector<std::pair<QString, QVariant>> out;
+  for (const char* n : names) out.emplace_back(QString::fromUtf8(n), QString::fromUtf8(n));
+  return out;
+}
+
+}  // namespace
+
 QWidget* ScenarioPanel::build_training_tab() {
   auto* page = new QWidget;
-  auto* form = new QFormLayout(page);
+  Grid grid(page);
   auto& f = impl_->fields;
-  auto add = [&](const char* label, const char* key, QWidget* w, json fallback, bool erase = false) {
-    form->addRow(tr(label), w);
-    f.push_back({std::string("/training/") + key, Scope::training, w, nullptr, std::move(fallback), erase});
+  auto add = [&](const char* label, const char* key, QWidget* w, json fallback, const char* what, bool erase = false) {
+    grid.add(tr(label), w, tr(what) + QStringLiteral(" (training.%1)").arg(QString::fromUtf8(key)));
+    f.push_back({std::string("/training/") + key, Scope::training, w, nullptr, std::move(fallback), erase, {}});
   };
-  add("Tensor parallel (tp)", "tp", spin(1, 4096), 1);
-  add("Pipeline parallel (pp)", "pp", spin(1, 4096), 1);
-  add("Virtual stages (vpp)", "vpp", spin(1, 256, "auto"), 1);
-  add("Data parallel (dp)", "dp", spin(1, 1 << 20, "auto (GPUs / tp·pp·cp)"), "auto", true);
-  add("Context parallel (cp)", "cp", spin(1, 1024), 1);
-  add("Expert parallel (ep)", "ep", spin(1, 4096), 1);
-  add("Sequence parallel (sp)", "sp", new QCheckBox, false);
-  add("ZeRO stage", "zero", combo({{"auto", "auto"}, {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}}), 0);
-  add("Micro batch", "micro_batch", spin(1, 1 << 20, "auto"), "auto");
-  add("Global batch", "global_batch", spin(1, 1 << 24), 1);
-  add("Sequence length", "seq_len", spin(1, 1 << 24), 2048);
-  add("Recompute", "recompute",
-      combo({{"auto", "auto"}, {"none", "none"}, {"selective", "selective"}, {"full", "full"}}), "none");
-  add("Precision", "precision", combo({{"bf16", "bf16"}, {"fp16", "fp16"}, {"fp8", "fp8"}}), "bf16");
+  add("tp", "tp", spin(1, 4096), 1, "Tensor parallel");
+  add("pp", "pp", spin(1, 4096), 1, "Pipeline parallel");
+  add("vpp", "vpp", spin(1, 256, "auto"), 1, "Virtual pipeline stages per rank");
+  add("dp", "dp", spin(1, 1 << 20, "auto"), "auto", "Data parallel; auto: GPUs / (tp x pp x cp)", true);
+  add("cp", "cp", spin(1, 1024), 1, "Context parallel");
+  add("ep", "ep", spin(1, 4096), 1, "Expert parallel");
+  add("etp", "etp", spin(1, 4096, "auto"), 1, "Expert tensor parallel");
+  add("sp", "sp", new QCheckBox, false, "Sequence parallel");
+  add("ZeRO", "zero", combo({{"auto", "auto"}, {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}}), 0, "ZeRO stage");
+  add("Micro batch", "micro_batch", spin(1, 1 << 20, "auto"), "auto", "Micro batch (sequences)");
+  add("Global batch", "global_batch", spin(1, 1 << 24), 1, "Global batch (sequences)");
+  add("Seq length", "seq_len", spin(1, 1 << 24), 2048, "Sequence length (tokens)");
+  add("Recompute", "recompute", combo(choices({"auto", "none", "selective", "full"})), "none",
+      "Activation recomputation");
+  add("Precision", "precision", combo(choices({"bf16", "fp16", "fp8"})), "bf16", "Mixed precision");
+  add("FP8 recipe", "fp8_recipe", combo(choices({"auto", "tensorwise", "blockwise"})), "auto",
+      "FP8 scaling recipe (precision fp8 only)");
+  add("Schedule", "schedule", combo(choices({"auto", "1f1b", "gpipe", "zb-h1", "dualpipe"})), "1f1b",
+      "Pipeline schedule");
+  add("Framework", "framework", combo(choices({"auto", "megatron", "pytorch"})), "auto", "Training framework");
+  add("Attention", "attention", combo(choices({"auto", "fused", "flash2", "unfused"})), "auto", "Attention kernel");
+  add("Optimizer", "optimizer", combo(choices({"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit"})), "adamw",
+      "Optimizer");
+  add("Moments", "optimizer_moments", combo(choices({"fp32", "bf16"})), "fp32", "Optimizer moment precision");
+  add("Mode", "mode",
+      combo(choices({"pretrain", "sft", "lora", "qlora", "ppo", "grpo", "dpo", "simpo", "orpo", "distill"})),
+      "pretrain", "Training mode");
+  add("Offload opt.", "offload_optimizer", new QCheckBox, false, "Optimizer state offloaded to the CPU (ZeRO-Offload)");
+  add("Overlap DP", "overlap_dp", new QCheckBox, true, "Data-parallel gradient communication overlaps the backward");
+  add("TP overlap", "tp_comm_overlap", dspin(0, 1, 2, 0.05), 0.0,
+      "Share of tensor-parallel communication hidden behind compute (0 to 1)");
+  add("MoE skew", "moe_imbalance", dspin(1, 64, 2, 0.05), 1.0,
+      "Tokens at the busiest expert over the mean (1: balanced)");
+  grid.finish();
   return page;
 }
 
 QWidget* ScenarioPanel::build_serving_tab() {
   auto* page = new QWidget;
-  auto* form = new QFormLayout(page);
+  Grid grid(page);
   auto& f = impl_->fields;
-  auto add = [&](const QString& label, const char* key, QWidget* w, json fallback, bool erase = false,
-                 QComboBox* dist = nullptr) {
+  auto add = [&](const QString& label, const char* key, QWidget* w, json fallback, const QString& what,
+                 bool erase = false, QComboBox* dist = nullptr, bool wide = false) {
+    const QString tip =
+        what +
+        QStringLiteral(" (inference.%1)").arg(QString::fromUtf8(key).replace(QLatin1Char('/'), QLatin1Char('.')));
     if (dist) {
       auto* row = new QWidget;
       auto* h = new QHBoxLayout(row);
       h->setContentsMargins(0, 0, 0, 0);
       h->addWidget(w, 1);
       h->addWidget(dist);
-      form->addRow(label, row);
+      grid.add_wide(label, row, tip);
+    } else if (wide) {
+      grid.add_wide(label, w, tip);
     } else {
-      form->addRow(label, w);
+      grid.add(label, w, tip);
     }
-    f.push_back({std::string("/inference/") + key, Scope::inference, w, dist, std::move(fallback), erase});
+    f.push_back({std::string("/inference/") + key, Scope::inference, w, dist, std::move(fallback), erase, {}});
   };
-  add(tr("Tensor parallel (tp)"), "tp", spin(1, 1024), 1);
-  add(tr("Weight dtype"), "weight_dtype",
-      combo({{"bf16", "bf16"}, {"fp16", "fp16"}, {"fp8", "fp8"}, {"int8", "int8"}, {"int4", "int4"}}), "bf16");
+  const auto dtypes = [] { return combo(choices({"bf16", "fp16", "fp8", "int8", "int4"})); };
+  add(tr("tp"), "tp", spin(1, 1024), 1, tr("Tensor parallel"));
+  add(tr("pp"), "pp", spin(1, 1024), 1, tr("Pipeline parallel"));
+  add(tr("ep"), "ep", spin(1, 1024, "auto"), 1, tr("Expert parallel"));
+  add(tr("Replicas"), "replicas", spin(1, 1 << 20), 1, tr("Model replicas behind the router"));
+  add(tr("Weights"), "weight_dtype", dtypes(), "bf16", tr("Weight data type"));
+  add(tr("Activations"), "activation_dtype", dtypes(), "bf16", tr("Activation data type"));
+  auto* kv = dtypes();
+  kv->insertItem(0, QStringLiteral("auto"), QStringLiteral("auto"));
+  add(tr("KV cache"), "kv_dtype", kv, "bf16", tr("KV-cache data type"));
+  add(tr("GPU memory"), "engine/gpu_memory_utilization", dspin(0, 1, 2, 0.01, "default"), "auto",
+      tr("Share of GPU memory the engine takes (gpu_memory_utilization)"), true);
   std::vector<std::pair<QString, QVariant>> names = {{tr("default (vLLM V1)"), QString()}};
   for (const auto& e : impl_->engines)
     if (std::none_of(names.begin(), names.end(),
@@ -336,21 +501,58 @@ QWidget* ScenarioPanel::build_serving_tab() {
   // 1280 pixels); the drop-down list still shows them whole.
   impl_->engine_version->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   impl_->engine_version->setMinimumContentsLength(16);
-  add(tr("Engine"), "engine/name", impl_->engine_name, "", true);
-  add(tr("Engine version"), "engine/version", impl_->engine_version, "auto", true);
-  impl_->mode = combo({{"offline", "offline"}, {"poisson", "poisson"}, {"concurrency", "concurrency"}});
-  add(tr("Workload"), "workload/mode", impl_->mode, "offline");
-  impl_->qps = new QDoubleSpinBox;
-  impl_->qps->setRange(0.001, 1e6);
-  impl_->qps->setDecimals(3);
-  impl_->qps->setKeyboardTracking(false);
-  add(tr("Requests/s (poisson)"), "workload/qps", impl_->qps, 1.0);
+  add(tr("Engine"), "engine/name", impl_->engine_name, "", tr("Serving engine"), true, nullptr, true);
+  add(tr("Version"), "engine/version", impl_->engine_version, "auto", tr("Engine release (its profile)"), true, nullptr,
+      true);
+  refresh_engine_versions();  // its "auto" entry, before the auto texts are taken
+  add(tr("Max seqs"), "engine/max_num_seqs", spin(1, 1 << 20, "default"), "auto",
+      tr("Most sequences in a batch (max_num_seqs)"), true);
+  add(tr("Batch tokens"), "engine/max_num_batched_tokens", spin(1, 1 << 24, "default"), "auto",
+      tr("Most tokens in a step (max_num_batched_tokens)"), true);
+  add(tr("Block size"), "engine/block_size", spin(1, 4096, "default"), "auto", tr("KV-cache block (tokens)"), true);
+  add(tr("Preemption"), "engine/preemption",
+      combo({{QStringLiteral("default"), QString()},
+             {QStringLiteral("recompute"), QStringLiteral("recompute")},
+             {QStringLiteral("swap"), QStringLiteral("swap")}}),
+      "", tr("What a preempted sequence does with its KV cache"), true);
+  add(tr("Chunked prefill"), "engine/chunked_prefill", tri_state(), "", tr("Chunked prefill"), true);
+  add(tr("CUDA graphs"), "engine/cuda_graphs", tri_state(), "", tr("Decode steps replayed as CUDA graphs"), true);
+  impl_->mode = combo(choices({"offline", "poisson", "concurrency", "trace"}));
+  add(tr("Workload"), "workload/mode", impl_->mode, "offline", tr("Arrivals: all at once, Poisson, or closed loop"));
+  add(tr("Requests"), "workload/num_requests", spin(1, 1 << 24), 100, tr("Requests simulated per run"));
+  impl_->qps = dspin(0.001, 1e6, 3, 1.0);
+  add(tr("Requests/s"), "workload/qps", impl_->qps, 1.0, tr("Poisson arrival rate"));
   impl_->concurrency = spin(1, 1 << 20);
-  add(tr("Concurrency"), "workload/concurrency", impl_->concurrency, 1);
-  add(tr("Requests"), "workload/num_requests", spin(1, 1 << 24), 100);
-  auto dist = [] { return combo({{"fixed", "fixed"}, {"sharegpt", "sharegpt"}}); };
-  add(tr("Input tokens (mean)"), "workload/input_tokens", spin(1, 1 << 24), 512, false, dist());
-  add(tr("Output tokens (mean)"), "workload/output_tokens", spin(1, 1 << 24), 128, false, dist());
+  add(tr("Concurrency"), "workload/concurrency", impl_->concurrency, 1, tr("Requests in flight (closed loop)"));
+  add(tr("Prefix hits"), "workload/prefix_hit_rate", dspin(0, 0.99, 2, 0.05), 0.0,
+      tr("Share of prompt tokens found in the prefix cache (0 to 0.99)"));
+  // The trace a "trace" workload replays: a file, chosen in a dialog (the window's).
+  auto* trace_row = new QWidget;
+  auto* trace_h = new QHBoxLayout(trace_row);
+  trace_h->setContentsMargins(0, 0, 0, 0);
+  impl_->trace_file = new QLabel;
+  impl_->trace_file->setObjectName(QStringLiteral("trace_file"));
+  impl_->trace_button = new QPushButton(tr("File..."));
+  impl_->trace_button->setObjectName(QStringLiteral("open_trace_file"));
+  connect(impl_->trace_button, &QPushButton::clicked, this, &ScenarioPanel::trace_file_requested);
+  trace_h->addWidget(impl_->trace_button);
+  trace_h->addWidget(impl_->trace_file, 1);
+  grid.add(tr("Trace"), trace_row,
+           tr("Requests to replay (CSV or JSON Lines) for the \"trace\" workload (inference.workload.trace_file)"));
+  auto dist = [] { return combo(choices({"fixed", "uniform", "sharegpt"})); };
+  add(tr("Input tokens"), "workload/input_tokens", spin(1, 1 << 24), 512, tr("Prompt length: mean and distribution"),
+      false, dist());
+  add(tr("Input min"), "workload/input_tokens/min", spin(1, 1 << 24), 1, tr("Shortest prompt (uniform)"));
+  add(tr("Input max"), "workload/input_tokens/max", spin(1, 1 << 24), 1023, tr("Longest prompt (uniform)"));
+  add(tr("Output tokens"), "workload/output_tokens", spin(1, 1 << 24), 128, tr("Output length: mean and distribution"),
+      false, dist());
+  add(tr("Output min"), "workload/output_tokens/min", spin(1, 1 << 24), 1, tr("Shortest output (uniform)"));
+  add(tr("Output max"), "workload/output_tokens/max", spin(1, 1 << 24), 255, tr("Longest output (uniform)"));
+  add(tr("SLO TTFT ms"), "slo/ttft_ms", dspin(0, 1e7, 1, 10), 500.0,
+      tr("Time to first token a request must meet to count as goodput"));
+  add(tr("SLO TPOT ms"), "slo/tpot_ms", dspin(0, 1e7, 1, 1), 50.0,
+      tr("Time per output token a request must meet to count as goodput"));
+  grid.finish();
   return page;
 }
 
@@ -371,6 +573,24 @@ void ScenarioPanel::refresh_workload_enables() {
   const QString mode = impl_->mode->currentData().toString();
   impl_->qps->setEnabled(mode == QStringLiteral("poisson"));
   impl_->concurrency->setEnabled(mode == QStringLiteral("concurrency"));
+  impl_->trace_button->setEnabled(mode == QStringLiteral("trace"));
+  const json::json_pointer trace("/inference/workload/trace_file");
+  const json& doc = impl_->serving;
+  const QString file = doc.contains(trace) && doc[trace].is_string()
+                           ? QString::fromStdString(doc[trace].get<std::string>())
+                           : QString();
+  impl_->trace_file->setText(file.isEmpty() ? tr("(none)") : QFileInfo(file).fileName());
+  impl_->trace_file->setToolTip(file);
+  // Bounds mean something for a uniform length only.
+  for (const char* length : {"/inference/workload/input_tokens", "/inference/workload/output_tokens"}) {
+    const size_t i = impl_->index_of(length);
+    if (i == impl_->fields.size()) continue;
+    const bool uniform = impl_->fields[i].dist->currentData().toString() == QStringLiteral("uniform");
+    for (const char* bound : {"/min", "/max"}) {
+      const size_t b = impl_->index_of(std::string(length) + bound);
+      if (b < impl_->fields.size()) impl_->fields[b].widget->setEnabled(uniform);
+    }
+  }
 }
 
 void ScenarioPanel::refresh_model_info() {
@@ -382,8 +602,10 @@ void ScenarioPanel::refresh_model_info() {
     text = tr("%1 B parameters").arg(static_cast<double>(p.total) / 1e9, 0, 'f', 2);
     if (p.active != p.total) text += tr(", %1 B active per token").arg(static_cast<double>(p.active) / 1e9, 0, 'f', 2);
     text += tr(", %1 layers, hidden %2").arg(spec.layers).arg(spec.hidden);
+    impl_->model_readable = true;
   } catch (const std::exception&) {
-    text = tr("model not readable");
+    text = tr("model not readable (the problem is listed below)");
+    impl_->model_readable = false;
   }
   impl_->model_info->setText(text);
 }
@@ -413,8 +635,11 @@ void ScenarioPanel::write_field(size_t index) {
   const bool erase = f.erase_when_auto && (*value == json("auto") || *value == json(""));
   const json::json_pointer ptr(f.pointer);
   auto apply = [&](json& doc) {
+    make_parents(doc, ptr);
     if (erase) {
       if (doc.contains(ptr)) doc[ptr.parent_pointer()].erase(ptr.back());
+    } else if (f.dist && doc.contains(ptr) && doc[ptr].is_object()) {
+      doc[ptr].update(*value);  // the file's other keys (min, max) stay
     } else {
       doc[ptr] = *value;
     }
@@ -431,6 +656,17 @@ void ScenarioPanel::write_field(size_t index) {
     impl_->filling = false;
     write_field(impl_->index_of("/inference/engine/version"));
     return;
+  }
+  if (f.dist) {
+    // A uniform length needs its bounds: those the editor shows, unless the file has them.
+    refresh_workload_enables();
+    json& length = impl_->serving[ptr];
+    if (f.dist->currentData().toString() == QStringLiteral("uniform"))
+      for (const char* bound : {"min", "max"}) {
+        if (length.contains(bound)) continue;
+        const size_t b = impl_->index_of(f.pointer + "/" + bound);
+        length[bound] = static_cast<QSpinBox*>(impl_->fields[b].widget)->value();
+      }
   }
   if (f.pointer == "/inference/workload/mode") {
     // The mode's own rate or concurrency, as the widgets show it.
@@ -491,6 +727,73 @@ void ScenarioPanel::show_issues(const std::vector<Issue>& issues) {
     f.widget->setToolTip(why);
     if (why.isEmpty() && f.widget == impl_->gpu) refresh_gpu_tooltip();
   }
+}
+
+void ScenarioPanel::show_resolved(ScenarioKind kind, const json& values) {
+  const std::string section = kind == ScenarioKind::training ? "/training/" : "/inference/";
+  for (const Field& f : impl_->fields) {
+    if (f.auto_text.isEmpty() || f.pointer.rfind(section, 0) != 0) continue;
+    // The value's key: the field's own (its last part for engine knobs), the profile for the version.
+    std::string key = f.pointer.substr(f.pointer.rfind('/') + 1);
+    if (f.pointer == "/inference/engine/version") key = "engine_profile";
+    if (f.pointer == "/inference/engine/name") key.clear();
+    QString text = f.auto_text;
+    const std::optional<json> now = widget_value(f);
+    if ((now == json("auto") || now == json("")) && !key.empty() && values.is_object() && values.contains(key)) {
+      const json& v = values[key];
+      const QString shown = v.is_string()    ? QString::fromStdString(v.get<std::string>())
+                            : v.is_boolean() ? (v.get<bool>() ? QStringLiteral("on") : QStringLiteral("off"))
+                                             : QString::fromStdString(v.dump());
+      text += QStringLiteral(" \u2192 ") + shown;
+    }
+    if (auto* s = qobject_cast<QSpinBox*>(f.widget)) {
+      s->setSpecialValueText(text);
+    } else if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) {
+      d->setSpecialValueText(text);
+    } else if (auto* c = qobject_cast<QComboBox*>(f.widget)) {
+      int i = c->findData(QStringLiteral("auto"));
+      if (i < 0) i = c->findData(QString());
+      if (i >= 0) c->setItemText(i, text);
+    }
+  }
+}
+
+QString ScenarioPanel::shown_text(const QString& pointer) const {
+  for (const Field& f : impl_->fields) {
+    if (f.dist && QString::fromStdString(f.pointer + "/dist") == pointer) return f.dist->currentText();
+    if (QString::fromStdString(f.pointer) != pointer) continue;
+    if (auto* s = qobject_cast<QSpinBox*>(f.widget)) return s->text();
+    if (auto* d = qobject_cast<QDoubleSpinBox*>(f.widget)) return d->text();
+    if (auto* c = qobject_cast<QComboBox*>(f.widget)) return c->currentText();
+    if (auto* c = qobject_cast<QCheckBox*>(f.widget))
+      return c->isChecked() ? QStringLiteral("true") : QStringLiteral("false");
+  }
+  return {};
+}
+
+void ScenarioPanel::set_trace_file(const QString& path) {
+  json& doc = impl_->serving;
+  const json::json_pointer ptr("/inference/workload/trace_file");
+  make_parents(doc, ptr);
+  doc[ptr] = QFileInfo(path).absoluteFilePath().toStdString();
+  refresh_workload_enables();
+  emit document_changed(ScenarioKind::inference);
+}
+
+bool ScenarioPanel::open_hf_config(const QString& path) {
+  const QFileInfo info(path);
+  const QString abs = info.absoluteFilePath();
+  QComboBox* m = impl_->model;
+  if (m->findData(abs) < 0) {
+    m->addItem(info.dir().dirName() + QLatin1Char('/') + info.fileName(), abs);
+    m->setItemData(m->count() - 1, abs, Qt::ToolTipRole);
+  }
+  // The document names the file, as a scenario for the command line does.
+  impl_->filling = true;
+  m->setCurrentIndex(m->findData(abs));
+  impl_->filling = false;
+  write_field(impl_->index_of("/model"));
+  return impl_->model_readable;
 }
 
 void ScenarioPanel::show_message(const QString& text) {

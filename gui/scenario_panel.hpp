@@ -40,6 +40,23 @@ class ScenarioPanel : public QWidget {
   /// List `issues` under the editor (as the CLI prints them) and mark the widgets they name;
   /// an empty list clears both.
   void show_issues(const std::vector<Issue>& issues);
+  /// Use the Hugging Face config.json at `path` as the model of both documents ("model":
+  /// its absolute path, which the command line reads the same way) and show its parameter
+  /// count; a file that does not read is left in the document, so that its problems are
+  /// listed as the command line prints them. True when it reads.
+  bool open_hf_config(const QString& path);
+  /// Replay the requests of the file at `path` (CSV or JSON Lines, as the command line
+  /// reads them) when the serving workload is "trace": its absolute path becomes
+  /// inference.workload.trace_file.
+  void set_trace_file(const QString& path);
+  /// Beside each field of `kind` left "auto" (or to the engine's default), what the
+  /// evaluation chose: `values` is the training report's "layout" object, or the serving
+  /// report's "resolved" object with the engine's "preemption"; a value that is not an
+  /// object shows the plain "auto" text again.
+  void show_resolved(ScenarioKind kind, const nlohmann::json& values);
+  /// The text the editor of `pointer` shows ("" when there is none); a length's
+  /// distribution menu is `pointer` + "/dist".
+  QString shown_text(const QString& pointer) const;
   /// Show a single line of text in the issue area (an internal error); empty clears it.
   void show_message(const QString& text);
   /// The text the issue area shows now.
@@ -50,6 +67,10 @@ class ScenarioPanel : public QWidget {
   void document_changed(capsim::gui::ScenarioKind kind);
   /// The tab in front changed.
   void kind_changed(capsim::gui::ScenarioKind kind);
+  /// "Open HF config..." was pressed: the window asks for the file.
+  void hf_config_requested();
+  /// "Trace file..." was pressed: the window asks for the file.
+  void trace_file_requested();
 
  private:
   struct Impl;

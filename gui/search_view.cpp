@@ -176,7 +176,8 @@ QString SearchView::status() const {
 void SearchView::show_outcome(const SearchOutcome& out) {
   show_idle(QString());
   if (!out.ok()) {
-    status_->setText(out.internal_error.empty()
+    status_->setText(out.cancelled ? tr("Cancelled; press Search to run again.")
+                     : out.internal_error.empty()
                          ? tr("No result: the training input has problems (listed under the editor).")
                          : tr("Internal error: %1").arg(QString::fromStdString(out.internal_error)));
     return;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include "capsim/core/cost_model.hpp"
 #include "capsim/core/search.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/hw/roofline.hpp"
@@ -268,6 +269,80 @@ TEST(Search, DeterministicAcrossThreadCounts) {
   for (const auto& c : a.top) EXPECT_LE(c.peak_memory_bytes, c.capacity_bytes);
 }
 
+// The cancel flag: unset, the search is the same as without one; set, the workers stop
+// before their next layout and the search throws instead of returning a partial ranking.
+TEST(Search, CancelFlagStopsTheSearch) {
+  const Scenario sc = io::load_scenario(fs::path(CAPSIM_TEST_SOURCE_DIR) / ".." / "examples" / "llama3-8b-h100.json");
+  const hw::RooflineCostModel cost(sc.system);
+  SearchOptions opt;
+  opt.threads = 2;
+  std::atomic<bool> cancel{false};
+  SearchOptions with_flag = opt;
+  with_flag.cancel = &cancel;
+  const SearchResult a = search_training(sc, cost, opt), b = search_training(sc, cost, with_flag);
+  EXPECT_EQ(a.top, b.top);
+  EXPECT_EQ(a.pareto, b.pareto);
+  EXPECT_EQ(a.enumerated, b.enumerated);
+  cancel = true;
+  EXPECT_THROW(search_training(sc, cost, with_flag), SearchCancelled);
+  with_flag.threads = 1;
+  EXPECT_THROW(search_training(sc, cost, with_flag), SearchCancelled);
+}
+
+/// The default cost model, counting its calls; the `at`-th call sets the cancel flag.
+class CancellingCost : public CostModel {
+ public:
+  CancellingCost(const SystemSpec& s, std::atomic<bool>& cancel, int64_t at) : inner_(s), cancel_(cancel), at_(at) {}
+  Seconds gemm(int64_t m, int64_t n, int64_t k, DType d, int64_t b) const override {
+    return tick(inner_.gemm(m, n, k, d, b));
+  }
+  Seconds gemm_compute(int64_t m, int64_t n, int64_t k, DType d, int64_t b) const override {
+    return tick(inner_.gemm_compute(m, n, k, d, b));
+  }
+  Seconds attention(const AttentionShape& a, bool backward) const override {
+    return tick(inner_.attention(a, backward));
+  }
+  Seconds memory_bound(Bytes bytes) const override { return tick(inner_.memory_bound(bytes)); }
+  Seconds collective(CollectiveKind k, Bytes bytes, const Group& g) const override {
+    return tick(inner_.collective(k, bytes, g));
+  }
+  Seconds p2p(Bytes bytes, bool cross_node) const override { return tick(inner_.p2p(bytes, cross_node)); }
+  std::vector<std::pair<std::string, std::string>> provenance() const override { return inner_.provenance(); }
+  int64_t calls() const { return calls_; }
+
+ private:
+  Seconds tick(Seconds s) const {
+    if (++calls_ == at_) cancel_ = true;
+    return s;
+  }
+  hw::RooflineCostModel inner_;
+  std::atomic<bool>& cancel_;
+  int64_t at_;
+  mutable std::atomic<int64_t> calls_{0};
+};
+
+// Cancelled in the middle of the costing, the workers stop before their next layout: the
+// cost model sees hardly any call after the flag is set.
+TEST(Search, CancelStopsTheWorkersMidSearch) {
+  const Scenario sc = io::load_scenario(fs::path(CAPSIM_TEST_SOURCE_DIR) / ".." / "examples" / "llama3-8b-h100.json");
+  std::atomic<bool> never{false};
+  const CancellingCost counting(sc.system, never, -1);
+  SearchOptions opt;
+  opt.gpu_counts = {64, 128, 256};
+  opt.threads = 2;
+  search_training(sc, counting, opt);
+  const int64_t whole = counting.calls();
+  ASSERT_GT(whole, 10000);
+  std::atomic<bool> cancel{false};
+  const int64_t at = whole / 10;
+  const CancellingCost cost(sc.system, cancel, at);
+  opt.cancel = &cancel;
+  EXPECT_THROW(search_training(sc, cost, opt), SearchCancelled);
+  EXPECT_TRUE(cancel);
+  // Each worker finishes the layout it is costing, no more.
+  EXPECT_LT(cost.calls() - at, whole / 100) << cost.calls() << " calls of " << whole;
+}
+
 }  // namespace
 }  // namespace capsim
 
@@ -338,6 +413,5 @@ TEST(Plan, ServingTriesExpertParallelForMoe) {
   ASSERT_EQ(options.size(), 2u);
   EXPECT_EQ(options[0].ep + options[1].ep, 3);  // ep 1 and ep 2
 }
-
 }  // namespace
 }  // namespace capsim

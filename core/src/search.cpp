@@ -69,6 +69,7 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
   const int64_t gpn = base.system.gpus_per_node;
   const int64_t max_tp = opt.max_tp > 0 ? opt.max_tp : gpn;
 
+  auto cancelled = [&] { return opt.cancel && opt.cancel->load(std::memory_order_relaxed); };
   // Enumerate; cheap divisibility rules prune before any costing.
   std::vector<Job> jobs;
   for (int64_t n : counts) {
@@ -85,6 +86,7 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
           continue;
         }
         for (int64_t pp : divisors(n / (tp * cp))) {
+          if (cancelled()) throw SearchCancelled();
           if (pp > m.layers) continue;
           const int64_t dp = n / (tp * cp * pp);
           std::vector<int64_t> vpps = {1};
@@ -128,6 +130,7 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
       }
     }
   }
+  if (cancelled()) throw SearchCancelled();
   res.enumerated = static_cast<int64_t>(jobs.size()) + res.pruned_divisibility;
   progress_total(opt.progress, static_cast<int64_t>(jobs.size()));
 
@@ -148,6 +151,7 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
     constexpr size_t kProgressBatch = 256;
     size_t counted = begin;
     for (size_t i = begin; i < end; ++i) {
+      if (cancelled()) return;  // the search throws once every worker is back
       if (opt.progress && i - counted == kProgressBatch) {
         opt.progress->add(static_cast<int64_t>(kProgressBatch));
         counted = i;
@@ -179,6 +183,7 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
     }
     for (auto& th : pool) th.join();
   }
+  if (cancelled()) throw SearchCancelled();
   std::vector<uint32_t> feasible;
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (out[i].fits) feasible.push_back(static_cast<uint32_t>(i));

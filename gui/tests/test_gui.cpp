@@ -1,12 +1,16 @@
 // capsim-gui against the libraries it shows: the charts carry the report's numbers, the
 // reports are the CLI's bytes, bad input shows its problems and no stale result.
 
+#include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QGraphicsView>
 #include <QImage>
+#include <QLabel>
 #include <QProcess>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -21,7 +25,9 @@
 
 #include "capsim/core/units.hpp"
 #include "capsim/hw/roofline.hpp"
+#include "capsim/core/model.hpp"
 #include "capsim/io/calibration_io.hpp"
+#include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
 #include "capsim/io/trace.hpp"
@@ -560,6 +566,25 @@ class GuiTest : public QObject {
     QVERIFY(summary.contains(QStringLiteral("edits: 3")));
   }
 
+  /// --bench-serving-repaint's loop: each edit is simulated and shown; the window ends on
+  /// the report `capsim infer` gives for the last document.
+  void serving_repaint_benchmark_times_each_edit() {
+    gui::MainWindow w;
+    w.resize(1280, 800);
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(40);
+    const gui::RepaintTimes t = gui::time_serving_repaints(w, 2);
+    QCOMPARE(t.recompute_ms.size(), size_t{2});
+    for (size_t i = 0; i < 2; ++i) QVERIFY(t.total_ms[i] >= t.recompute_ms[i] && t.recompute_ms[i] > 0);
+    QCOMPARE(field<QSpinBox>(w, "/inference/tp")->value(), 2);  // three edits from tp 1 (one warm-up)
+    const Scenario s = gui::read_serving_document(w.panel()->document(gui::ScenarioKind::inference), {});
+    const io::CostModels costs(s.system, nullptr);
+    QCOMPARE(w.current_report().toStdString(),
+             io::dump(io::serving_report(s, simulate_serving_runs(s, costs.get(), gui::kDefaultSeed, true))));
+    const QString summary = gui::serving_repaint_summary(t);
+    QVERIFY2(summary.contains(QStringLiteral("machine: ")) && summary.contains(QStringLiteral("edits: 2")),
+             qPrintable(summary));
+  }
+
   /// Long timelines keep each bucket's peak, at most the given number of points.
   void over_time_downsampling_keeps_the_peaks() {
     const Scenario s = gui::read_serving_document(gui::MainWindow().panel()->document(gui::ScenarioKind::inference), {});
@@ -678,6 +703,392 @@ class GuiTest : public QObject {
     QVERIFY(w.current_report().contains(QStringLiteral("sglang")));
     QCOMPARE(w.current_report(),
              cli({QStringLiteral("infer"), path, QStringLiteral("--format"), QStringLiteral("json")}));
+  }
+
+  /// Each training field writes its own key as `--set` does, and the window's report is
+  /// the CLI's for the document; the command itself prints the same bytes for the file.
+  void training_fields_write_the_clis_keys() {
+    gui::MainWindow w;
+    json expected = w.panel()->document(gui::ScenarioKind::training);
+    auto check = [&](const char* set) {
+      io::apply_overrides(expected, {set});
+      QCOMPARE(w.panel()->document(gui::ScenarioKind::training), expected);
+      QVERIFY2(w.panel()->issue_text().isEmpty(), qPrintable(w.panel()->issue_text()));
+      QCOMPARE(w.current_report().toStdString(), io::dump(cli_train_report(expected)));
+    };
+    field<QSpinBox>(w, "/training/etp")->setValue(0);
+    check("training.etp=\"auto\"");
+    field<QSpinBox>(w, "/training/etp")->setValue(1);
+    check("training.etp=1");
+    field<QComboBox>(w, "/training/schedule")->setCurrentText(QStringLiteral("gpipe"));
+    check("training.schedule=gpipe");
+    field<QComboBox>(w, "/training/framework")->setCurrentText(QStringLiteral("pytorch"));
+    check("training.framework=pytorch");
+    field<QComboBox>(w, "/training/attention")->setCurrentText(QStringLiteral("flash2"));
+    check("training.attention=flash2");
+    field<QComboBox>(w, "/training/optimizer")->setCurrentText(QStringLiteral("sgd"));
+    check("training.optimizer=sgd");
+    field<QComboBox>(w, "/training/optimizer_moments")->setCurrentText(QStringLiteral("bf16"));
+    check("training.optimizer_moments=bf16");
+    field<QComboBox>(w, "/training/mode")->setCurrentText(QStringLiteral("sft"));
+    check("training.mode=sft");
+    field<QCheckBox>(w, "/training/offload_optimizer")->setChecked(true);
+    check("training.offload_optimizer=true");
+    field<QCheckBox>(w, "/training/overlap_dp")->setChecked(false);
+    check("training.overlap_dp=false");
+    field<QDoubleSpinBox>(w, "/training/tp_comm_overlap")->setValue(0.5);
+    check("training.tp_comm_overlap=0.5");
+    field<QDoubleSpinBox>(w, "/training/moe_imbalance")->setValue(1.5);
+    check("training.moe_imbalance=1.5");
+    field<QComboBox>(w, "/training/precision")->setCurrentText(QStringLiteral("fp8"));
+    check("training.precision=fp8");
+    field<QComboBox>(w, "/training/fp8_recipe")->setCurrentText(QStringLiteral("blockwise"));
+    check("training.fp8_recipe=blockwise");
+    // The command line on the saved file prints the window's bytes.
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("fields.json"));
+    QVERIFY(w.save_file(path));
+    const CliRun cli = run_cli({QStringLiteral("train"), path, QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(cli.code, 0);
+    QCOMPARE(cli.out, w.current_report());
+    // Reopened, the file fills the same fields; an edit changes only its own key.
+    gui::MainWindow again;
+    QVERIFY(again.open_file(path));
+    QCOMPARE(again.panel()->document(gui::ScenarioKind::training), expected);
+    QCOMPARE(again.current_report(), w.current_report());
+    for (const char* shown : {"/training/schedule", "/training/framework", "/training/attention", "/training/optimizer",
+                              "/training/optimizer_moments", "/training/mode", "/training/fp8_recipe",
+                              "/training/tp_comm_overlap", "/training/offload_optimizer", "/training/etp"})
+      QCOMPARE(again.panel()->shown_text(QString::fromUtf8(shown)), w.panel()->shown_text(QString::fromUtf8(shown)));
+    field<QSpinBox>(again, "/training/pp")->setValue(2);
+    io::apply_overrides(expected, {"training.pp=2"});
+    QCOMPARE(again.panel()->document(gui::ScenarioKind::training), expected);
+  }
+
+  /// A value the reader rejects shows the command line's message, word for word, and no report.
+  void invalid_training_fields_show_the_clis_message() {
+    gui::MainWindow w;
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("bad.json"));
+    auto expect_cli_error = [&] {
+      QVERIFY(w.current_report().isEmpty());
+      QVERIFY(w.save_file(path));
+      const CliRun cli = run_cli({QStringLiteral("train"), path, QStringLiteral("--format"), QStringLiteral("json")});
+      QCOMPARE(cli.code, 1);
+      QCOMPARE(QStringLiteral("capsim: ") + w.panel()->issue_text() + QStringLiteral("\n"), cli.err);
+    };
+    field<QComboBox>(w, "/training/fp8_recipe")->setCurrentText(QStringLiteral("blockwise"));  // with bf16
+    QVERIFY2(
+        w.panel()->issue_text().contains(QStringLiteral("/training/fp8_recipe: applies only to precision \"fp8\"")),
+        qPrintable(w.panel()->issue_text()));
+    expect_cli_error();
+    field<QComboBox>(w, "/training/fp8_recipe")->setCurrentText(QStringLiteral("auto"));
+    QVERIFY(w.panel()->issue_text().isEmpty());
+    field<QComboBox>(w, "/training/mode")->setCurrentText(QStringLiteral("ppo"));  // without its rl block
+    QVERIFY2(w.panel()->issue_text().contains(QStringLiteral("/training/rl: is required when mode is \"ppo\"")),
+             qPrintable(w.panel()->issue_text()));
+    expect_cli_error();
+  }
+
+  /// A field left "auto" shows what the evaluation chose: the report's layout value.
+  void auto_fields_show_what_they_resolved_to() {
+    gui::MainWindow w;
+    field<QSpinBox>(w, "/training/micro_batch")->setValue(0);  // auto
+    field<QComboBox>(w, "/training/recompute")->setCurrentText(QStringLiteral("auto"));
+    const json r = json::parse(w.current_report().toStdString());
+    const QString arrow = QString::fromUtf8(" \u2192 ");
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/training/micro_batch")),
+             QStringLiteral("auto") + arrow + QString::number(r["layout"]["micro_batch"].get<int64_t>()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/training/recompute")),
+             QStringLiteral("auto") + arrow + QString::fromStdString(r["layout"]["recompute"].get<std::string>()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/training/dp")),
+             QStringLiteral("auto") + arrow + QString::number(r["layout"]["dp"].get<int64_t>()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/training/framework")),
+             QStringLiteral("auto") + arrow + QString::fromStdString(r["layout"]["framework"].get<std::string>()));
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::training)["training"]["micro_batch"], json("auto"));
+    // No report (a layout that cannot be): plain "auto" again.
+    field<QSpinBox>(w, "/training/tp")->setValue(3);
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/training/micro_batch")), QStringLiteral("auto"));
+    field<QSpinBox>(w, "/training/tp")->setValue(2);
+    QVERIFY(w.panel()->shown_text(QStringLiteral("/training/micro_batch")).startsWith(QStringLiteral("auto") + arrow));
+
+    // Serving: the engine's defaults and auto fields show the run's "resolved" values.
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(40);
+    field<QSpinBox>(w, "/inference/ep")->setValue(0);
+    field<QComboBox>(w, "/inference/kv_dtype")->setCurrentText(QStringLiteral("auto"));
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(done.wait(120000));
+    const json sr = json::parse(w.current_report().toStdString());
+    const json& resolved = sr["resolved"];
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/max_num_seqs")),
+             QStringLiteral("default") + arrow + QString::number(resolved["max_num_seqs"].get<int64_t>()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/gpu_memory_utilization")),
+             QStringLiteral("default") + arrow + QString::fromStdString(resolved["gpu_memory_utilization"].dump()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/chunked_prefill")),
+             QStringLiteral("default") + arrow +
+                 (resolved["chunked_prefill"].get<bool>() ? QStringLiteral("on") : QStringLiteral("off")));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/version")),
+             QStringLiteral("auto (newest)") + arrow +
+                 QString::fromStdString(resolved["engine_profile"].get<std::string>()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/ep")),
+             QStringLiteral("auto") + arrow + QString::number(resolved["ep"].get<int64_t>()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/kv_dtype")),
+             QStringLiteral("auto") + arrow + QString::fromStdString(resolved["kv_dtype"].get<std::string>()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/preemption")),
+             QStringLiteral("default") + arrow + QString::fromStdString(sr["engine"]["preemption"].get<std::string>()));
+    // An edit: the old run's choices no longer apply.
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(30);
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/max_num_seqs")), QStringLiteral("default"));
+  }
+
+  /// Each serving field writes its own key as `--set` does; the run's report is the bytes
+  /// `capsim infer` prints for the saved file.
+  void serving_fields_write_the_clis_keys() {
+    gui::MainWindow w;
+    json expected = w.panel()->document(gui::ScenarioKind::inference);
+    auto check = [&](const char* set) {
+      io::apply_overrides(expected, {set});
+      QVERIFY2(w.panel()->document(gui::ScenarioKind::inference) == expected,
+               qPrintable(QString::fromStdString(
+                   set + (" gives " + w.panel()->document(gui::ScenarioKind::inference).dump()))));
+    };
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(40);
+    check("inference.workload.num_requests=40");
+    field<QSpinBox>(w, "/inference/pp")->setValue(2);
+    check("inference.pp=2");
+    field<QSpinBox>(w, "/inference/ep")->setValue(0);
+    check("inference.ep=\"auto\"");
+    field<QSpinBox>(w, "/inference/replicas")->setValue(2);
+    check("inference.replicas=2");
+    field<QComboBox>(w, "/inference/activation_dtype")->setCurrentText(QStringLiteral("fp8"));
+    check("inference.activation_dtype=fp8");
+    field<QComboBox>(w, "/inference/kv_dtype")->setCurrentText(QStringLiteral("fp8"));
+    check("inference.kv_dtype=fp8");
+    field<QSpinBox>(w, "/inference/engine/max_num_seqs")->setValue(64);
+    check("inference.engine.max_num_seqs=64");
+    field<QSpinBox>(w, "/inference/engine/max_num_batched_tokens")->setValue(4096);
+    check("inference.engine.max_num_batched_tokens=4096");
+    field<QSpinBox>(w, "/inference/engine/block_size")->setValue(32);
+    check("inference.engine.block_size=32");
+    field<QDoubleSpinBox>(w, "/inference/engine/gpu_memory_utilization")->setValue(0.8);
+    check("inference.engine.gpu_memory_utilization=0.8");
+    field<QComboBox>(w, "/inference/engine/chunked_prefill")->setCurrentText(QStringLiteral("off"));
+    check("inference.engine.chunked_prefill=false");
+    field<QComboBox>(w, "/inference/engine/cuda_graphs")->setCurrentText(QStringLiteral("on"));
+    check("inference.engine.cuda_graphs=true");
+    field<QComboBox>(w, "/inference/engine/preemption")->setCurrentText(QStringLiteral("swap"));
+    check("inference.engine.preemption=swap");
+    field<QDoubleSpinBox>(w, "/inference/workload/prefix_hit_rate")->setValue(0.25);
+    check("inference.workload.prefix_hit_rate=0.25");
+    field<QDoubleSpinBox>(w, "/inference/slo/ttft_ms")->setValue(300);
+    check("inference.slo.ttft_ms=300.0");
+    field<QDoubleSpinBox>(w, "/inference/slo/tpot_ms")->setValue(20);
+    check("inference.slo.tpot_ms=20.0");
+    field<QComboBox>(w, "/inference/workload/mode")->setCurrentText(QStringLiteral("concurrency"));
+    field<QSpinBox>(w, "/inference/workload/concurrency")->setValue(16);
+    io::apply_overrides(expected, {"inference.workload.mode=concurrency"});
+    check("inference.workload.concurrency=16");
+    field<QComboBox>(w, "/inference/workload/output_tokens/dist")->setCurrentText(QStringLiteral("sharegpt"));
+    check("inference.workload.output_tokens={\"mean\": 128, \"dist\": \"sharegpt\"}");
+    field<QComboBox>(w, "/inference/workload/input_tokens/dist")->setCurrentText(QStringLiteral("uniform"));
+    check("inference.workload.input_tokens={\"mean\": 512, \"dist\": \"uniform\", \"min\": 1, \"max\": 1023}");
+    QVERIFY(field<QSpinBox>(w, "/inference/workload/input_tokens/min")->isEnabled());
+    QVERIFY(!field<QSpinBox>(w, "/inference/workload/output_tokens/min")->isEnabled());
+    field<QSpinBox>(w, "/inference/workload/input_tokens/min")->setValue(256);
+    check("inference.workload.input_tokens.min=256");
+    // Back to the engine's default: the key leaves the document.
+    field<QSpinBox>(w, "/inference/engine/block_size")->setValue(0);
+    expected["inference"]["engine"].erase("block_size");
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::inference), expected);
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(done.wait(120000));
+    QVERIFY2(w.panel()->issue_text().isEmpty(), qPrintable(w.panel()->issue_text()));
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("serving-fields.json"));
+    QVERIFY(w.save_file(path));
+    const CliRun cli = run_cli({QStringLiteral("infer"), path, QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(cli.code, 0);
+    QCOMPARE(w.current_report(), cli.out);
+    const json r = json::parse(cli.out.toStdString());
+    QCOMPARE(r["layout"]["replicas"].get<int64_t>(), int64_t{2});
+    // Reopened, the file fills the same fields and gives the same report.
+    gui::MainWindow again;
+    QSignalSpy again_done(&again, &gui::MainWindow::serving_finished);
+    QVERIFY(again.open_file(path));
+    QCOMPARE(again.panel()->document(gui::ScenarioKind::inference), expected);
+    QVERIFY(again_done.wait(120000));
+    QCOMPARE(again.current_report(), w.current_report());
+    for (const char* shown : {"/inference/kv_dtype", "/inference/engine/max_num_seqs", "/inference/engine/preemption",
+                              "/inference/engine/chunked_prefill", "/inference/workload/input_tokens/min",
+                              "/inference/slo/ttft_ms", "/inference/workload/output_tokens/dist"})
+      QCOMPARE(again.panel()->shown_text(QString::fromUtf8(shown)), w.panel()->shown_text(QString::fromUtf8(shown)));
+  }
+
+  /// A trace workload: the file's absolute path goes into the scenario and the report is
+  /// `capsim infer`'s; a trace that does not read shows the command line's message.
+  void trace_workload_replays_the_file() {
+    gui::MainWindow w;
+    const QString trace = QStringLiteral(CAPSIM_SOURCE_DIR "/tests/scenarios/trace.csv");
+    field<QComboBox>(w, "/inference/workload/mode")->setCurrentText(QStringLiteral("trace"));
+    QVERIFY(w.panel()->findChild<QPushButton*>(QStringLiteral("open_trace_file"))->isEnabled());
+    w.panel()->set_trace_file(trace);
+    const json& doc = w.panel()->document(gui::ScenarioKind::inference);
+    QCOMPARE(doc["inference"]["workload"]["trace_file"], json(QFileInfo(trace).absoluteFilePath().toStdString()));
+    QCOMPARE(w.panel()->findChild<QLabel*>(QStringLiteral("trace_file"))->text(), QStringLiteral("trace.csv"));
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(done.wait(120000));
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("trace-scenario.json"));
+    QVERIFY(w.save_file(path));
+    const CliRun cli = run_cli({QStringLiteral("infer"), path, QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(cli.code, 0);
+    QCOMPARE(w.current_report(), cli.out);
+    // A trace whose arrivals go back in time.
+    const QString bad = dir.filePath(QStringLiteral("bad.csv"));
+    {
+      QFile f(bad);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("arrival_s,input_tokens,output_tokens\n1.0,100,10\n0.5,100,10\n");
+    }
+    w.panel()->set_trace_file(bad);
+    QVERIFY2(w.panel()->issue_text().contains(QStringLiteral("arrivals must not decrease")),
+             qPrintable(w.panel()->issue_text()));
+    QVERIFY(w.current_report().isEmpty());
+    QVERIFY(w.save_file(path));
+    const CliRun failed = run_cli({QStringLiteral("infer"), path});
+    QCOMPARE(failed.code, 1);
+    QCOMPARE(QStringLiteral("capsim: ") + w.panel()->issue_text() + QStringLiteral("\n"), failed.err);
+  }
+
+  /// A file with the wrong types where objects and numbers belong: the editor opens it, lists
+  /// the reader's problems, and an edit writes its key without crashing.
+  void hostile_scenario_file_does_not_crash_the_editor() {
+    gui::MainWindow w;
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("hostile.json"));
+    {
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"kind": "inference", "model": "llama3-8b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 8},
+                  "inference": {"tp": "two", "engine": 5, "slo": [], "pp": 1e300, "replicas": -1e30,
+                                "workload": {"mode": "poisson", "qps": 1, "num_requests": 10,
+                                             "input_tokens": {"mean": "big", "dist": 7}, "output_tokens": 64}}})");
+    }
+    QVERIFY(w.open_file(path));
+    QVERIFY2(w.panel()->issue_text().contains(QStringLiteral("/inference/tp")), qPrintable(w.panel()->issue_text()));
+    field<QSpinBox>(w, "/inference/engine/max_num_seqs")->setValue(32);
+    field<QDoubleSpinBox>(w, "/inference/slo/ttft_ms")->setValue(100);
+    field<QComboBox>(w, "/inference/workload/output_tokens/dist")->setCurrentText(QStringLiteral("uniform"));
+    field<QSpinBox>(w, "/inference/workload/output_tokens/max")->setValue(100);
+    field<QSpinBox>(w, "/inference/tp")->setValue(1);
+    const json& doc = w.panel()->document(gui::ScenarioKind::inference);
+    QCOMPARE(doc["inference"]["engine"], json({{"max_num_seqs", 32}}));
+    QCOMPARE(doc["inference"]["slo"], json({{"ttft_ms", 100.0}}));
+    QCOMPARE(doc["inference"]["workload"]["output_tokens"],
+             json({{"mean", 64}, {"dist", "uniform"}, {"min", 1}, {"max", 100}}));
+    // What is still wrong (the input length) is listed as the command line lists it.
+    QVERIFY(w.save_file(path));
+    const CliRun cli = run_cli({QStringLiteral("infer"), path, QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(cli.code, 1);
+    QCOMPARE(QStringLiteral("capsim: ") + w.panel()->issue_text() + QStringLiteral("\n"), cli.err);
+  }
+
+  /// FP8 activations on a GPU without FP8 tensor cores: the CLI's message, inline.
+  void invalid_serving_fields_show_the_clis_message() {
+    gui::MainWindow w;
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    field<QComboBox>(w, "/system/gpu")->setCurrentText(QStringLiteral("a100-sxm4-80gb"));
+    field<QComboBox>(w, "/inference/activation_dtype")->setCurrentText(QStringLiteral("fp8"));
+    QVERIFY2(w.panel()->issue_text().contains(QStringLiteral("/inference/activation_dtype: needs FP8 tensor cores")),
+             qPrintable(w.panel()->issue_text()));
+    QVERIFY(w.current_report().isEmpty());
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("bad-serving.json"));
+    QVERIFY(w.save_file(path));
+    const CliRun cli = run_cli({QStringLiteral("infer"), path, QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(cli.code, 1);
+    QCOMPARE(QStringLiteral("capsim: ") + w.panel()->issue_text() + QStringLiteral("\n"), cli.err);
+  }
+
+  /// Open HF config: the scenario names the file, the parameter count is the reader's, the
+  /// report is the CLI's; a config that does not read shows the CLI's message.
+  void hf_config_becomes_the_model() {
+    QTemporaryDir dir;
+    QDir().mkpath(dir.filePath(QStringLiteral("tiny")));
+    const QString config = dir.filePath(QStringLiteral("tiny/config.json"));
+    {
+      QFile f(config);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"model_type": "llama", "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 4,
+                  "num_hidden_layers": 12, "intermediate_size": 5632, "vocab_size": 32000, "architectures": ["X"]})");
+    }
+    gui::MainWindow w;
+    QVERIFY(w.panel()->open_hf_config(config));
+    const json& doc = w.panel()->document(gui::ScenarioKind::training);
+    QCOMPARE(doc["model"], json(QFileInfo(config).absoluteFilePath().toStdString()));
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::inference)["model"], doc["model"]);
+    const ParamCounts p = count_params(io::load_model(config.toStdString()));
+    const QString info = w.panel()->findChild<QLabel*>(QStringLiteral("model_info"))->text();
+    QVERIFY2(info.startsWith(QStringLiteral("%1 B parameters").arg(static_cast<double>(p.total) / 1e9, 0, 'f', 2)),
+             qPrintable(info));
+    const CliRun model = run_cli({QStringLiteral("model"), config, QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(json::parse(model.out.toStdString())["params_total"].get<int64_t>(), p.total);
+    const QString path = dir.filePath(QStringLiteral("hf.json"));
+    QVERIFY(w.save_file(path));
+    const CliRun train = run_cli({QStringLiteral("train"), path, QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(train.code, 0);
+    QCOMPARE(train.out, w.current_report());
+    // A config of an unknown family: the reader's message, as `capsim train` prints it.
+    const QString bad = dir.filePath(QStringLiteral("bad-config.json"));
+    {
+      QFile f(bad);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"model_type": "no-such-family", "hidden_size": 64})");
+    }
+    QVERIFY(!w.panel()->open_hf_config(bad));
+    QVERIFY2(w.panel()->issue_text().contains(QStringLiteral("unsupported model family")),
+             qPrintable(w.panel()->issue_text()));
+    QVERIFY(w.current_report().isEmpty());
+    QVERIFY(w.save_file(path));
+    const CliRun failed = run_cli({QStringLiteral("train"), path});
+    QCOMPARE(failed.code, 1);
+    QCOMPARE(QStringLiteral("capsim: ") + w.panel()->issue_text() + QStringLiteral("\n"), failed.err);
+    // A preset again: the report follows.
+    field<QComboBox>(w, "/model")->setCurrentText(QStringLiteral("llama3-8b"));
+    QVERIFY(w.panel()->issue_text().isEmpty());
+    QVERIFY(!w.current_report().isEmpty());
+  }
+
+  /// Cancel stops the search's workers (search_training's cancel flag): the pool is idle
+  /// within a bounded time and no result shows; the next search runs to the end.
+  void cancel_stops_the_search() {
+    gui::MainWindow w;
+    // DeepSeek-V3 over ten GPU counts: about a million layouts.
+    field<QComboBox>(w, "/model")->setCurrentText(QStringLiteral("deepseek-v3"));
+    field<QSpinBox>(w, "/training/global_batch")->setValue(4096);
+    field<QSpinBox>(w, "/training/seq_len")->setValue(4096);
+    w.search_view()->set_gpu_counts(QStringLiteral("64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768"));
+    QSignalSpy done(&w, &gui::MainWindow::search_finished);
+    w.run_search_now();
+    QVERIFY(w.search_view()->running());
+    QTest::qWait(50);  // into the enumeration or the costing
+    w.cancel_search();
+    QVERIFY(!w.search_view()->running());
+    QElapsedTimer t;
+    t.start();
+    QVERIFY(QThreadPool::globalInstance()->waitForDone(2000));  // the work itself stopped
+    qInfo("search workers ended %lld ms after the cancel", static_cast<long long>(t.elapsed()));
+    QTest::qWait(100);
+    QCOMPARE(done.count(), 0);
+    QCOMPARE(w.search_view()->rows(), 0);
+    // The next search (a small one) runs to the end.
+    w.search_view()->set_gpu_counts(QStringLiteral("1024"));
+    w.run_search_now();
+    QVERIFY(done.wait(240000));
+    QVERIFY(w.search_view()->rows() > 0);
   }
 
   /// The table and scatter are search_training's top layouts; a clicked row becomes the

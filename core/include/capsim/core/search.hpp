@@ -2,7 +2,9 @@
 /// Layout search: enumerate every valid training layout for a model, a GPU type and a GPU
 /// count, prune by divisibility and memory before costing, rank by step time or cost.
 
+#include <atomic>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "capsim/core/cost_model.hpp"
@@ -24,6 +26,16 @@ struct SearchOptions {
   unsigned threads = 1;
   /// Layouts costed of those enumerated, counted in batches per worker; none when null.
   ProgressCounter* progress = nullptr;
+  /// Read (relaxed) before each layout is costed; once set, search_training stops and throws
+  /// SearchCancelled. None when null.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+/// Thrown by search_training when its options' `cancel` flag is set: the workers stopped
+/// between two layouts and there is no result.
+class SearchCancelled : public std::runtime_error {
+ public:
+  SearchCancelled() : std::runtime_error("search cancelled") {}
 };
 
 struct SearchCandidate {
@@ -52,7 +64,7 @@ struct SearchResult {
 
 /// Every training layout of `base` (its model, GPU, global batch, sequence length,
 /// precision and optimizer) over the search space, ranked. Deterministic for any thread
-/// count.
+/// count. Throws SearchCancelled when `opt.cancel` is set before it finishes.
 SearchResult search_training(const Scenario& base, const CostModel& cost, const SearchOptions& opt);
 
 }  // namespace capsim
