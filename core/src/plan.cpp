@@ -292,7 +292,7 @@ RlPlan plan_rl(const Scenario& base, const std::vector<GpuOffer>& offers, const 
       o.gpu_hours = o.hours * static_cast<double>(o.num_gpus);
       o.cost_usd = o.gpu_hours * o.usd_per_gpu_hour;
       if (it.step_time_s > 0) {
-        const double all = it.generation_s + it.scoring_s + it.training_s + it.resharding_s;
+        const double all = it.generation_s + it.scoring_s + it.training_s + it.resharding_s + it.offload_s;
         const bool split = r.placement == RlSpec::Placement::split;
         o.rollout_idle_share = std::max(0.0, 1.0 - (split ? it.generation_s + it.resharding_s : all) / it.step_time_s);
         o.train_idle_share =

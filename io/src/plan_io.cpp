@@ -428,7 +428,7 @@ json rl_plan_json(const PlanRequest& req, const RlPlan& plan) {
                            {"replicas", p.replicas},
                            {"weight_dtype", std::string(to_string(p.weight_dtype))}};
     x["iteration"] = {{"generation_s", it.generation_s}, {"scoring_s", it.scoring_s}, {"training_s", it.training_s},
-                      {"resharding_s", it.resharding_s}, {"step_time_s", it.step_time_s},
+                      {"resharding_s", it.resharding_s}, {"offload_s", it.offload_s}, {"step_time_s", it.step_time_s},
                       {"throughput_tokens_per_s", it.throughput_tokens_per_s}, {"bottleneck", it.bottleneck}};
     x["idle_share"] = {{"rollout", o.rollout_idle_share}, {"train", o.train_idle_share}};
     x["iterations"] = o.iterations;
