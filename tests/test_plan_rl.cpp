@@ -111,6 +111,30 @@ TEST(PlanRl, PicksTheCheapestCandidateMeetingTheDeadline) {
   EXPECT_EQ(pick.cost_usd, plan.candidates.front().cost_usd);
 }
 
+// A staleness above 1 changes the rollout (more iterations in flight), so the planner
+// evaluates it on its own; every candidate still matches its direct evaluation.
+TEST(PlanRl, DeeperStalenessIsEvaluatedOnItsOwn) {
+  io::PlanRequest req = io::load_plan(kSmall);
+  req.rl_goal.staleness = {0, 1, 3};
+  const std::vector<Direct> direct = evaluate_directly(req);
+  const RlPlan plan = plan_rl(req.base, req.offers, req.rl_goal, roofline(), 2);
+  ASSERT_EQ(plan.candidates.size(), direct.size());
+  size_t deep = 0;
+  for (const RlOption& o : plan.candidates) {
+    const auto d = std::find_if(direct.begin(), direct.end(), [&](const Direct& x) {
+      return x.gpu == o.gpu && x.gpus == o.num_gpus && x.placement == o.placement && x.rollout == o.rollout_gpus &&
+             x.staleness == o.async_staleness;
+    });
+    ASSERT_NE(d, direct.end());
+    EXPECT_NEAR(o.days, d->days, 1e-9 * d->days);
+    if (o.async_staleness == 3) {
+      ++deep;
+      EXPECT_EQ(o.iteration.rollout_inflight_iterations, 3);
+    }
+  }
+  EXPECT_GT(deep, 0u);
+}
+
 TEST(PlanRl, ColocatedAndSplitBothAppear) {
   const io::PlanRequest req = io::load_plan(kSmall);
   const RlPlan plan = plan_rl(req.base, req.offers, req.rl_goal, roofline(), 2);

@@ -80,6 +80,32 @@ TEST(PostTrain, SplitAsyncStepIsTheSlowerPoolPlusRefit) {
   EXPECT_GT(on.step_time_s, it.step_time_s);
 }
 
+// NeMo RL's async collector keeps k iterations' prompt groups in flight: with staleness k > 1
+// the engine serves k iterations' samples together and each iteration takes 1/k of their
+// makespan, which is exactly a k-times-larger batch's generation over k. Staleness 0 and 1,
+// and colocated runs, keep one iteration's batch.
+TEST(PostTrain, DeepStalenessSharesTheRolloutMakespan) {
+  RlSpec rl;
+  rl.placement = RlSpec::Placement::split;
+  for (auto [k, want] : {std::pair<int64_t, int64_t>{0, 1}, {1, 1}, {2, 2}, {8, 8}}) {
+    rl.async_staleness = k;
+    EXPECT_EQ(rl_rollout_inflight_iterations(rl), want) << k;
+  }
+  rl.placement = RlSpec::Placement::colocated;
+  rl.async_staleness = 8;
+  EXPECT_EQ(rl_rollout_inflight_iterations(rl), 1);
+
+  json c = rl_case(kSplit);
+  c["training"]["rl"]["async_staleness"] = 3;
+  const RlIteration deep = run(c);
+  EXPECT_EQ(deep.rollout_inflight_iterations, 3);
+  json big = rl_case(kSplit);
+  big["training"]["rl"]["prompts_per_step"] = 3 * big["training"]["rl"]["prompts_per_step"].get<int64_t>();
+  const RlIteration batch = run(big);
+  EXPECT_DOUBLE_EQ(deep.generation_s, batch.generation_s / 3);
+  EXPECT_LT(deep.generation_s, run(rl_case(kSplit)).generation_s);
+}
+
 // Twice the prompts, everything else fixed (mini_batches auto): twice the optimizer steps
 // of the same update, the forward pass over twice the microbatches, and the rollout
 // exactly what the serving simulator says for the doubled batch.

@@ -231,12 +231,26 @@ RlPlan plan_rl(const Scenario& base, const std::vector<GpuOffer>& offers, const 
                " must divide gpus.rollout = " + std::to_string(pl.rollout));
           continue;
         }
-        Job job;
-        job.offer = oi;
-        job.sc = std::move(sc);
-        if (pl.placement == RlSpec::Placement::split) job.staleness = goal.staleness;
-        else job.staleness = {0};
-        jobs.push_back(std::move(job));
+        // Staleness values with the same in-flight rollout count share one evaluation
+        // (rl_rollout_inflight_iterations: 1 for 0 and 1, k above).
+        std::map<int64_t, std::vector<int64_t>> by_inflight;
+        if (pl.placement == RlSpec::Placement::split) {
+          for (int64_t k : goal.staleness) {
+            RlSpec probe = r;
+            probe.async_staleness = k;
+            by_inflight[rl_rollout_inflight_iterations(probe)].push_back(k);
+          }
+        } else {
+          by_inflight[1] = {0};
+        }
+        for (auto& [inflight, ks] : by_inflight) {
+          Job job;
+          job.offer = oi;
+          job.sc = sc;
+          job.sc.rl->async_staleness = inflight > 1 ? inflight : 0;
+          job.staleness = ks;
+          jobs.push_back(std::move(job));
+        }
       }
     }
   }

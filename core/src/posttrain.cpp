@@ -131,6 +131,10 @@ std::vector<int64_t> rl_response_lengths(const RlSpec& rl, int64_t n) {
   return out;
 }
 
+int64_t rl_rollout_inflight_iterations(const RlSpec& rl) {
+  return rl.placement == RlSpec::Placement::split && rl.async_staleness > 1 ? rl.async_staleness : 1;
+}
+
 double rl_offload_bytes_per_gpu(double optimizer_bytes, double trainer_weight_bytes, double engine_weight_bytes) {
   return 2.0 * optimizer_bytes + 2.0 * trainer_weight_bytes + 2.0 * engine_weight_bytes;
 }
@@ -215,12 +219,14 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
     it.scoring_s += it.reference_swap_s;
   }
 
-  // (a) generation through the serving simulator.
-  const std::vector<int64_t> lengths = rl_response_lengths(rl, it.samples);
+  // (a) generation through the serving simulator: the in-flight iterations' samples at
+  // once, the makespan shared among them (rl_rollout_inflight_iterations).
+  it.rollout_inflight_iterations = rl_rollout_inflight_iterations(rl);
+  const std::vector<int64_t> lengths = rl_response_lengths(rl, it.samples * it.rollout_inflight_iterations);
   it.longest_response = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   try {
     const ServingResult r = rollout(s, it, lengths, cost);
-    it.generation_s = r.duration_s;
+    it.generation_s = r.duration_s / dbl(it.rollout_inflight_iterations);
     it.rollout_iterations = r.iterations;
     it.rollout_preemptions = r.preemptions;
     it.rollout_peak_kv_utilization = r.peak_kv_utilization;

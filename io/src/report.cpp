@@ -442,6 +442,7 @@ json rl_iteration_json(const Scenario& s, const RlIteration& it) {
               {"tp", rl.rollout.tp},
               {"pp", rl.rollout.pp},
               {"replicas", it.rollout_replicas},
+              {"inflight_iterations", it.rollout_inflight_iterations},
               {"engine_profile", rl.rollout.profile.id},
               {"iterations", it.rollout_iterations},
               {"preemptions", it.rollout_preemptions},

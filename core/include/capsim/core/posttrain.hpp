@@ -70,6 +70,7 @@ struct RlIteration {
   int64_t longest_response = 0;  ///< the longest of the samples drawn
   double tokens_per_step = 0;    ///< samples x (prompt + mean response)
   int64_t rollout_replicas = 0;  ///< rollout GPUs / (tp * pp)
+  int64_t rollout_inflight_iterations = 1;  ///< rl_rollout_inflight_iterations
   int64_t rollout_iterations = 0;
   int64_t rollout_preemptions = 0;
   double rollout_peak_kv_utilization = 0;
@@ -127,10 +128,19 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost);
 /// down and up (vLLM sleep level 1 and wake).
 double rl_offload_bytes_per_gpu(double optimizer_bytes, double trainer_weight_bytes, double engine_weight_bytes);
 
+/// Iterations whose rollouts the engine holds at once: async_staleness k on a split
+/// placement, else 1. NeMo RL's async trajectory collector keeps up to
+/// num_prompts_per_step x max_trajectory_age_steps prompt groups in flight, generating
+/// continuously (v0.6.0 nemo_rl/algorithms/async_utils.py, AsyncTrajectoryCollector
+/// max_inflight), so with k > 1 the engine serves k iterations' samples together and each
+/// iteration takes 1/k of their makespan: the batch's long tail is paid once per k
+/// iterations, not every iteration. For k <= 1 this is the single batch's makespan.
+int64_t rl_rollout_inflight_iterations(const RlSpec& rl);
+
 /// The step of `it` from its phase seconds under the placement and async_staleness of
 /// `rl` (as evaluate_rl_iteration describes): step_time_s, bottleneck and throughput.
-/// The phases do not depend on the staleness, so one evaluation serves every staleness of
-/// a split placement.
+/// The phases depend on the staleness only through rl_rollout_inflight_iterations, so one
+/// evaluation serves every staleness of a split placement with the same in-flight count.
 void combine_rl_phases(RlIteration& it, const RlSpec& rl);
 
 /// One optimizer step of a trained model beside a frozen one: preference optimisation
