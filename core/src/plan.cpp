@@ -212,6 +212,10 @@ RlPlan plan_rl(const Scenario& base, const std::vector<GpuOffer>& offers, const 
         r.rollout_gpus = pl.rollout;
         r.train_gpus = pl.train;
         r.async_staleness = 0;
+        const std::optional<double>& fraction = pl.placement == RlSpec::Placement::split
+                                                    ? goal.gpu_memory_utilization_split
+                                                    : goal.gpu_memory_utilization_colocated;
+        if (fraction) r.rollout.engine.gpu_memory_utilization = *fraction;
         TrainingPlan& tr = *sc.training;
         const int64_t model_parallel = std::max<int64_t>(1, t.tp * t.pp * t.cp);
         tr.dp = pl.train / model_parallel;
