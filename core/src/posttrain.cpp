@@ -239,8 +239,10 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
   // (d) refit (see the header for the sources). Split: each rollout GPU receives its shard
   // of the weights over the scale-out network. Colocated: each GPU receives the whole
   // exported model less the trainer's own shard, over the network when the trainer's
-  // model-parallel group spans nodes (pipeline stages are Megatron-LM's outermost rank
-  // dimension, so pp > 1 spans nodes once the pool does; tp and ep groups are contiguous).
+  // model-parallel group spans nodes. Megatron-LM orders ranks "tp-cp-ep-dp-pp"
+  // (megatron/core/parallel_state.py, initialize_model_parallel's default order): pipeline
+  // stages are the outermost dimension, so pp > 1 spans nodes once the pool does, and the
+  // tp and ep groups are runs of consecutive ranks.
   const FrozenParams fp = frozen_model_params(s.model);
   const double model_bytes = (fp.dense + fp.expert) * kRefitBytesPerParam;
   const double engine_ways = dbl(std::max<int64_t>(1, rl.rollout.tp * rl.rollout.pp));
