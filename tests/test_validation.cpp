@@ -173,6 +173,10 @@ TEST(Validation, GrpoErrorBounds) {
   EXPECT_EQ(g["grpo"]["step_time_s"]["n"], 22);
   EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.185);
   EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.22);
+  // The tail too (today 36.5% and 37.2%): colocated refit and offload, and deep staleness,
+  // brought it down from 45% and 78%.
+  EXPECT_LE(g["grpo"]["step_time_s"]["p90_abs_error"].get<double>(), 0.38);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["p90_abs_error"].get<double>(), 0.39);
 }
 
 TEST(Validation, Deterministic) {
