@@ -246,17 +246,17 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
   const FrozenParams fp = frozen_model_params(s.model);
   const double model_bytes = (fp.dense + fp.expert) * kRefitBytesPerParam;
   const double engine_ways = dbl(std::max<int64_t>(1, rl.rollout.tp * rl.rollout.pp));
-  const TrainingPlan& tp = it.update.plan;
+  const TrainingPlan& up = it.update.plan;
   const int64_t node = std::max<int64_t>(1, s.system.gpus_per_node);
   if (rl.placement == RlSpec::Placement::split) {
     it.refit_bytes_per_gpu = model_bytes / engine_ways;
     it.resharding_s = cost.p2p(Bytes(it.refit_bytes_per_gpu), true).value;
   } else {
-    const double own = (fp.dense / dbl(tp.tp * tp.pp) + fp.expert / dbl(tp.ep * tp.etp.value_or(1) * tp.pp)) *
+    const double own = (fp.dense / dbl(up.tp * up.pp) + fp.expert / dbl(up.ep * up.etp.value_or(1) * up.pp)) *
                        kRefitBytesPerParam;
     it.refit_bytes_per_gpu = std::max(0.0, model_bytes - own);
     const bool spans_nodes =
-        rl.train_gpus > node && (tp.pp > 1 || tp.tp > node || tp.ep * tp.etp.value_or(1) > node);
+        rl.train_gpus > node && (up.pp > 1 || up.tp > node || up.ep * up.etp.value_or(1) > node);
     it.resharding_s = cost.p2p(Bytes(it.refit_bytes_per_gpu), spans_nodes).value;
     // Time-sharing the GPUs: optimizer state, trainer weights and engine weights each go
     // down to the host and come back once per iteration.
