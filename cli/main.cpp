@@ -179,9 +179,9 @@ std::string train_table(const json& r) {
                      q["samples"].get<int64_t>(), q["prompt_tokens"].get<double>(),
                      q["response_tokens"]["mean"].get<double>(), q["response_tokens"]["cap"].get<double>(),
                      q["response_tokens"]["longest"].get<int64_t>());
-    s += fmt::format("    generation {:.2f} s  scoring {:.2f} s  training {:.2f} s  resharding {:.2f} s\n",
+    s += fmt::format("    generation {:.2f} s  scoring {:.2f} s  training {:.2f} s  resharding {:.2f} s  offload {:.2f} s\n",
                      q["generation_s"].get<double>(), q["scoring_s"].get<double>(), q["training_s"].get<double>(),
-                     q["resharding_s"].get<double>());
+                     q["resharding_s"].get<double>(), q["offload_s"].get<double>());
     s += fmt::format("    iteration {:.2f} s  {:.0f} tokens/s  bottleneck {}\n", q["step_time_s"].get<double>(),
                      q["throughput_tokens_per_s"].get<double>(), q["bottleneck"].get<std::string>());
   }

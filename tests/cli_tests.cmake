@@ -217,9 +217,12 @@ capsim_cli_expect(NAME cli.plan.rl_no_offer_meets EXIT_CODE 0
 # Rule: a bad rl goal names every problem at its pointer in the plan file, exit 1.
 capsim_cli_expect(NAME cli.plan.rl_bad_goal
   CMD plan ${capsim_scenarios}/plan-grpo-bad.json
-  STDERR "capsim: 8 problems in the input:"
+  STDERR "capsim: 10 problems in the input:"
          "  /rl/deadline_days: must be a number > 0 (got 0)"
          "  /rl/gpu_counts/1: must be an integer >= 1 (got 0)"
+         "  /rl/gpu_memory_utilization/split: must be in (0, 1"  # a "]" in an argument would merge CMake list items
+         "(got 1.5)"
+         "  /rl/gpu_memory_utilization/spilt: unknown key; did you mean \"split\"?"
          "  /rl/training/dp: is chosen by the planner for each cluster (the training pool / (tp*pp*cp)) (got 8); remove it"
          "  /rl/training/rl/placement: is chosen by the planner for each cluster (colocated, and split pools) (got \"split\"); remove it"
          "  /rl/training/rl/gpus: is chosen by the planner for each cluster (colocated, and split pools) (got {\"rollout\":4,\"train\":4}); remove it"

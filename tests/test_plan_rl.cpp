@@ -111,6 +111,56 @@ TEST(PlanRl, PicksTheCheapestCandidateMeetingTheDeadline) {
   EXPECT_EQ(pick.cost_usd, plan.candidates.front().cost_usd);
 }
 
+// A staleness above 1 changes the rollout (more iterations in flight), so the planner
+// evaluates it on its own; every candidate still matches its direct evaluation.
+TEST(PlanRl, DeeperStalenessIsEvaluatedOnItsOwn) {
+  io::PlanRequest req = io::load_plan(kSmall);
+  req.rl_goal.staleness = {0, 1, 3};
+  const std::vector<Direct> direct = evaluate_directly(req);
+  const RlPlan plan = plan_rl(req.base, req.offers, req.rl_goal, roofline(), 2);
+  ASSERT_EQ(plan.candidates.size(), direct.size());
+  size_t deep = 0;
+  for (const RlOption& o : plan.candidates) {
+    const auto d = std::find_if(direct.begin(), direct.end(), [&](const Direct& x) {
+      return x.gpu == o.gpu && x.gpus == o.num_gpus && x.placement == o.placement && x.rollout == o.rollout_gpus &&
+             x.staleness == o.async_staleness;
+    });
+    ASSERT_NE(d, direct.end());
+    EXPECT_NEAR(o.days, d->days, 1e-9 * d->days);
+    if (o.async_staleness == 3) {
+      ++deep;
+      EXPECT_EQ(o.iteration.rollout_inflight_iterations, 3);
+    }
+  }
+  EXPECT_GT(deep, 0u);
+}
+
+// The goal's per-placement memory fraction reaches each candidate's rollout engine, and a
+// split candidate is what a direct evaluation with that fraction gives.
+TEST(PlanRl, RolloutMemoryFractionPerPlacement) {
+  io::PlanRequest req = io::load_plan(kSmall);
+  req.rl_goal.gpu_memory_utilization_colocated = 0.6;
+  req.rl_goal.gpu_memory_utilization_split = 0.8;
+  const RlPlan plan = plan_rl(req.base, req.offers, req.rl_goal, roofline(), 2);
+  io::PlanRequest at08 = io::load_plan(kSmall);
+  at08.base.rl->rollout.engine.gpu_memory_utilization = 0.8;
+  const std::vector<Direct> direct = evaluate_directly(at08);
+  size_t split = 0;
+  for (const RlOption& o : plan.candidates) {
+    const bool is_split = o.placement == RlSpec::Placement::split;
+    EXPECT_EQ(o.rollout_layout.engine.gpu_memory_utilization, is_split ? 0.8 : 0.6);
+    if (!is_split) continue;
+    ++split;
+    const auto d = std::find_if(direct.begin(), direct.end(), [&](const Direct& x) {
+      return x.gpu == o.gpu && x.gpus == o.num_gpus && x.placement == o.placement && x.rollout == o.rollout_gpus &&
+             x.staleness == o.async_staleness;
+    });
+    ASSERT_NE(d, direct.end());
+    EXPECT_NEAR(o.days, d->days, 1e-9 * d->days);
+  }
+  EXPECT_GT(split, 0u);
+}
+
 TEST(PlanRl, ColocatedAndSplitBothAppear) {
   const io::PlanRequest req = io::load_plan(kSmall);
   const RlPlan plan = plan_rl(req.base, req.offers, req.rl_goal, roofline(), 2);

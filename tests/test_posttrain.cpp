@@ -11,6 +11,9 @@
 #include <string>
 
 #include "capsim/core/diagnostics.hpp"
+#include "capsim/core/memory.hpp"
+#include "capsim/core/model.hpp"
+#include "capsim/core/step.hpp"
 #include "capsim/core/posttrain.hpp"
 #include "capsim/core/serving.hpp"
 #include "capsim/hw/roofline.hpp"
@@ -46,16 +49,17 @@ RlIteration run(const json& c) {
 TEST(PostTrain, ColocatedStepIsTheSumOfItsPhases) {
   const RlIteration it = run(rl_case(kColocated));
   ASSERT_TRUE(it.feasible) << it.fail_reason;
-  for (double p : {it.generation_s, it.scoring_s, it.training_s, it.resharding_s}) EXPECT_GT(p, 0);
-  EXPECT_DOUBLE_EQ(it.step_time_s, it.generation_s + it.scoring_s + it.training_s + it.resharding_s);
+  for (double p : {it.generation_s, it.scoring_s, it.training_s, it.resharding_s, it.offload_s}) EXPECT_GT(p, 0);
+  EXPECT_DOUBLE_EQ(it.step_time_s, it.generation_s + it.scoring_s + it.training_s + it.resharding_s + it.offload_s);
   EXPECT_DOUBLE_EQ(it.throughput_tokens_per_s, it.tokens_per_step / it.step_time_s);
   EXPECT_EQ(it.samples, 64 * 32);
   EXPECT_EQ(it.rollout_replicas, 16);
   EXPECT_EQ(it.mini_batches, 4);
   EXPECT_DOUBLE_EQ(it.training_s, 4 * it.update_step_s);
-  // GRPO: the actor's old-policy log-probs and the reference's, same model: two forwards.
-  EXPECT_DOUBLE_EQ(it.scoring_s, 2 * it.forward_pass_s);
-  const double largest = std::max({it.generation_s, it.scoring_s, it.training_s, it.resharding_s});
+  // GRPO: the actor's old-policy log-probs and the reference's, same model: two forwards,
+  // and the reference's weights swapped in and out.
+  EXPECT_DOUBLE_EQ(it.scoring_s, 2 * it.forward_pass_s + it.reference_swap_s);
+  const double largest = std::max({it.generation_s, it.scoring_s, it.training_s, it.resharding_s, it.offload_s});
   EXPECT_EQ(it.bottleneck, largest == it.generation_s ? "generation" : largest == it.training_s ? "training" : "scoring");
 }
 
@@ -64,6 +68,9 @@ TEST(PostTrain, SplitAsyncStepIsTheSlowerPoolPlusRefit) {
   ASSERT_TRUE(it.feasible) << it.fail_reason;
   EXPECT_EQ(it.rollout_replicas, 8);
   EXPECT_DOUBLE_EQ(it.step_time_s, std::max(it.generation_s, it.scoring_s + it.training_s) + it.resharding_s);
+  // Separate pools: nothing is offloaded between phases.
+  EXPECT_EQ(it.offload_s, 0);
+  EXPECT_EQ(it.offload_bytes_per_gpu, 0);
   // On-policy on split pools: nothing overlaps.
   json c = rl_case(kSplit);
   c["training"]["rl"]["async_staleness"] = 0;
@@ -71,6 +78,32 @@ TEST(PostTrain, SplitAsyncStepIsTheSlowerPoolPlusRefit) {
   EXPECT_DOUBLE_EQ(on.step_time_s, on.generation_s + on.scoring_s + on.training_s + on.resharding_s);
   EXPECT_DOUBLE_EQ(on.generation_s, it.generation_s);
   EXPECT_GT(on.step_time_s, it.step_time_s);
+}
+
+// NeMo RL's async collector keeps k iterations' prompt groups in flight: with staleness k > 1
+// the engine serves k iterations' samples together and each iteration takes 1/k of their
+// makespan, which is exactly a k-times-larger batch's generation over k. Staleness 0 and 1,
+// and colocated runs, keep one iteration's batch.
+TEST(PostTrain, DeepStalenessSharesTheRolloutMakespan) {
+  RlSpec rl;
+  rl.placement = RlSpec::Placement::split;
+  for (auto [k, want] : {std::pair<int64_t, int64_t>{0, 1}, {1, 1}, {2, 2}, {8, 8}}) {
+    rl.async_staleness = k;
+    EXPECT_EQ(rl_rollout_inflight_iterations(rl), want) << k;
+  }
+  rl.placement = RlSpec::Placement::colocated;
+  rl.async_staleness = 8;
+  EXPECT_EQ(rl_rollout_inflight_iterations(rl), 1);
+
+  json c = rl_case(kSplit);
+  c["training"]["rl"]["async_staleness"] = 3;
+  const RlIteration deep = run(c);
+  EXPECT_EQ(deep.rollout_inflight_iterations, 3);
+  json big = rl_case(kSplit);
+  big["training"]["rl"]["prompts_per_step"] = 3 * big["training"]["rl"]["prompts_per_step"].get<int64_t>();
+  const RlIteration batch = run(big);
+  EXPECT_DOUBLE_EQ(deep.generation_s, batch.generation_s / 3);
+  EXPECT_LT(deep.generation_s, run(rl_case(kSplit)).generation_s);
 }
 
 // Twice the prompts, everything else fixed (mini_batches auto): twice the optimizer steps
@@ -135,11 +168,54 @@ TEST(PostTrain, AutoPromptIsTheDocumentedDefault) {
   EXPECT_EQ(it.train_seq_len, std::llround(kRlAutoPromptTokens + 1019));
 }
 
-// Split refit crosses the network, colocated refit stays on NVLink: the same bytes take longer.
-TEST(PostTrain, RefitOverTheNetworkIsSlowerThanOverNvlink) {
-  const RlIteration co = run(rl_case(kColocated)), sp = run(rl_case(kSplit));
-  EXPECT_DOUBLE_EQ(co.refit_bytes_per_gpu, sp.refit_bytes_per_gpu);
-  EXPECT_GT(sp.resharding_s, co.resharding_s);
+// Split refit: each rollout GPU receives its engine shard of the bf16 weights over the
+// network. Colocated refit: every trainer rank exports the whole model (Megatron-Bridge
+// stream_weights_megatron_to_hf, "All ranks receive the full tensors"), so each GPU
+// receives the model less its own shard: Llama 3.1 8B on pp 2 (tp 1) holds half of it.
+TEST(PostTrain, RefitBytesFollowTheExportPath) {
+  const json c = rl_case(kColocated);
+  const Scenario s = read(c);
+  const double total = static_cast<double>(count_params(s.model).total);
+  const RlIteration co = run(c), sp = run(rl_case(kSplit));
+  EXPECT_DOUBLE_EQ(sp.refit_bytes_per_gpu, total * 2.0 / 1.0);  // rollout tp 1
+  EXPECT_NEAR(co.refit_bytes_per_gpu, total * 2.0 / 2.0, 1.0);
+  // Sixteen GPUs on two nodes with pp 2: the stages sit on different nodes, so the gather
+  // crosses the network; on one node (8 GPUs, dp 4) it stays on NVLink and is faster.
+  json one = c;
+  one["system"]["num_gpus"] = 8;
+  one["training"]["dp"] = 4;
+  one["training"]["rl"]["gpus"] = {{"rollout", 8}, {"train", 8}};
+  const RlIteration nv = run(one);
+  EXPECT_DOUBLE_EQ(nv.refit_bytes_per_gpu, co.refit_bytes_per_gpu);
+  EXPECT_LT(nv.resharding_s, co.resharding_s);
+}
+
+// Colocated time-sharing moves the optimizer state, the trainer's weights and the engine's
+// weights down to the host and back once per iteration, at the host link rate; the
+// reference swap moves the trainer's weights three times (down, reference up, policy up).
+TEST(PostTrain, ColocatedOffloadIsItsBytesOverTheHostLink) {
+  EXPECT_DOUBLE_EQ(rl_offload_bytes_per_gpu(3, 5, 7), 30);
+  const json c = rl_case(kColocated);
+  const Scenario s = read(c);
+  const RlIteration it = run(c);
+  double w = 0, o = 0;
+  for (const StageMemory& st : it.update.memory.stages) {
+    w = std::max(w, st.weights_bytes);
+    o = std::max(o, st.optimizer_bytes);
+  }
+  const double engine = static_cast<double>(count_params(s.model).total) * 2.0;  // bf16, rollout tp 1
+  EXPECT_DOUBLE_EQ(it.offload_bytes_per_gpu, 2 * o + 2 * w + 2 * engine);
+  const double link = pcie_bytes_per_s(s.system);
+  EXPECT_DOUBLE_EQ(it.offload_s, it.offload_bytes_per_gpu / link);
+  EXPECT_DOUBLE_EQ(it.reference_swap_bytes_per_gpu, 3 * w);
+  EXPECT_DOUBLE_EQ(it.reference_swap_s, 3 * w / link);
+  // A faster host link shortens exactly the host-link phases.
+  json fast = c;
+  fast["system"]["pcie_gbps_per_gpu"] = 2 * link / 1e9;
+  const RlIteration f = run(fast);
+  EXPECT_NEAR(f.offload_s, it.offload_s / 2, 1e-12 * it.offload_s);
+  EXPECT_DOUBLE_EQ(f.generation_s, it.generation_s);
+  EXPECT_DOUBLE_EQ(f.training_s, it.training_s);
 }
 
 std::vector<Issue> issues_of(const json& doc) {

@@ -167,15 +167,19 @@ TEST(Validation, PostTrainingGrpoAndQloraSimulated) {
 
 // GRPO accuracy as a ratchet: the median |error| over the 22 NeMo RL iterations stays
 // within the figure recorded here (the current model plus a small margin); lower it as the
-// model improves. Today: step time 21.0%, throughput 23.8%.
+// model improves. Today: step time 17.7%, throughput 21.4%.
 TEST(Validation, GrpoErrorBounds) {
   const auto dir = std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation";
   const nlohmann::json r = io::run_validation({dir / "posttraining-public.json"});
   const nlohmann::json g = io::group_errors(r, "mode");
   ASSERT_TRUE(g.contains("grpo"));
   EXPECT_EQ(g["grpo"]["step_time_s"]["n"], 22);
-  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.22);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.25);
+  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.185);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.22);
+  // The tail too (today 36.5% and 37.2%): colocated refit and offload, and deep staleness,
+  // brought it down from 45% and 78%.
+  EXPECT_LE(g["grpo"]["step_time_s"]["p90_abs_error"].get<double>(), 0.38);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["p90_abs_error"].get<double>(), 0.39);
 }
 
 TEST(Validation, Deterministic) {

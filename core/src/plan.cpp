@@ -212,6 +212,10 @@ RlPlan plan_rl(const Scenario& base, const std::vector<GpuOffer>& offers, const 
         r.rollout_gpus = pl.rollout;
         r.train_gpus = pl.train;
         r.async_staleness = 0;
+        const std::optional<double>& fraction = pl.placement == RlSpec::Placement::split
+                                                    ? goal.gpu_memory_utilization_split
+                                                    : goal.gpu_memory_utilization_colocated;
+        if (fraction) r.rollout.engine.gpu_memory_utilization = *fraction;
         TrainingPlan& tr = *sc.training;
         const int64_t model_parallel = std::max<int64_t>(1, t.tp * t.pp * t.cp);
         tr.dp = pl.train / model_parallel;
@@ -231,12 +235,26 @@ RlPlan plan_rl(const Scenario& base, const std::vector<GpuOffer>& offers, const 
                " must divide gpus.rollout = " + std::to_string(pl.rollout));
           continue;
         }
-        Job job;
-        job.offer = oi;
-        job.sc = std::move(sc);
-        if (pl.placement == RlSpec::Placement::split) job.staleness = goal.staleness;
-        else job.staleness = {0};
-        jobs.push_back(std::move(job));
+        // Staleness values with the same in-flight rollout count share one evaluation
+        // (rl_rollout_inflight_iterations: 1 for 0 and 1, k above).
+        std::map<int64_t, std::vector<int64_t>> by_inflight;
+        if (pl.placement == RlSpec::Placement::split) {
+          for (int64_t k : goal.staleness) {
+            RlSpec probe = r;
+            probe.async_staleness = k;
+            by_inflight[rl_rollout_inflight_iterations(probe)].push_back(k);
+          }
+        } else {
+          by_inflight[1] = {0};
+        }
+        for (auto& [inflight, ks] : by_inflight) {
+          Job job;
+          job.offer = oi;
+          job.sc = sc;
+          job.sc.rl->async_staleness = inflight > 1 ? inflight : 0;
+          job.staleness = ks;
+          jobs.push_back(std::move(job));
+        }
       }
     }
   }
@@ -292,7 +310,7 @@ RlPlan plan_rl(const Scenario& base, const std::vector<GpuOffer>& offers, const 
       o.gpu_hours = o.hours * static_cast<double>(o.num_gpus);
       o.cost_usd = o.gpu_hours * o.usd_per_gpu_hour;
       if (it.step_time_s > 0) {
-        const double all = it.generation_s + it.scoring_s + it.training_s + it.resharding_s;
+        const double all = it.generation_s + it.scoring_s + it.training_s + it.resharding_s + it.offload_s;
         const bool split = r.placement == RlSpec::Placement::split;
         o.rollout_idle_share = std::max(0.0, 1.0 - (split ? it.generation_s + it.resharding_s : all) / it.step_time_s);
         o.train_idle_share =

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "capsim/core/memory.hpp"
+#include "capsim/core/model.hpp"
 #include "capsim/core/serving.hpp"
 #include "capsim/core/step.hpp"
 
@@ -129,6 +131,14 @@ std::vector<int64_t> rl_response_lengths(const RlSpec& rl, int64_t n) {
   return out;
 }
 
+int64_t rl_rollout_inflight_iterations(const RlSpec& rl) {
+  return rl.placement == RlSpec::Placement::split && rl.async_staleness > 1 ? rl.async_staleness : 1;
+}
+
+double rl_offload_bytes_per_gpu(double optimizer_bytes, double trainer_weight_bytes, double engine_weight_bytes) {
+  return 2.0 * optimizer_bytes + 2.0 * trainer_weight_bytes + 2.0 * engine_weight_bytes;
+}
+
 void combine_rl_phases(RlIteration& it, const RlSpec& rl) {
   const bool overlapped = rl.placement == RlSpec::Placement::split && rl.async_staleness >= 1;
   if (overlapped) {
@@ -136,11 +146,12 @@ void combine_rl_phases(RlIteration& it, const RlSpec& rl) {
     it.step_time_s = std::max(it.generation_s, trainer) + it.resharding_s;
     it.bottleneck = it.generation_s >= trainer ? "generation" : it.scoring_s > it.training_s ? "scoring" : "training";
   } else {
-    it.step_time_s = it.generation_s + it.scoring_s + it.training_s + it.resharding_s;
+    it.step_time_s = it.generation_s + it.scoring_s + it.training_s + it.resharding_s + it.offload_s;
     const std::pair<double, const char*> phases[] = {{it.generation_s, "generation"},
                                                      {it.scoring_s, "scoring"},
                                                      {it.training_s, "training"},
-                                                     {it.resharding_s, "resharding"}};
+                                                     {it.resharding_s, "resharding"},
+                                                     {it.offload_s, "offload"}};
     it.bottleneck = std::max_element(std::begin(phases), std::end(phases),
                                      [](const auto& a, const auto& b) { return a.first < b.first; })
                         ->second;
@@ -193,13 +204,29 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
       it.scoring_s += r->kind == RlModel::Kind::actor
                           ? it.forward_pass_s
                           : forward_pass_seconds(role_model(*r, s.model), train_sys, fwd, it.samples, cost);
+  // The trainer's largest per-GPU weights and optimizer state (the slowest rank sets the pace).
+  double trainer_weights = 0, trainer_optimizer = 0;
+  for (const StageMemory& st : it.update.memory.stages) {
+    trainer_weights = std::max(trainer_weights, st.weights_bytes);
+    trainer_optimizer = std::max(trainer_optimizer, st.optimizer_bytes);
+  }
+  const double host_link = pcie_bytes_per_s(s.system);
+  if (rl.reference.kind == RlModel::Kind::actor) {
+    // NeMo RL use_reference_model: the policy's weights down, the reference's up, the
+    // policy's up again.
+    it.reference_swap_bytes_per_gpu = 3.0 * trainer_weights;
+    it.reference_swap_s = it.reference_swap_bytes_per_gpu / host_link;
+    it.scoring_s += it.reference_swap_s;
+  }
 
-  // (a) generation through the serving simulator.
-  const std::vector<int64_t> lengths = rl_response_lengths(rl, it.samples);
+  // (a) generation through the serving simulator: the in-flight iterations' samples at
+  // once, the makespan shared among them (rl_rollout_inflight_iterations).
+  it.rollout_inflight_iterations = rl_rollout_inflight_iterations(rl);
+  const std::vector<int64_t> lengths = rl_response_lengths(rl, it.samples * it.rollout_inflight_iterations);
   it.longest_response = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   try {
     const ServingResult r = rollout(s, it, lengths, cost);
-    it.generation_s = r.duration_s;
+    it.generation_s = r.duration_s / dbl(it.rollout_inflight_iterations);
     it.rollout_iterations = r.iterations;
     it.rollout_preemptions = r.preemptions;
     it.rollout_peak_kv_utilization = r.peak_kv_utilization;
@@ -209,15 +236,34 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
     return it;
   }
 
-  // (d) refit: each rollout GPU receives its shard of the weights, over NVLink when the
-  // engine shares the trainer's GPUs (colocated), over the scale-out network when it has
-  // its own nodes (split). Colocated engines also wake from and go back to sleep (vLLM
-  // sleep mode, weights and KV cache released between rollouts); no published figure
-  // for that time was found, so it is not counted.
-  const double weights = dbl(count_params(s.model).total) * kRefitBytesPerParam;
-  it.refit_bytes_per_gpu = weights / dbl(std::max<int64_t>(1, rl.rollout.tp * rl.rollout.pp));
-  const bool over_network = rl.placement == RlSpec::Placement::split;
-  it.resharding_s = cost.p2p(Bytes(it.refit_bytes_per_gpu), over_network).value;
+  // (d) refit (see the header for the sources). Split: each rollout GPU receives its shard
+  // of the weights over the scale-out network. Colocated: each GPU receives the whole
+  // exported model less the trainer's own shard, over the network when the trainer's
+  // model-parallel group spans nodes. Megatron-LM orders ranks "tp-cp-ep-dp-pp"
+  // (megatron/core/parallel_state.py, initialize_model_parallel's default order): pipeline
+  // stages are the outermost dimension, so pp > 1 spans nodes once the pool does, and the
+  // tp and ep groups are runs of consecutive ranks.
+  const FrozenParams fp = frozen_model_params(s.model);
+  const double model_bytes = (fp.dense + fp.expert) * kRefitBytesPerParam;
+  const double engine_ways = dbl(std::max<int64_t>(1, rl.rollout.tp * rl.rollout.pp));
+  const TrainingPlan& up = it.update.plan;
+  const int64_t node = std::max<int64_t>(1, s.system.gpus_per_node);
+  if (rl.placement == RlSpec::Placement::split) {
+    it.refit_bytes_per_gpu = model_bytes / engine_ways;
+    it.resharding_s = cost.p2p(Bytes(it.refit_bytes_per_gpu), true).value;
+  } else {
+    const double own = (fp.dense / dbl(up.tp * up.pp) + fp.expert / dbl(up.ep * up.etp.value_or(1) * up.pp)) *
+                       kRefitBytesPerParam;
+    it.refit_bytes_per_gpu = std::max(0.0, model_bytes - own);
+    const bool spans_nodes =
+        rl.train_gpus > node && (up.pp > 1 || up.tp > node || up.ep * up.etp.value_or(1) > node);
+    it.resharding_s = cost.p2p(Bytes(it.refit_bytes_per_gpu), spans_nodes).value;
+    // Time-sharing the GPUs: optimizer state, trainer weights and engine weights each go
+    // down to the host and come back once per iteration.
+    const double engine_weights = dbl(count_params(s.model).total) * dtype_bytes(rl.rollout.weight_dtype) / engine_ways;
+    it.offload_bytes_per_gpu = rl_offload_bytes_per_gpu(trainer_optimizer, trainer_weights, engine_weights);
+    it.offload_s = it.offload_bytes_per_gpu / host_link;
+  }
 
   combine_rl_phases(it, rl);
   return it;

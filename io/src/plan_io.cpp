@@ -90,6 +90,20 @@ void read_rl_goal(const json& v, const json& doc, const fs::path& path, PlanRequ
   } else {
     issues.push_back({r.at("gpu_counts"), "", "is required: a non-empty list of GPU counts", {}});
   }
+  if (const json* f = r.get("gpu_memory_utilization")) {
+    ObjectReader fr(*f, r.at("gpu_memory_utilization"), issues);
+    if (!f->is_object()) {
+      issues.push_back({r.at("gpu_memory_utilization"), brief(*f), "must be an object: {\"colocated\": x, \"split\": y}", {}});
+    } else {
+      for (const char* k : {"colocated", "split"}) {
+        double u = 0;
+        if (!fr.number(k, u, false, 0)) continue;
+        if (u <= 0 || u > 1) issues.push_back({fr.at(k), brief((*f)[k]), "must be in (0, 1]", {}});
+        else (std::string(k) == "split" ? goal.gpu_memory_utilization_split : goal.gpu_memory_utilization_colocated) = u;
+      }
+      fr.finish();
+    }
+  }
   const json* t = r.get("training");
   r.finish();
   if (!t) {
@@ -399,6 +413,12 @@ json rl_plan_json(const PlanRequest& req, const RlPlan& plan) {
                {"deadline_days", req.rl_goal.deadline_days},
                {"gpu_counts", req.rl_goal.gpu_counts},
                {"async_staleness", req.rl_goal.staleness}};
+  if (req.rl_goal.gpu_memory_utilization_colocated || req.rl_goal.gpu_memory_utilization_split) {
+    json f = json::object();
+    if (req.rl_goal.gpu_memory_utilization_colocated) f["colocated"] = *req.rl_goal.gpu_memory_utilization_colocated;
+    if (req.rl_goal.gpu_memory_utilization_split) f["split"] = *req.rl_goal.gpu_memory_utilization_split;
+    j["goal"]["gpu_memory_utilization"] = f;
+  }
   json shares = json::array();
   for (auto [num, den] : req.rl_goal.rollout_shares) shares.push_back(std::to_string(num) + "/" + std::to_string(den));
   j["split_rollout_shares"] = shares;
@@ -426,9 +446,10 @@ json rl_plan_json(const PlanRequest& req, const RlPlan& plan) {
                            {"pp", p.pp},
                            {"ep", p.ep.value_or(1)},
                            {"replicas", p.replicas},
+                           {"gpu_memory_utilization", p.engine.gpu_memory_utilization.value_or(p.profile.knobs.gpu_memory_utilization)},
                            {"weight_dtype", std::string(to_string(p.weight_dtype))}};
     x["iteration"] = {{"generation_s", it.generation_s}, {"scoring_s", it.scoring_s}, {"training_s", it.training_s},
-                      {"resharding_s", it.resharding_s}, {"step_time_s", it.step_time_s},
+                      {"resharding_s", it.resharding_s}, {"offload_s", it.offload_s}, {"step_time_s", it.step_time_s},
                       {"throughput_tokens_per_s", it.throughput_tokens_per_s}, {"bottleneck", it.bottleneck}};
     x["idle_share"] = {{"rollout", o.rollout_idle_share}, {"train", o.train_idle_share}};
     x["iterations"] = o.iterations;

@@ -420,6 +420,7 @@ json rl_iteration_json(const Scenario& s, const RlIteration& it) {
             {"scoring_s", it.scoring_s},
             {"training_s", it.training_s},
             {"resharding_s", it.resharding_s},
+            {"offload_s", it.offload_s},
             {"step_time_s", it.step_time_s},
             {"throughput_tokens_per_s", it.throughput_tokens_per_s},
             {"bottleneck", it.bottleneck},
@@ -441,6 +442,7 @@ json rl_iteration_json(const Scenario& s, const RlIteration& it) {
               {"tp", rl.rollout.tp},
               {"pp", rl.rollout.pp},
               {"replicas", it.rollout_replicas},
+              {"inflight_iterations", it.rollout_inflight_iterations},
               {"engine_profile", rl.rollout.profile.id},
               {"iterations", it.rollout_iterations},
               {"preemptions", it.rollout_preemptions},
@@ -453,6 +455,9 @@ json rl_iteration_json(const Scenario& s, const RlIteration& it) {
               {"step_s", it.update_step_s}}},
             {"forward_pass_s", it.forward_pass_s},
             {"refit_bytes_per_gpu", it.refit_bytes_per_gpu},
+            {"offload_bytes_per_gpu", it.offload_bytes_per_gpu},
+            {"reference_swap_s", it.reference_swap_s},
+            {"reference_swap_bytes_per_gpu", it.reference_swap_bytes_per_gpu},
             {"status", it.feasible ? "ok" : "does_not_fit"}};
   if (!it.feasible) j["fail_reason"] = it.fail_reason;
   return j;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,11 @@ struct RlGoal {
   /// Split placements: the rollout pool's share of the cluster, as numerator/denominator
   /// in lowest terms.
   std::vector<std::pair<int64_t, int64_t>> rollout_shares = {{1, 4}, {1, 2}, {3, 4}};
+  /// The rollout engine's memory fraction per placement, where the goal gives one (else the
+  /// engine block's for both). Frameworks set them apart: NeMo RL v0.5.0 runs vLLM at 0.6
+  /// beside the offloaded trainer (examples/configs/grpo_math_1B.yaml) and at 0.8 on
+  /// generation-only nodes (recipes/llm/performance/*-async-1off.yaml).
+  std::optional<double> gpu_memory_utilization_colocated, gpu_memory_utilization_split;
 };
 
 /// One (GPU type, cluster size, placement, staleness) candidate of plan_rl.

@@ -55,10 +55,12 @@ struct RlIteration {
   double scoring_s = 0;      ///< reference, actor (old-policy), critic and reward forwards
   double training_s = 0;     ///< ppo_epochs x mini_batches optimizer steps (actor, critic)
   double resharding_s = 0;   ///< weights from the training layout to the rollout engine
+  /// Colocated only: host-link round trips of the time-shared GPUs (rl_offload_bytes_per_gpu).
+  double offload_s = 0;
   double step_time_s = 0;
   /// Prompt + response tokens of the iteration's samples over the step (SCHEMA.md).
   double throughput_tokens_per_s = 0;
-  std::string bottleneck;  ///< "generation", "scoring", "training" or "resharding"
+  std::string bottleneck;  ///< "generation", "scoring", "training", "resharding" or "offload"
 
   int64_t samples = 0;           ///< prompts_per_step x group_size
   double prompt_tokens = 0;      ///< per sample, in force
@@ -68,6 +70,7 @@ struct RlIteration {
   int64_t longest_response = 0;  ///< the longest of the samples drawn
   double tokens_per_step = 0;    ///< samples x (prompt + mean response)
   int64_t rollout_replicas = 0;  ///< rollout GPUs / (tp * pp)
+  int64_t rollout_inflight_iterations = 1;  ///< rl_rollout_inflight_iterations
   int64_t rollout_iterations = 0;
   int64_t rollout_preemptions = 0;
   double rollout_peak_kv_utilization = 0;
@@ -75,7 +78,12 @@ struct RlIteration {
   int64_t train_seq_len = 0;     ///< packed sequence length: prompt + mean response
   double update_step_s = 0;      ///< one optimizer step of the actor
   double forward_pass_s = 0;     ///< one actor-sized forward over every sample
+  /// Bytes each rollout GPU receives in the refit: its engine shard (split), or the whole
+  /// exported model less the trainer's own shard (colocated, see evaluate_rl_iteration).
   double refit_bytes_per_gpu = 0;
+  double offload_bytes_per_gpu = 0;    ///< colocated: bytes over the host link per iteration
+  double reference_swap_s = 0;         ///< part of scoring_s: the reference weights swapped in and out
+  double reference_swap_bytes_per_gpu = 0;
   TrainEvaluation update;        ///< the actor's update step (resolved plan, memory)
   bool feasible = true;
   std::string fail_reason;
@@ -83,18 +91,56 @@ struct RlIteration {
 
 /// Evaluate one iteration of `s` (mode ppo/grpo, `s.rl` set; `s.training` is the actor's
 /// update layout on rl.train_gpus GPUs). Placement colocated: the phases run in sequence on
-/// the same GPUs, step = generation + scoring + training + resharding. Split with
+/// the same GPUs, step = generation + scoring + training + resharding + offload. Split with
 /// async_staleness >= 1: generation runs on its own GPUs for the next iteration while this
 /// one's samples are scored and trained on (NeMo RL async GRPO, docs/guides/async-grpo.md:
 /// trajectory collection on the generation workers concurrent with policy training, refit
 /// after each update), step = max(generation, scoring + training) + resharding; split
-/// on-policy (staleness 0) runs them in sequence. A pure function of its inputs.
+/// on-policy (staleness 0) runs them in sequence.
+///
+/// What moves besides the compute follows NeMo RL's Megatron policy worker and its vLLM
+/// generation at v0.5.0 (github.com/NVIDIA-NeMo/RL, nemo_rl/algorithms/grpo.py
+/// refit_policy_generation and grpo_train; nemo_rl/models/policy/workers/
+/// megatron_policy_worker.py; nemo_rl/models/generation/vllm/vllm_worker.py):
+/// - reference log-probs (any placement, reference "model"): use_reference_model copies the
+///   policy's weights to the host, loads the reference's from the host and restores the
+///   policy's afterwards: three copies of the trainer's weights per GPU over the host link,
+///   counted in scoring_s (NeMo RL times them inside policy_and_reference_logprobs);
+/// - colocated refit: every training rank exports the whole model in HF layout
+///   (Megatron-Bridge stream_weights_megatron_to_hf at the pinned commit 1e9a459: "All ranks
+///   receive the full tensors", gathered over tp and ep and broadcast over pp) and hands it
+///   to the engine on its GPU through CUDA IPC; each GPU receives the model less its own
+///   shard, over the scale-out network when the trainer's model-parallel group spans nodes,
+///   else over NVLink (resharding_s). Split refit broadcasts each engine's shard over the
+///   network as before;
+/// - colocated time-sharing (offload_s): offload_before_refit moves the optimizer state to
+///   the host and prepare_for_training brings it back; offload_after_refit moves the
+///   trainer's weights to the host and prepare_for_lp_inference brings them back;
+///   finish_generation puts vLLM to sleep at level 1 (weights to the host, KV cache freed)
+///   and prepare_for_generation wakes it (weights back). Gradient buffers are freed, not
+///   copied (Megatron-LM ParamAndGradBuffer.offload_to_cpu). All at the host link rate
+///   pcie_bytes_per_s, one direction at a time.
+/// A pure function of its inputs.
 RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost);
+
+/// Bytes one GPU moves over its host link per colocated iteration (offload_s): the
+/// trainer's optimizer state and weights each down and up, and the engine's weights each
+/// down and up (vLLM sleep level 1 and wake).
+double rl_offload_bytes_per_gpu(double optimizer_bytes, double trainer_weight_bytes, double engine_weight_bytes);
+
+/// Iterations whose rollouts the engine holds at once: async_staleness k on a split
+/// placement, else 1. NeMo RL's async trajectory collector keeps up to
+/// num_prompts_per_step x max_trajectory_age_steps prompt groups in flight, generating
+/// continuously (v0.6.0 nemo_rl/algorithms/async_utils.py, AsyncTrajectoryCollector
+/// max_inflight), so with k > 1 the engine serves k iterations' samples together and each
+/// iteration takes 1/k of their makespan: the batch's long tail is paid once per k
+/// iterations, not every iteration. For k <= 1 this is the single batch's makespan.
+int64_t rl_rollout_inflight_iterations(const RlSpec& rl);
 
 /// The step of `it` from its phase seconds under the placement and async_staleness of
 /// `rl` (as evaluate_rl_iteration describes): step_time_s, bottleneck and throughput.
-/// The phases do not depend on the staleness, so one evaluation serves every staleness of
-/// a split placement.
+/// The phases depend on the staleness only through rl_rollout_inflight_iterations, so one
+/// evaluation serves every staleness of a split placement with the same in-flight count.
 void combine_rl_phases(RlIteration& it, const RlSpec& rl);
 
 /// One optimizer step of a trained model beside a frozen one: preference optimisation
