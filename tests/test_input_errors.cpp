@@ -560,6 +560,22 @@ TEST(Overrides, CreatesMissingObjects) {
   EXPECT_EQ(doc["training"]["lora"]["rank"], 8);
 }
 
+// Rule: a path through a value that is not an object (a preset name, a number) says which
+// part holds what, instead of the JSON library's message.
+TEST(Overrides, PathThroughAValueThatIsNotAnObject) {
+  json doc = good_scenario();
+  doc["model"] = "llama3-8b";
+  EXPECT_EQ(override_issues(doc, {"model.hidden_size=4096", "training.tp.x=3"}),
+            (std::vector<Issue>{
+                {"--set", "model.hidden_size=4096",
+                 "\"model\" is \"llama3-8b\", not an object, so a preset's keys cannot be set below it; replace the "
+                 "name with the whole object to change its fields",
+                 ""},
+                {"--set", "training.tp.x=3", "\"training.tp\" is " + doc["training"]["tp"].dump() +
+                     ", not an object, so its keys cannot be set below it", ""},
+            }));
+}
+
 TEST(Overrides, ValueWithEqualsSign) {
   json doc = good_scenario();
   io::apply_overrides(doc, {"id=a=b"});

@@ -909,6 +909,33 @@ std::vector<TraceRequest> read_request_trace(const fs::path& path, const std::st
   return out;
 }
 
+namespace {
+
+/// Why `--set` could not write at `ptr`: the deepest part of the path that exists and holds a
+/// value that is not an object (a preset name, a number) has no keys to set below it.
+std::string set_failure(const json& doc, const json::json_pointer& ptr, const json::exception& e) {
+  std::vector<json::json_pointer> chain;
+  for (json::json_pointer p = ptr; !p.empty(); p = p.parent_pointer()) chain.push_back(p);
+  std::reverse(chain.begin(), chain.end());
+  const json* node = &doc;
+  std::string at;
+  for (const auto& p : chain) {
+    if (!node->is_object()) {
+      const std::string where = at.empty() ? "the document" : "\"" + at + "\"";
+      return where + " is " + brief(*node) + ", not an object, so " + (node->is_string() ? "a preset's" : "its") +
+             " keys cannot be set below it" + (node->is_string() ? "; replace the name with the whole object to change its fields" : "");
+    }
+    const std::string key = p.back();
+    const auto it = node->find(key);
+    if (it == node->end()) break;
+    at += (at.empty() ? "" : ".") + key;
+    node = &*it;
+  }
+  return std::string("cannot apply: ") + e.what();
+}
+
+}  // namespace
+
 void apply_overrides(json& doc, const std::vector<std::string>& sets) {
   std::vector<Issue> issues;
   for (const auto& s : sets) {
@@ -930,7 +957,7 @@ void apply_overrides(json& doc, const std::vector<std::string>& sets) {
     try {
       doc[to_pointer(path)] = value;
     } catch (const json::exception& e) {
-      issues.push_back({"--set", s, std::string("cannot apply: ") + e.what(), {}});
+      issues.push_back({"--set", s, set_failure(doc, to_pointer(path), e), {}});
     }
   }
   if (!issues.empty()) throw InputError(std::move(issues));
