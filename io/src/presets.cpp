@@ -198,6 +198,12 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     attention("attention_fwd", g.efficiency.attention_fwd);
     attention("attention_bwd", g.efficiency.attention_bwd);
     attention("attention_fa2", g.efficiency.attention_fa2);
+    // Optional: parts with no cuDNN measurement cost Transformer Engine's attention with the
+    // fused tables.
+    if (e.contains("attention_cudnn_fwd") || e.contains("attention_cudnn_bwd")) {
+      attention("attention_cudnn_fwd", g.efficiency.attention_cudnn_fwd);
+      attention("attention_cudnn_bwd", g.efficiency.attention_cudnn_bwd);
+    }
   }
   if (g.peak_bf16_tflops <= 0) issues.push_back({origin + "#/facts/peak_bf16_tflops", "", "must be positive", {}});
   if (g.hbm_capacity_bytes <= 0)
