@@ -404,3 +404,93 @@ TEST(Pipeline, DualPipeDoublesParametersAndHoldsPpPlusOne) {
 
 }  // namespace
 }  // namespace capsim
+
+namespace capsim {
+namespace {
+
+// Multi-token prediction (DeepSeek-V3 report Sec. 2.2; config.json num_nextn_predict_layers):
+// the module takes the place of a layer in the last stage, as Megatron-LM's DeepSeek-V3
+// layout "Et|(tt|)*30mL" places it, and on that stage adds exactly its block's parameters,
+// eh_proj (2h x h), three RMSNorms and a copy of the embedding.
+TEST(MultiTokenPrediction, LastStageHoldsTheModule) {
+  const ModelSpec m = io::load_model("deepseek-v3");
+  EXPECT_EQ(m.mtp_layers, 1);
+  std::vector<int64_t> expect(16, 4);
+  expect.front() = 3;
+  expect.back() = 2;
+  EXPECT_EQ(split_layers(61, 16, 1), expect);
+  std::vector<int64_t> layout(32, 2);  // Et|(tt|)*30mL
+  layout.front() = 1;
+  layout.back() = 0;
+  EXPECT_EQ(split_layers(61, 32, 1), layout);
+
+  TrainingPlan t;
+  t.pp = 16;
+  t.dp = 8;
+  t.ep = 64;
+  t.zero = 1;
+  t.micro_batch = 1;
+  t.global_batch = 8 * 32;
+  t.seq_len = 4096;
+  t.precision = DType::fp8;
+  t.stage_layers = expect;  // the same split with and without the module
+  ModelSpec none = m;
+  none.mtp_layers = 0;
+  const SystemSpec sys = system_of("h800-sxm5-80gb", 2048);
+  const TrainingMemory with = training_memory(m, sys, t);
+  const TrainingMemory without = training_memory(none, sys, t);
+  for (size_t r = 0; r + 1 < with.stages.size(); ++r) EXPECT_DOUBLE_EQ(with.stages[r].total_bytes, without.stages[r].total_bytes);
+  const LayerParams lp = layer_params(m, 60);
+  const double h = static_cast<double>(m.hidden);
+  const double expected = static_cast<double>(lp.total() - lp.routed_experts) + static_cast<double>(lp.routed_experts) / 64.0 +
+                          2.0 * h * h + 3.0 * h + static_cast<double>(m.vocab) * h;
+  EXPECT_DOUBLE_EQ(with.stages.back().params - without.stages.back().params, expected);
+  EXPECT_GT(with.stages.back().activations_bytes, without.stages.back().activations_bytes);
+}
+
+// Megatron-Core applies the routing probabilities inside the experts' fused activation, so
+// its combine keeps no expert outputs; PyTorch-native MoE weights the returned outputs and
+// keeps their top-k bf16 copies per token for the probabilities' gradient.
+TEST(MoeCombine, MegatronKeepsNoExpertOutputs) {
+  const ModelSpec m = io::load_model("deepseek-v3");
+  TrainingPlan t;
+  t.precision = DType::bf16;
+  ShardContext sc;
+  sc.micro_batch = 1;
+  sc.seq_len = 4096;
+  t.framework = Framework::megatron;
+  const LoweringOptions mg = lowering_options(m, t);
+  t.framework = Framework::pytorch;
+  const LoweringOptions pt = lowering_options(m, t);
+  EXPECT_TRUE(mg.probs_in_activation);
+  EXPECT_FALSE(pt.probs_in_activation);
+  const double a = layer_activation_bytes(lower_layer(m, 3, mg), mg, m, sc) / 4096.0;
+  const double b = layer_activation_bytes(lower_layer(m, 3, pt), pt, m, sc) / 4096.0;
+  EXPECT_DOUBLE_EQ(b - a, static_cast<double>(m.moe->top_k * m.hidden) * 2.0);
+  // Dense layers have no combine.
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(lower_layer(m, 0, mg), mg, m, sc),
+                   layer_activation_bytes(lower_layer(m, 0, pt), pt, m, sc));
+}
+
+// DualPipe's PP + 1 microbatches split by direction: rank r's own chunk (stage r) holds
+// pp - r of them as 1F1B's stage r does, the reverse direction's stage pp-1-r holds r + 1.
+// The end ranks therefore hold 1F1B's first stage plus its last stage.
+TEST(Pipeline, DualPipeEndRanksHoldFirstStageFullAndLastStageOnce) {
+  const ModelSpec m = io::load_model("llama2-7b");
+  TrainingPlan t;
+  t.pp = 4;
+  t.dp = 1;
+  t.micro_batch = 1;
+  t.global_batch = 16;
+  t.seq_len = 4096;
+  t.recompute = Recompute::selective;
+  const TrainingMemory one = training_memory(m, system_of("h100-sxm5-80gb", 4), t);
+  t.schedule = Schedule::dualpipe;
+  const TrainingMemory dual = training_memory(m, system_of("h100-sxm5-80gb", 4), t);
+  EXPECT_DOUBLE_EQ(dual.stages[0].activations_bytes, one.stages[0].activations_bytes + one.stages[3].activations_bytes);
+  EXPECT_DOUBLE_EQ(dual.stages[3].activations_bytes, dual.stages[0].activations_bytes);
+  EXPECT_EQ(dual.stages[0].inflight_microbatches, 5);
+}
+
+}  // namespace
+}  // namespace capsim

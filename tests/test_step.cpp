@@ -847,7 +847,7 @@ TEST(EvaluateTraining, FrameworkConventionsWhenAuto) {
   EXPECT_EQ(num_microbatches(ev.plan), 4);
   s.training->zero = 1;
   EXPECT_EQ(framework_of(*s.training), Framework::megatron);
-  EXPECT_EQ(attention_of(*s.training), AttentionKernel::fused);
+  EXPECT_EQ(attention_of(*s.training), AttentionKernel::cudnn);
   s.training->attention = AttentionKernel::unfused;
   EXPECT_EQ(attention_of(*s.training), AttentionKernel::unfused);
 }
@@ -1120,13 +1120,111 @@ TEST(Fp8Recipes, BlockwiseGemmsRunAtTheBlockKernelsRate) {
   EXPECT_GE(blockwise.compute_s, 3.0 * 2.0 * layer_params * tokens / rate);
 }
 
+// Transformer Engine's attention (cuDNN's fused kernel) runs at the cuDNN figures the
+// FlashAttention-3 paper measured beside FA3 on H100 (causal hdim 128 at 16k: 539 vs 616
+// TFLOP/s forward, 516 vs 561 backward non-causal); a part without a cuDNN table (A100)
+// costs it as the fused kernel.
+TEST(Attention, CudnnKernelAtItsMeasuredRate) {
+  AttentionShape a;
+  a.batch = 1;
+  a.heads = 32;
+  a.kv_heads = 32;
+  a.q_len = a.kv_len = 16384;
+  a.causal = true;
+  const SystemSpec h100 = system_of("h100-sxm5-80gb", 1);
+  const hw::RooflineCostModel cost(h100);
+  a.kernel = AttentionKernel::fused;
+  const double fa3 = cost.attention(a, false).value;
+  a.kernel = AttentionKernel::cudnn;
+  const double cudnn = cost.attention(a, false).value;
+  const auto& e = h100.gpu.efficiency;
+  EXPECT_NEAR(cudnn / fa3, e.attention_fwd.at(16384, 128, true) / e.attention_cudnn_fwd.at(16384, 128, true), 1e-12);
+  EXPECT_NEAR(e.attention_cudnn_fwd.at(16384, 128, true) * 989.4, 539.0, 0.1);
+  EXPECT_NEAR(e.attention_cudnn_bwd.at(16384, 128, false) * 989.4, 516.0, 0.1);
+  const SystemSpec a100 = system_of("a100-sxm4-80gb", 1);
+  const hw::RooflineCostModel ampere(a100);
+  a.kernel = AttentionKernel::fused;
+  const double f = ampere.attention(a, true).value;
+  a.kernel = AttentionKernel::cudnn;
+  EXPECT_DOUBLE_EQ(ampere.attention(a, true).value, f);
+}
+
+TrainingPlan deepseek_v3_dualpipe() {
+  TrainingPlan t;
+  t.tp = 1;
+  t.pp = 16;
+  t.ep = 64;
+  t.dp = 128;
+  t.zero = 1;
+  t.micro_batch = 1;
+  t.global_batch = 15360;
+  t.seq_len = 4096;
+  t.precision = DType::fp8;
+  t.fp8_blockwise = true;
+  t.recompute = Recompute::selective;
+  t.recompute_modules = kRecomputeLayernorm | kRecomputeMlaUpProj | kRecomputeMoeAct;
+  t.schedule = Schedule::dualpipe;
+  return t;
+}
+
+// DualPipe's all-to-all kernels hold 20 SMs while they overlap computation (DeepSeek-V3
+// report Sec. 3.2.2): the computation they hide behind takes hidden x 20 / SMs longer, and
+// nothing else changes.
+TEST(DualPipe, CommunicationSmsSlowTheComputationTheyOverlap) {
+  const ModelSpec m = io::load_model("deepseek-v3");
+  const TrainingPlan t = deepseek_v3_dualpipe();
+  const SystemSpec sys = system_of("h800-sxm5-80gb", 2048);
+  SystemSpec many = sys;
+  many.gpu.sm_count = 1 << 30;  // the 20 SMs a vanishing share (kernel costs unchanged)
+  const hw::RooflineCostModel cost(sys);
+  const StepBreakdown a = analytical_step(m, sys, t, cost);
+  const StepBreakdown b = analytical_step(m, many, t, cost);
+  ASSERT_EQ(a.slowest_stage, b.slowest_stage);
+  const double hidden = a.total_ep_s - a.exposed_ep_s;
+  EXPECT_GT(hidden, 0.0);
+  EXPECT_NEAR(a.compute_s - b.compute_s, hidden * (20.0 / 132.0 - 20.0 / static_cast<double>(1 << 30)), 1e-9 * a.compute_s);
+  EXPECT_GT(a.step_s, b.step_s);
+}
+
+// The MTP module and a second pass through the head run after the last layer: the last
+// stage's work grows by exactly the module's, the other stages' not at all (DualPipe puts
+// both ends of the model on each end rank).
+TEST(MultiTokenPrediction, CostsItsBlockAndASecondHeadOnTheLastStage) {
+  const ModelSpec m = io::load_model("deepseek-v3");
+  ModelSpec none = m;
+  none.mtp_layers = 0;
+  TrainingPlan t = deepseek_v3_dualpipe();
+  t.schedule = Schedule::one_f_one_b;
+  t.stage_layers = split_layers(61, 16, 1);
+  t.stage_layers.back() = 0;  // the module alone on the last stage, so that it is the slowest
+  t.stage_layers.front() += 2;
+  const SystemSpec sys = system_of("h800-sxm5-80gb", 2048);
+  const hw::RooflineCostModel cost(sys);
+  const StepBreakdown with = analytical_step(m, sys, t, cost);
+  const StepBreakdown without = analytical_step(none, sys, t, cost);
+  EXPECT_GT(with.step_s, without.step_s);
+  const PipelineCosts pw = pipeline_costs(m, sys, t, cost, StepOptions{});
+  const PipelineCosts pn = pipeline_costs(none, sys, t, cost, StepOptions{});
+  for (int64_t r = 0; r + 1 < t.pp; ++r)
+    EXPECT_DOUBLE_EQ(pw.chunks[static_cast<size_t>(r)][0].fwd_s, pn.chunks[static_cast<size_t>(r)][0].fwd_s);
+  const ChunkCost& lw = pw.chunks.back()[0];
+  const ChunkCost& ln = pn.chunks.back()[0];
+  // At least the module's block (an MoE layer, as cheap as a layer of stage 1 per layer)
+  // and a second head pass (as the head without the module's stage adds).
+  const double layer = pn.chunks[1][0].fwd_s / static_cast<double>(t.stage_layers[1]);
+  EXPECT_GT(lw.fwd_s - ln.fwd_s, layer);
+  EXPECT_GT(lw.fwd_s - ln.fwd_s, ln.fwd_s);  // block + head > head alone
+}
+
 // DeepSeek-V3 pre-training as its technical report describes it (2,048 H800, PP16, EP64,
 // fine-grained (blockwise) FP8 with the SwiGLU inputs cached in FP8, BF16 AdamW moments,
 // recompute of RMSNorm, MLA up-projections and SwiGLU; schedule, ZeRO stage and micro
 // batch unpublished, so "auto"). It must fit in 80 GB, its EP all-to-all is node-limited,
 // and its cost is held against the report's 2.664M H800 GPU-hours for 14.8T tokens
-// (Table 1, Sec. 1: 180K per trillion). Recorded bound: the model's figure plus a margin;
-// the target is 15%.
+// (Table 1, Sec. 1: 180K per trillion). With its MTP module, the expert outputs the combine
+// no longer keeps and DualPipe's in-flight microbatches per direction, DualPipe fits (as the
+// report ran it) and is chosen. Recorded bound: the model's figure (137K, -24%) plus a
+// margin; the target is 15%.
 TEST(DeepSeekV3Report, FitsAndCostsAboutWhatTheReportSays) {
   const Scenario s = io::load_scenario(std::filesystem::path(CAPSIM_TEST_SOURCE_DIR) / "scenarios" / "deepseek-v3-report.json");
   const hw::RooflineCostModel cost(s.system);
@@ -1135,6 +1233,8 @@ TEST(DeepSeekV3Report, FitsAndCostsAboutWhatTheReportSays) {
   EXPECT_TRUE(ev.memory.peak().fits);
   EXPECT_LE(ev.memory.peak().total_bytes, ev.memory.peak().capacity_bytes);
   EXPECT_NE(std::find(ev.auto_fields.begin(), ev.auto_fields.end(), "schedule"), ev.auto_fields.end());
+  EXPECT_EQ(ev.plan.schedule, Schedule::dualpipe);
+  EXPECT_LE(ev.memory.peak().total_bytes, 66.0 * 1024 * 1024 * 1024);
   ASSERT_TRUE(ev.step.has_value());
   const double gpu_hours_per_trillion = 1e12 / ev.step->tokens_per_s / 3600.0 * 2048.0;
   EXPECT_NEAR(gpu_hours_per_trillion / 180e3, 1.0, 0.25) << gpu_hours_per_trillion;

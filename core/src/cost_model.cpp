@@ -15,6 +15,7 @@ std::string_view to_string(CollectiveKind k) {
 std::string_view to_string(AttentionKernel k) {
   switch (k) {
     case AttentionKernel::fused: return "fused";
+    case AttentionKernel::cudnn: return "cudnn";
     case AttentionKernel::flash2: return "flash2";
     case AttentionKernel::unfused: return "unfused";
   }

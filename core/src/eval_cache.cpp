@@ -2,6 +2,7 @@
 
 #include "eval_cache_impl.hpp"
 
+#include "capsim/core/layout.hpp"
 #include "capsim/core/memory.hpp"
 
 namespace capsim {
@@ -29,6 +30,12 @@ void count_kinds(const ModelSpec& m, const TrainingPlan& t, std::vector<RankKind
   out.assign(ranks.size(), RankKinds{});
   for (size_t r = 0; r < ranks.size(); ++r)
     for (int64_t id : ranks[r]) ++out[r].n[m.is_moe_layer(id) ? 1 : 0];
+  if (t.schedule == Schedule::dualpipe) {
+    // stage_layer_ids lists stage r's layers first.
+    const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, t.pp, m.mtp_layers) : t.stage_layers;
+    for (size_t r = 0; r < ranks.size(); ++r)
+      for (int64_t i = 0; i < counts[r]; ++i) ++out[r].n_own[m.is_moe_layer(ranks[r][static_cast<size_t>(i)]) ? 1 : 0];
+  }
 }
 }  // namespace
 

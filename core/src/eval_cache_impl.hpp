@@ -32,6 +32,7 @@ struct KindCosts {
   LayerCost kinds[2];
   bool have[2] = {false, false};
   LayerCost head, emb;
+  LayerCost mtp;  ///< one multi-token prediction module with its pass through the shared head
   int64_t count[2] = {0, 0};        ///< layers of each kind in the model
   double fwd_flops_per_token = 0;   ///< forward_flops_per_token at the plan's sequence length
   const LayerCost& of(const ModelSpec& m, int64_t layer) const { return kinds[m.is_moe_layer(layer) ? 1 : 0]; }
@@ -60,6 +61,7 @@ struct MemVal {
   double act[2] = {0, 0}, act_full[2] = {0, 0};
   bool have[2] = {false, false};
   double embedding = 0, head = 0;
+  double mtp = 0;  ///< one multi-token prediction module without its head (0 when none)
 };
 
 /// The plan and system fields per-layer operator costs depend on.
@@ -98,6 +100,9 @@ LayerKinds layer_kinds(const ModelSpec& m);
 /// Layers of each kind (dense, MoE) one pipeline rank holds.
 struct RankKinds {
   int64_t n[2] = {0, 0};
+  /// DualPipe: the layers of each kind in the rank's own-direction chunk (stage r); the
+  /// rest are the reverse direction's stage pp-1-r.
+  int64_t n_own[2] = {0, 0};
   int64_t layers() const { return n[0] + n[1]; }
 };
 

@@ -159,14 +159,14 @@ std::vector<Issue> check_inference_layout(const Scenario& s) {
   return out;
 }
 
-std::vector<int64_t> split_layers(int64_t layers, int64_t stages) {
+std::vector<int64_t> split_layers(int64_t layers, int64_t stages, int64_t mtp) {
   std::vector<int64_t> out(static_cast<size_t>(stages), layers / stages);
-  if (layers % stages == 0 || stages == 1) {
+  if ((layers % stages == 0 && mtp == 0) || stages == 1) {
     if (stages == 1) out[0] = layers;
     return out;
   }
-  // Embedding and loss each take the place of one layer.
-  const int64_t units = layers + 2;
+  // Embedding and loss each take the place of one layer, as does each MTP module.
+  const int64_t units = layers + 2 + mtp;
   const int64_t base = units / stages;
   int64_t extra = units % stages;
   for (auto& v : out) v = base;
@@ -174,10 +174,13 @@ std::vector<int64_t> split_layers(int64_t layers, int64_t stages) {
   for (int64_t i = 1; i < stages && extra > 0; ++i, --extra) out[static_cast<size_t>(i)] += 1;
   if (extra > 0) out[0] += 1;
   out.front() -= 1;
-  out.back() -= 1;
-  // A stage left with no layer (tiny models) borrows from the largest.
-  for (auto& v : out) {
-    while (v < 1) {
+  out.back() -= 1 + mtp;
+  // A stage left with no layer (tiny models) borrows from the largest; the last stage may
+  // hold only the MTP modules and the loss.
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto& v = out[i];
+    const int64_t least = mtp > 0 && i + 1 == out.size() ? 0 : 1;
+    while (v < least) {
       auto it = std::max_element(out.begin(), out.end());
       *it -= 1;
       v += 1;

@@ -70,7 +70,7 @@ std::vector<std::vector<int64_t>> stage_layer_ids(const ModelSpec& m, const Trai
   if (t.schedule == Schedule::dualpipe) {
     // DualPipe (DeepSeek-V3 report, Sec. 3.2.1): rank r holds stage r of one direction and
     // stage pp-1-r of the other, the model's layers split into pp stages.
-    const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, t.pp) : t.stage_layers;
+    const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, t.pp, m.mtp_layers) : t.stage_layers;
     std::vector<std::vector<int64_t>> stage(static_cast<size_t>(t.pp));
     int64_t next = 0;
     for (int64_t s = 0; s < t.pp; ++s)
@@ -85,7 +85,7 @@ std::vector<std::vector<int64_t>> stage_layer_ids(const ModelSpec& m, const Trai
   }
   const int64_t vpp = t.vpp.value_or(1);
   const int64_t stages = t.pp * vpp;
-  const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, stages) : t.stage_layers;
+  const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, stages, m.mtp_layers) : t.stage_layers;
   std::vector<std::vector<int64_t>> ranks(static_cast<size_t>(t.pp));
   int64_t next = 0;
   for (int64_t j = 0; j < stages; ++j) {
@@ -177,6 +177,9 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
     e.recompute = Recompute::none;  // neither the embedding nor the head is checkpointed
     mv->embedding = layer_activation_bytes(lower_embedding(m, lo), lo, m, e);
     mv->head = layer_activation_bytes(lower_head(m, lo), lo, m, e);
+    // A multi-token prediction module follows the recompute policy of the layers; its pass
+    // through the shared head is not checkpointed.
+    mv->mtp = m.mtp_layers > 0 ? layer_activation_bytes(lower_mtp(m, lo), lo, m, sc) + mv->head : 0.0;
   }
 
   std::vector<RankKinds> scratch;
@@ -190,6 +193,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
     double dense = 0, expert = 0, trainable_dense = 0, trainable_expert = 0;
     double linear = 0;  // linear-layer weights of the transformer layers (a quantized base's part)
     double act_total = 0, working = 0, max_layer_local = 0;
+    double act_own = 0;  // DualPipe: the own-direction chunk's part of act_total
     // Every layer of a kind is alike, so each kind counts once times its number of layers.
     for (int k = 0; k < 2; ++k) {
       if (rk.n[k] == 0) continue;
@@ -207,8 +211,10 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
         trainable_expert += n * lora_layer_params(m, lora_spec, k == 1, true) / dbl(t.ep * etp);
       }
       const KindCost kc = kind_cost(k);
-      act_total += n * (rc == Recompute::full ? t.recompute_fraction * kc.act + (1.0 - t.recompute_fraction) * kc.act_full
-                                              : kc.act);
+      const double per_layer =
+          rc == Recompute::full ? t.recompute_fraction * kc.act + (1.0 - t.recompute_fraction) * kc.act_full : kc.act;
+      act_total += n * per_layer;
+      act_own += dbl(rk.n_own[k]) * per_layer;
       if (rc != Recompute::none) working = std::max(working, kc.act_full);
     }
     const bool dual = t.schedule == Schedule::dualpipe;
@@ -216,12 +222,34 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
     if (first) {
       dense += dbl(m.vocab * m.hidden) / tp + dbl(input_embedding_params(m) - m.vocab * m.hidden);
       act_total += mv->embedding;
+      if (r == 0) act_own += mv->embedding;
     }
     if (last) {
       dense += dbl(final_norm_params(m));
       // Untied head; a tied head on a separate last stage keeps its own copy (Megatron-LM).
       if (!m.tied_embeddings || t.pp > 1) dense += dbl(m.vocab * m.hidden) / tp;
       act_total += mv->head;
+      if (r == t.pp - 1) act_own += mv->head;
+      if (m.mtp_layers > 0) {
+        // Multi-token prediction modules on the last stage (Megatron-LM places them there):
+        // each a transformer block like the last layer plus eh_proj and norms, and its own
+        // copy of the embedding when the first stage is another rank (Megatron-Core
+        // GPTModel builds the embedding where pre_process or mtp_process holds; DualPipe's
+        // end ranks hold both ends already).
+        const double n = dbl(m.mtp_layers);
+        const LayerParams lp = layer_params(m, m.layers - 1);
+        const double block_dense =
+            dbl(lp.attention) / tp + dbl(lp.norms) + dbl(lp.dense_mlp) / tp + dbl(lp.router) + dbl(lp.shared_experts) / tp;
+        const double block_expert = dbl(lp.routed_experts) / dbl(t.ep * etp);
+        const double eh_proj = 2.0 * dbl(m.hidden) * dbl(m.hidden) / tp;
+        dense += n * (block_dense + eh_proj + dbl(mtp_extra_params(m) - 2 * m.hidden * m.hidden));
+        expert += n * block_expert;
+        linear += n * (dbl(lp.attention) / tp + dbl(lp.dense_mlp) / tp + dbl(lp.shared_experts) / tp + block_expert + eh_proj);
+        max_layer_local = std::max(max_layer_local, block_dense + block_expert);
+        if (t.pp > 1 && !first) dense += dbl(m.vocab * m.hidden) / tp;
+        act_total += n * mv->mtp;
+        if (r == t.pp - 1) act_own += n * mv->mtp;
+      }
       // Beyond the fp32 softmax the loss keeps (head activations), its backward holds:
       // Megatron-LM's fused vocab-parallel cross entropy turns that buffer into the
       // gradient in place and adds its 16-bit copy; PyTorch's F.cross_entropy on fp32
@@ -270,7 +298,15 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
     s.inflight_microbatches = t.schedule == Schedule::gpipe      ? microbatches
                               : t.schedule == Schedule::dualpipe ? std::min(t.pp + 1, microbatches)
                                                                  : inflight_chunks(t.pp, vpp, r, microbatches);
-    s.activations_bytes = act_total / dbl(t.schedule == Schedule::dualpipe ? 2 : vpp) * dbl(s.inflight_microbatches);
+    if (t.schedule == Schedule::dualpipe) {
+      // DualPipe's PP + 1 (DeepSeek-V3 report, Table 2) split by direction: like 1F1B, the
+      // chunk of stage r of its own direction holds pp - r microbatches and the reverse
+      // direction's stage pp-1-r holds r + 1, half of the microbatches flowing each way.
+      const int64_t half = std::max<int64_t>(1, microbatches / 2);
+      s.activations_bytes = act_own * dbl(std::min(t.pp - r, half)) + (act_total - act_own) * dbl(std::min(r + 1, half));
+    } else {
+      s.activations_bytes = act_total / dbl(vpp) * dbl(s.inflight_microbatches);
+    }
     s.recompute_working_bytes = working;
 
     // Communication buffers.

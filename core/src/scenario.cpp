@@ -67,7 +67,11 @@ LoraSpec resolved_lora(const TrainingPlan& t) {
 
 AttentionKernel attention_of(const TrainingPlan& t) {
   if (t.attention) return *t.attention;
-  return framework_of(t) == Framework::pytorch ? AttentionKernel::flash2 : AttentionKernel::fused;
+  // Megatron-LM and NeMo run attention through Transformer Engine, whose DotProductAttention
+  // picks cuDNN's FusedAttention on Hopper (TransformerEngine v1.4
+  // transformer_engine/pytorch/attention.py: "Select FusedAttention on sm90 and
+  // FlashAttention on others for performance"); PyTorch stacks call SDPA's FlashAttention-2.
+  return framework_of(t) == Framework::pytorch ? AttentionKernel::flash2 : AttentionKernel::cudnn;
 }
 
 std::string_view to_string(TrainMode m) {

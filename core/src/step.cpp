@@ -14,6 +14,11 @@ namespace {
 
 double dbl(int64_t v) { return static_cast<double>(v); }
 
+/// SMs DualPipe's cross-node all-to-all kernels occupy while they overlap computation: "only
+/// 20 SMs are sufficient to fully utilize the bandwidths of IB and NVLink" (DeepSeek-V3
+/// technical report, arXiv 2412.19437, Sec. 3.2.2, on H800's 132 SMs).
+constexpr double kDualPipeCommSms = 20.0;
+
 /// Bytes per parameter of the gradients and of the parameters an offloaded optimizer moves
 /// over PCIe: 16-bit each way (Ren et al. 2021, ZeRO-Offload, Sec. 4.1: fp16 gradients
 /// offloaded, fp16 parameters swapped back; 2M bytes each way for M parameters).
@@ -293,6 +298,19 @@ double fp8_weight_cast_bytes(const TrainingPlan& t, const LayerParams& lp) {
   return (dense + routed) * 4.0;
 }
 
+namespace {
+
+/// Dense parameters of one multi-token prediction module on its rank (tensor-parallel
+/// weights over tp): its block's non-expert weights, eh_proj and norms.
+double mtp_dense_params(const ModelSpec& m, const TrainingPlan& t) {
+  const LayerParams lp = layer_params(m, m.layers - 1);
+  const double h = dbl(m.hidden);
+  return (dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts) + 2.0 * h * h) / dbl(t.tp) +
+         dbl(lp.norms + lp.router) + dbl(mtp_extra_params(m)) - 2.0 * h * h;
+}
+
+}  // namespace
+
 LayoutGroups layout_groups(const TrainingPlan& t, int64_t gpn) {
   LayoutGroups g;
   const int64_t etp = t.etp.value_or(1);
@@ -342,6 +360,16 @@ KindCosts cost_kinds(const Ctx& c, const LoweringOptions& lo) {
   head_ctx.rc = Recompute::none;
   k.head = layer_cost(head_ctx, lower_head(c.m, lo), false);
   k.emb = layer_cost(head_ctx, lower_embedding(c.m, lo), false);
+  if (c.m.mtp_layers > 0) {
+    // One multi-token prediction module: its block under the layers' recompute policy, then
+    // the shared head again.
+    LayerCost& x = k.mtp;
+    x = layer_cost(c, lower_mtp(c.m, lo), c.m.is_moe_layer(c.m.layers - 1));
+    x.fwd += k.head.fwd;
+    x.bwd += k.head.bwd;
+    x.wgrad += k.head.wgrad;
+    x.fwd_flops += k.head.fwd_flops;
+  }
   k.fwd_flops_per_token = forward_flops_per_token(c.m, c.t.seq_len);
   return k;
 }
@@ -383,7 +411,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
   const double head_act = layer_activation_bytes(lower_head(m, lo), lo, m, sc_none);
 
   const int64_t stages = t.pp * vpp;
-  const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, stages) : t.stage_layers;
+  const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, stages, m.mtp_layers) : t.stage_layers;
   const bool dual = t.schedule == Schedule::dualpipe;
   const bool lora = trains_adapters(t.mode);
   const LoraSpec lora_spec = lora ? resolved_lora(t) : LoraSpec{};
@@ -427,6 +455,20 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.wgrad_s += k.head.wgrad;
       ch.activation_bytes += head_act;
       if (!lora && (!m.tied_embeddings || t.pp > 1)) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
+      if (m.mtp_layers > 0) {
+        const double n = dbl(m.mtp_layers);
+        const LayerCost& x = k.mtp;
+        ch.fwd_s += n * (x.fwd + tp_keep * x.tp_fwd + x.ep_fwd);
+        ch.bwd_s += n * (x.bwd - x.wgrad + x.recompute + tp_keep * x.tp_bwd + x.ep_bwd);
+        ch.wgrad_s += n * x.wgrad;
+        ch.ep_s += n * (x.ep_fwd + x.ep_bwd);
+        ch.activation_bytes += n * (layer_activation_bytes(lower_mtp(m, lo), lo, m, sc) + head_act);
+        if (!lora) {
+          ch.params += n * mtp_dense_params(m, t);
+          if (t.pp > 1 && !dual) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
+          ch.expert_params += n * dbl(layer_params(m, m.layers - 1).routed_experts) / dbl(t.ep * c.etp);
+        }
+      }
     }
   }
   if (dual) {
@@ -489,7 +531,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     pc_p2p = cost.p2p(Bytes(act), c.g.pp_cross_node).value;
   }
   double crit_p2p = 0, sum_p2p = 0;
-  double worst = -1, sum_stage = 0;
+  double worst = -1, worst_key = -1, sum_stage = 0;
   struct StageTime {
     double fwd, bwd, compute, recompute, tp, cp, ep, tp_total, cp_total, ep_total, params, wgrad;
   } crit{};
@@ -518,24 +560,47 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       const LayerParams& lp = lk.params[k];
       params += n * ((dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router));
     }
-    if (r == 0) {
+    // DualPipe's end ranks each hold the first stage of one direction and the last of the
+    // other: both ends of the model.
+    const bool dual = t.schedule == Schedule::dualpipe && t.pp > 1;
+    if (r == 0 || (dual && r == t.pp - 1)) {
       st.fwd += emb.fwd;
       st.bwd += emb.bwd;
       st.compute += emb.fwd + emb.bwd;
       params += dbl(m.vocab * m.hidden) / dbl(t.tp);
     }
-    if (r == t.pp - 1) {
+    if (r == t.pp - 1 || (dual && r == 0)) {
       st.fwd += head.fwd;
       st.bwd += head.bwd;
       st.compute += head.fwd + head.bwd;
-      if (!m.tied_embeddings || t.pp > 1) params += dbl(m.vocab * m.hidden) / dbl(t.tp);
+      if (!m.tied_embeddings || (t.pp > 1 && !dual)) params += dbl(m.vocab * m.hidden) / dbl(t.tp);
+      if (m.mtp_layers > 0) {
+        // Multi-token prediction modules after the last layer (see training_memory).
+        const double n = dbl(m.mtp_layers);
+        const LayerCost& x = kc.mtp;
+        st.fwd += n * (x.fwd + tp_keep * x.tp_fwd + x.ep_fwd);
+        st.bwd += n * (x.bwd + x.recompute + tp_keep * x.tp_bwd + x.ep_bwd);
+        st.compute += n * (x.fwd + x.bwd);
+        st.wgrad += n * x.wgrad;
+        st.recompute += n * x.recompute;
+        st.tp += n * tp_keep * (x.tp_fwd + x.tp_bwd);
+        st.ep += n * (x.ep_fwd + x.ep_bwd);
+        st.tp_total += n * (x.tp_fwd + x.tp_bwd);
+        st.ep_total += n * (x.ep_fwd + x.ep_bwd);
+        params += n * mtp_dense_params(m, t);
+        if (t.pp > 1 && !dual) params += dbl(m.vocab * m.hidden) / dbl(t.tp);
+      }
     }
     st.params = params;
     const double p2p = blocking_p2p ? pc_p2p * ((r < t.pp - 1 ? 1.0 : 0.0) + (r > 0 ? 1.0 : 0.0)) : 0.0;
     const double total = st.fwd + st.bwd + p2p;
     sum_stage += total;
     sum_p2p += p2p;
-    if (total > worst) {
+    // DualPipe hides the all-to-all behind the other microbatch's computation: the rank that
+    // limits it is the one with the most computation (plus what stays exposed).
+    const double key = dual ? std::max(total - st.ep, st.ep) : total;
+    if (key > worst_key) {
+      worst_key = key;
       worst = total;
       crit = st;
       crit_p2p = p2p;
@@ -562,9 +627,16 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     // lasts (the report sizes both about equal, Sec. 3.2.1); beyond it, it is exposed.
     const double busy = worst - crit.ep;
     const double exposed = std::max(0.0, crit.ep - busy);
+    // The all-to-all kernels run on SMs of their own while the other microbatch computes
+    // (report Sec. 3.2.2: 20 SMs suffice to saturate IB and NVLink); the computation they
+    // overlap runs on the rest. A fixed amount of work of which the overlapped span E runs at
+    // (S - c)/S of the rate lasts E c/S longer.
+    const double sms = dbl(std::max(1, sys.gpu.sm_count));
+    const double slowed = (crit.ep - exposed) * std::min(kDualPipeCommSms, sms - 1.0) / sms;
     const double f = crit.fwd / 2.0, b = crit.bwd / 2.0, w = crit.wgrad / 2.0, ep = (crit.ep - exposed) / 2.0;
-    const double fb = f + b - ep;
-    out.microbatch_s = (busy + exposed) / 2.0;
+    const double fb = f + b - ep + slowed / 2.0;
+    out.microbatch_s = (busy + slowed + exposed) / 2.0;
+    crit.compute += slowed;
     out.bubble_s = dbl(t.pp / 2 - 1) * std::max(0.0, fb + b - 3.0 * w);
     per_mb_scale = dbl(mb) / 2.0;
     crit.ep = exposed;
@@ -598,6 +670,8 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   const RankKinds& crit_rank = ranks[static_cast<size_t>(out.slowest_stage)];
   for (int k = 0; k < 2; ++k)
     expert_params += dbl(crit_rank.n[k]) * dbl(lk.params[k].routed_experts) / dbl(t.ep * c.etp);
+  if (m.mtp_layers > 0 && out.slowest_stage == t.pp - 1)
+    expert_params += dbl(m.mtp_layers) * dbl(layer_params(m, m.layers - 1).routed_experts) / dbl(t.ep * c.etp);
   double dense_params = crit.params;
   if (trains_adapters(t.mode)) {
     // Only the adapters train: their gradients are reduced and stepped; the frozen base

@@ -1,5 +1,7 @@
 #include "capsim/core/workload.hpp"
 
+#include <iterator>
+
 namespace capsim {
 
 namespace {
@@ -173,6 +175,10 @@ LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
   o.gemm_input_bytes = t.precision == DType::fp8 ? 1.0 : 2.0;
   o.moe_act_input_bytes = t.precision == DType::fp8 && t.fp8_blockwise.value_or(false) ? 1.0 + 4.0 / 128.0 : o.act_bytes;
   o.attention = attention_of(t) == AttentionKernel::unfused ? AttentionImpl::unfused : AttentionImpl::flash;
+  // Megatron-Core's grouped experts apply the routing probabilities in their activation
+  // (NVIDIA/Megatron-LM megatron/core/transformer/moe/experts.py, TEGroupedMLP with
+  // weighted_bias_swiglu_impl, 2025 releases); PyTorch-native MoE weights the outputs.
+  o.probs_in_activation = framework_of(t) != Framework::pytorch;
   o.dropout = m.dropout > 0.0;
   if (trains_adapters(t.mode)) {
     o.frozen_base = true;
@@ -261,7 +267,8 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
     combine.kind = OpKind::permute;
     combine.per_token = d(e.top_k);
     combine.bytes_per_token = 2.0 * d(h) * o.act_bytes * d(e.top_k);
-    combine.saved.push_back({d(h) * o.act_bytes * d(e.top_k), Shard::sequence, false});  // expert outputs
+    if (!o.probs_in_activation)
+      combine.saved.push_back({d(h) * o.act_bytes * d(e.top_k), Shard::sequence, false});  // expert outputs
     ops.push_back(combine);
     if (e.shared_experts > 0) add_ffn(ops, m, e.shared_experts * e.shared_intermediate, o, "shared_", false);
   } else {
@@ -298,6 +305,18 @@ std::vector<Op> lower_head(const ModelSpec& m, const LoweringOptions& o) {
   ops.push_back(ce);
   return ops;
 }
+
+std::vector<Op> lower_mtp(const ModelSpec& m, const LoweringOptions& o) {
+  std::vector<Op> ops;
+  ops.push_back(norm("mtp_hidden_norm", m.hidden, o));
+  ops.push_back(norm("mtp_embedding_norm", m.hidden, o));
+  ops.push_back(gemm("mtp_eh_proj", m.hidden, 2 * m.hidden, GemmSplit::column, o, true, Shard::sequence));
+  std::vector<Op> block = lower_layer(m, m.layers - 1, o);
+  ops.insert(ops.end(), std::make_move_iterator(block.begin()), std::make_move_iterator(block.end()));
+  return ops;
+}
+
+int64_t mtp_extra_params(const ModelSpec& m) { return 3 * m.hidden + 2 * m.hidden * m.hidden; }
 
 double layer_activation_bytes(const std::vector<Op>& ops, const LoweringOptions& o, const ModelSpec& m,
                               const ShardContext& c) {

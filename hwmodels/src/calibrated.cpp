@@ -39,7 +39,7 @@ Seconds CalibratedCostModel::gemm_compute(int64_t m, int64_t n, int64_t k, DType
 }
 
 Seconds CalibratedCostModel::attention(const AttentionShape& a, bool backward) const {
-  if (a.kernel == AttentionKernel::fused && a.q_len == a.kv_len && a.qk_dim == a.v_dim) {
+  if ((a.kernel == AttentionKernel::fused || a.kernel == AttentionKernel::cudnn) && a.q_len == a.kv_len && a.qk_dim == a.v_dim) {
     if (const AttentionTable* t = p_.attention_table(backward, a.causal, a.qk_dim)) {
       if (auto rate = t->at(dbl(a.q_len)); rate && *rate > 0) {
         const double flops = attention_flops(a.batch, a.heads, a.q_len, a.kv_len, a.qk_dim, a.causal, backward);

@@ -116,9 +116,12 @@ Seconds RooflineCostModel::attention(const AttentionShape& a, bool backward) con
   double flops = 2.0 * dbl(a.batch) * dbl(a.heads) * pairs * dbl(a.qk_dim + a.v_dim);
   // Backward: five matrix products to the forward's two (Dao 2023, FlashAttention-2 Sec. 3).
   if (backward) flops *= 2.5;
-  const AttentionEfficiency& t = a.kernel == AttentionKernel::flash2 && !g.efficiency.attention_fa2.seq_len.empty()
-                                     ? g.efficiency.attention_fa2
-                                     : (backward ? g.efficiency.attention_bwd : g.efficiency.attention_fwd);
+  const GpuEfficiency& e = g.efficiency;
+  const AttentionEfficiency& cudnn = backward ? e.attention_cudnn_bwd : e.attention_cudnn_fwd;
+  const AttentionEfficiency& t = a.kernel == AttentionKernel::flash2 && !e.attention_fa2.seq_len.empty() ? e.attention_fa2
+                                 : a.kernel == AttentionKernel::cudnn && !cudnn.seq_len.empty()
+                                     ? cudnn
+                                     : (backward ? e.attention_bwd : e.attention_fwd);
   // Kernel efficiency at the length of the blocks it runs (a CP rank's chunk).
   const double len = static_cast<double>(std::min(a.q_len, a.kv_len));
   const double eff = std::max(0.05, t.at(len, std::max(a.qk_dim, a.v_dim), a.causal));

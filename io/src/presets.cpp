@@ -265,6 +265,12 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     attention("attention_fwd", g.efficiency.attention_fwd);
     attention("attention_bwd", g.efficiency.attention_bwd);
     attention("attention_fa2", g.efficiency.attention_fa2);
+    // Optional: parts with no cuDNN measurement cost Transformer Engine's attention with the
+    // fused tables.
+    if (e.contains("attention_cudnn_fwd") || e.contains("attention_cudnn_bwd")) {
+      attention("attention_cudnn_fwd", g.efficiency.attention_cudnn_fwd);
+      attention("attention_cudnn_bwd", g.efficiency.attention_cudnn_bwd);
+    }
   }
   if (g.peak_bf16_tflops <= 0) issues.push_back({origin + "#/facts/peak_bf16_tflops", "", "must be positive", {}});
   if (g.hbm_capacity_bytes <= 0)
@@ -545,6 +551,12 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
   // architecture models are published in FP8 only with 128x128 weight blocks (DeepSeek-V3
   // technical report, Sec. 3.3.2; deepseek-ai/DeepSeek-V3 config.json weight_block_size).
   if (f == Family::deepseek_v3) m.fp8_weight_block = 128;
+  if (f == Family::deepseek_v2 || f == Family::deepseek_v3) {
+    m.mtp_layers = int_of(c, {"num_nextn_predict_layers"}, 0);
+    if (m.mtp_layers < 0 || m.mtp_layers > m.layers)
+      issues.push_back({pointer + "/num_nextn_predict_layers", std::to_string(m.mtp_layers),
+                        "must be between 0 and num_hidden_layers", {}});
+  }
   if (auto q = c.find("quantization_config"); q != c.end() && q->is_object()) {
     const auto method = q->find("quant_method");
     const auto block = q->find("weight_block_size");

@@ -26,7 +26,10 @@ struct Group {
 
 /// Which attention implementation runs.
 enum class AttentionKernel {
-  fused,    ///< the architecture's best fused kernel: FlashAttention-3/cuDNN on Hopper, FA2 on Ampere
+  fused,    ///< the architecture's best fused kernel: FlashAttention-3 on Hopper, FA2 on Ampere
+  /// Transformer Engine's FusedAttention: cuDNN's fused attention, which TE selects on sm90
+  /// (with context parallelism too); the preset's cuDNN table where it has one, else `fused`.
+  cudnn,
   flash2,   ///< FlashAttention-2 (PyTorch SDPA's flash backend, flash-attn 2.x)
   unfused,  ///< batched GEMMs for QK^T and PV around a fused softmax (Megatron-LM before flash)
 };

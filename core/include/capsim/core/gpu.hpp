@@ -82,6 +82,8 @@ struct GpuEfficiency {
   Sourced sustained_tensor_clock;
   Sourced hbm;          ///< achievable fraction of HBM bandwidth (stream kernels)
   AttentionEfficiency attention_fwd, attention_bwd;  ///< the architecture's best fused kernel
+  /// cuDNN fused attention (Transformer Engine's FusedAttention), forward and backward.
+  AttentionEfficiency attention_cudnn_fwd, attention_cudnn_bwd;
   AttentionEfficiency attention_fa2;  ///< FlashAttention-2 (forward+backward), e.g. PyTorch SDPA
   Sourced allreduce_busbw_gbps, allgather_busbw_gbps, reducescatter_busbw_gbps, alltoall_busbw_gbps;
   /// All-reduce over all 8 GPUs of an NVSwitch node with NVLink SHARP (NCCL's default NVLS

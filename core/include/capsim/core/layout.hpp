@@ -20,7 +20,13 @@ std::vector<Issue> check_inference_layout(const Scenario& s);
 /// `layers` does not divide: the embedding and the loss count as one layer each
 /// (--account-for-embedding/loss-in-pipeline-split), the remainder goes to the middle
 /// stages, and the first and last stages are lighter. Precondition: stages <= layers.
-std::vector<int64_t> split_layers(int64_t layers, int64_t stages);
+/// With `mtp` multi-token prediction modules (which run after the last layer, on the last
+/// stage) each module takes the place of one more layer there, as Megatron-LM's flexible
+/// layout for DeepSeek-V3 places it ("Et|(tt|)*30mL": embedding, 61 layers in pairs, then
+/// the MTP module and the loss alone in the last virtual stage; NVIDIA
+/// Megatron-MoE-ModelZoo best-practice/DeepSeekV3/README.md); the last stage may then hold
+/// no decoder layer.
+std::vector<int64_t> split_layers(int64_t layers, int64_t stages, int64_t mtp = 0);
 
 /// Warm-up plus one: the microbatches (in units of one model chunk) a pipeline rank holds
 /// activations for at its peak. 1F1B: min(pp - rank, m) (Narayanan et al. 2021, Sec. 2.2);

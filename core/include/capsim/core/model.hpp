@@ -96,6 +96,11 @@ struct ModelSpec {
   /// Weight block of the model's published FP8 checkpoint when it is block-scaled
   /// (config.json quantization_config.weight_block_size), 0 when per-tensor or unknown.
   int64_t fp8_weight_block = 0;
+  /// Multi-token prediction modules trained beside the model (config.json
+  /// num_nextn_predict_layers; DeepSeek-V3 report Sec. 2.2: each is an RMSNorm of the hidden
+  /// state and of the next token's embedding, a 2h -> h projection, one transformer block
+  /// and the shared output head). Training only: serving and parameter counts leave them out.
+  int64_t mtp_layers = 0;
 
   bool operator==(const ModelSpec&) const = default;
 

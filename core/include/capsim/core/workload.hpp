@@ -78,6 +78,12 @@ struct LoweringOptions {
   /// fp32 scale per 128 values under blockwise FP8 (DeepSeek-V3 report Sec. 3.3.2).
   double moe_act_input_bytes = 2;
   AttentionImpl attention = AttentionImpl::flash;
+  /// Routing probabilities applied inside the routed experts' fused activation
+  /// (Megatron-Core TEGroupedMLP: weighted_bias_swiglu_impl / weighted_squared_relu_impl on
+  /// permuted_probs), so the combine only sums the returned expert outputs and keeps none
+  /// of them; otherwise the combine weights them and keeps them for the probabilities'
+  /// gradient.
+  bool probs_in_activation = false;
   bool dropout = false;         ///< training with dropout keeps 1-byte masks
   bool frozen_base = false;     ///< LoRA: every base weight frozen
   int64_t lora_rank = 0;        ///< LoRA rank per adapter
@@ -97,6 +103,17 @@ std::vector<Op> lower_embedding(const ModelSpec& m, const LoweringOptions& o);
 
 /// Final norm, output head GEMM and cross-entropy; they live on the last pipeline stage.
 std::vector<Op> lower_head(const ModelSpec& m, const LoweringOptions& o);
+
+/// One multi-token prediction module without its output head (DeepSeek-V3 report Sec. 2.2,
+/// Eq. 21-22): RMSNorms of the previous depth's hidden state and of the shifted tokens'
+/// embeddings, the 2h -> h projection of their concatenation (eh_proj), then one transformer
+/// block of the kind of the model's last layer (DeepSeek-V3's MTP layer 61 is an MoE
+/// layer). It runs on the last pipeline stage, followed by the shared head (lower_head).
+std::vector<Op> lower_mtp(const ModelSpec& m, const LoweringOptions& o);
+
+/// Parameters of one multi-token prediction module beyond its transformer block: the two
+/// RMSNorms, eh_proj (2h x h) and the shared head's own final norm.
+int64_t mtp_extra_params(const ModelSpec& m);
 
 /// The parallel context that turns per-token full-width quantities into per-GPU ones.
 struct ShardContext {
