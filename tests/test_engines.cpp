@@ -119,6 +119,10 @@ TEST(ServingEngines, MoeKernelFamiliesLoadAndProfilesNameThem) {
   EXPECT_TRUE(hopper->fp8_only);
   EXPECT_DOUBLE_EQ(hopper->hbm.value_or(0), 0.519);
   EXPECT_EQ(dg.for_gpu("b200", "blackwell"), nullptr);  // no Blackwell figure: the preset's
+  const MoeKernel tuned = io::moe_kernel_family("triton-tuned", "/k");
+  EXPECT_EQ(tuned.for_gpu("h200-sxm-141gb", "hopper"), nullptr);  // Hopper: the preset's fit
+  ASSERT_NE(tuned.for_gpu("b200", "blackwell"), nullptr);
+  EXPECT_DOUBLE_EQ(tuned.for_gpu("b200", "blackwell")->fixed_us.value_or(0), 45.1);
   EXPECT_EQ(io::select_engine_profile("trtllm", "1.0.0", "/e").knobs.moe_kernel.family, "trtllm-cutlass");
   EXPECT_EQ(io::select_engine_profile("sglang", "0.5.7", "/e").knobs.moe_kernel.family, "triton-tuned");
   EXPECT_EQ(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.moe_kernel.family, "triton-tuned");
