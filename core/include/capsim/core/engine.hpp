@@ -25,8 +25,9 @@ struct MoeKernelRates {
 
 /// The MoE kernel family an engine uses and its rates per GPU.
 struct MoeKernel {
-  /// vLLM V1's (data/engines/vllm-v1.json); a profile naming none runs "triton", the GPU
-  /// presets' own fused-MoE figures.
+  /// vLLM V1's (data/engines/vllm-v1.json), without its rates, which are data only: a plan
+  /// built in code runs the GPU presets' fused-MoE figures. A profile naming no family runs
+  /// "triton", the presets' own figures.
   std::string family = "triton-tuned";
   std::vector<MoeKernelRates> rates;
   /// The rates for a GPU: its preset id first, else its architecture; nullptr = none.
