@@ -705,6 +705,34 @@ std::string engines_table() {
                          k.value().value("note", std::string()));
     }
   }
+  // The MoE kernel families the profiles name, each figure with its sources
+  // (data/moe_kernels.json); a GPU or figure not listed takes the GPU preset's own.
+  const json fams = io::read_json_file(io::data_dir() / "moe_kernels.json");
+  out += "\n## MoE kernel families and their rates\n\nThis table is the rest of `capsim list engines` (data/moe_kernels.json). A family's "
+         "figure for a GPU preset id or architecture replaces the GPU preset's fused-MoE (Triton) figure of the same "
+         "kind; a figure not listed here falls back to the preset's.\n\n"
+         "| family | gpu | figure | value | sources | note |\n|---|---|---|---|---|---|\n";
+  for (const auto& name : io::moe_kernel_family_names()) {
+    io::moe_kernel_family(name, "moe_kernels.json");  // checked: every figure sourced
+    const json& fam = fams["families"][name];
+    out += fmt::format("| {} | (every GPU) | label | {} |  | {} |\n", name, fam.value("label", std::string()), fam.value("note", std::string()));
+    if (!fam.contains("rates")) continue;
+    for (auto g = fam["rates"].begin(); g != fam["rates"].end(); ++g)
+      for (auto f = g.value().begin(); f != g.value().end(); ++f) {
+        if (!f.value().is_object()) {
+          out += fmt::format("| {} | {} | {} | {} |  |  |\n", name, g.key(), f.key(), f.value().dump());
+          continue;
+        }
+        std::string sources;
+        for (const auto& src : f.value()["source"]) {
+          const json& entry = fams["sources"][src.get<std::string>()];
+          const std::string url = entry.value("url", std::string());
+          sources += (sources.empty() ? "" : "; ") + (url.empty() ? src.get<std::string>() : "[" + src.get<std::string>() + "](" + url + ")");
+        }
+        out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", name, g.key(), f.key(), f.value()["value"].dump(), sources,
+                           f.value().value("note", std::string()));
+      }
+  }
   return out;
 }
 

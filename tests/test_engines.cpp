@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -29,10 +30,15 @@ TEST(ServingEngines, EveryProfileLoadsWithSources) {
   }
 }
 
-// The knobs a plan built in code uses are vLLM V1's, the same as its profile file.
+// The knobs a plan built in code uses are vLLM V1's, the same as its profile file. The MoE
+// kernel family's rates live in data/moe_kernels.json only: code names the family, and a
+// plan built without a profile runs the GPU presets' fused-MoE figures.
 TEST(ServingEngines, BuiltInDefaultsAreTheVllmV1Profile) {
   const auto doc = io::read_json_file(io::data_dir() / "engines" / "vllm-v1.json");
-  EXPECT_EQ(io::engine_profile_from_json(doc, "vllm-v1").knobs, EngineDefaults{});
+  EngineDefaults knobs = io::engine_profile_from_json(doc, "vllm-v1").knobs;
+  EXPECT_EQ(knobs.moe_kernel.family, EngineDefaults{}.moe_kernel.family);
+  knobs.moe_kernel.rates.clear();
+  EXPECT_EQ(knobs, EngineDefaults{});
 }
 
 TEST(ServingEngines, ReleaseNumbers) {
@@ -102,6 +108,89 @@ TEST(ServingEngines, ProfileErrorsNameThePlace) {
     EXPECT_EQ(e.issues()[1].pointer, "x.json#/knobs/blok_size");
     EXPECT_EQ(e.issues()[1].hint, "did you mean \"block_size\"?");
   }
+}
+
+// Every MoE kernel family reads with its figures sourced; the profiles name the family
+// their engine runs (TensorRT-LLM its CUTLASS backend, vLLM and SGLang tuned Triton), and a
+// profile that names none runs the GPU presets' own Triton figures.
+TEST(ServingEngines, MoeKernelFamiliesLoadAndProfilesNameThem) {
+  const auto names = io::moe_kernel_family_names();
+  EXPECT_EQ(names, (std::vector<std::string>{"deepgemm", "triton", "triton-tuned", "trtllm-cutlass"}));
+  for (const auto& n : names) EXPECT_NO_THROW(io::moe_kernel_family(n, "/k")) << n;
+  EXPECT_TRUE(io::moe_kernel_family("triton", "/k").rates.empty());
+  const MoeKernel dg = io::moe_kernel_family("deepgemm", "/k");
+  const MoeKernelRates* hopper = dg.for_gpu("h200-sxm-141gb", "hopper");
+  ASSERT_NE(hopper, nullptr);
+  EXPECT_TRUE(hopper->fp8_only);
+  EXPECT_DOUBLE_EQ(hopper->hbm.value_or(0), 0.519);
+  EXPECT_EQ(dg.for_gpu("b200", "blackwell"), nullptr);  // no Blackwell figure: the preset's
+  const MoeKernel tuned = io::moe_kernel_family("triton-tuned", "/k");
+  EXPECT_EQ(tuned.for_gpu("h200-sxm-141gb", "hopper"), nullptr);  // Hopper: the preset's fit
+  ASSERT_NE(tuned.for_gpu("b200", "blackwell"), nullptr);
+  EXPECT_DOUBLE_EQ(tuned.for_gpu("b200", "blackwell")->fixed_us.value_or(0), 45.1);
+  EXPECT_EQ(io::select_engine_profile("trtllm", "1.0.0", "/e").knobs.moe_kernel.family, "trtllm-cutlass");
+  EXPECT_EQ(io::select_engine_profile("sglang", "0.5.7", "/e").knobs.moe_kernel.family, "triton-tuned");
+  EXPECT_EQ(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.moe_kernel.family, "triton-tuned");
+  EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.2.6", "/e").knobs.moe_kernel.family, "triton");
+}
+
+// A profile naming a kernel family that data/moe_kernels.json lacks is an input error at
+// the knob that lists the valid families.
+TEST(ServingEngines, UnknownMoeKernelIsAnInputErrorNamingTheValidOnes) {
+  auto doc = io::read_json_file(io::data_dir() / "engines" / "trtllm.json");
+  doc["knobs"]["moe_kernel"]["value"] = "cutlas";
+  try {
+    io::engine_profile_from_json(doc, "x.json");
+    FAIL() << "expected an input error";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_EQ(e.issues()[0].pointer, "x.json#/knobs/moe_kernel/value");
+    EXPECT_EQ(e.issues()[0].rule, "unknown MoE kernel family; valid: deepgemm, triton, triton-tuned, trtllm-cutlass");
+  }
+  doc["knobs"]["moe_kernel"]["value"] = 3;
+  EXPECT_THROW(io::engine_profile_from_json(doc, "x.json"), InputError);
+}
+
+// Decode of a few tokens streams the touched experts' weights and nothing else bounds the
+// MoE kernel: with no fixed time and nothing unhidden, each MoE layer's expert time is
+// weight bytes / (rate x HBM peak), so the engine's kernel family changes the step by
+// exactly the layers' expert time times (1 - preset rate / family rate).
+TEST(ServingEngines, MoeKernelFamilyScalesTheDecodeWeightStreamByTheRateRatio) {
+  Scenario s;
+  s.model = io::load_model("qwen3-30b-a3b");
+  s.system.gpu = io::load_gpu("h200-sxm-141gb");
+  s.system.num_gpus = 1;
+  s.system.gpus_per_node = 8;
+  InferencePlan p;
+  p.weight_dtype = DType::fp8;
+  p.activation_dtype = DType::fp8;
+  s.inference = p;
+  GpuEfficiency& e = s.system.gpu.efficiency;
+  e.moe_kernel_fixed_us.value = 0;
+  e.moe_kernel_unhidden.value = 0;
+  const hw::RooflineCostModel cost(s.system);
+  IterationBatch b;
+  b.decodes = 4;
+  b.decode_context = 4 * 256;
+  s.inference->profile.knobs.moe_kernel = io::moe_kernel_family("triton", "/k");
+  const double triton = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
+  MoeKernel fam = io::moe_kernel_family("deepgemm", "/k");
+  ASSERT_NE(fam.for_gpu("h200-sxm-141gb", "hopper"), nullptr);
+  const double rate = *fam.for_gpu("h200-sxm-141gb", "hopper")->hbm;
+  s.inference->profile.knobs.moe_kernel = fam;
+  const double deepgemm = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
+  const auto& moe = *s.model.moe;
+  const double experts = static_cast<double>(moe.num_experts);
+  const double touched = experts * (1.0 - std::pow(1.0 - static_cast<double>(moe.top_k) / experts, 4.0));
+  const double bytes = touched * static_cast<double>(s.model.hidden * moe.expert_intermediate) * 3.0;  // fp8
+  const double stream = bytes / (s.system.gpu.hbm_bandwidth().value * e.moe_kernel_hbm.value);
+  EXPECT_NEAR(triton - deepgemm, static_cast<double>(s.model.layers) * stream * (1.0 - e.moe_kernel_hbm.value / rate), 1e-12);
+  // The same family on 16-bit experts holds no figure (fp8_only): the preset's rates apply.
+  s.inference->weight_dtype = DType::bf16;
+  s.inference->activation_dtype = DType::bf16;
+  const double bf16_family = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
+  s.inference->profile.knobs.moe_kernel = io::moe_kernel_family("triton", "/k");
+  EXPECT_DOUBLE_EQ(bf16_family, IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b));
 }
 
 Scenario llama8b() {

@@ -191,22 +191,28 @@ double IterationModel::experts_seconds(int64_t tokens) const {
   // the GPU has it (8-bit or 16-bit tensor cores), else from the GEMM efficiency model.
   const GpuEfficiency& ge = sys_.gpu.efficiency;
   const bool eight_bit = math_ == DType::fp8 || math_ == DType::int8;
-  const double moe_frac = eight_bit ? (math_ == DType::fp8 && engine_.moe_compute_fraction_fp8 > 0
-                                           ? engine_.moe_compute_fraction_fp8
-                                           : ge.moe_kernel_compute_fp8.value)
-                                    : ge.moe_kernel_compute_bf16.value;
+  // The engine's MoE kernel family: its rate where it has one for this GPU (and these
+  // weights), else the GPU preset's fused-MoE (Triton) figure.
+  const MoeKernelRates* fam = engine_.moe_kernel.for_gpu(sys_.gpu.id, to_string(sys_.gpu.arch));
+  if (fam && fam->fp8_only && math_ != DType::fp8) fam = nullptr;
+  auto rate = [&](std::optional<double> MoeKernelRates::*member, double preset) {
+    return fam && ((*fam).*member).has_value() ? *((*fam).*member) : preset;
+  };
+  const double moe_frac = eight_bit ? (math_ == DType::fp8 ? rate(&MoeKernelRates::compute_fp8, ge.moe_kernel_compute_fp8.value)
+                                                           : ge.moe_kernel_compute_fp8.value)
+                                    : rate(&MoeKernelRates::compute_bf16, ge.moe_kernel_compute_bf16.value);
   const double routed_flops = routed_tokens * dbl(h) * inner * (m.gated_mlp ? 6.0 : 4.0);
   const double compute =
       moe_frac > 0
           ? routed_flops / (sys_.gpu.peak(eight_bit ? math_ : DType::bf16).value * moe_frac)
           : cost_.gemm_compute(pe, inner_i * (m.gated_mlp ? 2 : 1), h, math_, static_cast<int64_t>(std::ceil(local_experts))).value +
                 cost_.gemm_compute(pe, h, inner_i, math_, static_cast<int64_t>(std::ceil(local_experts))).value;
-  // Streaming the touched experts' weights: at the fused MoE kernel's measured rate and
-  // fixed time where the GPU has them, else as two weight-streaming GEMMs (gate/up, then
-  // down).
-  const double weights = ge.moe_kernel_hbm.value > 0
-                             ? w_bytes / (sys_.gpu.hbm_bandwidth().value * ge.moe_kernel_hbm.value) +
-                                   ge.moe_kernel_fixed_us.value * 1e-6
+  // Streaming the touched experts' weights: at the MoE kernel's measured rate and fixed
+  // time where the GPU has them, else as two weight-streaming GEMMs (gate/up, then down).
+  const double moe_hbm = rate(&MoeKernelRates::hbm, ge.moe_kernel_hbm.value);
+  const double moe_fixed_us = rate(&MoeKernelRates::fixed_us, ge.moe_kernel_fixed_us.value);
+  const double weights = moe_hbm > 0
+                             ? w_bytes / (sys_.gpu.hbm_bandwidth().value * moe_hbm) + moe_fixed_us * 1e-6
                              : stream(w_bytes * (m.gated_mlp ? 2.0 / 3.0 : 0.5)) + stream(w_bytes * (m.gated_mlp ? 1.0 / 3.0 : 0.5));
   // The fused kernel hides part of the shorter of the two behind the longer.
   double experts = std::max(compute, weights) + ge.moe_kernel_unhidden.value * std::min(compute, weights);

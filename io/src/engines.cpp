@@ -100,6 +100,81 @@ struct Candidate {
 
 }  // namespace
 
+std::vector<std::string> moe_kernel_family_names() {
+  const json doc = read_json_file(data_dir() / "moe_kernels.json");
+  std::vector<std::string> out;
+  if (doc.contains("families") && doc["families"].is_object())
+    for (auto it = doc["families"].begin(); it != doc["families"].end(); ++it) out.push_back(it.key());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+MoeKernel moe_kernel_family(const std::string& name, const std::string& pointer) {
+  const fs::path path = data_dir() / "moe_kernels.json";
+  const std::string origin = path.string();
+  const json doc = read_json_file(path);
+  if (!doc.is_object() || !doc.contains("schema") || doc["schema"] != "capsim-moe-kernels/1" || !doc.contains("families") ||
+      !doc["families"].is_object())
+    throw InputError({{origin, "", "not a capsim-moe-kernels/1 file (\"schema\" and \"families\" required)", {}}});
+  const json& fams = doc["families"];
+  if (!fams.contains(name)) {
+    std::string list;
+    const std::vector<std::string> names = moe_kernel_family_names();
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    const std::string near = nearest(name, names);
+    throw InputError({{pointer, "\"" + name + "\"", "unknown MoE kernel family; valid: " + list,
+                       near.empty() ? "" : "did you mean \"" + near + "\"?"}});
+  }
+  const json sources = doc.contains("sources") && doc["sources"].is_object() ? doc["sources"] : json::object();
+  std::vector<Issue> issues;
+  MoeKernel out;
+  out.family = name;
+  const json& fam = fams[name];
+  const std::string at = origin + "#/families/" + name;
+  if (fam.contains("rates") && fam["rates"].is_object()) {
+    for (auto it = fam["rates"].begin(); it != fam["rates"].end(); ++it) {
+      MoeKernelRates r;
+      r.target = it.key();
+      const json& g = it.value();
+      const std::string gat = at + "/rates/" + r.target;
+      if (g.contains("fp8_only")) {
+        if (!g["fp8_only"].is_boolean()) issues.push_back({gat + "/fp8_only", brief(g["fp8_only"]), "must be true or false", {}});
+        else r.fp8_only = g["fp8_only"].get<bool>();
+      }
+      // Every figure: a value with the sources it comes from.
+      auto figure = [&](const char* key, std::optional<double>& out_v, double min, double max) {
+        if (!g.contains(key)) return;
+        const json& f = g[key];
+        const std::string fat = gat + "/" + key;
+        if (!f.is_object() || !f.contains("value") || !f["value"].is_number() || f["value"].get<double>() < min ||
+            f["value"].get<double>() > max || (min == 0 && max <= 1 && f["value"].get<double>() == 0)) {
+          issues.push_back({fat, brief(f), max <= 1 ? "must be {\"value\": a fraction in (0, 1], \"source\": [...]}"
+                                                    : "must be {\"value\": microseconds >= 0, \"source\": [...]}", {}});
+          return;
+        }
+        const json& src = f.contains("source") ? f["source"] : json();
+        if (!src.is_array() || src.empty()) issues.push_back({fat + "/source", "", "every figure needs a source", {}});
+        else
+          for (const json& s : src)
+            if (!s.is_string() || !sources.contains(s.get<std::string>()))
+              issues.push_back({fat + "/source", brief(s), "must name an entry of \"sources\"", {}});
+        out_v = f["value"].get<double>();
+      };
+      figure("hbm", r.hbm, 0, 1.0);
+      figure("fixed_us", r.fixed_us, 0, 1e6);
+      figure("compute_fp8", r.compute_fp8, 0, 1.0);
+      figure("compute_bf16", r.compute_bf16, 0, 1.0);
+      for (auto f = g.begin(); f != g.end(); ++f)
+        if (f.key() != "fp8_only" && f.key() != "hbm" && f.key() != "fixed_us" && f.key() != "compute_fp8" &&
+            f.key() != "compute_bf16" && f.key() != "note")
+          issues.push_back({gat + "/" + f.key(), "", "unknown figure (hbm, fixed_us, compute_fp8, compute_bf16, fp8_only)", {}});
+      out.rates.push_back(std::move(r));
+    }
+  }
+  if (!issues.empty()) throw InputError(std::move(issues));
+  return out;
+}
+
 EngineProfile engine_profile_from_json(const json& doc, const std::string& origin) {
   std::vector<Issue> issues;
   // A string member, or `fallback` when absent; any other type is an issue.
@@ -203,13 +278,23 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   optional_boolean("reserve_to_completion", d.reserve_to_completion);
   optional_boolean("attention_dp", d.attention_dp);
   optional_boolean("dp_attention_divides_batched_tokens", d.dp_attention_divides_batched_tokens);
-  if (k.contains("moe_compute_fraction_fp8")) {
-    number("moe_compute_fraction_fp8", d.moe_compute_fraction_fp8, 1.0);
-    if (d.moe_compute_fraction_fp8 > 1.0)
-      issues.push_back({origin + "#/knobs/moe_compute_fraction_fp8/value", std::to_string(d.moe_compute_fraction_fp8),
-                        "must be in [0, 1]", {}});
+  // The MoE kernel family (data/moe_kernels.json); a profile without one runs the GPU
+  // presets' fused-MoE (Triton) figures.
+  if (k.contains("moe_kernel")) {
+    if (const json* v = knob("moe_kernel")) {
+      if (!v->is_string()) {
+        issues.push_back({origin + "#/knobs/moe_kernel/value", brief(*v), "must be a string naming a MoE kernel family", {}});
+      } else {
+        try {
+          d.moe_kernel = moe_kernel_family(v->get<std::string>(), origin + "#/knobs/moe_kernel/value");
+        } catch (const InputError& e) {
+          issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+        }
+      }
+    }
   } else {
-    known.emplace_back("moe_compute_fraction_fp8");
+    known.emplace_back("moe_kernel");
+    d.moe_kernel = MoeKernel{"triton", {}};
   }
   d.swap_space_bytes = swap_gib * 1024.0 * 1024.0 * 1024.0;
   if (d.gpu_memory_utilization > 1.0)

@@ -7,8 +7,39 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace capsim {
+
+/// One MoE kernel family's measured rates on one GPU preset id or architecture name
+/// ("hopper"): HBM fraction at which it streams expert weights (decode), its fixed time,
+/// and its grouped-GEMM compute fraction of the dense 8-bit or 16-bit peak (prefill).
+/// No value = no figure: the GPU preset's moe_kernel_* figure applies.
+struct MoeKernelRates {
+  std::string target;         ///< GPU preset id or architecture name
+  bool fp8_only = false;  ///< the figures hold for FP8 expert GEMMs only
+  std::optional<double> hbm, fixed_us, compute_fp8, compute_bf16;
+  bool operator==(const MoeKernelRates&) const = default;
+};
+
+/// The MoE kernel family an engine uses and its rates per GPU.
+struct MoeKernel {
+  /// vLLM V1's (data/engines/vllm-v1.json), without its rates, which are data only: a plan
+  /// built in code runs the GPU presets' fused-MoE figures. A profile naming no family runs
+  /// "triton", the presets' own figures.
+  std::string family = "triton-tuned";
+  std::vector<MoeKernelRates> rates;
+  /// The rates for a GPU: its preset id first, else its architecture; nullptr = none.
+  const MoeKernelRates* for_gpu(const std::string& id, std::string_view arch) const {
+    for (const auto& r : rates)
+      if (r.target == id) return &r;
+    for (const auto& r : rates)
+      if (r.target == arch) return &r;
+    return nullptr;
+  }
+  bool operator==(const MoeKernel&) const = default;
+};
 
 /// The engine knobs in force for one deployment: the profile's defaults with the
 /// scenario's own settings on top. The member initialisers are vLLM V1's defaults, the
@@ -80,9 +111,10 @@ struct EngineDefaults {
   /// memory over PCIe and back within `swap_space_bytes` per GPU.
   bool swap_preemption = false;
   double swap_space_bytes = 4.0 * 1024 * 1024 * 1024;
-  /// The engine's grouped FP8 expert GEMMs as a fraction of the FP8 peak, where its MoE
-  /// kernel family is measured (DeepGEMM / CUTLASS); 0 = the GPU's fused-MoE (Triton) fit.
-  double moe_compute_fraction_fp8 = 0;
+  /// The MoE kernel family the engine runs its routed experts with (data/moe_kernels.json)
+  /// and that family's measured rates; a rate it lacks for a GPU is the GPU preset's
+  /// fused-MoE (Triton) figure.
+  MoeKernel moe_kernel;
   bool operator==(const EngineDefaults&) const = default;
 };
 

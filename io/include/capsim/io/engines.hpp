@@ -13,6 +13,14 @@ namespace capsim::io {
 /// Profile ids shipped in data/engines/, sorted.
 std::vector<std::string> engine_profile_ids();
 
+/// MoE kernel families shipped in data/moe_kernels.json (format capsim-moe-kernels/1),
+/// sorted.
+std::vector<std::string> moe_kernel_family_names();
+
+/// The family `name` with its rates per GPU; an unknown name is an InputError at
+/// `pointer` that lists the valid ones.
+MoeKernel moe_kernel_family(const std::string& name, const std::string& pointer);
+
 /// Read one profile document; `origin` names it in errors. Every knob needs a value and a
 /// non-empty source list.
 EngineProfile engine_profile_from_json(const nlohmann::json& doc, const std::string& origin);
