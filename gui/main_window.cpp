@@ -117,6 +117,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(compare_view_, &CompareView::unpin_requested, this, &MainWindow::unpin_report);
   connect(validation_view_, &ValidationView::run_requested, this, [this] { run_validation_now(); });
   connect(validation_view_, &ValidationView::files_chosen, this, &MainWindow::run_validation_now);
+  connect(validation_view_, &ValidationView::case_chosen, this, &MainWindow::load_validation_case);
 
   calibration_label_ = new QLabel;
   calibration_label_->setObjectName(QStringLiteral("calibration_in_use"));
@@ -387,6 +388,7 @@ void MainWindow::run_validation_now(const QStringList& files) {
   if (paths.empty()) paths = default_validation_files();
   QStringList names;
   for (const auto& p : paths) names << QString::fromStdString(p.string());
+  validation_files_ = paths;
   const uint64_t gen = ++validation_generation_;
   validation_view_->show_running(names);
   auto* watcher = new QFutureWatcher<ValidationOutcome>(this);
@@ -399,6 +401,33 @@ void MainWindow::run_validation_now(const QStringList& files) {
   watcher->setFuture(QtConcurrent::run([paths] {
     return run_validation_files(paths, std::max(1u, std::thread::hardware_concurrency()));
   }));
+}
+
+bool MainWindow::load_validation_case(const QString& file, const QString& id) {
+  for (const auto& path : validation_files_) {
+    if (QString::fromStdString(path.filename().string()) != file) continue;
+    try {
+      const nlohmann::json doc = io::read_json_file(path);
+      if (!doc.is_object() || !doc.contains("cases") || !doc["cases"].is_array()) continue;
+      for (const nlohmann::json& c : doc["cases"]) {
+        if (!c.is_object() || c.value("id", std::string()) != id.toStdString()) continue;
+        // A case is a scenario with its measurements beside it: the editor takes it as is
+        // (relative paths from its file's folder), as `capsim train/infer` reads it.
+        base_dir_ = path.parent_path();
+        (c.value("kind", std::string()) == "inference" ? serving_path_ : training_path_).clear();
+        panel_->load_document(c);
+        views_->setCurrentWidget(results_);
+        update_title();
+        statusBar()->showMessage(tr("Case %1 of %2 loaded").arg(id, file), 5000);
+        return true;
+      }
+    } catch (const std::exception& e) {
+      statusBar()->showMessage(tr("Could not read %1: %2").arg(file, QString::fromUtf8(e.what())), 8000);
+      return false;
+    }
+  }
+  statusBar()->showMessage(tr("Case %1 not found in %2").arg(id, file), 8000);
+  return false;
 }
 
 void MainWindow::on_document_changed(ScenarioKind kind) {
@@ -422,6 +451,11 @@ void MainWindow::on_document_changed(ScenarioKind kind) {
     } else {
       serving_view_->show_idle(tr("No result: the input has problems (listed under the editor)."));
     }
+  } else {
+    // A model or system edit behind the Serving tab: nothing of the old document stays
+    // drawn; the new one runs when the Serving tab comes to the front.
+    serving_timer_->stop();
+    serving_view_->show_idle(tr("The scenario changed: it runs when the Serving tab is in front."));
   }
   refresh_compare();
 }
@@ -450,9 +484,7 @@ bool MainWindow::open_file(const QString& path) {
     serving_dirty_ = true;
     ++generation_;
     serving_report_.clear();
-    panel_->load_document(doc);
-    // The other kind's document took the file's model and system: refresh it too.
-    if (inference) evaluate_training_now();
+    panel_->load_document(doc);  // both documents changed: both kinds' results follow
     remember_file(path);
     update_title();
     statusBar()->showMessage(tr("Opened %1").arg(path), 5000);

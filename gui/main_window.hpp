@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "capsim/core/calibration.hpp"
 #include "capsim/core/scenario.hpp"
@@ -105,6 +106,10 @@ class MainWindow : public QMainWindow {
   /// Predict the cases of `files` (data/validation/*.json when empty) on a worker thread;
   /// a run in flight is dropped.
   void run_validation_now(const QStringList& files = {});
+  /// Load case `id` of the validation file named `file` (a file of the last validation run)
+  /// into the editor as a scenario of its kind, and show its results. False when the case
+  /// is not found or its file does not read.
+  bool load_validation_case(const QString& file, const QString& id);
   /// Keep the front scenario's current report (training, or serving once its run is shown)
   /// to compare later edits against; false when there is none (the input has problems or
   /// the serving run is not finished).
@@ -177,6 +182,7 @@ class MainWindow : public QMainWindow {
   /// The calibration profile last read; null while none is.
   std::shared_ptr<const CalibrationProfile> calibration_;
   std::filesystem::path base_dir_;
+  std::vector<std::filesystem::path> validation_files_;  ///< the files of the last validation run
   QString training_path_, serving_path_;
   std::string training_report_, serving_report_;
   /// The pinned report; empty while none is pinned.

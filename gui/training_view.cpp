@@ -11,6 +11,7 @@
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "capsim/core/units.hpp"
 
@@ -21,8 +22,10 @@ namespace {
 const QStringList kMemoryComponents = {QStringLiteral("weights"), QStringLiteral("gradients"),
                                        QStringLiteral("optimizer"), QStringLiteral("activations"),
                                        QStringLiteral("other")};
-const QStringList kStepComponents = {QStringLiteral("compute"), QStringLiteral("recompute"),
-                                     QStringLiteral("exposed comms"), QStringLiteral("bubble"),
+const QStringList kStepComponents = {QStringLiteral("compute"),    QStringLiteral("recompute"),
+                                     QStringLiteral("exposed TP"), QStringLiteral("exposed CP"),
+                                     QStringLiteral("exposed EP"), QStringLiteral("exposed PP"),
+                                     QStringLiteral("exposed DP"), QStringLiteral("bubble"),
                                      QStringLiteral("optimizer")};
 
 QChartView* chart_view(QChart* chart) {
@@ -148,8 +151,8 @@ void TrainingView::show_outcome(const TrainingOutcome& outcome) {
 
   if (ev.step) {
     const StepBreakdown& st = *ev.step;
-    const double comms = st.exposed_tp_s + st.exposed_cp_s + st.exposed_ep_s + st.exposed_pp_s + st.exposed_dp_s;
-    const double parts[] = {st.compute_s, st.recompute_s, comms, st.bubble_s, st.optimizer_s};
+    const double parts[] = {st.compute_s,    st.recompute_s,  st.exposed_tp_s, st.exposed_cp_s, st.exposed_ep_s,
+                            st.exposed_pp_s, st.exposed_dp_s, st.bubble_s,     st.optimizer_s};
     auto* series = new QHorizontalStackedBarSeries;
     for (int i = 0; i < kStepComponents.size(); ++i) {
       auto* set = new QBarSet(kStepComponents[i]);
@@ -171,6 +174,18 @@ void TrainingView::show_outcome(const TrainingOutcome& outcome) {
                           .arg(100 * st.mfu, 0, 'f', 1)
                           .arg(st.tokens_per_s, 0, 'f', 0)
                           .arg(st.tokens_per_s_per_gpu, 0, 'f', 0));
+    // With a token budget: the report's own figures (as `capsim train` prints them).
+    const nlohmann::json report = nlohmann::json::parse(outcome.report, nullptr, false);
+    if (report.is_object() && report.contains("budget") && report["budget"].is_object()) {
+      const nlohmann::json& b = report["budget"];
+      QString line = tr("%1 B tokens: %2 days, %3 GPU-hours")
+                         .arg(b.value("tokens", 0.0) / 1e9, 0, 'g', 4)
+                         .arg(b.value("days", 0.0), 0, 'f', 1)
+                         .arg(b.value("gpu_hours", 0.0), 0, 'f', 0);
+      if (b.contains("cost_usd")) line += tr(", $%1").arg(b.value("cost_usd", 0.0), 0, 'f', 0);
+      line += tr(", %1 MWh").arg(b.value("energy_mwh", 0.0), 0, 'f', 1);
+      summary_->setText(summary_->text() + QStringLiteral("\n") + line);
+    }
   }
   QStringList notes;
   const TrainingPlan& p = ev.plan;
