@@ -340,6 +340,9 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent), impl_(std::make
       int i = c->findData(QStringLiteral("auto"));
       if (i < 0) i = c->findData(QString());
       if (i >= 0) f.auto_text = c->itemText(i);
+      // The entry grows by what it resolved to ("default → recompute"): the menu's
+      // width follows its text, so that the grid gives it the room (none is clipped).
+      if (i >= 0) c->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     }
   }
   connect(impl_->tabs, &QTabWidget::currentChanged, this, [this] { emit kind_changed(kind()); });

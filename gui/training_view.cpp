@@ -1,11 +1,13 @@
 #include "training_view.hpp"
 
 #include <QBarCategoryAxis>
+#include <QBarLegendMarker>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
 #include <QHorizontalStackedBarSeries>
 #include <QLabel>
+#include <QLegend>
 #include <QLineSeries>
 #include <QStackedBarSeries>
 #include <QVBoxLayout>
@@ -22,11 +24,10 @@ namespace {
 const QStringList kMemoryComponents = {QStringLiteral("weights"), QStringLiteral("gradients"),
                                        QStringLiteral("optimizer"), QStringLiteral("activations"),
                                        QStringLiteral("other")};
-const QStringList kStepComponents = {QStringLiteral("compute"),    QStringLiteral("recompute"),
-                                     QStringLiteral("exposed TP"), QStringLiteral("exposed CP"),
-                                     QStringLiteral("exposed EP"), QStringLiteral("exposed PP"),
-                                     QStringLiteral("exposed DP"), QStringLiteral("bubble"),
-                                     QStringLiteral("optimizer")};
+/// The step's parts; communication is the exposed part (not hidden behind compute).
+const QStringList kStepComponents = {QStringLiteral("compute"), QStringLiteral("recompute"), QStringLiteral("TP comm"),
+                                     QStringLiteral("CP comm"), QStringLiteral("EP comm"),   QStringLiteral("PP comm"),
+                                     QStringLiteral("DP comm"), QStringLiteral("bubble"),    QStringLiteral("optimizer")};
 
 QChartView* chart_view(QChart* chart) {
   auto* view = new QChartView(chart);
@@ -54,7 +55,7 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   memory_chart_->setTitle(tr("Memory per GPU by pipeline stage"));
   memory_chart_->legend()->setAlignment(Qt::AlignBottom);
   step_chart_ = new QChart;
-  step_chart_->setTitle(tr("Where the step time goes"));
+  step_chart_->setTitle(tr("Where the step time goes (communication: the exposed part)"));
   step_chart_->legend()->setAlignment(Qt::AlignBottom);
   verdict_ = new QLabel;
   verdict_->setObjectName(QStringLiteral("verdict"));
@@ -160,6 +161,9 @@ void TrainingView::show_outcome(const TrainingOutcome& outcome) {
       series->append(set);
     }
     step_chart_->addSeries(series);
+    // Nine parts do not fit a legend line: only those the step has are named.
+    for (QLegendMarker* m : step_chart_->legend()->markers(series))
+      if (auto* bm = qobject_cast<QBarLegendMarker*>(m); bm && bm->barset()->at(0) == 0) bm->setVisible(false);
     auto* cat = new QBarCategoryAxis;
     cat->append(tr("step"));
     auto* secs = new QValueAxis;

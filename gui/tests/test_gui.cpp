@@ -1,7 +1,10 @@
 // capsim-gui against the libraries it shows: the charts carry the report's numbers, the
 // reports are the CLI's bytes, bad input shows its problems and no stale result.
 
+#include <QChartView>
 #include <QCheckBox>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QDir>
@@ -17,6 +20,8 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStyle>
+#include <QStyleOptionComboBox>
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QThreadPool>
@@ -144,6 +149,16 @@ class GuiTest : public QObject {
         bd["exposed_comm_s"]["dp"].get<double>(), bd["bubble_s"].get<double>(),
         bd["optimizer_s"].get<double>()};
     QCOMPARE(step, want);
+    // The legend names the parts the step has, each once.
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QStringList named;
+    for (QChartView* v : w.training_view()->findChildren<QChartView*>())
+      if (v->chart()->title().startsWith(QStringLiteral("Where the step time goes")))
+        for (QLegendMarker* m : v->chart()->legend()->markers())
+          if (m->isVisible()) named << m->label();
+    QCOMPARE(named.size(), static_cast<qsizetype>(std::count_if(want.begin(), want.end(), [](double v) { return v != 0; })));
+    QVERIFY(named.contains(QStringLiteral("compute")));
   }
 
   /// With a token budget (and a price) the step panel shows the report's days, GPU-hours,
@@ -258,6 +273,37 @@ class GuiTest : public QObject {
     again.show();
     QVERIFY(QTest::qWaitForWindowExposed(&again));
     QVERIFY(again.close());
+  }
+
+  /// At 1280 x 800 no menu of the editor clips its text, "auto" entries with what they
+  /// resolved to ("default -> recompute") included, on either tab.
+  void editor_menus_are_not_clipped_at_1280() {
+    gui::MainWindow w;
+    w.resize(1280, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(30);
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(done.wait(120000));
+    QVERIFY(field<QComboBox>(w, "/inference/engine/preemption")->currentText().contains(QStringLiteral("recompute")));
+    for (auto kind : {gui::ScenarioKind::inference, gui::ScenarioKind::training}) {
+      w.panel()->set_kind(kind);
+      QTest::qWait(50);
+      for (QComboBox* c : w.panel()->findChildren<QComboBox*>()) {
+        if (!c->isVisible()) continue;
+        // The width the style needs around the text (frame, margins, arrow).
+        QStyleOptionComboBox opt;
+        opt.initFrom(c);
+        opt.frame = true;
+        const QSize text(c->fontMetrics().horizontalAdvance(c->currentText()), c->fontMetrics().height());
+        const int needed = c->style()->sizeFromContents(QStyle::CT_ComboBox, &opt, text, c).width();
+        QVERIFY2(c->width() >= needed, qPrintable(QStringLiteral("%1: \"%2\" in %3 px (needs %4)")
+                                                     .arg(c->objectName(), c->currentText())
+                                                     .arg(c->width())
+                                                     .arg(needed)));
+      }
+    }
   }
 
   void saved_scenario_reopens_to_the_cli_report() {
