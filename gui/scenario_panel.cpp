@@ -15,6 +15,8 @@
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QSpinBox>
+#include <QStyle>
+#include <QStyleOptionComboBox>
 #include <QTabWidget>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -340,9 +342,21 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent), impl_(std::make
       int i = c->findData(QStringLiteral("auto"));
       if (i < 0) i = c->findData(QString());
       if (i >= 0) f.auto_text = c->itemText(i);
-      // The entry grows by what it resolved to ("default → recompute"): the menu's
-      // width follows its text, so that the grid gives it the room (none is clipped).
-      if (i >= 0) c->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+      // The entry grows by what it resolves to ("default -> recompute"): the menu is as
+      // wide as its longest such text from the start, so that the editor's width has room
+      // for it (none is clipped). Menus given a fixed length (the engine version's, whose
+      // entries are file names) keep it.
+      if (i >= 0 && c->sizeAdjustPolicy() == QComboBox::AdjustToContentsOnFirstShow) {
+        int text = 0;
+        for (int j = 0; j < c->count(); ++j)
+          text = std::max(text, c->fontMetrics().horizontalAdvance(
+                                    j == i ? c->itemText(j) : c->itemText(i) + QStringLiteral(" \u2192 ") + c->itemText(j)));
+        QStyleOptionComboBox opt;
+        opt.initFrom(c);
+        opt.frame = true;
+        c->setMinimumWidth(
+            c->style()->sizeFromContents(QStyle::CT_ComboBox, &opt, QSize(text, c->fontMetrics().height()), c).width());
+      }
     }
   }
   connect(impl_->tabs, &QTabWidget::currentChanged, this, [this] { emit kind_changed(kind()); });

@@ -107,8 +107,9 @@ SearchView::SearchView(QWidget* parent) : QWidget(parent) {
                          "GPU's $/GPU-hour (training.usd_per_gpu_hour, else data/prices.json)"));
   bar->addWidget(x_axis_);
   bar->addWidget(busy_);
-  bar->addWidget(status_, 1);
+  bar->addStretch(1);
   layout->addLayout(bar);
+  layout->addWidget(status_);  // a line of its own: the counts need the width
 
   chart_ = new QChart;
   chart_->setTitle(tr("Tokens/s against GPUs"));

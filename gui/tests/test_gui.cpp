@@ -289,6 +289,7 @@ class GuiTest : public QObject {
     QVERIFY(field<QComboBox>(w, "/inference/engine/preemption")->currentText().contains(QStringLiteral("recompute")));
     for (auto kind : {gui::ScenarioKind::inference, gui::ScenarioKind::training}) {
       w.panel()->set_kind(kind);
+      QCOMPARE(w.width(), 1280);  // nothing asks for a wider window
       QTest::qWait(50);
       for (QComboBox* c : w.panel()->findChildren<QComboBox*>()) {
         if (!c->isVisible()) continue;
