@@ -87,6 +87,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   serving_timer_->setSingleShot(true);
   serving_timer_->setInterval(300);
   connect(serving_timer_, &QTimer::timeout, this, &MainWindow::run_serving_now);
+  search_poll_ = new QTimer(this);
+  search_poll_->setInterval(100);
+  connect(search_poll_, &QTimer::timeout, this, [this] {
+    if (!search_progress_) return;
+    const qint64 done = search_progress_->done.load(), total = search_progress_->total.load();
+    search_view_->show_progress(done, total);
+    emit search_progressed(done, total);
+  });
   connect(panel_, &ScenarioPanel::document_changed, this, &MainWindow::on_document_changed);
   connect(panel_, &ScenarioPanel::kind_changed, this, &MainWindow::on_kind_changed);
   connect(panel_, &ScenarioPanel::hf_config_requested, this, &MainWindow::open_hf_config_dialog);
@@ -318,12 +326,18 @@ void MainWindow::run_search_now() {
   connect(watcher, &QFutureWatcher<SearchOutcome>::finished, this, [this, watcher, gen] {
     watcher->deleteLater();
     if (gen != search_generation_) return;  // cancelled, or a newer search came since
+    search_poll_->stop();
+    search_progress_.reset();
     search_view_->show_outcome(watcher->result());
     emit search_finished();
   });
   SearchOptions opt = search_options(search_view_->gpu_counts(), search_view_->top());
   opt.cancel = stop.get();
+  search_progress_ = std::make_shared<ProgressCounter>();
+  opt.progress = search_progress_.get();
+  search_poll_->start();
   watcher->setFuture(QtConcurrent::run([doc = panel_->document(ScenarioKind::training), base = base_dir_, opt, stop,
+                                        progress = search_progress_,
                                         cal = calibration_in_use() ? calibration_ : nullptr] {
     return run_layout_search(doc, base, opt, cal.get());
   }));
@@ -331,6 +345,8 @@ void MainWindow::run_search_now() {
 
 void MainWindow::cancel_search() {
   ++search_generation_;
+  search_poll_->stop();
+  search_progress_.reset();
   if (search_stop_) search_stop_->store(true);
   search_view_->show_idle(tr("Cancelled; press Search to run again."));
 }

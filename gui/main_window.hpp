@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "capsim/core/calibration.hpp"
+#include "capsim/core/progress.hpp"
 #include "capsim/core/scenario.hpp"
 #include "capsim/core/search.hpp"
 #include "scenario_panel.hpp"
@@ -137,6 +138,8 @@ class MainWindow : public QMainWindow {
   void qps_finished();
   /// A search finished and its result is shown.
   void search_finished();
+  /// The search in flight costed `done` of the `total` layouts it enumerated (polled).
+  void search_progressed(qint64 done, qint64 total);
   /// A timeline run finished and its result is shown.
   void timeline_finished();
   /// A validation run finished and its result is shown.
@@ -178,6 +181,8 @@ class MainWindow : public QMainWindow {
   QTabWidget* views_ = nullptr;
   QMenu* recent_menu_ = nullptr;
   QTimer* serving_timer_ = nullptr;
+  QTimer* search_poll_ = nullptr;  ///< reads the search's progress counter while it runs
+  std::shared_ptr<ProgressCounter> search_progress_;
   QLabel* calibration_label_ = nullptr;
   /// The calibration profile last read; null while none is.
   std::shared_ptr<const CalibrationProfile> calibration_;

@@ -180,10 +180,28 @@ void SearchView::clear_figures() {
 
 void SearchView::show_running() {
   clear_figures();
+  busy_->setRange(0, 0);
   busy_->setVisible(true);
   cancel_->setEnabled(true);
   run_->setEnabled(false);
   status_->setText(tr("Searching ..."));
+}
+
+void SearchView::show_progress(qint64 done, qint64 total) {
+  if (!running()) return;
+  if (total <= 0) {
+    busy_->setRange(0, 0);
+    status_->setText(tr("Searching: enumerating layouts ..."));
+    return;
+  }
+  busy_->setRange(0, 1000);
+  busy_->setValue(static_cast<int>(std::clamp(1000 * done / total, qint64{0}, qint64{1000})));
+  status_->setText(tr("Searching: %1 of %2 layouts costed").arg(done).arg(total));
+}
+
+double SearchView::progress() const {
+  if (!running() || busy_->maximum() == 0) return -1;
+  return static_cast<double>(busy_->value()) / busy_->maximum();
 }
 
 void SearchView::show_idle(const QString& why) {

@@ -37,6 +37,10 @@ class SearchView : public QWidget {
 
   /// A search started: busy bar on, Cancel enabled, figures cleared.
   void show_running();
+  /// The search in flight has costed `done` of `total` layouts (total 0: still enumerating).
+  void show_progress(qint64 done, qint64 total);
+  /// The progress bar's share done, 0 to 1; -1 while it shows no share (busy, or idle).
+  double progress() const;
   /// The search was cancelled or its input is invalid: clear the figures, say `why`.
   void show_idle(const QString& why);
   /// Draw a finished search.

@@ -1320,10 +1320,16 @@ class GuiTest : public QObject {
     field<QSpinBox>(w, "/training/seq_len")->setValue(4096);
     w.search_view()->set_gpu_counts(QStringLiteral("64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768"));
     QSignalSpy done(&w, &gui::MainWindow::search_finished);
+    QSignalSpy progressed(&w, &gui::MainWindow::search_progressed);
     w.run_search_now();
     QVERIFY(w.search_view()->running());
-    QTest::qWait(50);  // into the enumeration or the costing
+    // Progress: the layouts costed of those enumerated, on the bar and the status line.
+    QVERIFY(progressed.wait(30000));
+    QTRY_VERIFY_WITH_TIMEOUT(progressed.constLast().at(1).toLongLong() > 0 && progressed.constLast().at(0).toLongLong() > 0, 60000);
+    QVERIFY(w.search_view()->progress() >= 0 && w.search_view()->progress() <= 1);
+    QVERIFY2(w.search_view()->status().contains(QStringLiteral("layouts costed")), qPrintable(w.search_view()->status()));
     w.cancel_search();
+    QCOMPARE(w.search_view()->progress(), -1.0);
     QVERIFY(!w.search_view()->running());
     QElapsedTimer t;
     t.start();
