@@ -87,6 +87,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   serving_timer_->setSingleShot(true);
   serving_timer_->setInterval(300);
   connect(serving_timer_, &QTimer::timeout, this, &MainWindow::run_serving_now);
+  qps_poll_ = new QTimer(this);
+  qps_poll_->setInterval(100);
+  connect(qps_poll_, &QTimer::timeout, this, [this] {
+    if (!qps_progress_) return;
+    const qint64 done = qps_progress_->done.load(), total = qps_progress_->total.load();
+    serving_view_->show_qps_progress(done, total);
+    emit qps_progressed(done, total);
+  });
   search_poll_ = new QTimer(this);
   search_poll_->setInterval(100);
   connect(search_poll_, &QTimer::timeout, this, [this] {
@@ -298,17 +306,24 @@ void MainWindow::run_qps_now() {
   connect(watcher, &QFutureWatcher<QpsCurve>::finished, this, [this, watcher, gen] {
     watcher->deleteLater();
     if (gen != qps_generation_) return;  // an edit or a newer run came since
+    qps_poll_->stop();
+    qps_progress_.reset();
     serving_view_->show_qps(watcher->result());
     emit qps_finished();
   });
+  qps_progress_ = std::make_shared<ProgressCounter>();
+  qps_poll_->start();
   watcher->setFuture(QtConcurrent::run([scenario = *s, sla = serving_view_->sla(),
-                                        cal = calibration_in_use() ? calibration_ : nullptr, stop] {
-    return run_qps_curve(scenario, sla, kDefaultSeed, cal.get(), stop.get());
+                                        cal = calibration_in_use() ? calibration_ : nullptr, stop,
+                                        progress = qps_progress_] {
+    return run_qps_curve(scenario, sla, kDefaultSeed, cal.get(), stop.get(), progress.get());
   }));
 }
 
 void MainWindow::cancel_qps() {
   ++qps_generation_;
+  qps_poll_->stop();
+  qps_progress_.reset();
   if (qps_stop_) qps_stop_->store(true);
   serving_view_->show_qps_idle(tr("Latency vs QPS cancelled; press Latency vs QPS (F6) to run it again."));
 }
@@ -454,6 +469,8 @@ void MainWindow::on_document_changed(ScenarioKind kind) {
   // Results of the old document are stale from now on: their runs stop.
   ++generation_;
   ++qps_generation_;
+  qps_poll_->stop();
+  qps_progress_.reset();
   if (serving_stop_) serving_stop_->store(true);
   if (qps_stop_) qps_stop_->store(true);
   serving_view_->show_qps_idle(tr("The scenario changed: press Latency vs QPS (F6) to run it again."));

@@ -140,6 +140,8 @@ class MainWindow : public QMainWindow {
   void search_finished();
   /// The search in flight costed `done` of the `total` layouts it enumerated (polled).
   void search_progressed(qint64 done, qint64 total);
+  /// The latency-vs-QPS run in flight has run `done` of about `total` probes (polled).
+  void qps_progressed(qint64 done, qint64 total);
   /// A timeline run finished and its result is shown.
   void timeline_finished();
   /// A validation run finished and its result is shown.
@@ -183,6 +185,8 @@ class MainWindow : public QMainWindow {
   QTimer* serving_timer_ = nullptr;
   QTimer* search_poll_ = nullptr;  ///< reads the search's progress counter while it runs
   std::shared_ptr<ProgressCounter> search_progress_;
+  QTimer* qps_poll_ = nullptr;  ///< reads the latency-vs-QPS run's probe counter while it runs
+  std::shared_ptr<ProgressCounter> qps_progress_;
   QLabel* calibration_label_ = nullptr;
   /// The calibration profile last read; null while none is.
   std::shared_ptr<const CalibrationProfile> calibration_;

@@ -616,8 +616,17 @@ class GuiTest : public QObject {
     const io::CostModels costs(s.system, nullptr);
     const double best = max_qps(s, costs.get(), sla, gui::kDefaultSeed);
     QVERIFY(best > 0);
-    const gui::QpsCurve c = gui::run_qps_curve(s, sla);
+    ProgressCounter probes;
+    const gui::QpsCurve c = gui::run_qps_curve(s, sla, gui::kDefaultSeed, nullptr, nullptr, &probes);
     QCOMPARE(c.max_qps, best);
+    // Progress: max_qps's probes, then one per point of the curve; all done at the end.
+    QCOMPARE(probes.done.load(), probes.total.load());
+    QVERIFY(probes.done.load() > static_cast<int64_t>(c.points.size()));
+    w.run_qps_now();
+    w.serving_view()->show_qps_progress(2, 10);
+    QCOMPARE(w.findChild<QLabel*>(QStringLiteral("qps_status"))->text(),
+             QStringLiteral("Searching for the highest rate within the SLA: probe 3 of about 10 ..."));
+    QVERIFY(done.wait(240000));
     std::vector<QPointF> ttft, tpot;
     for (const gui::QpsPoint& p : c.points) {
       ttft.emplace_back(p.qps, p.ttft_p99_ms);
