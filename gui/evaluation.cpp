@@ -107,13 +107,15 @@ ServingOutcome run_serving(const Scenario& s, uint64_t seed, const CalibrationPr
 }
 
 QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed, const CalibrationProfile* calibration,
-                       const std::atomic<bool>* cancel) {
+                       const std::atomic<bool>* cancel, ProgressCounter* progress) {
   QpsCurve out;
   out.sla = sla;
   try {
     const io::CostModels costs(s.system, calibration);
     try {
-      out.max_qps = max_qps(s, costs.get(), sla, seed, nullptr, cancel);
+      out.max_qps = max_qps(s, costs.get(), sla, seed, progress, cancel);
+      if (progress)
+        progress->set_total(progress->done.load() + static_cast<int64_t>(std::size(kQpsCurveFractions)));
       const double base = out.max_qps > 0 ? out.max_qps : (s.inference->workload.qps > 0 ? s.inference->workload.qps : 1.0);
       for (double f : kQpsCurveFractions) {
         Scenario probe = s;
@@ -121,6 +123,7 @@ QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed, 
         probe.inference->workload.qps = base * f;
         const auto [ttft, tpot] = p99_latencies(simulate_serving_runs(probe, costs.get(), seed, false, cancel));
         out.points.push_back({probe.inference->workload.qps, ttft, tpot});
+        progress_add(progress);
       }
     } catch (const ServingDoesNotFit& e) {
       out.does_not_fit = e.what();

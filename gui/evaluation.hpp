@@ -16,6 +16,7 @@
 #include "capsim/core/pipeline_sim.hpp"
 #include "capsim/core/search.hpp"
 #include "capsim/core/scenario.hpp"
+#include "capsim/core/progress.hpp"
 #include "capsim/core/serving.hpp"
 #include "capsim/core/train.hpp"
 
@@ -110,8 +111,11 @@ inline constexpr double kQpsCurveFractions[] = {0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 
 /// rate, or 1 request/s, when no rate meets the SLA), each rate a Poisson probe of `s` as
 /// `capsim infer --max-qps` runs it. Pure: safe on a worker thread. Setting `*cancel` stops
 /// it before its next simulated run (the curve says cancelled).
+/// `progress` counts the probes: max_qps's (against its estimate), then one per point of the
+/// curve, the total raised by the curve's points once the rate is found.
 QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed = kDefaultSeed,
-                       const CalibrationProfile* calibration = nullptr, const std::atomic<bool>* cancel = nullptr);
+                       const CalibrationProfile* calibration = nullptr, const std::atomic<bool>* cancel = nullptr,
+                       ProgressCounter* progress = nullptr);
 
 /// The latency rows of io::serving_metrics over `runs`: what the serving table shows.
 std::vector<LatencyRow> latency_rows(const std::vector<ServingResult>& runs);

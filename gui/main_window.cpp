@@ -87,6 +87,22 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   serving_timer_->setSingleShot(true);
   serving_timer_->setInterval(300);
   connect(serving_timer_, &QTimer::timeout, this, &MainWindow::run_serving_now);
+  qps_poll_ = new QTimer(this);
+  qps_poll_->setInterval(100);
+  connect(qps_poll_, &QTimer::timeout, this, [this] {
+    if (!qps_progress_) return;
+    const qint64 done = qps_progress_->done.load(), total = qps_progress_->total.load();
+    serving_view_->show_qps_progress(done, total);
+    emit qps_progressed(done, total);
+  });
+  search_poll_ = new QTimer(this);
+  search_poll_->setInterval(100);
+  connect(search_poll_, &QTimer::timeout, this, [this] {
+    if (!search_progress_) return;
+    const qint64 done = search_progress_->done.load(), total = search_progress_->total.load();
+    search_view_->show_progress(done, total);
+    emit search_progressed(done, total);
+  });
   connect(panel_, &ScenarioPanel::document_changed, this, &MainWindow::on_document_changed);
   connect(panel_, &ScenarioPanel::kind_changed, this, &MainWindow::on_kind_changed);
   connect(panel_, &ScenarioPanel::hf_config_requested, this, &MainWindow::open_hf_config_dialog);
@@ -117,6 +133,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(compare_view_, &CompareView::unpin_requested, this, &MainWindow::unpin_report);
   connect(validation_view_, &ValidationView::run_requested, this, [this] { run_validation_now(); });
   connect(validation_view_, &ValidationView::files_chosen, this, &MainWindow::run_validation_now);
+  connect(validation_view_, &ValidationView::case_chosen, this, &MainWindow::load_validation_case);
 
   calibration_label_ = new QLabel;
   calibration_label_->setObjectName(QStringLiteral("calibration_in_use"));
@@ -289,17 +306,24 @@ void MainWindow::run_qps_now() {
   connect(watcher, &QFutureWatcher<QpsCurve>::finished, this, [this, watcher, gen] {
     watcher->deleteLater();
     if (gen != qps_generation_) return;  // an edit or a newer run came since
+    qps_poll_->stop();
+    qps_progress_.reset();
     serving_view_->show_qps(watcher->result());
     emit qps_finished();
   });
+  qps_progress_ = std::make_shared<ProgressCounter>();
+  qps_poll_->start();
   watcher->setFuture(QtConcurrent::run([scenario = *s, sla = serving_view_->sla(),
-                                        cal = calibration_in_use() ? calibration_ : nullptr, stop] {
-    return run_qps_curve(scenario, sla, kDefaultSeed, cal.get(), stop.get());
+                                        cal = calibration_in_use() ? calibration_ : nullptr, stop,
+                                        progress = qps_progress_] {
+    return run_qps_curve(scenario, sla, kDefaultSeed, cal.get(), stop.get(), progress.get());
   }));
 }
 
 void MainWindow::cancel_qps() {
   ++qps_generation_;
+  qps_poll_->stop();
+  qps_progress_.reset();
   if (qps_stop_) qps_stop_->store(true);
   serving_view_->show_qps_idle(tr("Latency vs QPS cancelled; press Latency vs QPS (F6) to run it again."));
 }
@@ -317,12 +341,18 @@ void MainWindow::run_search_now() {
   connect(watcher, &QFutureWatcher<SearchOutcome>::finished, this, [this, watcher, gen] {
     watcher->deleteLater();
     if (gen != search_generation_) return;  // cancelled, or a newer search came since
+    search_poll_->stop();
+    search_progress_.reset();
     search_view_->show_outcome(watcher->result());
     emit search_finished();
   });
   SearchOptions opt = search_options(search_view_->gpu_counts(), search_view_->top());
   opt.cancel = stop.get();
+  search_progress_ = std::make_shared<ProgressCounter>();
+  opt.progress = search_progress_.get();
+  search_poll_->start();
   watcher->setFuture(QtConcurrent::run([doc = panel_->document(ScenarioKind::training), base = base_dir_, opt, stop,
+                                        progress = search_progress_,
                                         cal = calibration_in_use() ? calibration_ : nullptr] {
     return run_layout_search(doc, base, opt, cal.get());
   }));
@@ -330,6 +360,8 @@ void MainWindow::run_search_now() {
 
 void MainWindow::cancel_search() {
   ++search_generation_;
+  search_poll_->stop();
+  search_progress_.reset();
   if (search_stop_) search_stop_->store(true);
   search_view_->show_idle(tr("Cancelled; press Search to run again."));
 }
@@ -387,6 +419,7 @@ void MainWindow::run_validation_now(const QStringList& files) {
   if (paths.empty()) paths = default_validation_files();
   QStringList names;
   for (const auto& p : paths) names << QString::fromStdString(p.string());
+  validation_files_ = paths;
   const uint64_t gen = ++validation_generation_;
   validation_view_->show_running(names);
   auto* watcher = new QFutureWatcher<ValidationOutcome>(this);
@@ -401,6 +434,33 @@ void MainWindow::run_validation_now(const QStringList& files) {
   }));
 }
 
+bool MainWindow::load_validation_case(const QString& file, const QString& id) {
+  for (const auto& path : validation_files_) {
+    if (QString::fromStdString(path.filename().string()) != file) continue;
+    try {
+      const nlohmann::json doc = io::read_json_file(path);
+      if (!doc.is_object() || !doc.contains("cases") || !doc["cases"].is_array()) continue;
+      for (const nlohmann::json& c : doc["cases"]) {
+        if (!c.is_object() || c.value("id", std::string()) != id.toStdString()) continue;
+        // A case is a scenario with its measurements beside it: the editor takes it as is
+        // (relative paths from its file's folder), as `capsim train/infer` reads it.
+        base_dir_ = path.parent_path();
+        (c.value("kind", std::string()) == "inference" ? serving_path_ : training_path_).clear();
+        panel_->load_document(c);
+        views_->setCurrentWidget(results_);
+        update_title();
+        statusBar()->showMessage(tr("Case %1 of %2 loaded").arg(id, file), 5000);
+        return true;
+      }
+    } catch (const std::exception& e) {
+      statusBar()->showMessage(tr("Could not read %1: %2").arg(file, QString::fromUtf8(e.what())), 8000);
+      return false;
+    }
+  }
+  statusBar()->showMessage(tr("Case %1 not found in %2").arg(id, file), 8000);
+  return false;
+}
+
 void MainWindow::on_document_changed(ScenarioKind kind) {
   if (kind == ScenarioKind::training) {
     evaluate_training_now();
@@ -409,6 +469,8 @@ void MainWindow::on_document_changed(ScenarioKind kind) {
   // Results of the old document are stale from now on: their runs stop.
   ++generation_;
   ++qps_generation_;
+  qps_poll_->stop();
+  qps_progress_.reset();
   if (serving_stop_) serving_stop_->store(true);
   if (qps_stop_) qps_stop_->store(true);
   serving_view_->show_qps_idle(tr("The scenario changed: press Latency vs QPS (F6) to run it again."));
@@ -422,6 +484,11 @@ void MainWindow::on_document_changed(ScenarioKind kind) {
     } else {
       serving_view_->show_idle(tr("No result: the input has problems (listed under the editor)."));
     }
+  } else {
+    // A model or system edit behind the Serving tab: nothing of the old document stays
+    // drawn; the new one runs when the Serving tab comes to the front.
+    serving_timer_->stop();
+    serving_view_->show_idle(tr("The scenario changed: it runs when the Serving tab is in front."));
   }
   refresh_compare();
 }
@@ -450,9 +517,7 @@ bool MainWindow::open_file(const QString& path) {
     serving_dirty_ = true;
     ++generation_;
     serving_report_.clear();
-    panel_->load_document(doc);
-    // The other kind's document took the file's model and system: refresh it too.
-    if (inference) evaluate_training_now();
+    panel_->load_document(doc);  // both documents changed: both kinds' results follow
     remember_file(path);
     update_title();
     statusBar()->showMessage(tr("Opened %1").arg(path), 5000);

@@ -10,8 +10,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "capsim/core/calibration.hpp"
+#include "capsim/core/progress.hpp"
 #include "capsim/core/scenario.hpp"
 #include "capsim/core/search.hpp"
 #include "scenario_panel.hpp"
@@ -105,6 +107,10 @@ class MainWindow : public QMainWindow {
   /// Predict the cases of `files` (data/validation/*.json when empty) on a worker thread;
   /// a run in flight is dropped.
   void run_validation_now(const QStringList& files = {});
+  /// Load case `id` of the validation file named `file` (a file of the last validation run)
+  /// into the editor as a scenario of its kind, and show its results. False when the case
+  /// is not found or its file does not read.
+  bool load_validation_case(const QString& file, const QString& id);
   /// Keep the front scenario's current report (training, or serving once its run is shown)
   /// to compare later edits against; false when there is none (the input has problems or
   /// the serving run is not finished).
@@ -132,6 +138,10 @@ class MainWindow : public QMainWindow {
   void qps_finished();
   /// A search finished and its result is shown.
   void search_finished();
+  /// The search in flight costed `done` of the `total` layouts it enumerated (polled).
+  void search_progressed(qint64 done, qint64 total);
+  /// The latency-vs-QPS run in flight has run `done` of about `total` probes (polled).
+  void qps_progressed(qint64 done, qint64 total);
   /// A timeline run finished and its result is shown.
   void timeline_finished();
   /// A validation run finished and its result is shown.
@@ -173,10 +183,15 @@ class MainWindow : public QMainWindow {
   QTabWidget* views_ = nullptr;
   QMenu* recent_menu_ = nullptr;
   QTimer* serving_timer_ = nullptr;
+  QTimer* search_poll_ = nullptr;  ///< reads the search's progress counter while it runs
+  std::shared_ptr<ProgressCounter> search_progress_;
+  QTimer* qps_poll_ = nullptr;  ///< reads the latency-vs-QPS run's probe counter while it runs
+  std::shared_ptr<ProgressCounter> qps_progress_;
   QLabel* calibration_label_ = nullptr;
   /// The calibration profile last read; null while none is.
   std::shared_ptr<const CalibrationProfile> calibration_;
   std::filesystem::path base_dir_;
+  std::vector<std::filesystem::path> validation_files_;  ///< the files of the last validation run
   QString training_path_, serving_path_;
   std::string training_report_, serving_report_;
   /// The pinned report; empty while none is pinned.

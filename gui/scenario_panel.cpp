@@ -11,8 +11,12 @@
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSpinBox>
+#include <QStyle>
+#include <QStyleOptionComboBox>
 #include <QTabWidget>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -79,15 +83,41 @@ std::vector<EngineEntry> engine_entries() {
 QString gpu_tooltip(const std::string& id) {
   try {
     const GpuSpec g = io::load_gpu(id);
-    return QString::fromStdString(g.name) +
-           QStringLiteral(
-               "\nBF16 dense %1 TFLOP/s, FP8 %2 TFLOP/s\nHBM %3 GiB at %4 GB/s\nNVLink %5 GB/s per direction\nTDP %6 W")
-               .arg(g.peak_bf16_tflops)
-               .arg(g.peak_fp8_tflops)
-               .arg(g.hbm_capacity_bytes / kGiB, 0, 'f', 1)
-               .arg(g.hbm_bandwidth_gbps)
-               .arg(g.nvlink_bw_unidir_gbps)
-               .arg(g.tdp_w);
+    // The datasheet file names each figure's sources; the figures are the preset's.
+    json facts = json::object(), sources = json::object();
+    try {
+      const json raw = io::read_json_file(io::data_dir() / "gpus" / (id + ".json"));
+      if (raw.is_object() && raw.contains("facts") && raw["facts"].is_object()) facts = raw["facts"];
+      if (raw.is_object() && raw.contains("sources") && raw["sources"].is_object()) sources = raw["sources"];
+    } catch (const std::exception&) {
+      // The figures alone, without their sources.
+    }
+    auto cited = [&](const char* fact) {
+      QStringList ids;
+      if (facts.contains(fact) && facts[fact].is_object() && facts[fact].contains("source") &&
+          facts[fact]["source"].is_array())
+        for (const json& s : facts[fact]["source"])
+          if (s.is_string()) ids << QString::fromStdString(s.get<std::string>());
+      return ids.isEmpty() ? QString() : QStringLiteral("  [%1]").arg(ids.join(QStringLiteral(", ")));
+    };
+    QString text = QString::fromStdString(g.name);
+    text += QStringLiteral("\nBF16 dense %1 TFLOP/s%2").arg(g.peak_bf16_tflops).arg(cited("peak_bf16_tflops"));
+    text += QStringLiteral("\nFP8 dense %1 TFLOP/s%2").arg(g.peak_fp8_tflops).arg(cited("peak_fp8_tflops"));
+    text += QStringLiteral("\nHBM %1 GiB%2").arg(g.hbm_capacity_bytes / kGiB, 0, 'f', 1).arg(cited("hbm_capacity_bytes"));
+    text += QStringLiteral("\nHBM bandwidth %1 GB/s%2").arg(g.hbm_bandwidth_gbps).arg(cited("hbm_bandwidth_gbps"));
+    text += QStringLiteral("\nNVLink %1 GB/s per direction%2").arg(g.nvlink_bw_unidir_gbps).arg(cited("nvlink_bw_unidir_gbps"));
+    text += QStringLiteral("\nPCIe %1 GB/s per direction%2").arg(g.pcie_bw_unidir_gbps).arg(cited("pcie_bw_unidir_gbps"));
+    text += QStringLiteral("\nTDP %1 W%2").arg(g.tdp_w).arg(cited("tdp_w"));
+    if (!sources.empty()) {
+      text += QStringLiteral("\nSources (data/gpus/%1.json):").arg(QString::fromStdString(id));
+      for (const auto& [key, src] : sources.items()) {
+        std::string where;
+        for (const char* k : {"url", "title"})
+          if (where.empty() && src.is_object() && src.contains(k) && src[k].is_string()) where = src[k].get<std::string>();
+        text += QStringLiteral("\n  %1: %2").arg(QString::fromStdString(key), QString::fromStdString(where));
+      }
+    }
+    return text;
   } catch (const std::exception& e) {
     return QString::fromStdString(e.what());
   }
@@ -164,6 +194,15 @@ std::optional<json> widget_value(const Field& f) {
     return json(d->value());
   }
   if (auto* c = qobject_cast<QCheckBox*>(f.widget)) return json(c->isChecked());
+  if (auto* e = qobject_cast<QLineEdit*>(f.widget)) {
+    // A list of names ("q_proj, v_proj"), "auto", or nothing ("").
+    const QString text = e->text().trimmed();
+    if (text.isEmpty() || text == QStringLiteral("auto")) return json(text.toStdString());
+    json names = json::array();
+    for (const QString& w : text.split(QRegularExpression(QStringLiteral("[,\\s]+")), Qt::SkipEmptyParts))
+      names.push_back(w.toStdString());
+    return names;
+  }
   if (auto* c = qobject_cast<QComboBox*>(f.widget)) {
     const QVariant v = c->currentData();
     if (!v.isValid()) return std::nullopt;  // a value from the file the menu cannot write back
@@ -227,6 +266,12 @@ void set_widget(const Field& f, const json& v) {
     if (v.is_boolean()) check->setChecked(v.get<bool>());
   } else if (auto* box = qobject_cast<QComboBox*>(f.widget)) {
     select_combo(box, v);
+  } else if (auto* e = qobject_cast<QLineEdit*>(f.widget)) {
+    QStringList names;
+    if (v.is_array())
+      for (const json& n : v) names << (n.is_string() ? QString::fromStdString(n.get<std::string>())
+                                                      : QString::fromStdString(n.dump()));
+    e->setText(v.is_string() ? QString::fromStdString(v.get<std::string>()) : names.join(QStringLiteral(", ")));
   }
 }
 
@@ -278,6 +323,14 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent), impl_(std::make
       connect(check, &QCheckBox::toggled, this, on_change);
     else if (auto* box = qobject_cast<QComboBox*>(f.widget))
       connect(box, &QComboBox::currentIndexChanged, this, on_change);
+    else if (auto* e = qobject_cast<QLineEdit*>(f.widget))
+      connect(e, &QLineEdit::editingFinished, this, [this, i] {
+        // Only a changed text is an edit (focus leaving the field is not).
+        if (impl_->filling) return;
+        const json::json_pointer ptr(impl_->fields[i].pointer);
+        const json& doc = impl_->training;
+        if (widget_value(impl_->fields[i]) != (doc.contains(ptr) ? doc[ptr] : json(""))) write_field(i);
+      });
     if (f.dist) connect(f.dist, &QComboBox::currentIndexChanged, this, on_change);
   }
   for (Field& f : impl_->fields) {
@@ -289,6 +342,21 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent), impl_(std::make
       int i = c->findData(QStringLiteral("auto"));
       if (i < 0) i = c->findData(QString());
       if (i >= 0) f.auto_text = c->itemText(i);
+      // The entry grows by what it resolves to ("default -> recompute"): the menu is as
+      // wide as its longest such text from the start, so that the editor's width has room
+      // for it (none is clipped). Menus given a fixed length (the engine version's, whose
+      // entries are file names) keep it.
+      if (i >= 0 && c->sizeAdjustPolicy() == QComboBox::AdjustToContentsOnFirstShow) {
+        int text = 0;
+        for (int j = 0; j < c->count(); ++j)
+          text = std::max(text, c->fontMetrics().horizontalAdvance(
+                                    j == i ? c->itemText(j) : c->itemText(i) + QStringLiteral(" \u2192 ") + c->itemText(j)));
+        QStyleOptionComboBox opt;
+        opt.initFrom(c);
+        opt.frame = true;
+        c->setMinimumWidth(
+            c->style()->sizeFromContents(QStyle::CT_ComboBox, &opt, QSize(text, c->fontMetrics().height()), c).width());
+      }
     }
   }
   connect(impl_->tabs, &QTabWidget::currentChanged, this, [this] { emit kind_changed(kind()); });
@@ -415,7 +483,9 @@ QWidget* ScenarioPanel::build_training_tab() {
   Grid grid(page);
   auto& f = impl_->fields;
   auto add = [&](const char* label, const char* key, QWidget* w, json fallback, const char* what, bool erase = false) {
-    grid.add(tr(label), w, tr(what) + QStringLiteral(" (training.%1)").arg(QString::fromUtf8(key)));
+    grid.add(tr(label), w,
+             tr(what) + QStringLiteral(" (training.%1)")
+                            .arg(QString::fromUtf8(key).replace(QLatin1Char('/'), QLatin1Char('.'))));
     f.push_back({std::string("/training/") + key, Scope::training, w, nullptr, std::move(fallback), erase, {}});
   };
   add("tp", "tp", spin(1, 4096), 1, "Tensor parallel");
@@ -445,12 +515,29 @@ QWidget* ScenarioPanel::build_training_tab() {
   add("Mode", "mode",
       combo(choices({"pretrain", "sft", "lora", "qlora", "ppo", "grpo", "dpo", "simpo", "orpo", "distill"})),
       "pretrain", "Training mode");
+  // The adapters of modes lora and qlora (training.lora).
+  add("LoRA rank", "lora/rank", spin(1, 65536, "auto"), "auto", "Adapter rank; auto: the framework's default");
+  add("LoRA alpha", "lora/alpha", dspin(0, 65536, 1, 1, "none"), "auto",
+      "Adapter scaling alpha (does not change the step's cost)", true);
+  auto* targets = new QLineEdit;
+  targets->setPlaceholderText(QStringLiteral("q_proj, v_proj, ... or auto"));
+  add("LoRA targets", "lora/targets", targets, "",
+      "Modules with adapters: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, or auto");
+  add("LoRA base", "lora/base_dtype",
+      combo({{"default", ""}, {"bf16", "bf16"}, {"fp16", "fp16"}, {"nf4", "nf4"}, {"int8", "int8"}, {"fp8", "fp8"}}),
+      "", "Storage of the frozen base's linear weights (nf4 for QLoRA)", true);
+  add("Double quant", "lora/double_quant", new QCheckBox, false, "NF4 with double quantization of the absmax constants");
   add("Offload opt.", "offload_optimizer", new QCheckBox, false, "Optimizer state offloaded to the CPU (ZeRO-Offload)");
   add("Overlap DP", "overlap_dp", new QCheckBox, true, "Data-parallel gradient communication overlaps the backward");
   add("TP overlap", "tp_comm_overlap", dspin(0, 1, 2, 0.05), 0.0,
       "Share of tensor-parallel communication hidden behind compute (0 to 1)");
   add("MoE skew", "moe_imbalance", dspin(1, 64, 2, 0.05), 1.0,
       "Tokens at the busiest expert over the mean (1: balanced)");
+  add("Train tokens", "train_tokens", dspin(0, 1e16, 0, 1e9, "none"), "auto",
+      "Tokens to train on: the report adds the days, GPU-hours, cost and energy", true);
+  add("$/GPU-hour", "usd_per_gpu_hour", dspin(0, 1000, 2, 0.1, "none"), "auto",
+      "Price of a GPU-hour for the budget's cost", true);
+  add("PUE", "pue", dspin(1, 3, 2, 0.05), 1.0, "Power usage effectiveness for the budget's energy");
   grid.finish();
   return page;
 }
@@ -569,6 +656,16 @@ void ScenarioPanel::refresh_engine_versions() {
   for (int i = 0; i < v->count(); ++i) v->setItemData(i, v->itemText(i), Qt::ToolTipRole);
 }
 
+void ScenarioPanel::refresh_lora_enables() {
+  // The adapter fields matter to modes lora and qlora (or to a file that has the block).
+  const json& t = impl_->training;
+  const json::json_pointer mode_ptr("/training/mode"), lora_ptr("/training/lora");
+  const json mode = t.contains(mode_ptr) ? t[mode_ptr] : json();
+  const bool on = mode == json("lora") || mode == json("qlora") || t.contains(lora_ptr);
+  for (const Field& f : impl_->fields)
+    if (f.pointer.rfind("/training/lora/", 0) == 0) f.widget->setEnabled(on);
+}
+
 void ScenarioPanel::refresh_workload_enables() {
   const QString mode = impl_->mode->currentData().toString();
   impl_->qps->setEnabled(mode == QStringLiteral("poisson"));
@@ -623,6 +720,7 @@ void ScenarioPanel::fill_widgets() {
     set_widget(f, doc.contains(ptr) ? doc[ptr] : f.fallback);
   }
   refresh_workload_enables();
+  refresh_lora_enables();
   refresh_model_info();
   refresh_gpu_tooltip();
   impl_->filling = false;
@@ -632,7 +730,8 @@ void ScenarioPanel::write_field(size_t index) {
   const Field& f = impl_->fields[index];
   const std::optional<json> value = widget_value(f);
   if (!value) return;
-  const bool erase = f.erase_when_auto && (*value == json("auto") || *value == json(""));
+  const bool erase = (f.erase_when_auto && (*value == json("auto") || *value == json(""))) ||
+                     (qobject_cast<QLineEdit*>(f.widget) && *value == json(""));
   const json::json_pointer ptr(f.pointer);
   auto apply = [&](json& doc) {
     make_parents(doc, ptr);
@@ -648,6 +747,7 @@ void ScenarioPanel::write_field(size_t index) {
   if (f.scope != Scope::training) apply(impl_->serving);
 
   if (f.pointer == "/model") refresh_model_info();
+  if (f.pointer.rfind("/training/mode", 0) == 0 || f.pointer.rfind("/training/lora/", 0) == 0) refresh_lora_enables();
   if (f.pointer == "/system/gpu") refresh_gpu_tooltip();
   if (f.pointer == "/inference/engine/name") {
     // Another engine: its newest profile, unless a version is picked again.
@@ -675,9 +775,15 @@ void ScenarioPanel::write_field(size_t index) {
     if (mode == "poisson") impl_->serving["inference"]["workload"]["qps"] = impl_->qps->value();
     if (mode == "concurrency") impl_->serving["inference"]["workload"]["concurrency"] = impl_->concurrency->value();
   }
-  emit document_changed(f.scope == Scope::shared     ? kind()
-                        : f.scope == Scope::training ? ScenarioKind::training
-                                                     : ScenarioKind::inference);
+  if (f.scope == Scope::shared) {
+    // The model and the system belong to both documents: the one behind its tab changed
+    // too (its results are stale), then the one in front.
+    const ScenarioKind front = kind();
+    emit document_changed(front == ScenarioKind::training ? ScenarioKind::inference : ScenarioKind::training);
+    emit document_changed(front);
+    return;
+  }
+  emit document_changed(f.scope == Scope::training ? ScenarioKind::training : ScenarioKind::inference);
 }
 
 const json& ScenarioPanel::document(ScenarioKind kind) const {
@@ -703,10 +809,10 @@ void ScenarioPanel::load_document(const json& doc) {
   for (const char* key : {"model", "system"})
     if (doc.contains(key)) other[key] = doc[key];
   fill_widgets();
-  if (kind() == k)
-    emit document_changed(k);
-  else
-    set_kind(k);
+  // The other document took the file's model and system: its results are stale too.
+  emit document_changed(k == ScenarioKind::training ? ScenarioKind::inference : ScenarioKind::training);
+  emit document_changed(k);
+  set_kind(k);
 }
 
 void ScenarioPanel::show_issues(const std::vector<Issue>& issues) {

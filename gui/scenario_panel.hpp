@@ -63,7 +63,8 @@ class ScenarioPanel : public QWidget {
   QString issue_text() const;
 
  signals:
-  /// A widget edit changed the document of `kind`.
+  /// A widget edit changed the document of `kind`. A model or system edit, or a loaded
+  /// document, changes both: the document behind its tab is signalled first.
   void document_changed(capsim::gui::ScenarioKind kind);
   /// The tab in front changed.
   void kind_changed(capsim::gui::ScenarioKind kind);
@@ -84,6 +85,7 @@ class ScenarioPanel : public QWidget {
   void refresh_gpu_tooltip();
   void refresh_engine_versions();
   void refresh_workload_enables();
+  void refresh_lora_enables();
 };
 
 }  // namespace capsim::gui

@@ -2,6 +2,7 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -16,8 +17,12 @@
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "capsim/core/units.hpp"
+#include "capsim/io/json_read.hpp"
+#include "capsim/io/presets.hpp"
 
 namespace capsim::gui {
 
@@ -46,6 +51,20 @@ class Cell : public QTableWidgetItem {
     return QTableWidgetItem::operator<(other);
   }
 };
+
+/// $/GPU-hour for the scenario's GPU: the scenario's training.usd_per_gpu_hour, else the
+/// default of data/prices.json (as `capsim plan` uses it); 0 when neither has one.
+std::pair<double, QString> gpu_price(const Scenario& s) {
+  if (s.training && s.training->budget.usd_per_gpu_hour > 0)
+    return {s.training->budget.usd_per_gpu_hour, QStringLiteral("training.usd_per_gpu_hour")};
+  try {
+    const nlohmann::json d = io::read_json_file(io::data_dir() / "prices.json");
+    const nlohmann::json& p = d.at("prices").at(s.system.gpu.id);
+    return {p.at("usd_per_gpu_hour").get<double>(), QStringLiteral("data/prices.json")};
+  } catch (const std::exception&) {
+    return {0.0, QString()};
+  }
+}
 
 }  // namespace
 
@@ -80,9 +99,17 @@ SearchView::SearchView(QWidget* parent) : QWidget(parent) {
   bar->addWidget(gpus_);
   bar->addWidget(new QLabel(tr("top")));
   bar->addWidget(top_);
+  x_axis_ = new QComboBox;
+  x_axis_->setObjectName(QStringLiteral("search_x_axis"));
+  x_axis_->addItem(tr("against GPUs"), QStringLiteral("gpus"));
+  x_axis_->addItem(tr("against $ / M tokens"), QStringLiteral("cost"));
+  x_axis_->setToolTip(tr("The scatter's horizontal axis: the cluster size, or the cost of a million tokens at the "
+                         "GPU's $/GPU-hour (training.usd_per_gpu_hour, else data/prices.json)"));
+  bar->addWidget(x_axis_);
   bar->addWidget(busy_);
-  bar->addWidget(status_, 1);
+  bar->addStretch(1);
   layout->addLayout(bar);
+  layout->addWidget(status_);  // a line of its own: the counts need the width
 
   chart_ = new QChart;
   chart_->setTitle(tr("Tokens/s against GPUs"));
@@ -117,6 +144,7 @@ SearchView::SearchView(QWidget* parent) : QWidget(parent) {
   connect(run_, &QPushButton::clicked, this, &SearchView::run_requested);
   connect(cancel_, &QPushButton::clicked, this, &SearchView::cancel_requested);
   connect(table_, &QTableWidget::cellClicked, this, [this](int row, int) { click_row(row); });
+  connect(x_axis_, &QComboBox::currentIndexChanged, this, [this] { draw_scatter(); });
 }
 
 std::vector<int64_t> SearchView::gpu_counts() const {
@@ -147,14 +175,33 @@ void SearchView::clear_figures() {
     delete a;
   }
   candidates_.clear();
+  pareto_.clear();
 }
 
 void SearchView::show_running() {
   clear_figures();
+  busy_->setRange(0, 0);
   busy_->setVisible(true);
   cancel_->setEnabled(true);
   run_->setEnabled(false);
   status_->setText(tr("Searching ..."));
+}
+
+void SearchView::show_progress(qint64 done, qint64 total) {
+  if (!running()) return;
+  if (total <= 0) {
+    busy_->setRange(0, 0);
+    status_->setText(tr("Searching: enumerating layouts ..."));
+    return;
+  }
+  busy_->setRange(0, 1000);
+  busy_->setValue(static_cast<int>(std::clamp(1000 * done / total, qint64{0}, qint64{1000})));
+  status_->setText(tr("Searching: %1 of %2 layouts costed").arg(done).arg(total));
+}
+
+double SearchView::progress() const {
+  if (!running() || busy_->maximum() == 0) return -1;
+  return static_cast<double>(busy_->value()) / busy_->maximum();
 }
 
 void SearchView::show_idle(const QString& why) {
@@ -184,6 +231,8 @@ void SearchView::show_outcome(const SearchOutcome& out) {
   }
   const SearchResult& r = out.result;
   candidates_ = r.top;
+  pareto_ = r.pareto;
+  std::tie(price_, price_source_) = gpu_price(out.scenario);
   status_->setText(tr("%1 layouts enumerated, %2 pruned by divisibility, %3 by memory, %4 costed, %5 fit; "
                       "the best %6 by step time")
                        .arg(r.enumerated)
@@ -222,43 +271,124 @@ void SearchView::show_outcome(const SearchOutcome& out) {
   table_->setSortingEnabled(true);
   table_->sortByColumn(0, Qt::AscendingOrder);
 
-  // Scatter: the listed layouts, and the Pareto front (GPUs, tokens/s, memory headroom).
+  draw_scatter();
+}
+
+double SearchView::x_of(const SearchCandidate& c) const {
+  if (x_axis_->currentData().toString() == QStringLiteral("gpus")) return static_cast<double>(c.num_gpus);
+  if (price_ <= 0 || c.tokens_per_s <= 0) return std::nan("");
+  return static_cast<double>(c.num_gpus) * price_ / 3600.0 / c.tokens_per_s * 1e6;
+}
+
+void SearchView::draw_scatter() {
+  chart_->removeAllSeries();
+  for (QAbstractAxis* a : chart_->axes()) {
+    chart_->removeAxis(a);
+    delete a;
+  }
+  if (candidates_.empty()) return;
+  const bool cost = x_axis_->currentData().toString() == QStringLiteral("cost");
+  chart_->setTitle(cost ? tr("Tokens/s against cost") : tr("Tokens/s against GPUs"));
+  if (cost && price_ <= 0) {
+    chart_->setTitle(tr("No $/GPU-hour for this GPU: set training.usd_per_gpu_hour ($/GPU-hour in the editor)"));
+    return;
+  }
+  // The listed layouts, and the Pareto front of what is plotted: the layouts no other beats
+  // on both axes (fewer GPUs or less cost, and more tokens/s). The library's front (GPUs,
+  // tokens/s, memory headroom) joins the candidates.
+  std::vector<const SearchCandidate*> all;
+  for (const SearchCandidate& c : candidates_) all.push_back(&c);
+  for (const SearchCandidate& c : pareto_)
+    if (std::find(candidates_.begin(), candidates_.end(), c) == candidates_.end()) all.push_back(&c);
   auto* top = new QScatterSeries;
   top->setName(tr("best layouts"));
   top->setMarkerSize(10);
-  auto* pareto = new QScatterSeries;
-  pareto->setName(tr("Pareto front"));
-  pareto->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
-  pareto->setMarkerSize(7);
-  double max_gpus = 1, max_tps = 1;
-  for (const SearchCandidate& c : r.top) {
-    top->append(static_cast<double>(c.num_gpus), c.tokens_per_s);
-    max_gpus = std::max(max_gpus, static_cast<double>(c.num_gpus));
-    max_tps = std::max(max_tps, c.tokens_per_s);
+  top->setColor(QColor(0x4e, 0x79, 0xa7));
+  auto* front = new QScatterSeries;
+  front->setName(tr("Pareto front"));
+  front->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+  front->setMarkerSize(14);
+  front->setColor(QColor(0xe1, 0x57, 0x59, 160));
+  front->setBorderColor(QColor(0xa0, 0x20, 0x20));
+  double max_x = 0, max_y = 1;
+  for (const SearchCandidate& c : candidates_) top->append(x_of(c), c.tokens_per_s);
+  std::vector<const SearchCandidate*> on_front;
+  for (const SearchCandidate* a : all) {
+    const double ax = x_of(*a), ay = a->tokens_per_s;
+    const bool beaten = std::any_of(all.begin(), all.end(), [&](const SearchCandidate* b) {
+      const double bx = x_of(*b), by = b->tokens_per_s;
+      return bx <= ax && by >= ay && (bx < ax || by > ay);
+    });
+    max_x = std::max(max_x, ax);
+    max_y = std::max(max_y, ay);
+    if (!beaten) on_front.push_back(a);
   }
-  for (const SearchCandidate& c : r.pareto) {
-    pareto->append(static_cast<double>(c.num_gpus), c.tokens_per_s);
-    max_gpus = std::max(max_gpus, static_cast<double>(c.num_gpus));
-    max_tps = std::max(max_tps, c.tokens_per_s);
-  }
-  chart_->addSeries(pareto);
+  std::sort(on_front.begin(), on_front.end(),
+            [&](const SearchCandidate* a, const SearchCandidate* b) { return x_of(*a) < x_of(*b); });
+  for (const SearchCandidate* c : on_front) front->append(x_of(*c), c->tokens_per_s);
+  front_.clear();
+  for (const SearchCandidate* c : on_front) front_.push_back(*c);
+  chart_->addSeries(front);
   chart_->addSeries(top);
   auto* x = new QValueAxis;
-  x->setTitleText(tr("GPUs"));
-  x->setRange(0, max_gpus * 1.1);
+  x->setTitleText(cost ? tr("$ per million tokens (%1 $/GPU-hour, %2)").arg(price_).arg(price_source_) : tr("GPUs"));
+  x->setRange(0, std::max(max_x, 1e-9) * 1.1);
   x->applyNiceNumbers();
-  x->setLabelFormat(QStringLiteral("%d"));
+  x->setLabelFormat(cost ? QStringLiteral("%.3g") : QStringLiteral("%d"));
   auto* y = new QValueAxis;
   y->setTitleText(tr("tokens/s"));
-  y->setRange(0, max_tps * 1.1);
+  y->setRange(0, max_y * 1.1);
   y->applyNiceNumbers();
   y->setLabelFormat(QStringLiteral("%.0f"));
   chart_->addAxis(x, Qt::AlignBottom);
   chart_->addAxis(y, Qt::AlignLeft);
-  for (QScatterSeries* s : {top, pareto}) {
+  for (QScatterSeries* s : {top, front}) {
     s->attachAxis(x);
     s->attachAxis(y);
+    // A click on a point loads that layout.
+    connect(s, &QScatterSeries::clicked, this, [this](const QPointF& p) { click_point(p); });
   }
+}
+
+void SearchView::set_x_axis(const QString& key) {
+  const int i = x_axis_->findData(key);
+  if (i >= 0) x_axis_->setCurrentIndex(i);
+}
+
+double SearchView::price() const {
+  return price_;
+}
+
+std::vector<QPointF> SearchView::pareto_points() const {
+  std::vector<QPointF> out;
+  for (const SearchCandidate& c : front_) out.emplace_back(x_of(c), c.tokens_per_s);
+  return out;
+}
+
+bool SearchView::click_point(const QPointF& p) {
+  // The plotted layout nearest the point, in the axes' proportions.
+  const SearchCandidate* best = nullptr;
+  double best_d = 0, max_x = 1e-12, max_y = 1e-12;
+  std::vector<const SearchCandidate*> all;
+  for (const SearchCandidate& c : candidates_) all.push_back(&c);
+  for (const SearchCandidate& c : front_) all.push_back(&c);
+  for (const SearchCandidate* c : all) {
+    max_x = std::max(max_x, std::abs(x_of(*c)));
+    max_y = std::max(max_y, c->tokens_per_s);
+  }
+  for (const SearchCandidate* c : all) {
+    const double dx = (x_of(*c) - p.x()) / max_x, dy = (c->tokens_per_s - p.y()) / max_y;
+    const double d = dx * dx + dy * dy;
+    if (std::isfinite(d) && (!best || d < best_d)) {
+      best = c;
+      best_d = d;
+    }
+  }
+  if (!best) return false;
+  for (int row = 0; row < table_->rowCount(); ++row)
+    if (candidate(row) == *best) table_->selectRow(row);
+  emit layout_chosen(*best);
+  return true;
 }
 
 int SearchView::rows() const {

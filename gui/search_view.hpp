@@ -1,7 +1,8 @@
 #pragma once
 /// Layout search results (`capsim search`): run control (search, cancel, a busy bar), a
-/// sortable table of the best layouts and a scatter of tokens/s against GPUs; a row
-/// clicked is offered as the training scenario's layout.
+/// sortable table of the best layouts and a scatter of tokens/s against GPUs or cost with
+/// the Pareto front highlighted; a row or a point clicked is offered as the training
+/// scenario's layout.
 
 #include <QWidget>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "evaluation.hpp"
 
 class QChart;
+class QComboBox;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
@@ -35,6 +37,10 @@ class SearchView : public QWidget {
 
   /// A search started: busy bar on, Cancel enabled, figures cleared.
   void show_running();
+  /// The search in flight has costed `done` of `total` layouts (total 0: still enumerating).
+  void show_progress(qint64 done, qint64 total);
+  /// The progress bar's share done, 0 to 1; -1 while it shows no share (busy, or idle).
+  double progress() const;
   /// The search was cancelled or its input is invalid: clear the figures, say `why`.
   void show_idle(const QString& why);
   /// Draw a finished search.
@@ -52,8 +58,18 @@ class SearchView : public QWidget {
   QString cell(int row, const QString& header) const;
   /// Sort the table by the column headed `header`, as a click on its header does.
   void sort_by(const QString& header, Qt::SortOrder order);
-  /// The scatter's points of the listed layouts: (GPUs, tokens/s).
+  /// The scatter's points of the listed layouts: (GPUs, tokens/s), or with the cost axis
+  /// ($ per million tokens, tokens/s).
   std::vector<QPointF> points() const;
+  /// The scatter's horizontal axis: "gpus" or "cost" ($ per million tokens).
+  void set_x_axis(const QString& key);
+  /// The $/GPU-hour the cost axis uses (0: none known for the GPU).
+  double price() const;
+  /// The highlighted Pareto front, by x: the plotted layouts no other beats on both axes.
+  std::vector<QPointF> pareto_points() const;
+  /// A click on the scatter at `p` (chart values): the nearest layout is offered as a
+  /// table row click offers it. False when nothing is plotted.
+  bool click_point(const QPointF& p);
   /// Click table row `row`.
   void click_row(int row);
 
@@ -65,6 +81,8 @@ class SearchView : public QWidget {
 
  private:
   void clear_figures();
+  void draw_scatter();
+  double x_of(const SearchCandidate& c) const;
   int column(const QString& header) const;
   QTableWidget* table_ = nullptr;
   QChart* chart_ = nullptr;
@@ -75,6 +93,11 @@ class SearchView : public QWidget {
   QLineEdit* gpus_ = nullptr;
   QSpinBox* top_ = nullptr;
   std::vector<SearchCandidate> candidates_;
+  std::vector<SearchCandidate> pareto_;  ///< the library's front (GPUs, tokens/s, memory headroom)
+  std::vector<SearchCandidate> front_;   ///< the front drawn on the chosen axes
+  QComboBox* x_axis_ = nullptr;
+  double price_ = 0;
+  QString price_source_;
 };
 
 }  // namespace capsim::gui

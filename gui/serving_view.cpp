@@ -340,6 +340,14 @@ void ServingView::show_qps_running() {
   qps_status_->setText(tr("Searching for the highest rate within the SLA ..."));
 }
 
+void ServingView::show_qps_progress(qint64 done, qint64 total) {
+  if (!qps_running()) return;
+  qps_status_->setText(total > 0 ? tr("Searching for the highest rate within the SLA: probe %1 of about %2 ...")
+                                       .arg(std::min(done + 1, total))
+                                       .arg(total)
+                                 : tr("Searching for the highest rate within the SLA ..."));
+}
+
 void ServingView::show_qps_idle(const QString& why) {
   qps_run_->setEnabled(true);
   qps_cancel_->setEnabled(false);

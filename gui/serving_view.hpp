@@ -55,6 +55,8 @@ class ServingView : public QWidget {
   void set_sla(const ServingSla& sla);
   /// A latency-vs-QPS run started.
   void show_qps_running();
+  /// The latency-vs-QPS run has run `done` of about `total` probes (total 0: not known yet).
+  void show_qps_progress(qint64 done, qint64 total);
   /// No curve: say `why`.
   void show_qps_idle(const QString& why);
   /// Draw a finished latency-vs-QPS run.

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 namespace capsim::gui {
 
@@ -21,6 +22,7 @@ namespace {
 constexpr double kRowHeight = 34;
 constexpr double kBoxHeight = 24;
 constexpr double kWidth = 1000;  ///< scene width of the whole step as first drawn
+constexpr double kLabelWidth = 150;  ///< room left of the step for the row labels (pixels)
 
 QColor task_color(des::TaskKind k) {
   switch (k) {
@@ -144,13 +146,21 @@ void TimelineView::show_outcome(const TimelineOutcome& out) {
   const DesStep& d = *out.des;
   const auto& tasks = d.sim.tasks();
   const auto& streams = d.sim.streams();
-  std::map<int32_t, int> row_of;  // pipeline rank -> row
+  // One row per stage and stream: each stage's compute stream, then its communication
+  // streams (TP, PP send/recv, DP, EP) that carry tasks.
+  std::map<std::pair<int32_t, int>, int> row_of;  // (pipeline rank, stream kind) -> row
   for (const des::Stream& s : streams)
-    if (s.kind == des::StreamKind::compute) row_of.emplace(s.rank, 0);
+    if (s.kind == des::StreamKind::compute) row_of.emplace(std::pair{s.rank, static_cast<int>(s.kind)}, 0);
+  for (const des::Task& t : tasks) {
+    const des::Stream& s = streams.at(static_cast<size_t>(t.stream));
+    row_of.emplace(std::pair{s.rank, static_cast<int>(s.kind)}, 0);
+  }
   int row = 0;
-  for (auto& [rank, r] : row_of) {
+  for (auto& [key, r] : row_of) {
     r = row++;
-    labels_ << tr("stage %1").arg(rank);
+    const auto kind = static_cast<des::StreamKind>(key.second);
+    labels_ << tr("stage %1 %2").arg(key.first).arg(QString::fromUtf8(des::to_string(kind).data(),
+                                                                       static_cast<qsizetype>(des::to_string(kind).size())));
   }
   const double makespan = std::max(d.result.makespan, 1e-12);
   px_per_s_ = kWidth / makespan;
@@ -158,19 +168,18 @@ void TimelineView::show_outcome(const TimelineOutcome& out) {
   for (size_t i = 0; i < tasks.size(); ++i) {
     const des::Task& t = tasks[i];
     const des::Stream& s = streams.at(static_cast<size_t>(t.stream));
-    if (s.kind != des::StreamKind::compute) continue;
     const des::TaskTime& tt = d.result.times.at(i);
     TimelineBox b;
-    b.row = row_of.at(s.rank);
+    b.row = row_of.at(std::pair{s.rank, static_cast<int>(s.kind)});
     b.task = static_cast<int>(i);
     b.start_s = tt.start;
     b.end_s = tt.end;
     QString what = QString::fromUtf8(des::to_string(t.kind).data(), static_cast<qsizetype>(des::to_string(t.kind).size()));
     if (t.microbatch >= 0) what += tr(", microbatch %1").arg(t.microbatch);
     if (t.chunk >= 0) what += tr(", chunk %1").arg(t.chunk);
-    b.tooltip = tr("%1\nstage %2, task %3\n%4 to %5 (%6)")
+    b.tooltip = tr("%1\n%2, task %3\n%4 to %5 (%6)")
                     .arg(what)
-                    .arg(s.rank)
+                    .arg(labels_[b.row])
                     .arg(i)
                     .arg(ms(tt.start), ms(tt.end), ms(tt.end - tt.start));
     if (t.flops > 0) b.tooltip += tr("\n%1 TFLOP").arg(t.flops / 1e12, 0, 'g', 4);
@@ -180,13 +189,13 @@ void TimelineView::show_outcome(const TimelineOutcome& out) {
     boxes_.push_back(b);
   }
   // First view: the whole step across the pane, the stage labels in sight to its left.
-  const double pane = std::max(200.0, static_cast<double>(canvas_->viewport()->width()) - 120.0);
+  const double pane = std::max(200.0, static_cast<double>(canvas_->viewport()->width()) - kLabelWidth - 50.0);
   const double fit = pane / kWidth;
   // Row labels and a time axis that keep their size when the time axis zooms.
   for (int r = 0; r < labels_.size(); ++r) {
     auto* label = scene->addSimpleText(labels_[r]);
     label->setFlag(QGraphicsItem::ItemIgnoresTransformations);
-    label->setPos(-70 / fit, r * kRowHeight + 4);
+    label->setPos(-kLabelWidth / fit, r * kRowHeight + 4);
   }
   const double axis_y = static_cast<double>(labels_.size()) * kRowHeight + 4;
   scene->addLine(0, axis_y, kWidth, axis_y, QPen(Qt::gray, 0));
@@ -206,10 +215,12 @@ void TimelineView::show_outcome(const TimelineOutcome& out) {
   export_->setEnabled(!out.trace.empty());
   double busy = 0;
   for (double b : d.busy_s) busy += b;
+  std::set<int32_t> stages;
+  for (const auto& [key, r] : row_of) stages.insert(key.first);
   status_->setText(tr("%1 schedule, %2 tasks on %3 stages: step %4 s (critical path bound %5 s), compute busy %6 %")
                        .arg(QString::fromUtf8(to_string(d.schedule).data()))
                        .arg(tasks.size())
-                       .arg(labels_.size())
+                       .arg(stages.size())
                        .arg(d.step.step_s, 0, 'f', 4)
                        .arg(d.critical_path_bound_s, 0, 'f', 4)
                        .arg(d.busy_s.empty() ? 0.0 : 100 * busy / (makespan * static_cast<double>(d.busy_s.size())), 0, 'f', 1));

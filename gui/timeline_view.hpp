@@ -32,7 +32,7 @@ class TimelineCanvas : public QGraphicsView {
 
 /// One task as drawn.
 struct TimelineBox {
-  int row = 0;             ///< the stage's row, top first
+  int row = 0;             ///< the row of its stage and stream, top first
   int task = 0;            ///< index into the simulation's tasks
   double start_s = 0, end_s = 0;
   QString tooltip;
@@ -54,7 +54,8 @@ class TimelineView : public QWidget {
   bool running() const;
   QString status() const;
 
-  /// The rows' labels, top first ("stage 0", ...).
+  /// The rows' labels, top first: per stage its compute stream, then its communication
+  /// streams that carry tasks ("stage 0 compute", "stage 0 pp send/recv", ...).
   QStringList row_labels() const;
   /// Every task drawn, in task order.
   std::vector<TimelineBox> boxes() const;

@@ -1,16 +1,19 @@
 #include "training_view.hpp"
 
 #include <QBarCategoryAxis>
+#include <QBarLegendMarker>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
 #include <QHorizontalStackedBarSeries>
 #include <QLabel>
+#include <QLegend>
 #include <QLineSeries>
 #include <QStackedBarSeries>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "capsim/core/units.hpp"
 
@@ -21,9 +24,10 @@ namespace {
 const QStringList kMemoryComponents = {QStringLiteral("weights"), QStringLiteral("gradients"),
                                        QStringLiteral("optimizer"), QStringLiteral("activations"),
                                        QStringLiteral("other")};
-const QStringList kStepComponents = {QStringLiteral("compute"), QStringLiteral("recompute"),
-                                     QStringLiteral("exposed comms"), QStringLiteral("bubble"),
-                                     QStringLiteral("optimizer")};
+/// The step's parts; communication is the exposed part (not hidden behind compute).
+const QStringList kStepComponents = {QStringLiteral("compute"), QStringLiteral("recompute"), QStringLiteral("TP comm"),
+                                     QStringLiteral("CP comm"), QStringLiteral("EP comm"),   QStringLiteral("PP comm"),
+                                     QStringLiteral("DP comm"), QStringLiteral("bubble"),    QStringLiteral("optimizer")};
 
 QChartView* chart_view(QChart* chart) {
   auto* view = new QChartView(chart);
@@ -51,7 +55,7 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   memory_chart_->setTitle(tr("Memory per GPU by pipeline stage"));
   memory_chart_->legend()->setAlignment(Qt::AlignBottom);
   step_chart_ = new QChart;
-  step_chart_->setTitle(tr("Where the step time goes"));
+  step_chart_->setTitle(tr("Where the step time goes (communication: the exposed part)"));
   step_chart_->legend()->setAlignment(Qt::AlignBottom);
   verdict_ = new QLabel;
   verdict_->setObjectName(QStringLiteral("verdict"));
@@ -148,8 +152,8 @@ void TrainingView::show_outcome(const TrainingOutcome& outcome) {
 
   if (ev.step) {
     const StepBreakdown& st = *ev.step;
-    const double comms = st.exposed_tp_s + st.exposed_cp_s + st.exposed_ep_s + st.exposed_pp_s + st.exposed_dp_s;
-    const double parts[] = {st.compute_s, st.recompute_s, comms, st.bubble_s, st.optimizer_s};
+    const double parts[] = {st.compute_s,    st.recompute_s,  st.exposed_tp_s, st.exposed_cp_s, st.exposed_ep_s,
+                            st.exposed_pp_s, st.exposed_dp_s, st.bubble_s,     st.optimizer_s};
     auto* series = new QHorizontalStackedBarSeries;
     for (int i = 0; i < kStepComponents.size(); ++i) {
       auto* set = new QBarSet(kStepComponents[i]);
@@ -157,6 +161,9 @@ void TrainingView::show_outcome(const TrainingOutcome& outcome) {
       series->append(set);
     }
     step_chart_->addSeries(series);
+    // Nine parts do not fit a legend line: only those the step has are named.
+    for (QLegendMarker* m : step_chart_->legend()->markers(series))
+      if (auto* bm = qobject_cast<QBarLegendMarker*>(m); bm && bm->barset()->at(0) == 0) bm->setVisible(false);
     auto* cat = new QBarCategoryAxis;
     cat->append(tr("step"));
     auto* secs = new QValueAxis;
@@ -171,6 +178,18 @@ void TrainingView::show_outcome(const TrainingOutcome& outcome) {
                           .arg(100 * st.mfu, 0, 'f', 1)
                           .arg(st.tokens_per_s, 0, 'f', 0)
                           .arg(st.tokens_per_s_per_gpu, 0, 'f', 0));
+    // With a token budget: the report's own figures (as `capsim train` prints them).
+    const nlohmann::json report = nlohmann::json::parse(outcome.report, nullptr, false);
+    if (report.is_object() && report.contains("budget") && report["budget"].is_object()) {
+      const nlohmann::json& b = report["budget"];
+      QString line = tr("%1 B tokens: %2 days, %3 GPU-hours")
+                         .arg(b.value("tokens", 0.0) / 1e9, 0, 'g', 4)
+                         .arg(b.value("days", 0.0), 0, 'f', 1)
+                         .arg(b.value("gpu_hours", 0.0), 0, 'f', 0);
+      if (b.contains("cost_usd")) line += tr(", $%1").arg(b.value("cost_usd", 0.0), 0, 'f', 0);
+      line += tr(", %1 MWh").arg(b.value("energy_mwh", 0.0), 0, 'f', 1);
+      summary_->setText(summary_->text() + QStringLiteral("\n") + line);
+    }
   }
   QStringList notes;
   const TrainingPlan& p = ev.plan;

@@ -32,9 +32,10 @@ class TrainingView : public QWidget {
   /// The verdict line under the memory chart ("fits ...", "does not fit ...").
   QString verdict() const;
   /// The step-time bar's segments in seconds, in the order compute, recompute, exposed
-  /// comms, bubble, optimizer; empty when nothing is drawn.
+  /// TP, CP, EP, PP, DP communication, bubble, optimizer; empty when nothing is drawn.
   std::vector<double> step_values() const;
-  /// The throughput line (step time, MFU, tokens/s).
+  /// The throughput line (step time, MFU, tokens/s) and, with a token budget, the
+  /// report's days, GPU-hours, cost and energy.
   QString summary() const;
 
  private:

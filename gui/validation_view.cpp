@@ -112,6 +112,12 @@ ValidationView::ValidationView(QWidget* parent) : QWidget(parent) {
     if (!files.isEmpty()) emit files_chosen(files);
   });
   connect(table_, &QTreeWidget::currentItemChanged, this, [this](QTreeWidgetItem* item) { on_item(item); });
+  // A click on a case loads it into the editor.
+  auto offer = [this](QTreeWidgetItem* item) {
+    if (item && item->data(kName, kKindRole).toInt() == kCaseRow) load_case(item->text(kName));
+  };
+  connect(table_, &QTreeWidget::itemClicked, this, offer);
+  connect(table_, &QTreeWidget::itemActivated, this, offer);
 }
 
 void ValidationView::clear_figures() {
@@ -320,6 +326,16 @@ bool ValidationView::select_case(const QString& id) {
   for (QTreeWidgetItemIterator it(table_); *it; ++it)
     if ((*it)->data(kName, kKindRole).toInt() == kCaseRow && (*it)->text(kName) == id) {
       table_->setCurrentItem(*it);
+      return true;
+    }
+  return false;
+}
+
+bool ValidationView::load_case(const QString& id) {
+  if (!select_case(id)) return false;
+  for (const ValidationPoint& p : points_)
+    if (QString::fromStdString(p.id) == id) {
+      emit case_chosen(QString::fromStdString(p.file), id);
       return true;
     }
   return false;

@@ -43,6 +43,9 @@ class ValidationView : public QWidget {
   ValidationGroupRow group_row(const QString& group, const QString& metric = QStringLiteral("(all)")) const;
   /// Select the case `id` in the table as a click does; false when it is not listed.
   bool select_case(const QString& id);
+  /// Offer case `id` to the editor, as a click on its row does (case_chosen). False when
+  /// no row has that id.
+  bool load_case(const QString& id);
   /// What the detail line says about the selected case.
   QString detail() const;
 
@@ -51,6 +54,9 @@ class ValidationView : public QWidget {
   void run_requested();
   /// The user picked files to run.
   void files_chosen(const QStringList& files);
+  /// A case row was clicked (or activated): load case `id` of the file named `file` (its
+  /// file name, as the report names it) into the editor.
+  void case_chosen(const QString& file, const QString& id);
 
  private:
   void clear_figures();

@@ -1,32 +1,43 @@
 // capsim-gui against the libraries it shows: the charts carry the report's numbers, the
 // reports are the CLI's bytes, bad input shows its problems and no stale result.
 
+#include <QChartView>
 #include <QCheckBox>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QGraphicsView>
 #include <QImage>
+#include <QAction>
 #include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
 #include <QProcess>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStyle>
+#include <QStyleOptionComboBox>
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QThreadPool>
+#include <QTreeWidget>
 #include <QWheelEvent>
 #include <QtTest>
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "capsim/core/units.hpp"
 #include "capsim/hw/roofline.hpp"
 #include "capsim/core/model.hpp"
 #include "capsim/io/calibration_io.hpp"
+#include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
@@ -129,7 +140,75 @@ class GuiTest : public QObject {
     QCOMPARE(w.training_view()->capacity_line(), r["memory"]["per_gpu"]["capacity_bytes"].get<double>() / kGiB);
     QCOMPARE(r["layout"]["dp"].get<int64_t>(), int64_t{4});  // dp left to auto follows the GPUs
     QVERIFY(w.training_view()->verdict().startsWith(QStringLiteral("Fits")));
-    QCOMPARE(w.training_view()->step_values().size(), size_t{5});
+    const std::vector<double> step = w.training_view()->step_values();
+    const json& bd = r["time"]["breakdown"];
+    const std::vector<double> want = {
+        bd["compute_s"].get<double>(),           bd["recompute_s"].get<double>(),
+        bd["exposed_comm_s"]["tp"].get<double>(), bd["exposed_comm_s"]["cp"].get<double>(),
+        bd["exposed_comm_s"]["ep"].get<double>(), bd["exposed_comm_s"]["pp"].get<double>(),
+        bd["exposed_comm_s"]["dp"].get<double>(), bd["bubble_s"].get<double>(),
+        bd["optimizer_s"].get<double>()};
+    QCOMPARE(step, want);
+    // The legend names the parts the step has, each once.
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QStringList named;
+    for (QChartView* v : w.training_view()->findChildren<QChartView*>())
+      if (v->chart()->title().startsWith(QStringLiteral("Where the step time goes")))
+        for (QLegendMarker* m : v->chart()->legend()->markers())
+          if (m->isVisible()) named << m->label();
+    QCOMPARE(named.size(), static_cast<qsizetype>(std::count_if(want.begin(), want.end(), [](double v) { return v != 0; })));
+    QVERIFY(named.contains(QStringLiteral("compute")));
+  }
+
+  /// With a token budget (and a price) the step panel shows the report's days, GPU-hours,
+  /// cost and energy; the fields write the keys `--set` writes.
+  void token_budget_shows_days_cost_and_energy() {
+    gui::MainWindow w;
+    json expected_doc = w.panel()->document(gui::ScenarioKind::training);
+    QVERIFY(!w.training_view()->summary().contains(QStringLiteral("GPU-hours")));
+    field<QDoubleSpinBox>(w, "/training/train_tokens")->setValue(1e12);
+    field<QDoubleSpinBox>(w, "/training/usd_per_gpu_hour")->setValue(2.5);
+    field<QDoubleSpinBox>(w, "/training/pue")->setValue(1.2);
+    io::apply_overrides(expected_doc,
+                        {"training.train_tokens=1e12", "training.usd_per_gpu_hour=2.5", "training.pue=1.2"});
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::training), expected_doc);
+    const json r = cli_train_report(expected_doc);
+    QCOMPARE(w.current_report().toStdString(), io::dump(r));
+    const json& b = r["budget"];
+    const QString summary = w.training_view()->summary();
+    QVERIFY2(summary.contains(QStringLiteral("%1 days").arg(b["days"].get<double>(), 0, 'f', 1)), qPrintable(summary));
+    QVERIFY(summary.contains(QStringLiteral("%1 GPU-hours").arg(b["gpu_hours"].get<double>(), 0, 'f', 0)));
+    QVERIFY(summary.contains(QStringLiteral("$%1").arg(b["cost_usd"].get<double>(), 0, 'f', 0)));
+    QVERIFY(summary.contains(QStringLiteral("%1 MWh").arg(b["energy_mwh"].get<double>(), 0, 'f', 1)));
+    // Back to none: the keys leave the document and the line goes.
+    field<QDoubleSpinBox>(w, "/training/train_tokens")->setValue(0);
+    QVERIFY(!w.panel()->document(gui::ScenarioKind::training)["training"].contains("train_tokens"));
+    QVERIFY(!w.training_view()->summary().contains(QStringLiteral("GPU-hours")));
+  }
+
+  /// The GPU menu's tooltip: the preset's datasheet figures, each with its source ids, and
+  /// the sources' addresses from the preset file.
+  void gpu_tooltip_lists_figures_and_sources() {
+    gui::MainWindow w;
+    auto* gpu = field<QComboBox>(w, "/system/gpu");
+    for (int i = 0; i < gpu->count(); ++i) {
+      const std::string id = gpu->itemData(i).toString().toStdString();
+      const json raw = io::read_json_file(io::data_dir() / "gpus" / (id + ".json"));
+      const QString tip = gpu->itemData(i, Qt::ToolTipRole).toString();
+      const GpuSpec g = io::load_gpu(id);
+      QVERIFY2(tip.contains(QStringLiteral("BF16 dense %1 TFLOP/s").arg(g.peak_bf16_tflops)), qPrintable(tip));
+      QVERIFY(tip.contains(QStringLiteral("TDP %1 W").arg(g.tdp_w)));
+      for (const json& s : raw["facts"]["peak_bf16_tflops"]["source"])
+        QVERIFY2(tip.contains(QString::fromStdString(s.get<std::string>())), qPrintable(tip));
+      for (const auto& [key, src] : raw["sources"].items()) {
+        QVERIFY2(tip.contains(QStringLiteral("  %1: ").arg(QString::fromStdString(key))), qPrintable(tip));
+        if (src.contains("url") && src["url"].is_string())
+          QVERIFY2(tip.contains(QString::fromStdString(src["url"].get<std::string>())), qPrintable(tip));
+      }
+    }
+    gpu->setCurrentIndex(gpu->count() - 1);
+    QCOMPARE(gpu->toolTip(), gpu->itemData(gpu->count() - 1, Qt::ToolTipRole).toString());
   }
 
   void impossible_layout_shows_its_error_and_no_chart() {
@@ -161,6 +240,71 @@ class GuiTest : public QObject {
     QVERIFY2(w.training_view()->verdict().startsWith(QStringLiteral("Does not fit")),
              qPrintable(w.training_view()->verdict()));
     QVERIFY(!w.current_report().isEmpty());  // "does not fit" is an answer with its breakdown
+  }
+
+  /// The window's size and layout and the recent files outlive the window (QSettings): the
+  /// next window opens at the same size with the file under File > Open recent.
+  void window_state_and_recent_files_persist() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("recent.json"));
+    {
+      gui::MainWindow w;
+      w.resize(1333, 777);
+      w.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&w));
+      QVERIFY(w.save_file(path));
+      QVERIFY(w.close());
+    }
+    QSettings settings;
+    QVERIFY(settings.contains(QStringLiteral("geometry")));
+    QVERIFY(settings.contains(QStringLiteral("window_state")));
+    gui::MainWindow again;
+    QCOMPARE(again.size(), QSize(1333, 777));
+    QCOMPARE(again.recent_files().value(0), QFileInfo(path).absoluteFilePath());
+    QAction* recent = nullptr;
+    for (QMenu* m : again.findChildren<QMenu*>())
+      for (QAction* a : m->actions())
+        if (a->text() == QFileInfo(path).absoluteFilePath()) recent = a;
+    QVERIFY(recent);
+    recent->trigger();  // opens the file
+    QCOMPARE(again.windowTitle(), QStringLiteral("capsim - recent.json"));
+    // Back to the size the other tests expect.
+    again.resize(1280, 860);
+    again.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&again));
+    QVERIFY(again.close());
+  }
+
+  /// At 1280 x 800 no menu of the editor clips its text, "auto" entries with what they
+  /// resolved to ("default -> recompute") included, on either tab.
+  void editor_menus_are_not_clipped_at_1280() {
+    gui::MainWindow w;
+    w.resize(1280, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(30);
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(done.wait(120000));
+    QVERIFY(field<QComboBox>(w, "/inference/engine/preemption")->currentText().contains(QStringLiteral("recompute")));
+    for (auto kind : {gui::ScenarioKind::inference, gui::ScenarioKind::training}) {
+      w.panel()->set_kind(kind);
+      QCOMPARE(w.width(), 1280);  // nothing asks for a wider window
+      QTest::qWait(50);
+      for (QComboBox* c : w.panel()->findChildren<QComboBox*>()) {
+        if (!c->isVisible()) continue;
+        // The width the style needs around the text (frame, margins, arrow).
+        QStyleOptionComboBox opt;
+        opt.initFrom(c);
+        opt.frame = true;
+        const QSize text(c->fontMetrics().horizontalAdvance(c->currentText()), c->fontMetrics().height());
+        const int needed = c->style()->sizeFromContents(QStyle::CT_ComboBox, &opt, text, c).width();
+        QVERIFY2(c->width() >= needed, qPrintable(QStringLiteral("%1: \"%2\" in %3 px (needs %4)")
+                                                     .arg(c->objectName(), c->currentText())
+                                                     .arg(c->width())
+                                                     .arg(needed)));
+      }
+    }
   }
 
   void saved_scenario_reopens_to_the_cli_report() {
@@ -472,8 +616,17 @@ class GuiTest : public QObject {
     const io::CostModels costs(s.system, nullptr);
     const double best = max_qps(s, costs.get(), sla, gui::kDefaultSeed);
     QVERIFY(best > 0);
-    const gui::QpsCurve c = gui::run_qps_curve(s, sla);
+    ProgressCounter probes;
+    const gui::QpsCurve c = gui::run_qps_curve(s, sla, gui::kDefaultSeed, nullptr, nullptr, &probes);
     QCOMPARE(c.max_qps, best);
+    // Progress: max_qps's probes, then one per point of the curve; all done at the end.
+    QCOMPARE(probes.done.load(), probes.total.load());
+    QVERIFY(probes.done.load() > static_cast<int64_t>(c.points.size()));
+    w.run_qps_now();
+    w.serving_view()->show_qps_progress(2, 10);
+    QCOMPARE(w.findChild<QLabel*>(QStringLiteral("qps_status"))->text(),
+             QStringLiteral("Searching for the highest rate within the SLA: probe 3 of about 10 ..."));
+    QVERIFY(done.wait(240000));
     std::vector<QPointF> ttft, tpot;
     for (const gui::QpsPoint& p : c.points) {
       ttft.emplace_back(p.qps, p.ttft_p99_ms);
@@ -621,6 +774,46 @@ class GuiTest : public QObject {
     QVERIFY(w.current_report().contains(QStringLiteral("\"requests\": 30")));
   }
 
+  /// The model and the system belong to both documents: an edit made while the Training
+  /// tab is in front leaves no serving result of the old model behind; the Serving tab
+  /// runs the new document and shows its report.
+  void shared_edit_behind_the_serving_tab_drops_its_result() {
+    gui::MainWindow w;
+    field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(30);
+    QSignalSpy done(&w, &gui::MainWindow::serving_finished);
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(done.wait(120000));
+    const QString before = w.current_report();
+    QVERIFY(!before.isEmpty());
+
+    w.panel()->set_kind(gui::ScenarioKind::training);
+    auto* model = field<QComboBox>(w, "/model");
+    QVERIFY(model->currentText() != QStringLiteral("mistral-7b"));
+    model->setCurrentIndex(model->findData(QStringLiteral("mistral-7b")));
+    field<QSpinBox>(w, "/system/num_gpus")->setValue(field<QSpinBox>(w, "/system/num_gpus")->value() * 2);
+    const json serving_doc = w.panel()->document(gui::ScenarioKind::inference);
+    QCOMPARE(serving_doc["model"], w.panel()->document(gui::ScenarioKind::training)["model"]);
+    QCOMPARE(serving_doc["system"], w.panel()->document(gui::ScenarioKind::training)["system"]);
+
+    done.clear();
+    w.panel()->set_kind(gui::ScenarioKind::inference);
+    QVERIFY(w.current_report().isEmpty());  // the old model's report is gone at once
+    QVERIFY(std::isnan(w.serving_view()->cell(QStringLiteral("ttft"), QStringLiteral("p99"))));
+    QVERIFY(w.serving_view()->running());
+    QVERIFY(done.wait(120000));
+    const Scenario s = gui::read_serving_document(serving_doc, {});
+    const io::CostModels costs(s.system, nullptr);
+    const std::vector<ServingResult> runs = simulate_serving_runs(s, costs.get(), gui::kDefaultSeed, true);
+    QCOMPARE(w.current_report().toStdString(), io::dump(io::serving_report(s, runs)));
+    QVERIFY(w.current_report() != before);
+
+    // And the other way round: an edit behind the Training tab re-evaluates training.
+    field<QSpinBox>(w, "/system/num_gpus")->setValue(field<QSpinBox>(w, "/system/num_gpus")->value() / 2);
+    w.panel()->set_kind(gui::ScenarioKind::training);
+    QCOMPARE(json::parse(w.current_report().toStdString()),
+             cli_train_report(w.panel()->document(gui::ScenarioKind::training)));
+  }
+
   /// Cancel stops the latency-vs-QPS run and the serving run themselves: the worker threads
   /// end within a short time, the view says cancelled, and no late result shows.
   void cancel_stops_serving_and_qps_runs() {
@@ -763,6 +956,70 @@ class GuiTest : public QObject {
     field<QSpinBox>(again, "/training/pp")->setValue(2);
     io::apply_overrides(expected, {"training.pp=2"});
     QCOMPARE(again.panel()->document(gui::ScenarioKind::training), expected);
+  }
+
+  /// The adapter fields make LoRA and QLoRA scenarios: each writes training.lora's key as
+  /// `--set` does, the report is the CLI's, and a saved file reopens to the same fields.
+  void lora_fields_write_the_clis_keys() {
+    gui::MainWindow w;
+    json expected = w.panel()->document(gui::ScenarioKind::training);
+    auto* rank = field<QSpinBox>(w, "/training/lora/rank");
+    QVERIFY(!rank->isEnabled());  // pretrain: no adapters
+    field<QComboBox>(w, "/training/mode")->setCurrentText(QStringLiteral("qlora"));
+    io::apply_overrides(expected, {"training.mode=qlora"});
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::training), expected);
+    QVERIFY(rank->isEnabled());
+    // No block yet: the command line's message.
+    QVERIFY(w.current_report().isEmpty());
+    QVERIFY2(w.panel()->issue_text().contains(QStringLiteral("/training/lora")), qPrintable(w.panel()->issue_text()));
+    auto check = [&](const std::vector<std::string>& sets) {
+      io::apply_overrides(expected, sets);
+      QCOMPARE(w.panel()->document(gui::ScenarioKind::training), expected);
+      QVERIFY2(w.panel()->issue_text().isEmpty(), qPrintable(w.panel()->issue_text()));
+      QCOMPARE(w.current_report().toStdString(), io::dump(cli_train_report(expected)));
+    };
+    rank->setValue(64);
+    check({"training.lora.rank=64"});
+    field<QDoubleSpinBox>(w, "/training/lora/alpha")->setValue(128);
+    check({"training.lora.alpha=128"});
+    auto* targets = field<QLineEdit>(w, "/training/lora/targets");
+    targets->setText(QStringLiteral("q_proj, v_proj down_proj"));
+    emit targets->editingFinished();
+    check({"training.lora.targets=[\"q_proj\",\"v_proj\",\"down_proj\"]"});
+    field<QComboBox>(w, "/training/lora/base_dtype")->setCurrentText(QStringLiteral("nf4"));
+    check({"training.lora.base_dtype=nf4"});
+    field<QCheckBox>(w, "/training/lora/double_quant")->setChecked(true);
+    check({"training.lora.double_quant=true"});
+    // NF4 stores the base in about a quarter of bf16's bytes: the weights shrink.
+    const json nf4 = json::parse(w.current_report().toStdString());
+    field<QComboBox>(w, "/training/lora/base_dtype")->setCurrentText(QStringLiteral("bf16"));
+    check({"training.lora.base_dtype=bf16"});
+    const json bf16 = json::parse(w.current_report().toStdString());
+    QVERIFY(nf4["memory"]["stages"][0]["weights_bytes"].get<double>() <
+            bf16["memory"]["stages"][0]["weights_bytes"].get<double>() / 2);
+    // A name the reader does not know: its message, on the field.
+    targets->setText(QStringLiteral("q_prj"));
+    emit targets->editingFinished();
+    QVERIFY(w.current_report().isEmpty());
+    QVERIFY2(w.panel()->issue_text().contains(QStringLiteral("did you mean \"q_proj\"")),
+             qPrintable(w.panel()->issue_text()));
+    targets->setText(QStringLiteral("auto"));
+    emit targets->editingFinished();
+    check({"training.lora.targets=auto"});
+    // Saved and reopened: the same document, fields and report, which the CLI prints too.
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("qlora.json"));
+    QVERIFY(w.save_file(path));
+    const CliRun cli = run_cli({QStringLiteral("train"), path, QStringLiteral("--format"), QStringLiteral("json")});
+    QCOMPARE(cli.code, 0);
+    QCOMPARE(cli.out, w.current_report());
+    gui::MainWindow again;
+    QVERIFY(again.open_file(path));
+    QCOMPARE(again.panel()->document(gui::ScenarioKind::training), expected);
+    QCOMPARE(again.current_report(), w.current_report());
+    for (const char* shown : {"/training/lora/rank", "/training/lora/alpha", "/training/lora/base_dtype"})
+      QCOMPARE(again.panel()->shown_text(QString::fromUtf8(shown)), w.panel()->shown_text(QString::fromUtf8(shown)));
+    QCOMPARE(field<QLineEdit>(again, "/training/lora/targets")->text(), QStringLiteral("auto"));
   }
 
   /// A value the reader rejects shows the command line's message, word for word, and no report.
@@ -1072,10 +1329,16 @@ class GuiTest : public QObject {
     field<QSpinBox>(w, "/training/seq_len")->setValue(4096);
     w.search_view()->set_gpu_counts(QStringLiteral("64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768"));
     QSignalSpy done(&w, &gui::MainWindow::search_finished);
+    QSignalSpy progressed(&w, &gui::MainWindow::search_progressed);
     w.run_search_now();
     QVERIFY(w.search_view()->running());
-    QTest::qWait(50);  // into the enumeration or the costing
+    // Progress: the layouts costed of those enumerated, on the bar and the status line.
+    QVERIFY(progressed.wait(30000));
+    QTRY_VERIFY_WITH_TIMEOUT(progressed.constLast().at(1).toLongLong() > 0 && progressed.constLast().at(0).toLongLong() > 0, 60000);
+    QVERIFY(w.search_view()->progress() >= 0 && w.search_view()->progress() <= 1);
+    QVERIFY2(w.search_view()->status().contains(QStringLiteral("layouts costed")), qPrintable(w.search_view()->status()));
     w.cancel_search();
+    QCOMPARE(w.search_view()->progress(), -1.0);
     QVERIFY(!w.search_view()->running());
     QElapsedTimer t;
     t.start();
@@ -1122,6 +1385,52 @@ class GuiTest : public QObject {
       expected.emplace_back(static_cast<double>(r.top[i].num_gpus), r.top[i].tokens_per_s);
     }
     QCOMPARE(w.search_view()->points(), expected);
+    // The Pareto front on (GPUs, tokens/s): the plotted layouts no other beats on both axes.
+    std::vector<SearchCandidate> plotted = r.top;
+    for (const SearchCandidate& c : r.pareto)
+      if (std::find(plotted.begin(), plotted.end(), c) == plotted.end()) plotted.push_back(c);
+    auto front_of = [&](auto x_of) {
+      std::vector<QPointF> front;
+      for (const SearchCandidate& a : plotted) {
+        bool beaten = false;
+        for (const SearchCandidate& b : plotted)
+          beaten = beaten || (x_of(b) <= x_of(a) && b.tokens_per_s >= a.tokens_per_s &&
+                              (x_of(b) < x_of(a) || b.tokens_per_s > a.tokens_per_s));
+        if (!beaten) front.emplace_back(x_of(a), a.tokens_per_s);
+      }
+      std::stable_sort(front.begin(), front.end(), [](const QPointF& p, const QPointF& q) { return p.x() < q.x(); });
+      return front;
+    };
+    const std::vector<QPointF> by_gpus =
+        front_of([](const SearchCandidate& c) { return static_cast<double>(c.num_gpus); });
+    QVERIFY(!by_gpus.empty());
+    QCOMPARE(w.search_view()->pareto_points(), by_gpus);
+    // Against cost: $ per million tokens at data/prices.json's price for the GPU.
+    const double price =
+        io::read_json_file(io::data_dir() / "prices.json")["prices"][s.system.gpu.id]["usd_per_gpu_hour"].get<double>();
+    auto cost = [&](const SearchCandidate& c) {
+      return static_cast<double>(c.num_gpus) * price / 3600.0 / c.tokens_per_s * 1e6;
+    };
+    w.search_view()->set_x_axis(QStringLiteral("cost"));
+    QCOMPARE(w.search_view()->price(), price);
+    std::vector<QPointF> by_cost_points;
+    for (const SearchCandidate& c : r.top) by_cost_points.emplace_back(cost(c), c.tokens_per_s);
+    QCOMPARE(w.search_view()->points(), by_cost_points);
+    QCOMPARE(w.search_view()->pareto_points(), front_of(cost));
+    // A click on a point loads its layout.
+    {
+      // The layout at that point (layouts of the same throughput and GPUs share a point).
+      const SearchCandidate& c = r.top.back();
+      QVERIFY(w.search_view()->click_point(QPointF(cost(c), c.tokens_per_s)));
+      const json loaded = w.panel()->document(gui::ScenarioKind::training);
+      QVERIFY(std::any_of(r.top.begin(), r.top.end(), [&](const SearchCandidate& o) {
+        return cost(o) == cost(c) && o.tokens_per_s == c.tokens_per_s && loaded == gui::apply_candidate(doc, o);
+      }));
+      w.panel()->load_document(doc);
+      w.views()->setCurrentWidget(w.search_view());
+    }
+    w.search_view()->set_x_axis(QStringLiteral("gpus"));
+    QCOMPARE(w.search_view()->points(), expected);
     // Sorted by throughput, the first row is the fastest in tokens/s.
     w.search_view()->sort_by(QStringLiteral("tokens/s"), Qt::DescendingOrder);
     double best = 0;
@@ -1161,31 +1470,56 @@ class GuiTest : public QObject {
     w.views()->setCurrentWidget(w.timeline_view());  // runs the stale timeline
     QVERIFY(w.timeline_view()->running());
     QVERIFY(done.wait(120000));
-    QCOMPARE(w.timeline_view()->row_labels(),
-             (QStringList{QStringLiteral("stage 0"), QStringLiteral("stage 1"), QStringLiteral("stage 2"),
-                          QStringLiteral("stage 3")}));
+    // One row per stage and stream: compute first, then the communication streams with tasks.
+    std::map<std::pair<int32_t, int>, int> rows;
+    for (const des::Task& t : d.sim.tasks()) {
+      const des::Stream& st = d.sim.streams()[static_cast<size_t>(t.stream)];
+      rows.emplace(std::pair{st.rank, static_cast<int>(st.kind)}, 0);
+    }
+    QStringList labels;
+    bool comm_rows = false;
+    for (auto& [key, r] : rows) {
+      r = static_cast<int>(labels.size());
+      labels << QStringLiteral("stage %1 %2")
+                    .arg(key.first)
+                    .arg(QString::fromUtf8(des::to_string(static_cast<des::StreamKind>(key.second)).data()));
+      comm_rows = comm_rows || key.second != static_cast<int>(des::StreamKind::compute);
+    }
+    QVERIFY(comm_rows);  // pp 4: the send/recv streams have rows of their own
+    QCOMPARE(w.timeline_view()->row_labels(), labels);
+    QCOMPARE(labels.front(), QStringLiteral("stage 0 compute"));
     const std::vector<gui::TimelineBox> boxes = w.timeline_view()->boxes();
+    QCOMPARE(boxes.size(), d.sim.tasks().size());
     size_t compute = 0;
     double last_end = 0;
-    for (size_t i = 0; i < d.sim.tasks().size(); ++i)
-      if (d.sim.streams()[static_cast<size_t>(d.sim.tasks()[i].stream)].kind == des::StreamKind::compute) {
-        QVERIFY(compute < boxes.size());
-        const gui::TimelineBox& b = boxes[compute++];
-        QCOMPARE(b.task, static_cast<int>(i));
-        QCOMPARE(b.start_s, d.result.times[i].start);
-        QCOMPARE(b.end_s, d.result.times[i].end);
-        QCOMPARE(b.row, d.sim.streams()[static_cast<size_t>(d.sim.tasks()[i].stream)].rank);
-        last_end = std::max(last_end, b.end_s);
-      }
-    QCOMPARE(boxes.size(), compute);
+    for (size_t i = 0; i < d.sim.tasks().size(); ++i) {
+      const des::Stream& st = d.sim.streams()[static_cast<size_t>(d.sim.tasks()[i].stream)];
+      const gui::TimelineBox& b = boxes[i];
+      QCOMPARE(b.task, static_cast<int>(i));
+      QCOMPARE(b.start_s, d.result.times[i].start);
+      QCOMPARE(b.end_s, d.result.times[i].end);
+      QCOMPARE(b.row, rows.at(std::pair{st.rank, static_cast<int>(st.kind)}));
+      if (st.kind == des::StreamKind::compute) ++compute;
+      last_end = std::max(last_end, b.end_s);
+    }
     QVERIFY(compute > 0 && last_end <= d.result.makespan);
     QVERIFY(w.timeline_view()->status().contains(QString::number(d.step.step_s, 'f', 4)));
-    // Hover: the tooltip names the task under the pointer.
-    const gui::TimelineBox& b = boxes[boxes.size() / 2];
-    const QString tip = w.timeline_view()->tooltip_at(
-        QPointF(w.timeline_view()->scene_x((b.start_s + b.end_s) / 2), w.timeline_view()->scene_y(b.row)));
-    QCOMPARE(tip, b.tooltip);
-    QVERIFY(tip.contains(QString::fromUtf8(des::to_string(d.sim.tasks()[static_cast<size_t>(b.task)].kind).data())));
+    // Hover: the tooltip names the task under the pointer, on a compute row and a communication row.
+    for (bool comm : {false, true}) {
+      const auto it = std::find_if(boxes.begin() + static_cast<std::ptrdiff_t>(boxes.size() / 2), boxes.end(),
+                                   [&](const gui::TimelineBox& x) {
+                                     return labels[x.row].endsWith(QStringLiteral(" compute")) != comm &&
+                                            x.end_s > x.start_s;
+                                   });
+      QVERIFY(it != boxes.end());
+      const gui::TimelineBox& b = *it;
+      const QString tip = w.timeline_view()->tooltip_at(
+          QPointF(w.timeline_view()->scene_x((b.start_s + b.end_s) / 2), w.timeline_view()->scene_y(b.row)));
+      QCOMPARE(tip, b.tooltip);
+      QVERIFY(tip.contains(labels[b.row]));
+      QVERIFY(
+          tip.contains(QString::fromUtf8(des::to_string(d.sim.tasks()[static_cast<size_t>(b.task)].kind).data())));
+    }
     // The wheel zooms the time axis only.
     gui::TimelineCanvas* canvas = w.timeline_view()->canvas();
     const double before = canvas->zoom();
@@ -1205,7 +1539,8 @@ class GuiTest : public QObject {
     done.clear();
     field<QSpinBox>(w, "/training/pp")->setValue(2);
     QVERIFY(done.wait(120000));
-    QCOMPARE(w.timeline_view()->row_labels().size(), qsizetype{2});
+    QCOMPARE(w.timeline_view()->row_labels().front(), QStringLiteral("stage 0 compute"));
+    QCOMPARE(w.timeline_view()->row_labels().back().left(7), QStringLiteral("stage 1"));
   }
 
   /// The scatter and the source table carry io::run_validation's and io::group_errors' numbers.
@@ -1249,6 +1584,25 @@ class GuiTest : public QObject {
           QVERIFY2(detail.contains(QStringLiteral("%1: predicted").arg(QString::fromStdString(it.key()))) &&
                        detail.contains(QStringLiteral("%1 %").arg(100 * it.value().get<double>(), 0, 'f', 1)),
                    qPrintable(detail));
+    // A click on the case row loads the case into the editor: its document is the case,
+    // its report the CLI's for the case file's scenario.
+    auto* tree = w.validation_view()->findChild<QTreeWidget*>();
+    QVERIFY(tree && tree->currentItem());
+    QCOMPARE(tree->currentItem()->text(0), QString::fromStdString(first_id));
+    emit tree->itemClicked(tree->currentItem(), 0);
+    QCOMPARE(w.views()->currentIndex(), 0);
+    QCOMPARE(w.panel()->kind(), gui::ScenarioKind::training);
+    json the_case;
+    const json cases_file = io::read_json_file(file.toStdString());
+    for (const json& c : cases_file["cases"])
+      if (c["id"] == first_id) the_case = c;
+    QVERIFY2(w.panel()->document(gui::ScenarioKind::training) == the_case,
+             json::diff(the_case, w.panel()->document(gui::ScenarioKind::training)).dump().c_str());
+    QCOMPARE(w.current_report().toStdString(),
+             io::dump(cli_train_report(the_case, std::filesystem::path(file.toStdString()).parent_path())));
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::inference)["system"], the_case["system"]);
+    QVERIFY(!w.validation_view()->load_case(QStringLiteral("no-such-case")));
+    w.views()->setCurrentWidget(w.validation_view());
     // A newer run drops the one in flight: one result, the newer one's.
     done.clear();
     w.run_validation_now({QStringLiteral(CAPSIM_SOURCE_DIR "/data/validation/no-such-file.json")});
@@ -1270,6 +1624,8 @@ class GuiTest : public QObject {
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     QVERIFY(w.pin_report());
     field<QSpinBox>(w, "/training/tp")->setValue(2);
+    field<QDoubleSpinBox>(w, "/training/train_tokens")->setValue(1e12);
+    field<QDoubleSpinBox>(w, "/training/usd_per_gpu_hour")->setValue(4.92);
     QTest::qWait(200);
     QVERIFY(w.grab().save(out + QStringLiteral("/gui-training.png")));
     w.views()->setCurrentWidget(w.compare_view());
