@@ -64,7 +64,8 @@ ServingResult rollout(const Scenario& s, const RlIteration& it, const std::vecto
   const int64_t prompt = std::max<int64_t>(1, std::llround(it.prompt_tokens));
   for (int64_t len : lengths) p.workload.trace.push_back({0.0, prompt, len, {}, 0});
   gs.inference = p;
-  return simulate_serving(gs, cost);
+  // Only the makespan and counters are read: no per-token gaps.
+  return simulate_serving(gs, cost, kServingSeed, /*record_timeline=*/false, /*record_token_gaps=*/false);
 }
 
 }  // namespace

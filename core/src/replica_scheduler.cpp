@@ -238,7 +238,6 @@ size_t ReplicaScheduler::finish(double now, std::vector<Transfer>& handoffs) {
 void ReplicaScheduler::emit_decodes(double now) {
   for (size_t j = 0; j < decoding_.size(); ++j) {
     Seq& q = running_[decoding_[j]];
-    RequestResult& r = ctx_.requests[q.req];
     // Tokens this step: one, or the expected accepted drafts plus the bonus token,
     // emitted as whole tokens as their running sum allows (deterministic).
     int64_t emit = tokens_of_[j];
@@ -250,7 +249,7 @@ void ReplicaScheduler::emit_decodes(double now) {
     }
     // The tokens of one iteration stream as one chunk: one inter-token gap, as benchmark
     // clients (vLLM benchmark_serving, sglang.bench_serving) record it per chunk.
-    r.itl.push_back(now - q.last_token);
+    if (ctx_.record_token_gaps) ctx_.requests[q.req].itl.push_back(now - q.last_token);
     q.generated += emit;
     q.last_token = now;
   }
@@ -264,7 +263,7 @@ void ReplicaScheduler::advance_prefills(double now) {
       q.generated = 1;
       RequestResult& r = ctx_.requests[q.req];
       if (r.first_token == 0) r.first_token = now;
-      else r.itl.push_back(now - q.last_token);  // resumed after a preemption
+      else if (ctx_.record_token_gaps) r.itl.push_back(now - q.last_token);  // resumed after a preemption
       q.last_token = now;
     }
   }

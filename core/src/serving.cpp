@@ -174,7 +174,7 @@ double tokens_per_verification(const SpeculativeSpec& spec) {
 class EventLoop {
  public:
   /// A loop over the scenario's replicas for the requests, engine and memory in `out`.
-  EventLoop(const Scenario& s, const CostModel& cost, ServingResult& out, bool record_timeline);
+  EventLoop(const Scenario& s, const CostModel& cost, ServingResult& out, bool record_timeline, bool record_token_gaps);
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
   /// Runs until every request has finished.
@@ -219,7 +219,8 @@ class EventLoop {
   size_t done_ = 0;                  ///< requests finished
 };
 
-EventLoop::EventLoop(const Scenario& s, const CostModel& cost, ServingResult& out, bool record_timeline)
+EventLoop::EventLoop(const Scenario& s, const CostModel& cost, ServingResult& out, bool record_timeline,
+                     bool record_token_gaps)
     : w_(s.inference->workload),
       out_(out),
       record_timeline_(record_timeline),
@@ -243,6 +244,7 @@ EventLoop::EventLoop(const Scenario& s, const CostModel& cost, ServingResult& ou
            .cost = cost,
            .kv_transfer_over_network = s.inference->kv_transfer_over_network,
            .requests = out.requests,
+           .record_token_gaps = record_token_gaps,
            .preemptions = out.preemptions,
            .requeue_for_prefill = [this](const Seq& q) { reps_[router_.route(false)].requeue(q); }},
       router_(s.inference->router, reps_),
@@ -407,7 +409,8 @@ void EventLoop::finish_iterations() {
     }
 }
 
-ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline) {
+ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
+                            bool record_token_gaps) {
   const InferencePlan& p = *s.inference;
   ServingResult out;
   DrawnWorkload drawn = detail::generate_requests(p.workload, seed);
@@ -431,7 +434,7 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
                   out.memory.capacity_bytes / gib);
     throw ServingDoesNotFit(buf);
   }
-  EventLoop loop(s, cost, out, record_timeline);
+  EventLoop loop(s, cost, out, record_timeline, record_token_gaps);
   loop.run();
   double first = 1e300, last = 0;
   for (const auto& r : out.requests) {
@@ -455,9 +458,10 @@ namespace {
 /// The run with max_num_seqs resolved: as given, or "auto", the fastest setting, from
 /// vLLM's default (256) doubling while the output throughput still rises by more than 0.1%
 /// (the KV cache or the step time caps it).
-ServingResult simulate_seqs_resolved(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline) {
+ServingResult simulate_seqs_resolved(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
+                                     bool record_token_gaps) {
   if (!s.inference->engine.max_num_seqs_auto || s.inference->engine.max_num_seqs)
-    return simulate_once(s, cost, seed, record_timeline);
+    return simulate_once(s, cost, seed, record_timeline, record_token_gaps);
   Scenario probe = s;
   ServingResult best;
   double best_rate = -1;
@@ -465,7 +469,7 @@ ServingResult simulate_seqs_resolved(const Scenario& s, const CostModel& cost, u
     probe.inference->engine.max_num_seqs = seqs;
     ServingResult r;
     try {
-      r = simulate_once(probe, cost, seed, record_timeline);
+      r = simulate_once(probe, cost, seed, record_timeline, record_token_gaps);
     } catch (const std::runtime_error&) {
       // A larger cap reserves more activation memory; once it leaves a prompt no KV room,
       // the last cap that ran is the fastest.
@@ -482,14 +486,15 @@ ServingResult simulate_seqs_resolved(const Scenario& s, const CostModel& cost, u
 
 }  // namespace
 
-ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline) {
+ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
+                               bool record_token_gaps) {
   if (!s.inference) throw std::logic_error("simulate_serving needs an inference plan");
   const InferencePlan& p = *s.inference;
   const bool ep_choice = !p.ep && s.model.moe && p.tp > 1 && s.model.moe->num_experts % p.tp == 0;
   if (!ep_choice) {
     Scenario fixed = s;
     fixed.inference->attention_dp = p.attention_dp.value_or(false);
-    return simulate_seqs_resolved(fixed, cost, seed, record_timeline);
+    return simulate_seqs_resolved(fixed, cost, seed, record_timeline, record_token_gaps);
   }
   // ep "auto" (SCHEMA.md: what the people who ran it did, the fastest setting that fits):
   // experts split inside each expert over the tp group, or whole experts spread over it
@@ -513,7 +518,7 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
     probe.inference->attention_dp = l.dp;
     ServingResult r;
     try {
-      r = simulate_seqs_resolved(probe, cost, seed, record_timeline);
+      r = simulate_seqs_resolved(probe, cost, seed, record_timeline, record_token_gaps);
     } catch (const ServingDoesNotFit&) {
       none_fit = std::current_exception();
       continue;

@@ -70,6 +70,7 @@ struct SchedulerContext {
   const CostModel& cost;                 ///< prices the KV hand-off to the decode pool
   bool kv_transfer_over_network;         ///< the hand-off crosses nodes
   std::vector<RequestResult>& requests;  ///< the run's requests, indexed by Seq::req
+  bool record_token_gaps;                ///< append each output chunk's gap to its request's itl
   int64_t& preemptions;                  ///< the run's preemption count
   /// Queues a sequence preempted on a decode-only replica at the front of a prefill replica.
   std::function<void(const Seq&)> requeue_for_prefill;

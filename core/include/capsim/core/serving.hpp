@@ -131,10 +131,15 @@ struct ServingResult {
 /// larger of the profile's minimum and the longest request (prompt + output tokens).
 EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_request);
 
+/// The seed simulate_serving draws a workload with unless told otherwise.
+inline constexpr uint64_t kServingSeed = 20261129;
+
 /// Simulate the scenario's workload on its replicas (round-robin routing); lengths and
-/// arrivals are drawn from a generator seeded with `seed`.
-ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed = 20261129,
-                               bool record_timeline = false);
+/// arrivals are drawn from a generator seeded with `seed`. Without `record_token_gaps` every
+/// request's `itl` stays empty (one entry per output token otherwise: the bulk of a long
+/// run's time and memory); nothing else in the result changes.
+ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed = kServingSeed,
+                               bool record_timeline = false, bool record_token_gaps = true);
 
 /// Independent runs a workload's metrics are estimated from. A benchmark of a few dozen
 /// Poisson arrivals is one draw of its percentiles (the P99 of 50 requests is nearly their
