@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <random>
 #include <string>
 
 #include "capsim/core/diagnostics.hpp"
@@ -104,6 +105,96 @@ TEST(PostTrain, DeepStalenessSharesTheRolloutMakespan) {
   const RlIteration batch = run(big);
   EXPECT_DOUBLE_EQ(deep.generation_s, batch.generation_s / 3);
   EXPECT_LT(deep.generation_s, run(rl_case(kSplit)).generation_s);
+}
+
+// The rollout runs without per-token gaps (simulate_serving's record_token_gaps off). On
+// random small RL configurations -- batch, group, lengths, staleness, replicas, KV room
+// tight enough to preempt -- the iteration's generation phase is exactly what the
+// straightforward run, recording every gap, says; and the two runs agree on every request.
+TEST(PostTrain, RolloutWithoutTokenGapsIsExactlyTheFullRun) {
+  std::mt19937_64 rng(20261201);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  int preempted = 0, feasible = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    json c = rl_case(kSplit);
+    json& rl = c["training"]["rl"];
+    rl["prompts_per_step"] = pick(1, 12);
+    rl["group_size"] = pick(1, 12);
+    const int64_t mean = pick(8, 2000);
+    rl["response_tokens"] = {{"mean", mean}, {"max", mean + pick(0, 2 * mean)}};
+    if (pick(0, 3) == 0) rl["response_tokens"]["dist"] = "fixed";
+    rl["max_total_tokens"] = pick(0, 1) ? 4096 : 1024;
+    rl["async_staleness"] = pick(0, 4);
+    rl["gpus"]["rollout"] = int64_t{1} << pick(0, 3);
+    c["system"]["num_gpus"] = rl["gpus"]["rollout"].get<int64_t>() + rl["gpus"]["train"].get<int64_t>();
+    rl["rollout"]["engine"]["gpu_memory_utilization"] = std::vector<double>{0.22, 0.3, 0.8}[pick(0, 2)];
+    SCOPED_TRACE(rl.dump());
+    Scenario s;
+    try {
+      s = read(c);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+      continue;
+    }
+    const hw::RooflineCostModel cost(s.system);
+    const RlIteration it = evaluate_rl_iteration(s, cost);
+    if (!it.update.feasible) continue;
+
+    // The rollout as posttrain.cpp builds it, run the straightforward way.
+    Scenario gs;
+    gs.id = s.id;
+    gs.model = s.model;
+    gs.system = s.system;
+    gs.system.num_gpus = s.rl->rollout_gpus;
+    InferencePlan p = s.rl->rollout;
+    p.replicas = it.rollout_replicas;
+    p.workload = ServingWorkload{};
+    p.workload.mode = ServingWorkload::Mode::trace;
+    const std::vector<int64_t> lengths =
+        rl_response_lengths(*s.rl, it.samples * rl_rollout_inflight_iterations(*s.rl));
+    p.workload.num_requests = static_cast<int64_t>(lengths.size());
+    const int64_t prompt = std::max<int64_t>(1, std::llround(rl_prompt_tokens(*s.rl)));
+    for (int64_t len : lengths) p.workload.trace.push_back({0.0, prompt, len, {}, 0});
+    gs.inference = p;
+    ServingResult full, fast;
+    try {
+      full = simulate_serving(gs, cost);
+    } catch (const ServingDoesNotFit& e) {
+      EXPECT_FALSE(it.feasible);
+      EXPECT_EQ(it.fail_reason, std::string("the rollout does not fit: ") + e.what());
+      continue;
+    }
+    ASSERT_TRUE(it.feasible) << it.fail_reason;
+    ++feasible;
+    fast = simulate_serving(gs, cost, kServingSeed, false, /*record_token_gaps=*/false);
+    EXPECT_EQ(it.generation_s, full.duration_s / static_cast<double>(it.rollout_inflight_iterations));
+    EXPECT_EQ(it.rollout_iterations, full.iterations);
+    EXPECT_EQ(it.rollout_preemptions, full.preemptions);
+    EXPECT_EQ(it.rollout_peak_kv_utilization, full.peak_kv_utilization);
+    EXPECT_EQ(fast.duration_s, full.duration_s);
+    EXPECT_EQ(fast.iterations, full.iterations);
+    EXPECT_EQ(fast.preemptions, full.preemptions);
+    EXPECT_EQ(fast.peak_kv_utilization, full.peak_kv_utilization);
+    EXPECT_EQ(fast.ep, full.ep);
+    EXPECT_EQ(fast.attention_dp, full.attention_dp);
+    EXPECT_EQ(fast.engine.max_num_seqs, full.engine.max_num_seqs);
+    ASSERT_EQ(fast.requests.size(), full.requests.size());
+    for (size_t i = 0; i < full.requests.size(); ++i) {
+      const RequestResult &a = fast.requests[i], &b = full.requests[i];
+      EXPECT_EQ(a.arrival, b.arrival);
+      EXPECT_EQ(a.input, b.input);
+      EXPECT_EQ(a.output, b.output);
+      EXPECT_EQ(a.first_token, b.first_token);
+      EXPECT_EQ(a.finish, b.finish);
+      EXPECT_EQ(a.preemptions, b.preemptions);
+      EXPECT_TRUE(a.itl.empty());
+      EXPECT_FALSE(b.output > 1 && b.itl.empty());
+    }
+    preempted += full.preemptions > 0 ? 1 : 0;
+  }
+  // The draw covers runs that fit, and runs whose KV cache ran out mid-rollout.
+  EXPECT_GE(feasible, 12);
+  EXPECT_GE(preempted, 4);
 }
 
 // Twice the prompts, everything else fixed (mini_batches auto): twice the optimizer steps
