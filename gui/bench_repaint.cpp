@@ -35,21 +35,25 @@ QString cpu_model() {
 
 }  // namespace
 
-RepaintTimes time_training_repaints(MainWindow& w, int edits) {
-  w.panel()->set_kind(ScenarioKind::training);
+namespace {
+
+/// Times `edits` knob changes on the tab of `kind` (after `warmup` untimed ones): `edit` makes
+/// the change and returns once the tab shows its result; then what the event loop does next,
+/// the replaced chart items' deferred deletes (without an event loop running they would pile
+/// up in the scenes) and the scenes' queued updates, up to a repainted window.
+template <class Edit>
+RepaintTimes time_repaints(MainWindow& w, ScenarioKind kind, int edits, int warmup, Edit&& edit) {
+  w.panel()->set_kind(kind);
   w.views()->setCurrentIndex(0);
   w.show();
   QCoreApplication::processEvents();
   spin(w, "/system/num_gpus")->setValue(8);
-  QSpinBox* tp = spin(w, "/training/tp");
   RepaintTimes t;
   QElapsedTimer clock;
-  for (int i = -2; i < edits; ++i) {
+  for (int i = -warmup; i < edits; ++i) {
     clock.start();
-    tp->setValue(tp->value() == 1 ? 2 : 1);  // evaluates and fills the tab synchronously
+    edit();
     const double recompute = static_cast<double>(clock.nsecsElapsed()) * 1e-6;
-    // What the event loop does next: the replaced chart items' deferred deletes (without an
-    // event loop running they would pile up in the scenes), then the scenes' queued updates.
     QCoreApplication::sendPostedEvents(nullptr, QEvent::DeferredDelete);
     QCoreApplication::processEvents();
     w.repaint();
@@ -61,33 +65,24 @@ RepaintTimes time_training_repaints(MainWindow& w, int edits) {
   return t;
 }
 
+}  // namespace
+
+RepaintTimes time_training_repaints(MainWindow& w, int edits) {
+  QSpinBox* tp = spin(w, "/training/tp");
+  // The training tab evaluates and fills itself synchronously on the change.
+  return time_repaints(w, ScenarioKind::training, edits, 2, [&] { tp->setValue(tp->value() == 1 ? 2 : 1); });
+}
+
 RepaintTimes time_serving_repaints(MainWindow& w, int edits) {
-  w.panel()->set_kind(ScenarioKind::inference);
-  w.views()->setCurrentIndex(0);
-  w.show();
-  QCoreApplication::processEvents();
-  spin(w, "/system/num_gpus")->setValue(8);
   QSpinBox* tp = spin(w, "/inference/tp");
-  RepaintTimes t;
-  QElapsedTimer clock;
-  for (int i = -1; i < edits; ++i) {
+  return time_repaints(w, ScenarioKind::inference, edits, 1, [&] {
     QEventLoop loop;
     const QMetaObject::Connection done = QObject::connect(&w, &MainWindow::serving_finished, &loop, &QEventLoop::quit);
-    clock.start();
     tp->setValue(tp->value() == 1 ? 2 : 1);
     w.run_serving_now();  // at once: the pause that waits for typing to end is not timed
     loop.exec();          // until the tab shows the run's result
     QObject::disconnect(done);
-    const double recompute = static_cast<double>(clock.nsecsElapsed()) * 1e-6;
-    QCoreApplication::sendPostedEvents(nullptr, QEvent::DeferredDelete);
-    QCoreApplication::processEvents();
-    w.repaint();
-    const double total = static_cast<double>(clock.nsecsElapsed()) * 1e-6;
-    if (i < 0) continue;
-    t.recompute_ms.push_back(recompute);
-    t.total_ms.push_back(total);
-  }
-  return t;
+  });
 }
 
 QString machine_description() {
