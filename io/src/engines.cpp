@@ -177,22 +177,17 @@ MoeKernel moe_kernel_family(const std::string& name, const std::string& pointer)
 
 EngineProfile engine_profile_from_json(const json& doc, const std::string& origin) {
   std::vector<Issue> issues;
-  // A string member, or `fallback` when absent; any other type is an issue.
-  auto text = [&](const char* key, const std::string& fallback) {
-    const auto it = doc.find(key);
-    if (it == doc.end()) return fallback;
-    if (!it->is_string()) {
-      issues.push_back({origin + "#/" + key, brief(*it), "must be a string", {}});
-      return fallback;
-    }
-    return it->get<std::string>();
-  };
-  if (!doc.is_object() || text("schema", "") != "capsim-engine/1")
+  ObjectReader top(doc, origin + "#", issues);
+  std::string schema;
+  if (!doc.is_object() || !top.string("schema", schema) || schema != "capsim-engine/1")
     throw InputError({{origin, "", "not a capsim-engine/1 file (no \"schema\": \"capsim-engine/1\")", {}}});
   EngineProfile p;
-  p.id = text("id", "");
-  p.name = text("name", "");
-  p.label = text("label", p.id);
+  p.id.clear();  // the defaults name the built-in profile; a file names itself
+  p.name.clear();
+  top.string("id", p.id);
+  top.string("name", p.name);
+  p.label = p.id;
+  top.string("label", p.label);
   if (p.id.empty()) issues.push_back({origin + "#/id", "", "is required", {}});
   if (p.name.empty()) issues.push_back({origin + "#/name", "", "is required", {}});
   const json sources = doc.contains("sources") && doc["sources"].is_object() ? doc["sources"] : json::object();

@@ -70,18 +70,12 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
   if (!j.is_object() || !j.contains("facts") || !j["facts"].is_object()) {
     throw InputError({{origin, "", "not a capsim-gpu/1 file (no \"facts\" object)", {}}});
   }
-  auto text = [&](const char* key, const std::string& fallback) {
-    const json* v = member(j, key);
-    if (!v) return fallback;
-    if (!v->is_string()) {
-      issues.push_back({origin + "#/" + key, brief(*v), "must be a string", {}});
-      return fallback;
-    }
-    return v->get<std::string>();
-  };
-  g.id = text("id", "");
-  g.name = text("name", g.id);
-  const std::string arch = text("architecture", "");
+  ObjectReader top(j, origin + "#", issues);
+  top.string("id", g.id);
+  g.name = g.id;
+  top.string("name", g.name);
+  std::string arch;
+  top.string("architecture", arch);
   if (arch == "ampere") g.arch = GpuArch::ampere;
   else if (arch == "hopper") g.arch = GpuArch::hopper;
   else if (arch == "blackwell") g.arch = GpuArch::blackwell;
