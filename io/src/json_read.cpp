@@ -104,16 +104,6 @@ struct OpenContainer {
   size_t index = 0;
 };
 
-std::string pointer_token(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 json parse_json(std::string_view text, const std::string& origin) {
@@ -141,8 +131,8 @@ json parse_json(std::string_view text, const std::string& origin) {
         if (!fresh) {
           std::string pointer;
           for (size_t i = 0; i + 1 < path.size(); ++i)
-            pointer += "/" + (path[i].array ? std::to_string(path[i].index) : pointer_token(path[i].key));
-          throw DuplicateKey{it->first, it->second, keys, pointer + "/" + pointer_token(key)};
+            pointer += "/" + (path[i].array ? std::to_string(path[i].index) : pointer_escape(path[i].key));
+          throw DuplicateKey{it->first, it->second, keys, pointer + "/" + pointer_escape(key)};
         }
         path.back().key = key;
         ++keys;
