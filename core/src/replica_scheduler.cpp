@@ -10,13 +10,16 @@ ReplicaScheduler::ReplicaScheduler(const SchedulerContext& ctx, Role role)
     : ctx_(ctx), role_(role), free_blocks_(ctx.total_blocks) {}
 
 bool ReplicaScheduler::accept_transfer(Seq q) {
-  const int64_t need = ctx_.engine.reserve_to_completion ? ceil_div(q.prompt + std::max<int64_t>(q.target, q.generated + 1), ctx_.block_size)
-                                                         : ceil_div(q.prompt + q.generated + 1, ctx_.block_size);
+  const int64_t need = ctx_.engine.reserve_to_completion ? completion_blocks(q) : ceil_div(q.prompt + q.generated + 1, ctx_.block_size);
   if (need > free_blocks_) return false;
   free_blocks_ -= need;
   q.blocks = need;
   running_.push_back(q);
   return true;
+}
+
+int64_t ReplicaScheduler::completion_blocks(const Seq& q) const {
+  return ceil_div(q.prompt + std::max<int64_t>(q.target, q.generated + 1), ctx_.block_size);
 }
 
 IterationBatch ReplicaScheduler::plan(double now) {
@@ -78,7 +81,7 @@ bool ReplicaScheduler::prompts_fit(int64_t budget) const {
   int64_t need_tokens = 0, need_blocks = 0;
   for (const Seq& q : waiting_) {
     if (q.queued_at > admit_cutoff_) break;
-    const int64_t b = ceil_div(q.prompt + (ctx_.engine.reserve_to_completion ? std::max<int64_t>(1, q.target) : 1), ctx_.block_size);
+    const int64_t b = ctx_.engine.reserve_to_completion ? completion_blocks(q) : ceil_div(q.prompt + 1, ctx_.block_size);
     if (seqs + 1 > ctx_.engine.max_num_seqs || need_tokens + q.prompt > budget || need_blocks + b > free_blocks_) break;
     ++seqs;
     need_tokens += q.prompt;
@@ -183,8 +186,7 @@ void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, boo
     const bool ends = q.prefilled + c == q.prompt;
     // Reserving to completion takes the blocks of the whole prompt and every output
     // token up front; otherwise the blocks of this chunk (and the first output token).
-    const int64_t need = ctx_.engine.reserve_to_completion ? ceil_div(q.prompt + std::max<int64_t>(1, q.target), bs)
-                                                           : ceil_div(q.prefilled + c + (ends ? 1 : 0), bs);
+    const int64_t need = ctx_.engine.reserve_to_completion ? completion_blocks(q) : ceil_div(q.prefilled + c + (ends ? 1 : 0), bs);
     if (need > free_blocks_) break;
     waiting_.pop_front();
     free_blocks_ -= need;

@@ -137,6 +137,9 @@ class ReplicaScheduler {
   IterationBatch plan_batch();
   /// Whether whole waiting prompts fit a prefill-only iteration (no chunked prefill).
   bool prompts_fit(int64_t budget) const;
+  /// Blocks reserved up front for a sequence under reserve_to_completion: its prompt and
+  /// every output token (at least the next one).
+  int64_t completion_blocks(const Seq& q) const;
   /// Brings swapped sequences back, oldest first, while their blocks fit.
   void swap_in();
   /// Schedules the running decodes within `budget`, growing their blocks.
