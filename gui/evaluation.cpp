@@ -41,13 +41,15 @@ Scenario read_serving_document(const nlohmann::json& doc, const std::filesystem:
   return s;
 }
 
-std::vector<LatencyRow> latency_rows(const std::vector<ServingResult>& runs) {
-  const nlohmann::json m = io::serving_metrics(runs);
+std::vector<LatencyRow> latency_rows(const nlohmann::json& metrics) {
+  auto number = [&](const std::string& key) {
+    const auto it = metrics.find(key);
+    return it != metrics.end() && it->is_number() ? it->get<double>() : 0.0;
+  };
   std::vector<LatencyRow> rows;
   for (const char* k : {"ttft", "tpot", "itl", "e2e"}) {
     const std::string key(k);
-    rows.push_back({key, m.value(key + "_mean_ms", 0.0), m.value(key + "_p50_ms", 0.0), m.value(key + "_p90_ms", 0.0),
-                    m.value(key + "_p99_ms", 0.0)});
+    rows.push_back({key, number(key + "_mean_ms"), number(key + "_p50_ms"), number(key + "_p90_ms"), number(key + "_p99_ms")});
   }
   return rows;
 }
@@ -85,11 +87,15 @@ ServingOutcome run_serving(const Scenario& s, uint64_t seed, const CalibrationPr
     const io::CostModels costs(s.system, calibration);
     try {
       const std::vector<ServingResult> runs = simulate_serving_runs(s, costs.get(), seed, true, cancel);
+      // A cancel during the report (percentiles over every token gap: the longest step
+      // after the runs) takes effect before and after it.
+      if (cancel && cancel->load()) throw ServingCancelled();
       nlohmann::json r = io::serving_report(s, runs);
+      if (cancel && cancel->load()) throw ServingCancelled();
       if (calibration) io::add_calibration(r, *calibration, &s.system.gpu);
-      out.latency = latency_rows(runs);
-      if (!runs.empty()) out.over_time = serving_over_time(runs.front().timeline);
       const nlohmann::json& m = r.at("metrics");
+      out.latency = latency_rows(m);
+      if (!runs.empty()) out.over_time = serving_over_time(runs.front().timeline);
       out.throughput_tokens_per_s = m.value("throughput_tokens_per_s", 0.0);
       out.requests_per_s = m.value("requests_per_s", 0.0);
       out.report = io::dump(r);

@@ -117,8 +117,9 @@ QpsCurve run_qps_curve(const Scenario& s, const ServingSla& sla, uint64_t seed =
                        const CalibrationProfile* calibration = nullptr, const std::atomic<bool>* cancel = nullptr,
                        ProgressCounter* progress = nullptr);
 
-/// The latency rows of io::serving_metrics over `runs`: what the serving table shows.
-std::vector<LatencyRow> latency_rows(const std::vector<ServingResult>& runs);
+/// The latency rows of a serving report's "metrics" (io::serving_metrics): what the serving
+/// table shows; a metric the runs did not state (null) shows as 0.
+std::vector<LatencyRow> latency_rows(const nlohmann::json& metrics);
 
 /// "pointer: rule (got value); hint" lines, as the CLI prints them.
 std::vector<std::string> issue_lines(const std::vector<Issue>& issues);

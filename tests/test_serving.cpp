@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <random>
 
 #include "capsim/core/serving.hpp"
 #include "capsim/hw/roofline.hpp"
@@ -219,9 +220,6 @@ class FixedCollectives final : public CostModel {
   double t_;
 };
 
-// Tensor-parallel all-reduces inside a node take the faster of NCCL and the engine's own
-// kernel (H100: 13.2 us + 16.4 us/MiB); a GPU without that measurement, or a group that
-// spans nodes, uses NCCL.
 // A set cancel flag stops the replicated runs and the capacity search before their next
 // simulated run; a clear flag changes nothing.
 TEST(Serving, CancelFlagStopsRunsAndSearches) {
@@ -241,6 +239,23 @@ TEST(Serving, CancelFlagStopsRunsAndSearches) {
   EXPECT_THROW(max_qps(s, cost, sla, 7, nullptr, &cancel), ServingCancelled);
 }
 
+// The flag is also read inside one run: a long run stops within its first thousand or so
+// events instead of finishing, also while max_num_seqs "auto" tries its candidates (a
+// cancel is not a candidate that failed to fit).
+TEST(Serving, CancelFlagStopsOneLongRun) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::poisson);
+  s.inference->workload.num_requests = 20000;
+  const hw::RooflineCostModel cost(s.system);
+  std::atomic<bool> cancel{true};
+  EXPECT_THROW(simulate_serving(s, cost, 7, false, false, &cancel), ServingCancelled);
+  s.inference->engine.max_num_seqs.reset();
+  s.inference->engine.max_num_seqs_auto = true;
+  EXPECT_THROW(simulate_serving(s, cost, 7, false, false, &cancel), ServingCancelled);
+}
+
+// Tensor-parallel all-reduces inside a node take the faster of NCCL and the engine's own
+// kernel (H100: 13.2 us + 16.4 us/MiB); a GPU without that measurement, or a group that
+// spans nodes, uses NCCL.
 TEST(Serving, TensorParallelAllReduceTakesTheFasterKernel) {
   Scenario s = serving_scenario("llama3-70b", "h100-sxm5-80gb", 8, ServingWorkload::Mode::offline);
   IterationBatch b;
@@ -577,6 +592,30 @@ TEST(Serving, KvBlocksFollowTheEngineFormula) {
 TEST(Serving, PercentileIsLinearBetweenRanks) {
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 0.5), 2.5);
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4, 5}, 0.99), 4.96);
+}
+
+// Selection gives the interpolation between the sorted neighbours exactly, for any order
+// of the quantiles asked and with ties, empty and one-element inputs.
+TEST(Serving, PercentilesEqualTheSortedInterpolation) {
+  std::mt19937_64 rng(42);
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t n = trial % 7 == 0 ? trial % 2 : 1 + rng() % 300;
+    std::vector<double> v(n);
+    for (double& x : v) x = static_cast<double>(rng() % 50) * 0.37;  // many ties
+    std::vector<double> qs{0.99, 0.0, 0.5, 1.0, 0.9, 0.5, 0.123};
+    const std::vector<double> got = percentiles(v, qs);
+    std::vector<double> sorted = v;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < qs.size(); ++i) {
+      double want = 0;
+      if (!sorted.empty()) {
+        const double pos = qs[i] * static_cast<double>(sorted.size() - 1);
+        const size_t lo = static_cast<size_t>(std::floor(pos)), hi = std::min(lo + 1, sorted.size() - 1);
+        want = sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+      }
+      ASSERT_EQ(got[i], want) << "n=" << n << " q=" << qs[i];
+    }
+  }
 }
 
 }  // namespace

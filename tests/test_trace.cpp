@@ -75,7 +75,9 @@ TEST(Trace, StructureNestingFlowsAndCounters) {
     EXPECT_EQ(processes, pp);
     EXPECT_GT(counters, 0);
     EXPECT_EQ(flow_starts, flow_ends);
-    if (vpp > 1) EXPECT_GT(flow_starts, 0);  // interleaving sends asynchronously
+    if (vpp > 1) {
+      EXPECT_GT(flow_starts, 0);  // interleaving sends asynchronously
+    }
     EXPECT_EQ(static_cast<size_t>(slices), d.sim.tasks().size());
   }
 }

@@ -48,7 +48,9 @@ TEST(Validation, TrainingErrorBounds) {
     ASSERT_TRUE(groups.contains(family)) << family;
     const double median = groups[family]["step_time_s"]["median_abs_error"].get<double>();
     EXPECT_LE(median, bound) << family;
-    if (cases_of[family] >= 5) EXPECT_LE(median, 0.20) << family;
+    if (cases_of[family] >= 5) {
+      EXPECT_LE(median, 0.20) << family;
+    }
   }
 }
 
@@ -111,7 +113,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
     ASSERT_TRUE(groups.contains(family)) << family;
     const double median = groups[family]["(all)"]["median_abs_error"].get<double>();
     EXPECT_LE(median, bound) << family;
-    if (cases_of[family] >= 5) EXPECT_LE(median, 0.25) << family;
+    if (cases_of[family] >= 5) {
+      EXPECT_LE(median, 0.25) << family;
+    }
   }
 }
 

@@ -16,14 +16,29 @@ namespace capsim {
 using detail::ceil_div;
 using detail::dbl;
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * dbl(static_cast<int64_t>(v.size()) - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - dbl(static_cast<int64_t>(lo))) * (v[hi] - v[lo]);
+std::vector<double> percentiles(std::vector<double> v, const std::vector<double>& qs) {
+  std::vector<double> out(qs.size(), 0.0);
+  if (v.empty()) return out;
+  // Quantiles in rising order: each selection leaves the elements above its rank at the
+  // back, so the next one selects among those alone.
+  std::vector<size_t> order(qs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return qs[a] < qs[b]; });
+  size_t from = 0;
+  for (size_t i : order) {
+    const double pos = qs[i] * dbl(static_cast<int64_t>(v.size()) - 1);
+    const size_t lo = std::min(static_cast<size_t>(std::floor(pos)), v.size() - 1);
+    std::nth_element(v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(lo), v.end());
+    // The next order statistic is the smallest element behind the selected one.
+    const double a = v[lo];
+    const double b = lo + 1 < v.size() ? *std::min_element(v.begin() + static_cast<std::ptrdiff_t>(lo) + 1, v.end()) : a;
+    out[i] = a + (pos - dbl(static_cast<int64_t>(lo))) * (b - a);
+    from = lo;
+  }
+  return out;
 }
+
+double percentile(std::vector<double> v, double q) { return percentiles(std::move(v), {q}).front(); }
 
 std::pair<double, double> p99_latencies(const ServingResult& r) {
   std::vector<double> ttft, tpot;
@@ -76,12 +91,12 @@ std::vector<ServingResult> simulate_serving_runs(const Scenario& s, const CostMo
   const int64_t n = serving_replications(s.inference->workload);
   std::vector<ServingResult> runs;
   stop_if_cancelled(cancel);
-  runs.push_back(simulate_serving(s, cost, seed, record_timeline));
+  runs.push_back(simulate_serving(s, cost, seed, record_timeline, true, cancel));
   // Every run uses the engine the first one resolved ("auto" knobs are chosen once).
   const Scenario same = with_choices_of(s, runs.front());
   for (int64_t i = 1; i < n; ++i) {
     stop_if_cancelled(cancel);
-    runs.push_back(simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false));
+    runs.push_back(simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false, true, cancel));
   }
   return runs;
 }
@@ -95,13 +110,13 @@ bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, 
   const int64_t n = serving_replications(s.inference->workload);
   const int64_t majority = n / 2 + 1;
   stop_if_cancelled(cancel);
-  ServingResult first = simulate_serving(s, cost, seed, false);
+  ServingResult first = simulate_serving(s, cost, seed, false, true, cancel);
   const Scenario same = with_choices_of(s, first);
   std::vector<double> ttft, tpot;
   int64_t ttft_ok = 0, tpot_ok = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (i > 0) stop_if_cancelled(cancel);
-    const auto [a, b] = p99_latencies(i == 0 ? first : simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false));
+    const auto [a, b] = p99_latencies(i == 0 ? first : simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false, true, cancel));
     ttft.push_back(a);
     tpot.push_back(b);
     ttft_ok += a <= sla.ttft_p99_ms ? 1 : 0;
@@ -177,8 +192,9 @@ class EventLoop {
   EventLoop(const Scenario& s, const CostModel& cost, ServingResult& out, bool record_timeline, bool record_token_gaps);
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
-  /// Runs until every request has finished.
-  void run();
+  /// Runs until every request has finished; with `cancel`, the flag is read every
+  /// kCancelCheckEvents events and ServingCancelled thrown once it is set.
+  void run(const std::atomic<bool>* cancel);
 
  private:
   /// Routes the requests that have arrived by now.
@@ -266,8 +282,14 @@ EventLoop::EventLoop(const Scenario& s, const CostModel& cost, ServingResult& ou
     for (size_t k = 0; k < issued_; ++k) out_.requests[k].arrival = 0.0;
 }
 
-void EventLoop::run() {
+void EventLoop::run(const std::atomic<bool>* cancel) {
+  /// Events between two reads of the cancel flag: each event routes, plans and times at
+  /// least one iteration, so a thousand of them are a small slice of any long run, and one
+  /// relaxed load per thousand adds no measurable time to it.
+  constexpr uint32_t kCancelCheckEvents = 1024;
+  uint32_t events = 0;
   while (done_ < total_) {
+    if (cancel && ++events % kCancelCheckEvents == 0) stop_if_cancelled(cancel);
     // Deliver what is due at time t.
     deliver_arrivals();
     deliver_transfers();
@@ -410,7 +432,7 @@ void EventLoop::finish_iterations() {
 }
 
 ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
-                            bool record_token_gaps) {
+                            bool record_token_gaps, const std::atomic<bool>* cancel) {
   const InferencePlan& p = *s.inference;
   ServingResult out;
   DrawnWorkload drawn = detail::generate_requests(p.workload, seed);
@@ -435,7 +457,7 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
     throw ServingDoesNotFit(buf);
   }
   EventLoop loop(s, cost, out, record_timeline, record_token_gaps);
-  loop.run();
+  loop.run(cancel);
   double first = 1e300, last = 0;
   for (const auto& r : out.requests) {
     first = std::min(first, r.arrival);
@@ -459,9 +481,9 @@ namespace {
 /// vLLM's default (256) doubling while the output throughput still rises by more than 0.1%
 /// (the KV cache or the step time caps it).
 ServingResult simulate_seqs_resolved(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
-                                     bool record_token_gaps) {
+                                     bool record_token_gaps, const std::atomic<bool>* cancel) {
   if (!s.inference->engine.max_num_seqs_auto || s.inference->engine.max_num_seqs)
-    return simulate_once(s, cost, seed, record_timeline, record_token_gaps);
+    return simulate_once(s, cost, seed, record_timeline, record_token_gaps, cancel);
   Scenario probe = s;
   ServingResult best;
   double best_rate = -1;
@@ -469,7 +491,9 @@ ServingResult simulate_seqs_resolved(const Scenario& s, const CostModel& cost, u
     probe.inference->engine.max_num_seqs = seqs;
     ServingResult r;
     try {
-      r = simulate_once(probe, cost, seed, record_timeline, record_token_gaps);
+      r = simulate_once(probe, cost, seed, record_timeline, record_token_gaps, cancel);
+    } catch (const ServingCancelled&) {
+      throw;
     } catch (const std::runtime_error&) {
       // A larger cap reserves more activation memory; once it leaves a prompt no KV room,
       // the last cap that ran is the fastest.
@@ -487,14 +511,14 @@ ServingResult simulate_seqs_resolved(const Scenario& s, const CostModel& cost, u
 }  // namespace
 
 ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
-                               bool record_token_gaps) {
+                               bool record_token_gaps, const std::atomic<bool>* cancel) {
   if (!s.inference) throw std::logic_error("simulate_serving needs an inference plan");
   const InferencePlan& p = *s.inference;
   const bool ep_choice = !p.ep && s.model.moe && p.tp > 1 && s.model.moe->num_experts % p.tp == 0;
   if (!ep_choice) {
     Scenario fixed = s;
     fixed.inference->attention_dp = p.attention_dp.value_or(false);
-    return simulate_seqs_resolved(fixed, cost, seed, record_timeline, record_token_gaps);
+    return simulate_seqs_resolved(fixed, cost, seed, record_timeline, record_token_gaps, cancel);
   }
   // ep "auto" (SCHEMA.md: what the people who ran it did, the fastest setting that fits):
   // experts split inside each expert over the tp group, or whole experts spread over it
@@ -518,7 +542,7 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
     probe.inference->attention_dp = l.dp;
     ServingResult r;
     try {
-      r = simulate_seqs_resolved(probe, cost, seed, record_timeline, record_token_gaps);
+      r = simulate_seqs_resolved(probe, cost, seed, record_timeline, record_token_gaps, cancel);
     } catch (const ServingDoesNotFit&) {
       none_fit = std::current_exception();
       continue;

@@ -269,9 +269,10 @@ json serving_metrics(const ServingResult& r) {
   for (const auto& [name, v] : {std::pair<std::string, const std::vector<double>*>{"ttft", &ttft}, {"tpot", &tpot},
                                 {"itl", &itl}, {"e2e", &e2e}}) {
     m[name + "_mean_ms"] = mean(*v);
-    m[name + "_p50_ms"] = percentile(*v, 0.5);
-    m[name + "_p90_ms"] = percentile(*v, 0.9);
-    m[name + "_p99_ms"] = percentile(*v, 0.99);
+    const std::vector<double> p = percentiles(*v, {0.5, 0.9, 0.99});
+    m[name + "_p50_ms"] = p[0];
+    m[name + "_p90_ms"] = p[1];
+    m[name + "_p99_ms"] = p[2];
   }
   m["throughput_tokens_per_s"] = r.duration_s > 0 ? out_tokens / r.duration_s : 0.0;
   m["requests_per_s"] = r.duration_s > 0 ? static_cast<double>(r.requests.size()) / r.duration_s : 0.0;

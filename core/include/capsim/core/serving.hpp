@@ -137,9 +137,11 @@ inline constexpr uint64_t kServingSeed = 20261129;
 /// Simulate the scenario's workload on its replicas (round-robin routing); lengths and
 /// arrivals are drawn from a generator seeded with `seed`. Without `record_token_gaps` every
 /// request's `itl` stays empty (one entry per output token otherwise: the bulk of a long
-/// run's time and memory); nothing else in the result changes.
+/// run's time and memory); nothing else in the result changes. With `cancel`, the flag is
+/// read every thousand or so events; once it is set ServingCancelled is thrown.
 ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed = kServingSeed,
-                               bool record_timeline = false, bool record_token_gaps = true);
+                               bool record_timeline = false, bool record_token_gaps = true,
+                               const std::atomic<bool>* cancel = nullptr);
 
 /// Independent runs a workload's metrics are estimated from. A benchmark of a few dozen
 /// Poisson arrivals is one draw of its percentiles (the P99 of 50 requests is nearly their
@@ -148,16 +150,16 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
 /// One run when nothing is random (a trace, or offline / closed-loop with fixed lengths).
 int64_t serving_replications(const ServingWorkload& w);
 
-/// Thrown by the serving searches and replicated runs when their `cancel` flag is set: the
-/// work stopped between two simulated runs and there is no result.
+/// Thrown by the serving runs and searches when their `cancel` flag is set: the work
+/// stopped (within a thousand or so events of a run) and there is no result.
 class ServingCancelled : public std::runtime_error {
  public:
   ServingCancelled() : std::runtime_error("cancelled") {}
 };
 
 /// The runs of serving_replications(): seeds seed, seed + 1, ...; the first records the
-/// timeline when asked. With `cancel`, the flag is read before each run; once it is set
-/// ServingCancelled is thrown.
+/// timeline when asked. With `cancel`, the flag is read before each run and during it; once
+/// it is set ServingCancelled is thrown.
 std::vector<ServingResult> simulate_serving_runs(const Scenario& s, const CostModel& cost, uint64_t seed = 20261129,
                                                  bool record_timeline = false,
                                                  const std::atomic<bool>* cancel = nullptr);
@@ -189,5 +191,8 @@ double max_qps(const Scenario& s, const CostModel& cost, const ServingSla& sla, 
 
 /// Linear-interpolated percentile (q in [0, 1]) of `v` (numpy's default).
 double percentile(std::vector<double> v, double q);
+/// percentile() of `v` at each of `qs`, in that order, by selection instead of a sort:
+/// O(n) per quantile, the same values bit for bit.
+std::vector<double> percentiles(std::vector<double> v, const std::vector<double>& qs);
 
 }  // namespace capsim
