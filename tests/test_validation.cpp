@@ -89,8 +89,8 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
       {"inference-public.json",
        {{"throughput_tokens_per_s", 0.09}, {"tpot_p50_ms", 0.075}, {"ttft_p50_ms", 0.12}, {"itl_p50_ms", 0.09}}},
       {"serving-percentiles-public.json",
-       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.06}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.11}, {"tpot_p50_ms", 0.065},
-        {"tpot_p99_ms", 0.16}, {"throughput_tokens_per_s", 0.07}, {"requests_per_s", 0.08}, {"ttft_mean_ms", 0.17},
+       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.06}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.11}, {"tpot_p50_ms", 0.06},
+        {"tpot_p99_ms", 0.14}, {"throughput_tokens_per_s", 0.07}, {"requests_per_s", 0.08}, {"ttft_mean_ms", 0.17},
         // TTFT P50 rose from 0.19 when engines one batch ahead (SGLang 0.4+, TensorRT-LLM)
         // began admitting a request that arrives mid-step to the batch after next: the
         // median of 20 cases sits between two SGLang DeepSeek-R1 cases at 0.21 and 0.29.
