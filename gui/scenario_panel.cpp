@@ -529,8 +529,10 @@ QWidget* ScenarioPanel::build_training_tab() {
   add("Double quant", "lora/double_quant", new QCheckBox, false, "NF4 with double quantization of the absmax constants");
   add("Offload opt.", "offload_optimizer", new QCheckBox, false, "Optimizer state offloaded to the CPU (ZeRO-Offload)");
   add("Overlap DP", "overlap_dp", new QCheckBox, true, "Data-parallel gradient communication overlaps the backward");
-  add("TP overlap", "tp_comm_overlap", dspin(0, 1, 2, 0.05), 0.0,
-      "Share of tensor-parallel communication hidden behind compute (0 to 1)");
+  add("TP overlap", "tp_comm_overlap", dspin(-0.01, 1, 2, 0.05, "auto"), "auto",
+      "Share of tensor-parallel communication hidden behind compute (0 to 1), or auto: "
+      "Transformer Engine's userbuffers overlap where the Megatron stack runs it",
+      true);
   add("MoE skew", "moe_imbalance", dspin(1, 64, 2, 0.05), 1.0,
       "Tokens at the busiest expert over the mean (1: balanced)");
   add("Train tokens", "train_tokens", dspin(0, 1e16, 0, 1e9, "none"), "auto",

@@ -105,6 +105,26 @@ TEST(TrainingKeys, Fp8RecipeNeedsFp8AndMomentsAreListed) {
 }
 
 // Rule: unknown keys are rejected, with the nearest valid key of that object as a hint.
+// TP overlap: a share in [0, 1] or "auto" (the default, left unset); anything else is an
+// issue at its pointer.
+TEST(TrainingKeys, TpCommOverlapIsAShareOrAuto) {
+  json doc = good_scenario();
+  EXPECT_FALSE(io::scenario_from_json(doc).training->tp_comm_overlap);
+  doc["training"]["tp_comm_overlap"] = "auto";
+  EXPECT_FALSE(io::scenario_from_json(doc).training->tp_comm_overlap);
+  doc["training"]["tp_comm_overlap"] = 0.25;
+  EXPECT_EQ(io::scenario_from_json(doc).training->tp_comm_overlap, 0.25);
+  doc["training"]["tp_comm_overlap"] = "yes";
+  auto issues = issues_of(doc);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0], (Issue{"/training/tp_comm_overlap", "\"yes\"", "must be a number in [0, 1] or \"auto\"", {}}));
+  doc["training"]["tp_comm_overlap"] = 1.5;
+  issues = issues_of(doc);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].pointer, "/training/tp_comm_overlap");
+  EXPECT_EQ(issues[0].rule, "must be in [0, 1]");
+}
+
 TEST(UnknownKey, TopLevel) {
   json doc = good_scenario();
   doc["measurd"] = {{"step_time_s", 1.0}};

@@ -1241,4 +1241,66 @@ TEST(DeepSeekV3Report, FitsAndCostsAboutWhatTheReportSays) {
 }
 
 }  // namespace
+
+namespace {
+
+// "auto" TP overlap on the Megatron stack with Hopper, TP > 1 and sequence parallelism
+// in one node is userbuffers' bulk backward overlap: the forward's collectives stay
+// exposed, half the backward's (the input-gradient reduce-scatters) hide under the
+// weight-gradient GEMMs less the 14 of 132 SMs they hold. With no recompute the backward
+// moves as many bytes as the forward, so exposed TP time falls by a quarter of that share.
+TEST(TpOverlap, AutoIsUserbuffersBulkBackwardOnHopperMegatron) {
+  const ModelSpec m = io::load_model("llama3-70b");
+  TrainingPlan t;
+  t.tp = 8;
+  t.pp = 1;
+  t.dp = 1;
+  t.sp = true;
+  t.zero = 1;
+  t.micro_batch = 1;
+  t.seq_len = 8192;
+  t.global_batch = 8;
+  t.recompute = Recompute::none;
+  t.precision = DType::bf16;
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
+  ASSERT_TRUE(userbuffers_tp_overlap(sys, t));
+  const hw::RooflineCostModel cost(sys);
+  StepOptions sync;
+  sync.tp_overlap = 0.0;
+  const StepBreakdown none = analytical_step(m, sys, t, cost, sync);
+  const StepBreakdown ub = analytical_step(m, sys, t, cost);  // auto
+  EXPECT_GT(none.exposed_tp_s, 0);
+  EXPECT_DOUBLE_EQ(ub.total_tp_s, none.total_tp_s);
+  expect_rel(ub.exposed_tp_s, none.exposed_tp_s * (1.0 - 0.25 * (1.0 - 14.0 / 132.0)), 1e-9);
+  expect_rel(none.step_s - ub.step_s, none.exposed_tp_s - ub.exposed_tp_s, 1e-9);
+  // An explicit share applies to every collective, as before.
+  StepOptions half;
+  half.tp_overlap = 0.5;
+  expect_rel(analytical_step(m, sys, t, cost, half).exposed_tp_s, 0.5 * none.exposed_tp_s, 1e-9);
+}
+
+// Outside that setting "auto" is synchronous: Ampere (no userbuffers presets), no sequence
+// parallelism, a TP group across nodes, and the PyTorch stack.
+TEST(TpOverlap, AutoIsSynchronousElsewhere) {
+  TrainingPlan t;
+  t.tp = 8;
+  t.sp = true;
+  t.zero = 1;
+  SystemSpec sys = system_of("h100-sxm5-80gb", 8);
+  EXPECT_TRUE(userbuffers_tp_overlap(sys, t));
+  EXPECT_FALSE(userbuffers_tp_overlap(system_of("a100-sxm4-80gb", 8), t));
+  TrainingPlan no_sp = t;
+  no_sp.sp = false;
+  EXPECT_FALSE(userbuffers_tp_overlap(sys, no_sp));
+  EXPECT_FALSE(userbuffers_tp_overlap(system_of("h100-sxm5-80gb", 16, 400, 4), t));
+  TrainingPlan fsdp = t;
+  fsdp.framework = Framework::pytorch;
+  EXPECT_FALSE(userbuffers_tp_overlap(sys, fsdp));
+  TrainingPlan tp1 = t;
+  tp1.tp = 1;
+  EXPECT_FALSE(userbuffers_tp_overlap(sys, tp1));
+}
+
+}  // namespace
+
 }  // namespace capsim

@@ -24,6 +24,46 @@ constexpr double kDualPipeCommSms = 20.0;
 /// offloaded, fp16 parameters swapped back; 2M bytes each way for M parameters).
 constexpr double kOffloadBytesPerParam = 2.0;
 
+/// SMs a userbuffers bulk reduce-scatter holds while the weight-gradient GEMM it hides
+/// under runs: Megatron-Bridge's H100 presets (comm_overlap.py,
+/// userbuffers_{bf16,fp8}_h100_h8192_tp4_mbs1_seqlen8192) give the QKV and FC1 dgrad
+/// reduce-scatters (qkv_wgrad, fc1_wgrad) 24 and 4 SMs: 14 on average.
+constexpr double kUserbuffersBulkSms = (24.0 + 4.0) / 2.0;
+
+/// How much of a layer's tensor-parallel communication stays on the critical path.
+/// Auto with userbuffers counts only the bulk overlap as hidden: in the backward, each
+/// block's reduce-scatter of the input gradient (half the backward's traffic) runs under
+/// the weight-gradient GEMM, an independent kernel, at the cost of the SMs it holds; it
+/// hides at most that GEMM's time. The pipelined overlaps split the dependent GEMMs into
+/// chunks (forward all-gathers and reduce-scatters, the backward's output-gradient
+/// all-gather); their gain is shape-dependent and often none in reports on Hopper
+/// (TransformerEngine issue #426: a 4096-wide layer 2x slower with it; NVIDIA/Fuser
+/// PR #3591: "no clear win" on H100), so they stay exposed, as do a full recompute's
+/// forward collectives.
+struct TpExposure {
+  double keep = 1.0;     ///< an explicit overlap share: 1 - share of every collective
+  bool bulk = false;     ///< auto: userbuffers' bulk backward overlap
+  double bulk_hidden = 0;  ///< share of the bulk reduce-scatter's time hidden
+  double exposed_fwd(const LayerCost& lc) const { return bulk ? lc.tp_fwd : keep * lc.tp_fwd; }
+  double exposed_bwd(const LayerCost& lc) const {
+    if (!bulk) return keep * lc.tp_bwd;
+    // The backward's own collectives cost what the forward's do (tp_bwd adds a full
+    // recompute's on top); half of them are the reduce-scatters.
+    return lc.tp_bwd - std::min(0.5 * lc.tp_fwd * bulk_hidden, lc.wgrad);
+  }
+};
+
+TpExposure tp_exposure(const SystemSpec& sys, const TrainingPlan& t, const StepOptions& opt) {
+  TpExposure e;
+  if (opt.tp_overlap) {
+    e.keep = 1.0 - *opt.tp_overlap;
+  } else if (userbuffers_tp_overlap(sys, t)) {
+    e.bulk = true;
+    e.bulk_hidden = 1.0 - kUserbuffersBulkSms / dbl(std::max(1, sys.gpu.sm_count));
+  }
+  return e;
+}
+
 /// A group of `size` ranks whose consecutive members are `stride` ranks apart.
 Group place(int64_t size, int64_t stride, int64_t gpn) {
   Group g;
@@ -311,6 +351,11 @@ double mtp_dense_params(const ModelSpec& m, const TrainingPlan& t) {
 
 }  // namespace
 
+bool userbuffers_tp_overlap(const SystemSpec& sys, const TrainingPlan& t) {
+  return framework_of(t) == Framework::megatron && sys.gpu.arch != GpuArch::ampere && sys.gpu.nvlink_generation > 0 &&
+         t.tp > 1 && t.sp && t.tp <= sys.gpus_per_node;
+}
+
 LayoutGroups layout_groups(const TrainingPlan& t, int64_t gpn) {
   LayoutGroups g;
   const int64_t etp = t.etp.value_or(1);
@@ -383,7 +428,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
   const LoweringOptions lo = lowering_options(m, t);
   const KindCosts k = cost_kinds(c, lo);
   const int64_t vpp = t.vpp.value_or(1);
-  const double tp_keep = 1.0 - opt.tp_overlap;
+  const TpExposure tpx = tp_exposure(sys, t, opt);
   ShardContext sc;
   sc.micro_batch = c.b;
   sc.seq_len = t.seq_len;
@@ -424,8 +469,8 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       const LayerCost& lc = k.of(m, next);
       const double cp_f = std::max(0.0, lc.cp_fwd - lc.attn_fwd);
       const double cp_b = std::max(0.0, lc.cp_bwd - lc.attn_bwd);
-      ch.fwd_s += lc.fwd + tp_keep * lc.tp_fwd + cp_f + lc.ep_fwd;
-      ch.bwd_s += lc.bwd - lc.wgrad + lc.recompute + tp_keep * lc.tp_bwd + cp_b + lc.ep_bwd;
+      ch.fwd_s += lc.fwd + tpx.exposed_fwd(lc) + cp_f + lc.ep_fwd;
+      ch.bwd_s += lc.bwd - lc.wgrad + lc.recompute + tpx.exposed_bwd(lc) + cp_b + lc.ep_bwd;
       ch.wgrad_s += lc.wgrad;
       ch.ep_s += lc.ep_fwd + lc.ep_bwd;
       ch.activation_bytes += act_kind[m.is_moe_layer(next) ? 1 : 0];
@@ -458,8 +503,8 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       if (m.mtp_layers > 0) {
         const double n = dbl(m.mtp_layers);
         const LayerCost& x = k.mtp;
-        ch.fwd_s += n * (x.fwd + tp_keep * x.tp_fwd + x.ep_fwd);
-        ch.bwd_s += n * (x.bwd - x.wgrad + x.recompute + tp_keep * x.tp_bwd + x.ep_bwd);
+        ch.fwd_s += n * (x.fwd + tpx.exposed_fwd(x) + x.ep_fwd);
+        ch.bwd_s += n * (x.bwd - x.wgrad + x.recompute + tpx.exposed_bwd(x) + x.ep_bwd);
         ch.wgrad_s += n * x.wgrad;
         ch.ep_s += n * (x.ep_fwd + x.ep_bwd);
         ch.activation_bytes += n * (layer_activation_bytes(lower_mtp(m, lo), lo, m, sc) + head_act);
@@ -504,7 +549,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     const StepKey key{&m, &cost, t.tp, t.cp, c.etp, t.ep, c.b, t.seq_len, sys.gpus_per_node, t.sp,
                       static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules,
                       static_cast<int>(t.precision), static_cast<int>(attention_of(t)), static_cast<int>(framework_of(t)),
-                      opt.tp_overlap, opt.moe_imbalance, trains_adapters(t.mode) ? std::max<int64_t>(1, lo.lora_rank) : 0,
+                      opt.tp_overlap.value_or(-1.0), opt.moe_imbalance, trains_adapters(t.mode) ? std::max<int64_t>(1, lo.lora_rank) : 0,
                       lo.lora_targets, t.fp8_blockwise.value_or(false)};
     auto& entries = cache->impl().step;
     auto it = entries.find(key);
@@ -523,7 +568,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   std::vector<RankKinds> rank_scratch;
   const std::vector<RankKinds>& ranks = rank_kinds(m, t, cache, rank_scratch);
   const LayerKinds lk = layer_kinds(m);
-  const double tp_keep = 1.0 - opt.tp_overlap;
+  const TpExposure tpx = tp_exposure(sys, t, opt);
   const bool blocking_p2p = vpp == 1 && (t.schedule == Schedule::one_f_one_b || t.schedule == Schedule::gpipe);
   double pc_p2p = 0;
   if (t.pp > 1) {
@@ -546,12 +591,12 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       const LayerCost& lc = kinds[k];
       const double cp_f = std::max(0.0, lc.cp_fwd - lc.attn_fwd);
       const double cp_b = std::max(0.0, lc.cp_bwd - lc.attn_bwd);
-      st.fwd += n * (lc.fwd + tp_keep * lc.tp_fwd + cp_f + lc.ep_fwd);
-      st.bwd += n * (lc.bwd + lc.recompute + tp_keep * lc.tp_bwd + cp_b + lc.ep_bwd);
+      st.fwd += n * (lc.fwd + tpx.exposed_fwd(lc) + cp_f + lc.ep_fwd);
+      st.bwd += n * (lc.bwd + lc.recompute + tpx.exposed_bwd(lc) + cp_b + lc.ep_bwd);
       st.compute += n * (lc.fwd + lc.bwd);
       st.wgrad += n * lc.wgrad;
       st.recompute += n * lc.recompute;
-      st.tp += n * tp_keep * (lc.tp_fwd + lc.tp_bwd);
+      st.tp += n * (tpx.exposed_fwd(lc) + tpx.exposed_bwd(lc));
       st.cp += n * (cp_f + cp_b);
       st.ep += n * (lc.ep_fwd + lc.ep_bwd);
       st.tp_total += n * (lc.tp_fwd + lc.tp_bwd);
@@ -578,12 +623,12 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
         // Multi-token prediction modules after the last layer (see training_memory).
         const double n = dbl(m.mtp_layers);
         const LayerCost& x = kc.mtp;
-        st.fwd += n * (x.fwd + tp_keep * x.tp_fwd + x.ep_fwd);
-        st.bwd += n * (x.bwd + x.recompute + tp_keep * x.tp_bwd + x.ep_bwd);
+        st.fwd += n * (x.fwd + tpx.exposed_fwd(x) + x.ep_fwd);
+        st.bwd += n * (x.bwd + x.recompute + tpx.exposed_bwd(x) + x.ep_bwd);
         st.compute += n * (x.fwd + x.bwd);
         st.wgrad += n * x.wgrad;
         st.recompute += n * x.recompute;
-        st.tp += n * tp_keep * (x.tp_fwd + x.tp_bwd);
+        st.tp += n * (tpx.exposed_fwd(x) + tpx.exposed_bwd(x));
         st.ep += n * (x.ep_fwd + x.ep_bwd);
         st.tp_total += n * (x.tp_fwd + x.tp_bwd);
         st.ep_total += n * (x.ep_fwd + x.ep_bwd);

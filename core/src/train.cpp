@@ -104,7 +104,7 @@ std::vector<FitRemedy> fit_remedies(const Scenario& s, const TrainingPlan& t, do
 
 TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, const StepOptions& given) {
   StepOptions options = given;
-  options.tp_overlap = std::max(options.tp_overlap, s.training->tp_comm_overlap);
+  if (s.training->tp_comm_overlap) options.tp_overlap = s.training->tp_comm_overlap;
   options.moe_imbalance = std::max(options.moe_imbalance, s.training->moe_imbalance);
   options.overlap_dp = options.overlap_dp && s.training->overlap_dp;
   TrainEvaluation ev;
@@ -121,6 +121,7 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     ev.auto_fields.push_back("attention");
     base.attention = attention_of(base);
   }
+  if (!base.tp_comm_overlap) ev.auto_fields.push_back("tp_comm_overlap");
   if (base.precision == DType::fp8 && !base.fp8_blockwise) {
     ev.auto_fields.push_back("fp8_recipe");
     base.fp8_blockwise = false;  // the frameworks' default: tensorwise scaling

@@ -141,7 +141,12 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"optimizer_moments", t.bf16_moments ? "bf16" : "fp32"},
                  {"fp8_recipe", t.precision != DType::fp8 ? "none" : t.fp8_blockwise.value_or(false) ? "blockwise" : "tensorwise"},
                  {"mode", std::string(to_string(t.mode))},
-                 {"framework", std::string(to_string(framework_of(t)))}};
+                 {"framework", std::string(to_string(framework_of(t)))},
+                 // A share when the scenario gives one; auto: Transformer Engine's
+                 // userbuffers overlap where the Megatron stack runs it, or none.
+                 {"tp_comm_overlap", t.tp_comm_overlap ? json(*t.tp_comm_overlap)
+                                     : userbuffers_tp_overlap(s.system, t) ? json("userbuffers")
+                                                                           : json("none")}};
   if (trains_adapters(t.mode)) {
     const LoraSpec l = resolved_lora(t);
     layout["lora"] = {{"rank", l.rank.value_or(0)}, {"targets", l.targets.value_or(std::vector<std::string>{})}};

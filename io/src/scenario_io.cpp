@@ -596,8 +596,19 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
   double mib = 0;
   if (r.number("cuda_context_mib", mib, false, 0)) t.memory.cuda_context_bytes = mib * 1024.0 * 1024.0;
   r.number("allocator_reserve_fraction", t.memory.allocator_reserve_fraction, false, 0);
-  if (r.number("tp_comm_overlap", t.tp_comm_overlap, false, 0.0) && t.tp_comm_overlap > 1.0)
-    issues.push_back({r.at("tp_comm_overlap"), std::to_string(t.tp_comm_overlap), "must be in [0, 1]", {}});
+  // A share in [0, 1], or "auto" (the default): userbuffers' overlap where the Megatron
+  // stack runs it (userbuffers_tp_overlap).
+  if (const json* o = r.get("tp_comm_overlap"); o && !(o->is_string() && *o == "auto")) {
+    double f = 0;
+    if (o->is_string()) {
+      issues.push_back({r.at("tp_comm_overlap"), o->dump(), "must be a number in [0, 1] or \"auto\"", {}});
+    } else if (r.number("tp_comm_overlap", f, false, 0.0)) {
+      if (f > 1.0)
+        issues.push_back({r.at("tp_comm_overlap"), std::to_string(f), "must be in [0, 1]", {}});
+      else
+        t.tp_comm_overlap = f;
+    }
+  }
   r.number("moe_imbalance", t.moe_imbalance, false, 1.0);
   r.boolean("overlap_dp", t.overlap_dp);
   r.number("train_tokens", t.budget.tokens, false, 0);

@@ -148,9 +148,10 @@ struct TrainingPlan {
   std::vector<int64_t> stage_layers;
   MemoryOptions memory;
   TrainingBudget budget;
-  /// Fraction of tensor-parallel communication hidden behind GEMMs (Transformer Engine
-  /// userbuffers, --tp-comm-overlap); 0 = synchronous collectives.
-  double tp_comm_overlap = 0.0;
+  /// Fraction of tensor-parallel communication hidden behind GEMMs in [0, 1] (0 =
+  /// synchronous collectives); nullopt = auto: Transformer Engine's userbuffers overlap
+  /// where the Megatron stack runs it (userbuffers_tp_overlap), else none.
+  std::optional<double> tp_comm_overlap;
   /// Tokens at the busiest expert over the mean; 1 = balanced routing.
   double moe_imbalance = 1.0;
   /// Gradient reduction and parameter gathering overlapped with compute.

@@ -14,15 +14,26 @@ namespace capsim {
 
 /// Knobs of the step model that frameworks set differently.
 struct StepOptions {
-  /// Fraction of tensor-parallel communication hidden behind GEMMs (Transformer Engine
-  /// userbuffers overlap); 0 = Megatron-LM's synchronous collectives.
-  double tp_overlap = 0.0;
+  /// Fraction of tensor-parallel communication hidden behind GEMMs (0 = synchronous
+  /// collectives); nullopt = auto: userbuffers' bulk backward overlap where
+  /// userbuffers_tp_overlap() holds, synchronous collectives elsewhere.
+  std::optional<double> tp_overlap;
   /// Tokens routed to the busiest expert over the mean (1 = perfectly balanced routing).
   double moe_imbalance = 1.0;
   /// Gradient reduction overlapped with the last microbatch's backward, parameter
   /// gathering with the first forward (Megatron-LM --overlap-grad-reduce/--overlap-param-gather).
   bool overlap_dp = true;
 };
+
+/// Whether "auto" TP overlap is Transformer Engine's userbuffers overlap, as the Megatron
+/// stack's published recipes run it: Megatron-Bridge enables it in its training recipes
+/// ("the most performant configurations are set in the Megatron-Bridge training recipes
+/// by default", docs/performance-guide.md) and gates it on TP >= 2, sequence parallelism
+/// and Transformer Engine (src/megatron/bridge/training/comm_overlap.py, whose
+/// userbuffers presets are for H100 and B200 only); the Megatron-Core H100 weak-scaling
+/// runs used --tp-comm-overlap (Megatron-LM README). Userbuffers needs the TP group inside
+/// one NVLink domain.
+bool userbuffers_tp_overlap(const SystemSpec& sys, const TrainingPlan& t);
 
 /// Time of one step and where it goes (seconds unless named otherwise).
 struct StepBreakdown {
