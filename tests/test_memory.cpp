@@ -374,6 +374,26 @@ TEST(Serving, BlocksFromBudget) {
   EXPECT_NEAR(static_cast<double>(fp8.num_blocks), 2.0 * static_cast<double>(mem.num_blocks), 2.0);
 }
 
+// A fixed KV pool (kv_cache_tokens) is whole blocks of the tokens asked for, whatever the
+// memory share, and fits only beside the weights and activations: Llama-2-7B FP16 on
+// A100-80GB with LMDeploy's benchmark pool of 1000 blocks of 128 tokens.
+TEST(Serving, FixedKvPoolIsWholeBlocksThatMustFit) {
+  const ModelSpec m = io::load_model("llama2-7b");
+  InferencePlan p;
+  p.tp = 1;
+  p.engine.block_size = 128;
+  p.engine.gpu_memory_utilization = 0.5;  // ignored beside a fixed pool
+  p.engine.kv_cache_tokens = 128000 + 100;
+  const InferenceMemory mem = inference_memory(m, system_of("a100-sxm4-80gb", 1), p);
+  EXPECT_TRUE(mem.fixed_pool);
+  EXPECT_EQ(mem.num_blocks, 1000);
+  EXPECT_EQ(mem.max_cached_tokens, 128000);
+  EXPECT_DOUBLE_EQ(mem.kv_budget_bytes, 128000.0 * 524288.0);  // 2 x 32 layers x 4096 x 2 B a token
+  EXPECT_TRUE(mem.fits);
+  p.engine.kv_cache_tokens = 200000;  // 97.7 GiB of KV on an 80 GB part
+  EXPECT_FALSE(inference_memory(m, system_of("a100-sxm4-80gb", 1), p).fits);
+}
+
 }  // namespace
 }  // namespace capsim
 

@@ -239,6 +239,26 @@ TEST(Serving, CancelFlagStopsRunsAndSearches) {
   EXPECT_THROW(max_qps(s, cost, sla, 7, nullptr, &cancel), ServingCancelled);
 }
 
+// A fixed KV pool larger than the GPU is a "does not fit" answer that names the pool and
+// what else takes the memory; one that fits runs on exactly its blocks.
+TEST(Serving, FixedKvPoolThatCannotFitIsAnAnswer) {
+  Scenario s = serving_scenario("llama2-7b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->workload.num_requests = 50;
+  const hw::RooflineCostModel cost(s.system);
+  s.inference->engine.kv_cache_tokens = 9000000;
+  try {
+    simulate_serving(s, cost);
+    FAIL() << "a 9M-token pool fitted";
+  } catch (const ServingDoesNotFit& e) {
+    EXPECT_NE(std::string(e.what()).find("no room for the KV cache: a pool of"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(kv_cache_tokens)"), std::string::npos) << e.what();
+  }
+  s.inference->engine.kv_cache_tokens = 4096;
+  const ServingResult r = simulate_serving(s, cost);
+  EXPECT_EQ(r.memory.max_cached_tokens, 4096);
+  EXPECT_LE(r.peak_kv_utilization, 1.0);
+}
+
 // The flag is also read inside one run: a long run stops within its first thousand or so
 // events instead of finishing, also while max_num_seqs "auto" tries its candidates (a
 // cancel is not a candidate that failed to fit).

@@ -385,17 +385,26 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   if (!m.mla) kv_per_token /= std::min(attn_tp, dbl(m.kv_heads));
   out.kv_bytes_per_token = kv_per_token;
   out.capacity_bytes = sys.gpu.hbm_capacity_bytes;
-  const double util = p.engine.gpu_memory_utilization.value_or(defaults.gpu_memory_utilization);
-  out.kv_budget_bytes =
-      out.capacity_bytes * util - out.weights_bytes - out.activation_peak_bytes - out.non_torch_bytes;
   out.block_size = p.engine.block_size.value_or(defaults.block_size);
-  out.num_blocks =
-      out.kv_budget_bytes > 0
-          ? static_cast<int64_t>(std::floor(out.kv_budget_bytes / (dbl(out.block_size) * kv_per_token))) *
-                adp
-          : 0;
+  if (p.engine.kv_cache_tokens) {
+    // A fixed pool: whole blocks of the tokens asked for, which must fit beside the rest.
+    const int64_t blocks = std::max<int64_t>(1, *p.engine.kv_cache_tokens / out.block_size);
+    out.fixed_pool = true;
+    out.kv_budget_bytes = dbl(blocks) * dbl(out.block_size) * kv_per_token;
+    out.num_blocks = blocks * adp;
+    out.fits = out.weights_bytes + out.activation_peak_bytes + out.non_torch_bytes + out.kv_budget_bytes <=
+               out.capacity_bytes;
+  } else {
+    const double util = p.engine.gpu_memory_utilization.value_or(defaults.gpu_memory_utilization);
+    out.kv_budget_bytes =
+        out.capacity_bytes * util - out.weights_bytes - out.activation_peak_bytes - out.non_torch_bytes;
+    out.num_blocks =
+        out.kv_budget_bytes > 0
+            ? static_cast<int64_t>(std::floor(out.kv_budget_bytes / (dbl(out.block_size) * kv_per_token))) * adp
+            : 0;
+    out.fits = out.num_blocks > 0;
+  }
   out.max_cached_tokens = out.num_blocks * out.block_size;
-  out.fits = out.num_blocks > 0;
   return out;
 }
 

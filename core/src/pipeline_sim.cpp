@@ -418,10 +418,10 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
       const int64_t buckets =
           std::max<int64_t>(1, std::min<int64_t>(ch.layers, static_cast<int64_t>(std::ceil((ch.params + ch.expert_params) / bucket))));
       int64_t pieces = 1;
-      enum class Comm { none, fsdp, reduce, gather } comm = Comm::none;
+      enum class Comm { none, sharded, reduce, gather } comm = Comm::none;
       if (dp_active && fsdp && op.kind != TaskKind::weight_grad) {
         pieces = std::max<int64_t>(1, ch.layers);
-        comm = Comm::fsdp;
+        comm = Comm::sharded;
       } else if (dp_active && !fsdp && opt.overlap_dp && is_last_backward(op, r)) {
         pieces = buckets;
         comm = Comm::reduce;
@@ -441,7 +441,7 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
         if (k == 0) task.mem_alloc = alloc;
         if (k == pieces - 1) task.mem_free = free;
         const int32_t id = sim.add_task(task);
-        if (comm == Comm::fsdp) {
+        if (comm == Comm::sharded) {
           // Gather this layer's weights, one layer ahead of the compute that needs them.
           const int32_t ag = dp_task(r, TaskKind::gather, collective(CollectiveKind::all_gather, 2.0, ch.params / np, ch.expert_params / np),
                                      task.chunk);
@@ -454,7 +454,7 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
         }
         if (!prog.empty()) sim.add_edge(prog.back(), id);
         prog.push_back(id);
-        if (comm == Comm::fsdp && op.kind == TaskKind::backward) {
+        if (comm == Comm::sharded && op.kind == TaskKind::backward) {
           const int32_t rs = dp_task(r, TaskKind::reduce,
                                      collective(CollectiveKind::reduce_scatter, grad_bytes, ch.params / np, ch.expert_params / np), task.chunk);
           sim.add_edge(id, rs);

@@ -724,6 +724,7 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     p.engine.max_num_seqs_auto = er.has("max_num_seqs") && (*ej)["max_num_seqs"].is_string() && (*ej)["max_num_seqs"] == "auto";
     opt_int("max_num_batched_tokens", p.engine.max_num_batched_tokens);
     opt_int("block_size", p.engine.block_size);
+    opt_int("kv_cache_tokens", p.engine.kv_cache_tokens);
     opt_int("cuda_graph_max_tokens", p.engine.cuda_graph_max_tokens);
     opt_int("scheduler_steps", p.engine.scheduler_steps);
     bool graphs = false;

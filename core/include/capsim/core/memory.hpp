@@ -103,6 +103,7 @@ struct InferenceMemory {
   int64_t block_size = 0;
   int64_t max_cached_tokens = 0;
   double capacity_bytes = 0;
+  bool fixed_pool = false;  ///< the pool is the scenario's kv_cache_tokens, not a memory share
   bool fits = false;
 };
 

@@ -199,6 +199,11 @@ struct EngineOptions {
   std::optional<int64_t> block_size;
   std::optional<bool> chunked_prefill;
   std::optional<double> gpu_memory_utilization;
+  /// A KV pool of this many tokens on each GPU (each attention-DP rank) instead of the
+  /// memory-share rule: vLLM --num-gpu-blocks-override x block size, SGLang
+  /// --max-total-tokens, TurboMind cache_max_entry_count >= 1 x its block length,
+  /// TensorRT-LLM max_tokens_in_paged_kv_cache.
+  std::optional<int64_t> kv_cache_tokens;
   std::optional<bool> cuda_graphs;                 ///< replay steps as CUDA graphs
   std::optional<int64_t> cuda_graph_max_tokens;    ///< largest step (tokens) captured
   std::optional<double> step_overhead_ms;          ///< host time per step not hidden by the GPU
