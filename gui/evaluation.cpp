@@ -89,9 +89,9 @@ ServingOutcome run_serving(const Scenario& s, uint64_t seed, const CalibrationPr
       const std::vector<ServingResult> runs = simulate_serving_runs(s, costs.get(), seed, true, cancel);
       // A cancel during the report (percentiles over every token gap: the longest step
       // after the runs) takes effect before and after it.
-      if (cancel && cancel->load()) throw ServingCancelled();
+      throw_if_cancelled(cancel);
       nlohmann::json r = io::serving_report(s, runs);
-      if (cancel && cancel->load()) throw ServingCancelled();
+      throw_if_cancelled(cancel);
       if (calibration) io::add_calibration(r, *calibration, &s.system.gpu);
       const nlohmann::json& m = r.at("metrics");
       out.latency = latency_rows(m);

@@ -67,11 +67,11 @@ int64_t serving_replications(const ServingWorkload& w) {
   return std::clamp<int64_t>(ceil_div(2000, w.num_requests), 1, 16);
 }
 
-namespace {
-
-void stop_if_cancelled(const std::atomic<bool>* cancel) {
+void throw_if_cancelled(const std::atomic<bool>* cancel) {
   if (cancel && cancel->load(std::memory_order_relaxed)) throw ServingCancelled();
 }
+
+namespace {
 
 /// The scenario with the choices a first run made for "auto" (max_num_seqs, ep) written in,
 /// so that every replication runs the same engine.
@@ -90,12 +90,12 @@ std::vector<ServingResult> simulate_serving_runs(const Scenario& s, const CostMo
   if (!s.inference) throw std::logic_error("simulate_serving_runs needs an inference plan");
   const int64_t n = serving_replications(s.inference->workload);
   std::vector<ServingResult> runs;
-  stop_if_cancelled(cancel);
+  throw_if_cancelled(cancel);
   runs.push_back(simulate_serving(s, cost, seed, record_timeline, true, cancel));
   // Every run uses the engine the first one resolved ("auto" knobs are chosen once).
   const Scenario same = with_choices_of(s, runs.front());
   for (int64_t i = 1; i < n; ++i) {
-    stop_if_cancelled(cancel);
+    throw_if_cancelled(cancel);
     runs.push_back(simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false, true, cancel));
   }
   return runs;
@@ -109,14 +109,14 @@ bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, 
   // do too. Only an even split needs the middle values themselves.
   const int64_t n = serving_replications(s.inference->workload);
   const int64_t majority = n / 2 + 1;
-  stop_if_cancelled(cancel);
+  throw_if_cancelled(cancel);
   // The decision reads TTFT and TPOT only: the runs skip the per-token gaps.
   ServingResult first = simulate_serving(s, cost, seed, false, false, cancel);
   const Scenario same = with_choices_of(s, first);
   std::vector<double> ttft, tpot;
   int64_t ttft_ok = 0, tpot_ok = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (i > 0) stop_if_cancelled(cancel);
+    if (i > 0) throw_if_cancelled(cancel);
     const auto [a, b] = p99_latencies(i == 0 ? first : simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false, false, cancel));
     ttft.push_back(a);
     tpot.push_back(b);
@@ -290,7 +290,7 @@ void EventLoop::run(const std::atomic<bool>* cancel) {
   constexpr uint32_t kCancelCheckEvents = 1024;
   uint32_t events = 0;
   while (done_ < total_) {
-    if (cancel && ++events % kCancelCheckEvents == 0) stop_if_cancelled(cancel);
+    if (cancel && ++events % kCancelCheckEvents == 0) throw_if_cancelled(cancel);
     // Deliver what is due at time t.
     deliver_arrivals();
     deliver_transfers();

@@ -157,6 +157,9 @@ class ServingCancelled : public std::runtime_error {
   ServingCancelled() : std::runtime_error("cancelled") {}
 };
 
+/// Throws ServingCancelled once `cancel` is set; a null flag never is.
+void throw_if_cancelled(const std::atomic<bool>* cancel);
+
 /// The runs of serving_replications(): seeds seed, seed + 1, ...; the first records the
 /// timeline when asked. With `cancel`, the flag is read before each run and during it; once
 /// it is set ServingCancelled is thrown.
