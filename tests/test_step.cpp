@@ -787,6 +787,76 @@ TEST(Lora, FrozenBaseHasNoWeightGradientsNorOptimizerWork) {
   EXPECT_LT(qv.step_s, full.step_s);
 }
 
+// What a layer keeps for backward on a frozen base, per token, closed form (Llama 2 7B:
+// MHA, h = 4096, I = 11008, 32 heads): the two norms' inputs (2h each), q, k, v (6h) and
+// the log-sum-exp (4 B a head) for FlashAttention, the attention output (2h, now kept by
+// attention since the frozen o_proj keeps nothing), the adapted qkv GEMM's input (2h, read
+// by the adapters' A) and the fused SwiGLU's input (2 x 2I); no input of the frozen
+// o_proj, gate_up or down projections (Transformer Engine's and PyTorch's rule: only a
+// weight gradient reads a GEMM's input).
+TEST(Lora, FrozenGemmsKeepNoInputButAdaptersAndFourBitBasesDo) {
+  const ModelSpec& m = model("llama2-7b");
+  const double h = dbl(m.hidden), I = dbl(m.intermediate), heads = dbl(m.heads);
+  TrainingPlan t;
+  t.micro_batch = 1;
+  t.seq_len = 1024;
+  t.framework = Framework::megatron;
+  ShardContext sc;
+  sc.seq_len = 1024;
+  auto per_token = [&](const TrainingPlan& plan) {
+    const LoweringOptions lo = lowering_options(m, plan);
+    return layer_activation_bytes(lower_layer(m, 0, lo), lo, m, sc) / 1024.0;
+  };
+  const double pretrain = per_token(t);
+  EXPECT_DOUBLE_EQ(pretrain, 16.0 * h + 6.0 * I + 4.0 * heads);
+
+  TrainingPlan l = t;
+  l.mode = TrainMode::lora;
+  l.lora = LoraSpec{8, std::vector<std::string>{"q_proj", "v_proj"}};
+  EXPECT_DOUBLE_EQ(per_token(l), 14.0 * h + 4.0 * I + 4.0 * heads);
+  // Adapters on o_proj and down_proj keep those inputs again (2h and 2I).
+  l.lora = LoraSpec{8, std::vector<std::string>{"q_proj", "v_proj", "o_proj", "down_proj"}};
+  EXPECT_DOUBLE_EQ(per_token(l), 16.0 * h + 6.0 * I + 4.0 * heads - 2.0 * h);  // gate_up stays frozen
+
+  // A 4-bit base (bitsandbytes MatMul4Bit) keeps every GEMM input: as pretraining.
+  l.lora = LoraSpec{8, std::vector<std::string>{"q_proj", "v_proj"}};
+  l.lora->base_bytes_per_param = 0.5 + 4.0 / 64;
+  EXPECT_DOUBLE_EQ(per_token(l), pretrain);
+
+  // PyTorch eager SwiGLU keeps SiLU's output as well (3 x 2I in all) while the frozen down
+  // projection keeps nothing.
+  l.framework = Framework::pytorch;
+  l.lora->base_bytes_per_param = 2.0;
+  EXPECT_DOUBLE_EQ(per_token(l), 14.0 * h + 6.0 * I + 4.0 * heads);
+  l.lora->base_bytes_per_param = 0.5 + 4.0 / 64;
+  EXPECT_DOUBLE_EQ(per_token(l), pretrain + 2.0 * I);
+
+  // The frozen head keeps no input; a trained one keeps its 2h.
+  const LoweringOptions trained = lowering_options(m, t), frozen = lowering_options(m, l);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(lower_head(m, trained), trained, m, sc) -
+                       layer_activation_bytes(lower_head(m, frozen), frozen, m, sc),
+                   1024.0 * 2.0 * h);
+}
+
+// "auto" framework for adapters: PyTorch for a 4-bit base (bitsandbytes) and on one GPU,
+// Megatron with model parallelism; ZeRO-3 is PyTorch's FSDP whatever the mode.
+TEST(Lora, AutoFrameworkForAdapters) {
+  TrainingPlan t;
+  t.mode = TrainMode::lora;
+  t.lora = LoraSpec{8, std::vector<std::string>{"q_proj"}};
+  EXPECT_EQ(framework_of(t), Framework::pytorch);
+  t.tp = 2;
+  EXPECT_EQ(framework_of(t), Framework::megatron);
+  t.lora->base_bytes_per_param = 0.5 + 4.0 / 64;
+  EXPECT_EQ(framework_of(t), Framework::pytorch);
+  t.mode = TrainMode::sft;
+  EXPECT_EQ(framework_of(t), Framework::megatron);
+  t.tp = 1;
+  EXPECT_EQ(framework_of(t), Framework::megatron);  // full fine-tuning on one GPU: unchanged
+  t.zero = 3;
+  EXPECT_EQ(framework_of(t), Framework::pytorch);
+}
+
 // "auto" rank and targets take the framework's published default and are reported.
 // A dense model has no routed-expert adapters, whichever layer kind is asked for (its expert
 // sizes do not exist and must not be read).

@@ -42,7 +42,16 @@ std::string_view to_string(Framework f) {
 
 Framework framework_of(const TrainingPlan& t) {
   if (t.framework) return *t.framework;
-  return t.zero.value_or(0) >= 3 ? Framework::pytorch : Framework::megatron;
+  if (t.zero.value_or(0) >= 3) return Framework::pytorch;
+  if (trains_adapters(t.mode)) {
+    // A 4-bit (NF4) base is bitsandbytes' (Dettmers et al. 2023), a PyTorch library that
+    // Megatron-Core does not use; adapters on one GPU without model parallelism are the
+    // PyTorch stacks' ground (PEFT, LitGPT, torchtune), while Megatron's PEFT recipes are
+    // laid out for tensor and pipeline parallelism.
+    const bool four_bit = t.lora && t.lora->base_bytes_per_param < 1.0;
+    if (four_bit || t.tp * t.pp * t.cp * t.dp == 1) return Framework::pytorch;
+  }
+  return Framework::megatron;
 }
 
 LoraSpec lora_defaults(Framework f) {

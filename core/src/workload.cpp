@@ -93,6 +93,8 @@ Op activation_fn(const ModelSpec& m, int64_t inner, const LoweringOptions& o, do
   op.work = shard;
   const double in_bytes = shard == Shard::expert ? o.moe_act_input_bytes : o.act_bytes;
   op.saved.push_back({in * in_bytes * per_token, shard, false});  // its input(s)
+  // Eager silu(gate) * up also keeps SiLU's output for the product's gradient.
+  if (o.eager_glu && m.gated_mlp) op.saved.push_back({d(inner) * o.act_bytes * per_token, shard, false});
   return op;
 }
 
@@ -165,6 +167,33 @@ void attach_adapters(std::vector<Op>& ops, const ModelSpec& m, const LoweringOpt
   }
 }
 
+/// A frozen base's GEMMs keep no input unless an adapter reads it (LoweringOptions::
+/// base_keeps_inputs). The attention output, which the output projection kept, is then kept
+/// by attention itself: FlashAttention's backward reads it (Dao 2023, FlashAttention-2,
+/// Alg. 2: D = rowsum(dO * O)); rerun with the core under selective recompute.
+void drop_frozen_inputs(std::vector<Op>& ops, const LoweringOptions& o) {
+  Op* attention_op = nullptr;
+  for (Op& op : ops) {
+    if (op.kind == OpKind::attention) attention_op = &op;
+    if (op.kind != OpKind::gemm && op.kind != OpKind::router) continue;
+    if (op.adapter_rank > 0) {
+      // The adapter's A reads the GEMM's input: kept once, here, even where the GEMM left
+      // it to another that shares it.
+      if (op.saved.empty()) {
+        const Shard in_shard = op.split == GemmSplit::row ? (op.expert ? Shard::expert : Shard::tensor)
+                                                          : Shard::sequence;
+        op.saved.push_back({d(op.k) * o.gemm_input_bytes * op.per_token, in_shard, false});
+      }
+      continue;
+    }
+    const bool kept_attention_output = op.name == "o_proj" && !op.saved.empty();
+    op.saved.clear();
+    if (kept_attention_output && attention_op && o.attention == AttentionImpl::flash)
+      attention_op->saved.push_back(
+          {d(attention_op->heads) * d(attention_op->v_dim) * o.act_bytes, Shard::tensor, true});
+  }
+}
+
 }  // namespace
 
 LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
@@ -183,6 +212,8 @@ LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
   if (trains_adapters(t.mode)) {
     o.frozen_base = true;
     const LoraSpec l = resolved_lora(t);
+    o.base_keeps_inputs = l.base_bytes_per_param < 1.0;  // a 4-bit base: bitsandbytes
+    o.eager_glu = framework_of(t) == Framework::pytorch;
     o.lora_rank = l.rank.value_or(0);
     static const char* const names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
     for (const std::string& target : l.targets.value_or(std::vector<std::string>{}))
@@ -278,6 +309,7 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
   ops.push_back(residual("mlp_residual", h, o));
   tag_recompute_modules(ops, m);
   attach_adapters(ops, m, o);
+  if (o.frozen_base && !o.base_keeps_inputs) drop_frozen_inputs(ops, o);
   return ops;
 }
 
@@ -295,7 +327,8 @@ std::vector<Op> lower_embedding(const ModelSpec& m, const LoweringOptions& o) {
 std::vector<Op> lower_head(const ModelSpec& m, const LoweringOptions& o) {
   std::vector<Op> ops;
   ops.push_back(norm("final_norm", m.hidden, o));
-  ops.push_back(gemm("lm_head", m.vocab, m.hidden, GemmSplit::column, o, true, Shard::sequence));
+  // A frozen head (adapter training) keeps no input (drop_frozen_inputs).
+  ops.push_back(gemm("lm_head", m.vocab, m.hidden, GemmSplit::column, o, !o.frozen_base, Shard::sequence));
   Op ce;
   ce.name = "cross_entropy";
   ce.kind = OpKind::logits;

@@ -156,13 +156,13 @@ struct TrainingPlan {
   double moe_imbalance = 1.0;
   /// Gradient reduction and parameter gathering overlapped with compute.
   bool overlap_dp = true;
-  /// nullopt = auto: PyTorch-native under ZeRO-3 (FSDP), Megatron-LM otherwise (its
-  /// distributed optimizer is ZeRO-1).
+  /// nullopt = auto: PyTorch-native under ZeRO-3 (FSDP) and for adapters on a 4-bit base
+  /// or on one GPU, Megatron-LM otherwise (its distributed optimizer is ZeRO-1).
   std::optional<Framework> framework;
   bool operator==(const TrainingPlan&) const = default;
 };
 
-/// The framework in force: the plan's, or the auto rule on its ZeRO stage.
+/// The framework in force: the plan's, or the auto rule on its ZeRO stage and adapters.
 Framework framework_of(const TrainingPlan& t);
 
 /// LoRA rank and targets a framework uses when a run does not set them.

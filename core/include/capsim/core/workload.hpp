@@ -86,6 +86,19 @@ struct LoweringOptions {
   bool probs_in_activation = false;
   bool dropout = false;         ///< training with dropout keeps 1-byte masks
   bool frozen_base = false;     ///< LoRA: every base weight frozen
+  /// A frozen GEMM keeps no input for backward: only a weight gradient reads it
+  /// (Transformer Engine's Linear: backward_needs_input = is_grad_enabled and
+  /// weight.requires_grad; PyTorch's mm saves its first operand only when the second
+  /// requires grad). A 4-bit base is the exception: bitsandbytes' MatMul4Bit keeps its input
+  /// whenever any input needs a gradient (bitsandbytes 0.41.1, autograd/_functions.py,
+  /// MatMul4Bit.forward: ctx.tensors = (A, B)).
+  bool base_keeps_inputs = false;
+  /// The gated activation as PyTorch eager code runs it, silu(x_gate) * x_up: SiLU keeps
+  /// its input and the product keeps both of its operands (3 tensors of the inner width),
+  /// where a fused SwiGLU (Megatron-LM bias_swiglu_impl) keeps only its input (2). Set for
+  /// PyTorch stacks training adapters, whose frozen down projection no longer keeps the
+  /// product.
+  bool eager_glu = false;
   int64_t lora_rank = 0;        ///< LoRA rank per adapter
   /// Adapted HF projections: bits of q, k, v, o, gate, up, down (in that order).
   unsigned lora_targets = 0;
