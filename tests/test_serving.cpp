@@ -35,6 +35,43 @@ Scenario serving_scenario(const std::string& model, const std::string& gpu, int6
   return s;
 }
 
+/// The roofline, except that an all-to-all takes 1,000 s: shows whether a step runs one.
+class SlowAllToAll : public CostModel {
+ public:
+  explicit SlowAllToAll(const SystemSpec& sys) : base_(sys) {}
+  Seconds gemm(int64_t m, int64_t n, int64_t k, DType d, int64_t b) const override { return base_.gemm(m, n, k, d, b); }
+  Seconds gemm_compute(int64_t m, int64_t n, int64_t k, DType d, int64_t b) const override {
+    return base_.gemm_compute(m, n, k, d, b);
+  }
+  Seconds attention(const AttentionShape& a, bool bwd) const override { return base_.attention(a, bwd); }
+  Seconds memory_bound(Bytes bytes) const override { return base_.memory_bound(bytes); }
+  Seconds collective(CollectiveKind kind, Bytes bytes, const Group& g) const override {
+    return kind == CollectiveKind::all_to_all ? Seconds(1000.0) : base_.collective(kind, bytes, g);
+  }
+  Seconds p2p(Bytes bytes, bool cross_node) const override { return base_.p2p(bytes, cross_node); }
+  std::vector<std::pair<std::string, std::string>> provenance() const override { return base_.provenance(); }
+
+ private:
+  hw::RooflineCostModel base_;
+};
+
+// Expert parallel behind tensor-parallel attention moves no tokens: every rank holds every
+// token after attention's all-reduce and the experts' partial outputs are summed by the
+// layer's second all-reduce (vLLM's FusedMoE). Behind attention DP each rank holds only its
+// own tokens, which are dispatched and combined by two all-to-alls per MoE layer.
+TEST(Serving, ExpertParallelBehindTensorParallelAttentionRunsNoAllToAll) {
+  Scenario s = serving_scenario("qwen3-30b-a3b", "h100-sxm5-80gb", 2, ServingWorkload::Mode::offline);
+  s.inference->ep = 2;
+  const SlowAllToAll cost(s.system);
+  IterationBatch b;
+  b.decodes = 64;
+  b.decode_context = 1024;
+  EXPECT_LT(IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b), 1.0);
+  s.inference->attention_dp = true;
+  const double moe_layers = static_cast<double>(s.model.layers);  // every Qwen3-30B-A3B layer routes
+  EXPECT_GE(IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b), moe_layers * 2.0 * 1000.0);
+}
+
 // ep "auto" is the fastest of experts split inside the tp group (ep 1) and whole experts
 // spread over it (ep = tp): the run equals the faster of the two runs with ep stated.
 TEST(Serving, AutoExpertParallelismIsTheFasterLayout) {

@@ -91,12 +91,16 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
       {"inference-public.json",
        {{"throughput_tokens_per_s", 0.09}, {"tpot_p50_ms", 0.075}, {"ttft_p50_ms", 0.12}, {"itl_p50_ms", 0.09}}},
       {"serving-percentiles-public.json",
-       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.06}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.11}, {"tpot_p50_ms", 0.06},
-        {"tpot_p99_ms", 0.14}, {"throughput_tokens_per_s", 0.07}, {"requests_per_s", 0.08}, {"ttft_mean_ms", 0.17},
+       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.035}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.08}, {"tpot_p50_ms", 0.035},
+        {"tpot_p99_ms", 0.13}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.08},
         // TTFT P50 rose from 0.19 when engines one batch ahead (SGLang 0.4+, TensorRT-LLM)
         // began admitting a request that arrives mid-step to the batch after next: the
         // median of 20 cases sits between two SGLang DeepSeek-R1 cases at 0.21 and 0.29.
-        {"ttft_p50_ms", 0.255}, {"ttft_p99_ms", 0.34}}},
+        // TTFT mean (0.17) and P50 rose again when expert parallel behind tensor-parallel
+        // attention stopped paying two all-to-alls it never runs: the DeepSeek-R1 EP8 runs
+        // whose measured TTFT sits far above any prefill cost (vLLM 0.8.4 EP8 prefills at
+        // half its TP8 run's speed; TensorRT-LLM's first requests) read earlier still.
+        {"ttft_mean_ms", 0.185}, {"ttft_p50_ms", 0.28}, {"ttft_p99_ms", 0.34}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
@@ -107,7 +111,7 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // Per source family (all metrics pooled): every family of five cases or more within 25%,
   // and each within its recorded figure.
   const std::map<std::string, double> family_bounds = {{"inferencex870", 0.35}, {"llmie", 0.075},  {"lmdeploy", 0.08},
-                                                       {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.12}};
+                                                       {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.085}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
   for (const auto& c : r["cases"]) ++cases_of[c["groups"]["source"].get<std::string>()];

@@ -218,7 +218,13 @@ double IterationModel::experts_seconds(int64_t tokens) const {
   double experts = std::max(compute, weights) + ge.moe_kernel_unhidden.value * std::min(compute, weights);
   experts += gemm(tokens, e.num_experts, h);  // router
   if (e.shared_experts > 0) experts += dense_ffn_seconds(tokens, e.shared_experts * e.shared_intermediate);
-  if (ep > 1)
+  // Expert parallel behind tensor-parallel attention: every rank of the group already holds
+  // every token, picks those routed to its own experts, and the partial outputs are summed
+  // by the layer's second all-reduce (attention_layer_seconds), as vLLM's FusedMoE does
+  // (layer.py: tensor_model_parallel_all_reduce(final_hidden_states) when tp or ep > 1);
+  // no dispatch or combine moves tokens. Behind attention DP each rank holds only its own
+  // tokens: they are dispatched to the experts' ranks and combined back (two all-to-alls).
+  if (ep > 1 && dp_ > 1)
     experts += 2.0 * cost_.collective(CollectiveKind::all_to_all, Bytes(dbl(tokens * e.top_k) * dbl(h) * 2.0 / dbl(ep)), ep_group_).value;
   else if (dp_ > 1)
     // Attention DP in front of tensor-parallel experts: the GPUs' tokens are gathered
