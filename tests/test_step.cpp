@@ -838,6 +838,60 @@ TEST(Lora, FrozenGemmsKeepNoInputButAdaptersAndFourBitBasesDo) {
                    1024.0 * 2.0 * h);
 }
 
+// Eager elementwise code (torchtitan without torch.compile) moves 36 bytes an RMSNorm
+// element (fused: 4), 20 a rotary q/k element (4) and 10 a SwiGLU inner element (6); what is
+// kept for backward does not change, and the step is slower by that traffic alone. A
+// LayerNorm model (one F.layer_norm kernel) keeps its fused norms.
+TEST(Elementwise, EagerCodeMovesMoreBytesAndKeepsTheSameActivations) {
+  const ModelSpec& m = model("llama2-7b");
+  TrainingPlan t;
+  t.micro_batch = 1;
+  t.seq_len = 2048;
+  TrainingPlan e = t;
+  e.eager_elementwise = true;
+  const LoweringOptions fo = lowering_options(m, t), eo = lowering_options(m, e);
+  const auto fused = lower_layer(m, 0, fo), eager = lower_layer(m, 0, eo);
+  ASSERT_EQ(fused.size(), eager.size());
+  const double h = dbl(m.hidden), I = dbl(m.intermediate), qkv = dbl(m.q_width() + m.kv_heads * m.head_dim);
+  for (size_t i = 0; i < fused.size(); ++i) {
+    const Op& f = fused[i];
+    const Op& g = eager[i];
+    if (f.kind == OpKind::norm) {
+      EXPECT_DOUBLE_EQ(f.bytes_per_token, 4.0 * h) << f.name;
+      EXPECT_DOUBLE_EQ(g.bytes_per_token, 36.0 * h) << f.name;
+    } else if (f.name == "rotary") {
+      EXPECT_DOUBLE_EQ(f.bytes_per_token, 4.0 * qkv);
+      EXPECT_DOUBLE_EQ(g.bytes_per_token, 20.0 * qkv);
+    } else if (f.name == "glu_activation") {
+      EXPECT_DOUBLE_EQ(f.bytes_per_token, 6.0 * I);
+      EXPECT_DOUBLE_EQ(g.bytes_per_token, 10.0 * I);
+    } else {
+      EXPECT_DOUBLE_EQ(f.bytes_per_token, g.bytes_per_token) << f.name;
+    }
+  }
+  ShardContext sc;
+  sc.seq_len = 2048;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(fused, fo, m, sc), layer_activation_bytes(eager, eo, m, sc));
+
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
+  const hw::RooflineCostModel cost(sys);
+  t.dp = 8;
+  t.global_batch = 8;
+  e.dp = 8;
+  e.global_batch = 8;
+  const StepBreakdown a = analytical_step(m, sys, t, cost), b = analytical_step(m, sys, e, cost);
+  EXPECT_GT(b.compute_s, a.compute_s);
+  // At least the two norms' extra traffic in every layer, forward and twice that backward.
+  const double tokens = 2048.0;
+  const double norms = 2.0 * (cost.memory_bound(Bytes(tokens * 36.0 * h)).value - cost.memory_bound(Bytes(tokens * 4.0 * h)).value);
+  EXPECT_GT(b.compute_s - a.compute_s, 3.0 * dbl(m.layers) * norms);
+
+  const ModelSpec& ln = model("gpt2");
+  ASSERT_EQ(ln.norm, NormKind::layernorm);
+  for (const Op& op : lower_layer(ln, 0, lowering_options(ln, e)))
+    if (op.kind == OpKind::norm) EXPECT_DOUBLE_EQ(op.bytes_per_token, 4.0 * dbl(ln.hidden)) << op.name;
+}
+
 // "auto" framework for adapters: PyTorch for a 4-bit base (bitsandbytes) and on one GPU,
 // Megatron with model parallelism; ZeRO-3 is PyTorch's FSDP whatever the mode.
 TEST(Lora, AutoFrameworkForAdapters) {

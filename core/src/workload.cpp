@@ -27,12 +27,20 @@ Op gemm(std::string name, int64_t n, int64_t k, GemmSplit split, const LoweringO
   return op;
 }
 
+/// Bytes per element PyTorch eager code moves (LoweringOptions::eager_elementwise), 16-bit
+/// in and out with fp32 intermediates. RMSNorm: .float() 2 + 4, pow 4 + 4, mean 4, x *
+/// rsqrt 4 + 4, type_as 4 + 2, * weight 2 + 2 = 36 (a fused norm: 2 + 2). Rotary, per q/k
+/// element: .float() 2 + 4, complex multiply 4 + 4, type_as 4 + 2 = 20 (fused: 2 + 2).
+/// silu(gate) * up, per inner element: silu 2 + 2, product 2 + 2 + 2 = 10 (fused: 6).
+constexpr double kEagerRmsNormBytes = 36.0, kEagerRotaryBytes = 20.0, kEagerGluBytes = 10.0;
+
 Op norm(std::string name, int64_t width, const LoweringOptions& o, Shard shard = Shard::sequence) {
   Op op;
   op.name = std::move(name);
   op.kind = OpKind::norm;
   op.flops_per_token = 0;
   op.bytes_per_token = 2.0 * d(width) * o.act_bytes;
+  if (o.eager_elementwise && o.rmsnorm) op.bytes_per_token = d(width) * kEagerRmsNormBytes;
   op.saved.push_back({d(width) * o.act_bytes, shard, false});  // its input
   return op;
 }
@@ -89,6 +97,7 @@ Op activation_fn(const ModelSpec& m, int64_t inner, const LoweringOptions& o, do
   op.kind = OpKind::elementwise;
   const double in = d(inner) * (m.gated_mlp ? 2.0 : 1.0);
   op.bytes_per_token = (in + d(inner)) * o.act_bytes * per_token;
+  if (o.eager_elementwise && m.gated_mlp) op.bytes_per_token = d(inner) * kEagerGluBytes * per_token;
   op.flops_per_token = 0;
   op.work = shard;
   const double in_bytes = shard == Shard::expert ? o.moe_act_input_bytes : o.act_bytes;
@@ -209,6 +218,8 @@ LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
   // weighted_bias_swiglu_impl, 2025 releases); PyTorch-native MoE weights the outputs.
   o.probs_in_activation = framework_of(t) != Framework::pytorch;
   o.dropout = m.dropout > 0.0;
+  o.eager_elementwise = t.eager_elementwise;
+  o.rmsnorm = m.norm == NormKind::rmsnorm;
   if (trains_adapters(t.mode)) {
     o.frozen_base = true;
     const LoraSpec l = resolved_lora(t);
@@ -254,7 +265,7 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
       rope.name = "rotary";
       rope.kind = OpKind::elementwise;
       rope.work = Shard::tensor;
-      rope.bytes_per_token = 2.0 * d(q + kv) * o.act_bytes;
+      rope.bytes_per_token = o.eager_elementwise ? d(q + kv) * kEagerRotaryBytes : 2.0 * d(q + kv) * o.act_bytes;
       ops.push_back(rope);
     }
     if (m.qk_norm) {

@@ -142,6 +142,7 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"fp8_recipe", t.precision != DType::fp8 ? "none" : t.fp8_blockwise.value_or(false) ? "blockwise" : "tensorwise"},
                  {"mode", std::string(to_string(t.mode))},
                  {"framework", std::string(to_string(framework_of(t)))},
+                 {"elementwise", t.eager_elementwise ? "eager" : "fused"},
                  // A share when the scenario gives one; auto: Transformer Engine's
                  // userbuffers overlap where the Megatron stack runs it, or none.
                  {"tp_comm_overlap", t.tp_comm_overlap ? json(*t.tp_comm_overlap)

@@ -474,6 +474,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
     t.framework = s == "auto"       ? std::optional<Framework>()
                   : s == "megatron" ? std::optional<Framework>(Framework::megatron)
                                     : std::optional<Framework>(Framework::pytorch);
+  if (r.choice("elementwise", s, {"fused", "eager"})) t.eager_elementwise = s == "eager";
   if (r.number("recompute_fraction", t.recompute_fraction, false, 0.0) &&
       (t.recompute_fraction <= 0.0 || t.recompute_fraction > 1.0))
     issues.push_back({r.at("recompute_fraction"), std::to_string(t.recompute_fraction), "must be in (0, 1]", {}});

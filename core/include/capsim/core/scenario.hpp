@@ -159,6 +159,11 @@ struct TrainingPlan {
   /// nullopt = auto: PyTorch-native under ZeRO-3 (FSDP) and for adapters on a 4-bit base
   /// or on one GPU, Megatron-LM otherwise (its distributed optimizer is ZeRO-1).
   std::optional<Framework> framework;
+  /// Norms, rotary embedding and the gated activation run as PyTorch eager code, one kernel
+  /// per operator with fp32 intermediates (torchtitan without torch.compile), instead of
+  /// fused kernels (Transformer Engine, XLA, torch.compile). Scenario key "elementwise":
+  /// "fused" (default) or "eager"; LoweringOptions::eager_elementwise.
+  bool eager_elementwise = false;
   bool operator==(const TrainingPlan&) const = default;
 };
 

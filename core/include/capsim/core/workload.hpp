@@ -99,6 +99,14 @@ struct LoweringOptions {
   /// PyTorch stacks training adapters, whose frozen down projection no longer keeps the
   /// product.
   bool eager_glu = false;
+  /// Norms, rotary embedding and the gated activation as PyTorch eager code runs them, one
+  /// kernel per operator with fp32 intermediates (torchtitan's default norm_type "rmsnorm",
+  /// torchtitan/models/norms.py RMSNorm: x.float(), pow, mean, x * rsqrt, type_as, * weight;
+  /// apply_rotary_emb: q/k .float(), complex multiply, type_as; FeedForward:
+  /// silu(w1(x)) * w3(x)); TrainingPlan::eager_elementwise. Traffic only: what is kept for
+  /// backward is unchanged.
+  bool eager_elementwise = false;
+  bool rmsnorm = true;  ///< the model's norms are RMSNorm (eager code); LayerNorm is one kernel
   int64_t lora_rank = 0;        ///< LoRA rank per adapter
   /// Adapted HF projections: bits of q, k, v, o, gate, up, down (in that order).
   unsigned lora_targets = 0;
