@@ -371,6 +371,49 @@ TEST(ContextParallel, RingMergeTrafficPerFramework) {
   expect_rel(pytorch - megatron, 32.0 * 3.0 * elements * (42.0 - 10.0) * 1e-12, 1e-9, "merge traffic");
 }
 
+/// Attention costs 1 ms forward and 2.5 ms backward a call, collectives and sends one
+/// second per 10^12 bytes; everything else is free.
+class CpExchangeCost final : public CostModel {
+ public:
+  Seconds gemm(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(0); }
+  Seconds gemm_compute(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(0); }
+  Seconds attention(const AttentionShape&, bool backward) const override { return Seconds(backward ? 2.5e-3 : 1e-3); }
+  Seconds memory_bound(Bytes) const override { return Seconds(0); }
+  Seconds collective(CollectiveKind, Bytes b, const Group&) const override { return Seconds(b.value * 1e-12); }
+  Seconds p2p(Bytes b, bool) const override { return Seconds(b.value * 1e-12); }
+  std::vector<std::pair<std::string, std::string>> provenance() const override { return {}; }
+};
+
+// PyTorch's context parallel all-gathers K and V (at the query heads) once per forward and
+// once per backward, each hidden only behind the first of the cp blocks of attention, and
+// sends every block's fp32 key and value gradients on, the last wait exposed; full
+// recompute gathers again. The ring of Megatron-LM passes GQA-sized K and V behind all of
+// the attention and hides here.
+TEST(ContextParallel, PytorchAllGatherHidesBehindTheFirstBlockOnly) {
+  const ModelSpec& m = model("llama2-7b");  // 32 layers, 32 heads of 128, MHA
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 4);
+  const CpExchangeCost cost;
+  TrainingPlan t = pipeline_plan(1, 1, 1);
+  t.cp = 4;
+  t.seq_len = 16384;
+  t.zero = 1;
+  t.recompute = Recompute::none;
+  t.framework = Framework::megatron;
+  t.attention = AttentionKernel::fused;
+  EXPECT_DOUBLE_EQ(analytical_step(m, sys, t, cost).exposed_cp_s, 0.0);
+  t.framework = Framework::pytorch;
+  const double shard = (16384.0 / 4.0) * 32.0 * 256.0;  // tokens x heads x (qk + v) elements
+  const double gather = shard * 2.0 * 4.0 * 1e-12;       // the whole group's K and V, bf16
+  const double grads = shard * 4.0 * 1e-12;              // one block's fp32 gradients
+  const double fwd = std::max(0.0, gather - 1e-3 / 4.0), bwd = std::max(0.0, gather - 2.5e-3 / 4.0) + grads;
+  ASSERT_GT(fwd, 0.0);
+  const StepBreakdown none = analytical_step(m, sys, t, cost);
+  expect_rel(none.exposed_cp_s, 32.0 * (fwd + bwd), 1e-9, "exposed cp");
+  expect_rel(none.total_cp_s, 32.0 * (2.0 * gather + 3.0 * grads), 1e-9, "total cp");
+  t.recompute = Recompute::full;
+  expect_rel(analytical_step(m, sys, t, cost).exposed_cp_s, 32.0 * (2.0 * fwd + bwd), 1e-9, "recompute");
+}
+
 // Equal stages: bubble = (p-1)/v microbatch times, i.e. bubble / (m t_mb) = (p-1)/(v m).
 TEST(Bubble, ClosedFormWithEqualStages) {
   const ModelSpec& m = model("llama2-7b");  // 32 layers

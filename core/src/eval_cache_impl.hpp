@@ -23,6 +23,7 @@ struct LayerCost {
   double attn_fwd = 0, attn_bwd = 0;
   double tp_fwd = 0, tp_bwd = 0;   ///< TP collectives (bwd includes recompute's)
   double cp_fwd = 0, cp_bwd = 0;   ///< CP exchange before overlap
+  double cp_exposed_fwd = 0, cp_exposed_bwd = 0;  ///< what of it the attention does not hide
   double ep_fwd = 0, ep_bwd = 0;
   double fwd_flops = 0, recompute_flops = 0;
 };

@@ -223,14 +223,37 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
           lc.recompute += share * f;
           lc.recompute_flops += share * flops;
         }
-        if (c.t.cp > 1) {
-          // Ring attention: cp-1 steps each passing this rank's K and V chunk; the
-          // backward passes K, V and their gradients.
+        if (c.t.cp > 1 && c.pytorch) {
+          // PyTorch's context parallel (torch.distributed.tensor.experimental._attention,
+          // late 2024, torchtitan's default "allgather" rotation): K and V, already repeated
+          // to the query heads (torchtitan's repeat_kv precedes SDPA), are all-gathered over
+          // the CP group once per forward, issued before the first (local, causal) block and
+          // waited on after it, so only that block, 1/cp of the rank's attention under the
+          // default round-robin load balancing, hides the gather. The backward gathers them
+          // again behind its own first block and sends each block's key and value gradients
+          // around the ring in fp32, the last wait exposed; full recompute reruns the
+          // forward's gather.
+          const double shard = c.tokens * dbl(a.heads) * dbl(op.qk_dim + op.v_dim);
+          const double gather = c.cost.collective(CollectiveKind::all_gather, Bytes(shard * 2.0 * dbl(c.t.cp)), c.g.cp).value;
+          const double grads = c.cost.p2p(Bytes(shard * 4.0), c.g.cp.nodes() > 1).value;
+          const double exposed_f = std::max(0.0, gather - f / dbl(c.t.cp));
+          const double rerun = c.rc == Recompute::full ? c.rc_fraction : 0.0;
+          lc.cp_fwd += gather;
+          lc.cp_bwd += (1.0 + rerun) * gather + dbl(c.t.cp - 1) * grads;
+          lc.cp_exposed_fwd += exposed_f;
+          lc.cp_exposed_bwd += std::max(0.0, gather - bw / dbl(c.t.cp)) + grads + rerun * exposed_f;
+        } else if (c.t.cp > 1) {
+          // Ring attention: cp-1 steps each passing this rank's K and V chunk, behind the
+          // blocks of attention; the backward passes K, V and their gradients.
           const double kv_bytes = c.tokens * dbl(op.kv_heads * (op.qk_dim + op.v_dim)) / tp * 2.0;
           const bool cross = c.g.cp.nodes() > 1;
           const double step = c.cost.p2p(Bytes(kv_bytes), cross).value;
           lc.cp_fwd += dbl(c.t.cp - 1) * step;
           lc.cp_bwd += 2.0 * dbl(c.t.cp - 1) * step;
+          lc.cp_exposed_fwd += std::max(0.0, dbl(c.t.cp - 1) * step - f);
+          lc.cp_exposed_bwd += std::max(0.0, 2.0 * dbl(c.t.cp - 1) * step - bw);
+        }
+        if (c.t.cp > 1) {
           // Each later ring step rescales and adds its partial output into the running one
           // with the log-sum-exps (the online-softmax merge of blockwise attention). A fused
           // merge (Transformer Engine) reads the fp32 accumulator and the 16-bit partial and
@@ -467,8 +490,8 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
     ChunkCost& ch = by_stage[static_cast<size_t>(j)];
     for (int64_t n = 0; n < counts[static_cast<size_t>(j)]; ++n, ++next) {
       const LayerCost& lc = k.of(m, next);
-      const double cp_f = std::max(0.0, lc.cp_fwd - lc.attn_fwd);
-      const double cp_b = std::max(0.0, lc.cp_bwd - lc.attn_bwd);
+      const double cp_f = lc.cp_exposed_fwd;
+      const double cp_b = lc.cp_exposed_bwd;
       ch.fwd_s += lc.fwd + tpx.exposed_fwd(lc) + cp_f + lc.ep_fwd;
       ch.bwd_s += lc.bwd - lc.wgrad + lc.recompute + tpx.exposed_bwd(lc) + cp_b + lc.ep_bwd;
       ch.wgrad_s += lc.wgrad;
@@ -589,8 +612,8 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       if (rk.n[k] == 0) continue;
       const double n = dbl(rk.n[k]);
       const LayerCost& lc = kinds[k];
-      const double cp_f = std::max(0.0, lc.cp_fwd - lc.attn_fwd);
-      const double cp_b = std::max(0.0, lc.cp_bwd - lc.attn_bwd);
+      const double cp_f = lc.cp_exposed_fwd;
+      const double cp_b = lc.cp_exposed_bwd;
       st.fwd += n * (lc.fwd + tpx.exposed_fwd(lc) + cp_f + lc.ep_fwd);
       st.bwd += n * (lc.bwd + lc.recompute + tpx.exposed_bwd(lc) + cp_b + lc.ep_bwd);
       st.compute += n * (lc.fwd + lc.bwd);
