@@ -24,6 +24,19 @@ constexpr double kDualPipeCommSms = 20.0;
 /// offloaded, fp16 parameters swapped back; 2M bytes each way for M parameters).
 constexpr double kOffloadBytesPerParam = 2.0;
 
+/// Bytes the block-scaled FP8 recipe (1x128 activation tiles, 128x128 weight tiles) moves
+/// per GEMM-operand element it quantizes (the forward's inputs, the backward's output
+/// gradients): row- and column-wise tiles are separate passes, and cached FP8 activations
+/// are re-quantized for the weight gradient (DeepSeek-V3 report, arXiv 2412.19437, Sec.
+/// 3.3). From DeepSeek's own training trace (deepseek-ai/profile-data train.json @4496024,
+/// one DualPipe chunk pair of 4 MoE layers each way, 4,096 tokens, EP64, H800): its
+/// quantization, cast and transpose kernels take 14,428 us for 4.68e9 such elements (4,096
+/// tokens x 4 layers x 285,760: forward inputs of the MLA projections, the 8 routed and
+/// the shared expert, their output gradients, the up-projections' recompute), at the
+/// H800's achievable 3.0 TB/s (3,350 GB/s x 0.8955) 9.2 bytes each, against 4 for a fused
+/// cast-transpose of a per-tensor recipe.
+constexpr double kBlockwiseCastBytes = 9.2;
+
 /// SMs a userbuffers bulk reduce-scatter holds while the weight-gradient GEMM it hides
 /// under runs: Megatron-Bridge's H100 presets (comm_overlap.py,
 /// userbuffers_{bf16,fp8}_h100_h8192_tp4_mbs1_seqlen8192) give the QKV and FC1 dgrad
@@ -88,6 +101,7 @@ struct Ctx {
   int64_t etp = 1;
   /// Block-scaled FP8 GEMMs run at most at this rate (FLOP/s); 0 = tensorwise scaling.
   double fp8_block_rate = 0;
+  bool fp8_blockwise = false;  ///< block-scaled FP8 recipe (its quantization: kBlockwiseCastBytes)
 };
 
 double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& wgrad_out, double& flops_out) {
@@ -143,8 +157,9 @@ double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& wgrad_o
       // (te.pytorch Linear: fp8_cast_transpose_fused on the input,
       // fp8_cast_transpose_bgrad_fused on grad_output); no transpose when no weight
       // gradient needs it. The fp8 weights are cast once per step and cached over the
-      // microbatches (is_first_microbatch; see fp8_weight_cast_bytes).
-      const double per = op.frozen ? 3.0 : 4.0;
+      // microbatches (is_first_microbatch; see fp8_weight_cast_bytes). Block scaling
+      // quantizes in separate passes (kBlockwiseCastBytes).
+      const double per = c.fp8_blockwise ? kBlockwiseCastBytes * (op.frozen ? 3.0 / 4.0 : 1.0) : (op.frozen ? 3.0 : 4.0);
       f += c.cost.memory_bound(Bytes(mk * per)).value;
       bwd_out += c.cost.memory_bound(Bytes(mn * per)).value;
     }
@@ -410,8 +425,8 @@ Ctx make_ctx(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, c
   // (data/gpus gemm_fp8_block_large_m, DeepGEMM's published table), else at serving sizes.
   const GpuEfficiency& ge = sys.gpu.efficiency;
   const double block = ge.gemm_fp8_block_large_m.value > 0 ? ge.gemm_fp8_block_large_m.value : ge.gemm_fp8_block.value;
-  if (t.precision == DType::fp8 && t.fp8_blockwise.value_or(false) && block > 0)
-    c.fp8_block_rate = sys.gpu.peak(DType::fp8).value * block;
+  c.fp8_blockwise = t.precision == DType::fp8 && t.fp8_blockwise.value_or(false);
+  if (c.fp8_blockwise && block > 0) c.fp8_block_rate = sys.gpu.peak(DType::fp8).value * block;
   return c;
 }
 
