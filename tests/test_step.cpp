@@ -1436,6 +1436,25 @@ TEST(DeepSeekV3Report, FitsAndCostsAboutWhatTheReportSays) {
   EXPECT_NEAR(gpu_hours_per_trillion / 180e3, 1.0, 0.19) << gpu_hours_per_trillion;
 }
 
+// DeepSeek's own trace of the run's DualPipe chunk pair (deepseek-ai/profile-data
+// train.json @4496024: 4 MoE layers forward and 4 backward, one 4,096-token sequence, EP64,
+// H800) keeps its compute streams busy 124.3 ms (the union of the main stream's 118.2 ms of
+// kernels and the weight-gradient stream's). A middle pipeline rank of the report's layout
+// holds 4 MoE layers: its forward, backward and weight-gradient work without the all-to-all
+// (which runs on its own SMs) is that chunk pair. The trace sets the block-FP8 GEMM rate
+// and the quantization bytes; attention, norms, routing and the rest come from elsewhere.
+TEST(DeepSeekV3Report, ChunkPairComputeAsDeepSeeksTraceTimesIt) {
+  const Scenario s = io::load_scenario(std::filesystem::path(CAPSIM_TEST_SOURCE_DIR) / "scenarios" / "deepseek-v3-report.json");
+  const hw::RooflineCostModel cost(s.system);
+  const TrainEvaluation ev = evaluate_training(s, &cost);
+  ASSERT_TRUE(ev.feasible) << ev.fail_reason;
+  const PipelineCosts pc = pipeline_costs(s.model, s.system, ev.plan, cost);
+  const ChunkCost& mid = pc.chunks[static_cast<size_t>(ev.plan.pp / 2)][0];
+  ASSERT_EQ(mid.layers, 4);
+  const double compute = mid.fwd_s + mid.bwd_s + mid.wgrad_s - mid.ep_s;
+  EXPECT_NEAR(compute / 124.3e-3, 1.0, 0.10) << compute;
+}
+
 }  // namespace
 
 namespace {
