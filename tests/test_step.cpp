@@ -414,6 +414,46 @@ TEST(ContextParallel, PytorchAllGatherHidesBehindTheFirstBlockOnly) {
   expect_rel(analytical_step(m, sys, t, cost).exposed_cp_s, 32.0 * (2.0 * fwd + bwd), 1e-9, "recompute");
 }
 
+/// Collectives cost one second per 10^12 bytes, reduce-scatters twice that; nothing else
+/// costs anything.
+class CollectiveBytesCost final : public CostModel {
+ public:
+  Seconds gemm(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(0); }
+  Seconds gemm_compute(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(0); }
+  Seconds attention(const AttentionShape&, bool) const override { return Seconds(0); }
+  Seconds memory_bound(Bytes) const override { return Seconds(0); }
+  Seconds collective(CollectiveKind k, Bytes b, const Group&) const override {
+    return Seconds(b.value * (k == CollectiveKind::reduce_scatter ? 2e-12 : 1e-12));
+  }
+  Seconds p2p(Bytes, bool) const override { return Seconds(0); }
+  std::vector<std::pair<std::string, std::string>> provenance() const override { return {}; }
+};
+
+// Under FP8 Transformer Engine all-gathers the sequence-parallel activations in FP8 (the
+// norm's FP8 output before QKV and FC1, the row-parallel output gradients in the
+// backward), one byte an element; the reduce-scatters stay 16-bit. PyTorch's stack
+// gathers 16-bit.
+TEST(TensorParallel, Fp8GathersSequenceParallelActivationsInOneByte) {
+  const ModelSpec& m = model("llama2-7b");  // 32 dense layers, hidden 4096
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 4);
+  const CollectiveBytesCost cost;
+  TrainingPlan t = pipeline_plan(1, 1, 1);
+  t.tp = 4;
+  t.sp = true;
+  t.seq_len = 4096;
+  t.zero = 1;
+  t.recompute = Recompute::none;
+  t.framework = Framework::megatron;
+  const double act = 4096.0 * 4096.0 * 2.0;  // tokens x hidden, 16-bit
+  // Two blocks a layer, forward and backward: (reduce-scatter + all-gather) each.
+  t.precision = DType::bf16;
+  expect_rel(analytical_step(m, sys, t, cost).total_tp_s, 32.0 * 4.0 * (2.0 * act + act) * 1e-12, 1e-9, "bf16");
+  t.precision = DType::fp8;
+  expect_rel(analytical_step(m, sys, t, cost).total_tp_s, 32.0 * 4.0 * (2.0 * act + act / 2.0) * 1e-12, 1e-9, "fp8");
+  t.framework = Framework::pytorch;
+  expect_rel(analytical_step(m, sys, t, cost).total_tp_s, 32.0 * 4.0 * (2.0 * act + act) * 1e-12, 1e-9, "pytorch fp8");
+}
+
 // Equal stages: bubble = (p-1)/v microbatch times, i.e. bubble / (m t_mb) = (p-1)/(v m).
 TEST(Bubble, ClosedFormWithEqualStages) {
   const ModelSpec& m = model("llama2-7b");  // 32 layers

@@ -305,13 +305,19 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
     }
   }
   // Tensor-parallel collectives: two per layer each way (attention and MLP blocks);
-  // all-reduce, or reduce-scatter + all-gather with SP, of the b*s*h activations.
+  // all-reduce, or reduce-scatter + all-gather with SP, of the b*s*h activations. Under
+  // FP8 Transformer Engine gathers in FP8, one byte an element: the norm's output before
+  // the QKV and FC1 GEMMs (LayerNormLinear: gather_along_first_dim of the FP8 ln_out), the
+  // column-parallel inputs, and in the backward the row-parallel GEMMs' output gradient
+  // (TE 1.9-1.13 layernorm_linear.py / linear.py / base.py grad_output_preprocess, 2.x with
+  // the input quantizer); the reduce-scatters stay 16-bit.
   if (c.t.tp > 1) {
     const double act = c.tokens * dbl(c.m.hidden) * 2.0;
+    const double gathered = c.gemm_dtype == DType::fp8 && !c.pytorch ? act / 2.0 : act;
     double one = 0;
     if (c.t.sp)
       one = c.cost.collective(CollectiveKind::reduce_scatter, Bytes(act), c.g.tp).value +
-            c.cost.collective(CollectiveKind::all_gather, Bytes(act), c.g.tp).value;
+            c.cost.collective(CollectiveKind::all_gather, Bytes(gathered), c.g.tp).value;
     else
       one = c.cost.collective(CollectiveKind::all_reduce, Bytes(act), c.g.tp).value;
     const double blocks = moe_layer ? (c.etp > 1 ? 2.0 : 1.0) : 2.0;
