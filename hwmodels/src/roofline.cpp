@@ -192,9 +192,21 @@ Seconds RooflineCostModel::collective(CollectiveKind kind, Bytes bytes, const Gr
   // The all-to-all NIC efficiency was measured at large buffers; the all-reduce curve's
   // protocol ramp does not apply to its many parallel peers across nodes.
   const bool flat = kind == CollectiveKind::all_to_all && group.nodes() > 1;
+  const double lat = latency(kind, group);
+  const double bw = bus_bandwidth(kind, group);
+  if (!flat && group.nodes() > 1 && !curve.size_bytes.empty() && bytes.value < curve.size_bytes.front()) {
+    // Below the network sweep's smallest measured size the time follows the latency-
+    // bandwidth (Hockney) line from NCCL's latency at zero bytes to the time measured
+    // there, as between two measured sizes (BusbwCurve::at), rather than holding that
+    // time: a 2-node H100 all-reduce takes 32 us at 8 KiB and 34 us at 64 KiB against 72
+    // us at 1 MiB (tests/data/nccl-tests/hgx-h100-2node-ib-allreduce.txt).
+    const double s0 = curve.size_bytes.front();
+    const double t0 = std::max(lat, s0 * factor / (bw * std::max(1e-6, curve.fraction.front())));
+    return Seconds(lat + (t0 - lat) * bytes.value / s0);
+  }
   const double frac = flat ? 1.0 : std::max(1e-6, curve.at(bytes.value));
-  const double t = bytes.value * factor / (bus_bandwidth(kind, group) * frac);
-  return Seconds(std::max(latency(kind, group), t));
+  const double t = bytes.value * factor / (bw * frac);
+  return Seconds(std::max(lat, t));
 }
 
 Seconds RooflineCostModel::p2p(Bytes bytes, bool cross_node) const {
@@ -202,8 +214,16 @@ Seconds RooflineCostModel::p2p(Bytes bytes, bool cross_node) const {
   const GpuEfficiency& e = sys_.gpu.efficiency;
   if (cross_node) {
     const double nic = sys_.nic_gbps_per_gpu / 8.0 * kGB * e.nic_efficiency.value;
-    const double frac = std::max(1e-6, e.busbw_curve_network.at(bytes.value));
-    return Seconds(std::max((nccl_.ring_base_us + nccl_.net_ring_hop_us) * 1e-6, bytes.value / (nic * frac)));
+    const double lat = (nccl_.ring_base_us + nccl_.net_ring_hop_us) * 1e-6;
+    const BusbwCurve& curve = e.busbw_curve_network;
+    if (!curve.size_bytes.empty() && bytes.value < curve.size_bytes.front()) {
+      // The Hockney line from the latency to the smallest measured size (see collective).
+      const double s0 = curve.size_bytes.front();
+      const double t0 = std::max(lat, s0 / (nic * std::max(1e-6, curve.fraction.front())));
+      return Seconds(lat + (t0 - lat) * bytes.value / s0);
+    }
+    const double frac = std::max(1e-6, curve.at(bytes.value));
+    return Seconds(std::max(lat, bytes.value / (nic * frac)));
   }
   // One NVLink peer at the ring all-reduce bus bandwidth (the per-link achievable rate).
   const double frac = std::max(1e-6, e.busbw_curve_nvlink.at(bytes.value));
