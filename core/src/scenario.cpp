@@ -42,7 +42,11 @@ std::string_view to_string(Framework f) {
 
 Framework framework_of(const TrainingPlan& t) {
   if (t.framework) return *t.framework;
-  if (t.zero.value_or(0) >= 3) return Framework::pytorch;
+  // Sharded gradients (ZeRO-2) or parameters (ZeRO-3, FSDP) are the PyTorch and DeepSpeed
+  // stacks' (FSDP SHARD_GRAD_OP / FULL_SHARD, DeepSpeed ZeRO); Megatron-LM's distributed
+  // optimizer is ZeRO stage 1 (the validation schema, ../shared/validation/SCHEMA.md:
+  // "1 = optimizer states sharded (Megatron's distributed optimizer), 2, 3 = FSDP / ZeRO").
+  if (t.zero.value_or(0) >= 2) return Framework::pytorch;
   if (trains_adapters(t.mode)) {
     // A 4-bit (NF4) base is bitsandbytes' (Dettmers et al. 2023), a PyTorch library that
     // Megatron-Core does not use; adapters on one GPU without model parallelism are the
