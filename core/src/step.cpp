@@ -252,11 +252,11 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
           const double gather = c.cost.collective(CollectiveKind::all_gather, Bytes(shard * 2.0 * dbl(c.t.cp)), c.g.cp).value;
           const double grads = c.cost.p2p(Bytes(shard * 4.0), c.g.cp.nodes() > 1).value;
           const double exposed_f = std::max(0.0, gather - f / dbl(c.t.cp));
-          const double rerun = c.rc == Recompute::full ? c.rc_fraction : 0.0;
+          const double regather = c.rc == Recompute::full ? c.rc_fraction : 0.0;
           lc.cp_fwd += gather;
-          lc.cp_bwd += (1.0 + rerun) * gather + dbl(c.t.cp - 1) * grads;
+          lc.cp_bwd += (1.0 + regather) * gather + dbl(c.t.cp - 1) * grads;
           lc.cp_exposed_fwd += exposed_f;
-          lc.cp_exposed_bwd += std::max(0.0, gather - bw / dbl(c.t.cp)) + grads + rerun * exposed_f;
+          lc.cp_exposed_bwd += std::max(0.0, gather - bw / dbl(c.t.cp)) + grads + regather * exposed_f;
         } else if (c.t.cp > 1) {
           // Ring attention: cp-1 steps each passing this rank's K and V chunk, behind the
           // blocks of attention; the backward passes K, V and their gradients.
