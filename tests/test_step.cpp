@@ -396,17 +396,26 @@ TEST(ContextParallel, RingMergeTrafficPerFramework) {
   expect_rel(pytorch - megatron, 32.0 * 3.0 * elements * (42.0 - 10.0) * 1e-12, 1e-9, "merge traffic");
 }
 
-/// Attention costs 1 ms forward and 2.5 ms backward a call, collectives and sends one
-/// second per 10^12 bytes; everything else is free.
-class CpExchangeCost final : public CostModel {
+/// Fixed rates for closed forms: attention `fwd_s` a call forward and 2.5 times that
+/// backward, collectives and sends `s_per_byte` (reduce-scatters `rs_factor` times that);
+/// GEMMs and memory-bound kernels free.
+class FixedRateCost final : public CostModel {
  public:
+  FixedRateCost(double fwd_s, double s_per_byte, double rs_factor, bool price_p2p)
+      : fwd_s_(fwd_s), per_byte_(s_per_byte), rs_(rs_factor), p2p_(price_p2p) {}
   Seconds gemm(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(0); }
   Seconds gemm_compute(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(0); }
-  Seconds attention(const AttentionShape&, bool backward) const override { return Seconds(backward ? 2.5e-3 : 1e-3); }
+  Seconds attention(const AttentionShape&, bool backward) const override { return Seconds(backward ? 2.5 * fwd_s_ : fwd_s_); }
   Seconds memory_bound(Bytes) const override { return Seconds(0); }
-  Seconds collective(CollectiveKind, Bytes b, const Group&) const override { return Seconds(b.value * 1e-12); }
-  Seconds p2p(Bytes b, bool) const override { return Seconds(b.value * 1e-12); }
+  Seconds collective(CollectiveKind k, Bytes b, const Group&) const override {
+    return Seconds(b.value * per_byte_ * (k == CollectiveKind::reduce_scatter ? rs_ : 1.0));
+  }
+  Seconds p2p(Bytes b, bool) const override { return Seconds(p2p_ ? b.value * per_byte_ : 0.0); }
   std::vector<std::pair<std::string, std::string>> provenance() const override { return {}; }
+
+ private:
+  double fwd_s_, per_byte_, rs_;
+  bool p2p_;
 };
 
 // PyTorch's context parallel all-gathers K and V (at the query heads) once per forward and
@@ -417,7 +426,7 @@ class CpExchangeCost final : public CostModel {
 TEST(ContextParallel, PytorchAllGatherHidesBehindTheFirstBlockOnly) {
   const ModelSpec& m = model("llama2-7b");  // 32 layers, 32 heads of 128, MHA
   const SystemSpec sys = system_of("h100-sxm5-80gb", 4);
-  const CpExchangeCost cost;
+  const FixedRateCost cost(1e-3, 1e-12, 1.0, true);  // attention 1 ms / 2.5 ms
   TrainingPlan t = pipeline_plan(1, 1, 1);
   t.cp = 4;
   t.seq_len = 16384;
@@ -439,21 +448,6 @@ TEST(ContextParallel, PytorchAllGatherHidesBehindTheFirstBlockOnly) {
   expect_rel(analytical_step(m, sys, t, cost).exposed_cp_s, 32.0 * (2.0 * fwd + bwd), 1e-9, "recompute");
 }
 
-/// Collectives cost one second per 10^12 bytes, reduce-scatters twice that; nothing else
-/// costs anything.
-class CollectiveBytesCost final : public CostModel {
- public:
-  Seconds gemm(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(0); }
-  Seconds gemm_compute(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(0); }
-  Seconds attention(const AttentionShape&, bool) const override { return Seconds(0); }
-  Seconds memory_bound(Bytes) const override { return Seconds(0); }
-  Seconds collective(CollectiveKind k, Bytes b, const Group&) const override {
-    return Seconds(b.value * (k == CollectiveKind::reduce_scatter ? 2e-12 : 1e-12));
-  }
-  Seconds p2p(Bytes, bool) const override { return Seconds(0); }
-  std::vector<std::pair<std::string, std::string>> provenance() const override { return {}; }
-};
-
 // Under FP8 Transformer Engine all-gathers the sequence-parallel activations in FP8 (the
 // norm's FP8 output before QKV and FC1, the row-parallel output gradients in the
 // backward), one byte an element; the reduce-scatters stay 16-bit. PyTorch's stack
@@ -461,7 +455,7 @@ class CollectiveBytesCost final : public CostModel {
 TEST(TensorParallel, Fp8GathersSequenceParallelActivationsInOneByte) {
   const ModelSpec& m = model("llama2-7b");  // 32 dense layers, hidden 4096
   const SystemSpec sys = system_of("h100-sxm5-80gb", 4);
-  const CollectiveBytesCost cost;
+  const FixedRateCost cost(0.0, 1e-12, 2.0, false);  // collectives only, reduce-scatters 2x
   TrainingPlan t = pipeline_plan(1, 1, 1);
   t.tp = 4;
   t.sp = true;
