@@ -15,6 +15,15 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /// launched one by one take 260 us (CUDA.jl documentation, "Graphs"), 3.25 us each.
 constexpr double kKernelLaunchS = 3.25e-6;
 
+/// Below a bus-bandwidth sweep's smallest measured size: the latency-bandwidth (Hockney)
+/// line from `latency_s` at zero bytes to the time measured there, at `rate` bytes/s times
+/// the curve's fraction (BusbwCurve::at draws the same line between measured sizes).
+double below_first_point(const BusbwCurve& curve, double latency_s, double rate, double bytes) {
+  const double s0 = curve.size_bytes.front();
+  const double t0 = std::max(latency_s, s0 / (rate * std::max(1e-6, curve.fraction.front())));
+  return latency_s + (t0 - latency_s) * bytes / s0;
+}
+
 }  // namespace
 
 RooflineCostModel::RooflineCostModel(const SystemSpec& system) : sys_(system) {}
@@ -200,9 +209,7 @@ Seconds RooflineCostModel::collective(CollectiveKind kind, Bytes bytes, const Gr
     // there, as between two measured sizes (BusbwCurve::at), rather than holding that
     // time: a 2-node H100 all-reduce takes 32 us at 8 KiB and 34 us at 64 KiB against 72
     // us at 1 MiB (tests/data/nccl-tests/hgx-h100-2node-ib-allreduce.txt).
-    const double s0 = curve.size_bytes.front();
-    const double t0 = std::max(lat, s0 * factor / (bw * std::max(1e-6, curve.fraction.front())));
-    return Seconds(lat + (t0 - lat) * bytes.value / s0);
+    return Seconds(below_first_point(curve, lat, bw / factor, bytes.value));
   }
   const double frac = flat ? 1.0 : std::max(1e-6, curve.at(bytes.value));
   const double t = bytes.value * factor / (bw * frac);
@@ -217,10 +224,8 @@ Seconds RooflineCostModel::p2p(Bytes bytes, bool cross_node) const {
     const double lat = (nccl_.ring_base_us + nccl_.net_ring_hop_us) * 1e-6;
     const BusbwCurve& curve = e.busbw_curve_network;
     if (!curve.size_bytes.empty() && bytes.value < curve.size_bytes.front()) {
-      // The Hockney line from the latency to the smallest measured size (see collective).
-      const double s0 = curve.size_bytes.front();
-      const double t0 = std::max(lat, s0 / (nic * std::max(1e-6, curve.fraction.front())));
-      return Seconds(lat + (t0 - lat) * bytes.value / s0);
+      // The latency line below the smallest measured size, as for collectives.
+      return Seconds(below_first_point(curve, lat, nic, bytes.value));
     }
     const double frac = std::max(1e-6, curve.at(bytes.value));
     return Seconds(std::max(lat, bytes.value / (nic * frac)));
