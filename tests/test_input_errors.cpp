@@ -379,6 +379,13 @@ TEST(WrongType, LoraRankAndTargetsAcceptAuto) {
   EXPECT_EQ(issues_of(doc),
             (std::vector<Issue>{{"/training/lora/rank", "0", "must be an integer >= 1 or \"auto\"", ""},
                                 {"/training/lora/targets", "\"all\"", "must be an array of module names or \"auto\"", ""}}));
+  doc["training"]["lora"] = {{"rank", 8}, {"dropout", 1.0}};
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/training/lora/dropout", "1.0", "must be a probability in [0, 1) or \"auto\"", ""}}));
+  doc["training"]["lora"] = {{"rank", 8}, {"dropout", "auto"}};
+  EXPECT_FALSE(io::scenario_from_json(doc).training->lora->dropout.has_value());
+  doc["training"]["lora"] = {{"rank", 8}, {"dropout", 0.1}};
+  EXPECT_DOUBLE_EQ(*io::scenario_from_json(doc).training->lora->dropout, 0.1);
   doc["training"]["lora"] = {{"targets", {"q_proj"}}};
   EXPECT_EQ(issues_of(doc),
             (std::vector<Issue>{{"/training/lora/rank", "", "is required (an integer or \"auto\")", ""}}));

@@ -926,18 +926,87 @@ TEST(Lora, FrozenGemmsKeepNoInputButAdaptersAndFourBitBasesDo) {
   EXPECT_DOUBLE_EQ(per_token(l), pretrain);
 
   // PyTorch eager SwiGLU keeps SiLU's output as well (3 x 2I in all) while the frozen down
-  // projection keeps nothing.
+  // projection keeps nothing. Without adapter dropout and LitGPT's attention module that is
+  // all.
   l.framework = Framework::pytorch;
   l.lora->base_bytes_per_param = 2.0;
-  EXPECT_DOUBLE_EQ(per_token(l), 14.0 * h + 6.0 * I + 4.0 * heads);
+  l.lora->dropout = 0.0;
+  const LoweringOptions plain = [&] {
+    LoweringOptions o = lowering_options(m, l);
+    o.qkv_views = o.qkv_adapter_pad = false;
+    return o;
+  }();
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(lower_layer(m, 0, plain), plain, m, sc) / 1024.0,
+                   14.0 * h + 6.0 * I + 4.0 * heads);
+  // LitGPT's modules (the PyTorch adapter stack) add: the 1-byte dropout mask of the
+  // adapters' input (1h), the fused qkv output that V's view keeps alive beside the rotated
+  // q and k (4h with as many KV heads as query heads), and the q and v adapter outputs
+  // index_copy keeps (2 x 2h).
+  l.lora->dropout = 0.05;
+  EXPECT_DOUBLE_EQ(per_token(l), 14.0 * h + 6.0 * I + 4.0 * heads + 1.0 * h + 4.0 * h + 4.0 * h);
+  // A 4-bit base keeps its GEMM inputs, so the adapters' dropped-out copy (2h) is a tensor
+  // of its own.
   l.lora->base_bytes_per_param = 0.5 + 4.0 / 64;
-  EXPECT_DOUBLE_EQ(per_token(l), pretrain + 2.0 * I);
+  EXPECT_DOUBLE_EQ(per_token(l), pretrain + 2.0 * I + 1.0 * h + 2.0 * h + 4.0 * h + 4.0 * h);
 
   // The frozen head keeps no input; a trained one keeps its 2h.
   const LoweringOptions trained = lowering_options(m, t), frozen = lowering_options(m, l);
   EXPECT_DOUBLE_EQ(layer_activation_bytes(lower_head(m, trained), trained, m, sc) -
                        layer_activation_bytes(lower_head(m, frozen), frozen, m, sc),
                    1024.0 * 2.0 * h);
+}
+
+// What LitGPT's attention keeps (its model as the PyTorch adapter stack runs it): with as many
+// KV heads as query heads, V is a view of the fused qkv output, so attention holds that
+// whole output beside the rotated q and k copies; with grouped heads K and V are expanded to
+// the query heads and copied, and that width is what is kept. Megatron's attention keeps the
+// q, k and v widths alone.
+TEST(Lora, LitGptAttentionKeepsTheFusedOutputOrTheExpandedHeads) {
+  auto attention_kept = [](const ModelSpec& m, Framework fw) {
+    TrainingPlan t;
+    t.mode = TrainMode::lora;
+    t.framework = fw;
+    t.lora = LoraSpec{8, std::vector<std::string>{"q_proj", "k_proj", "v_proj"}};
+    t.lora->dropout = 0.0;
+    const LoweringOptions o = lowering_options(m, t);
+    for (const Op& op : lower_layer(m, 0, o))
+      if (op.kind == OpKind::attention) return op.saved.front().bytes_per_token;
+    return -1.0;
+  };
+  const ModelSpec& mha = model("llama2-7b");
+  const double q = dbl(mha.heads * mha.head_dim);
+  EXPECT_DOUBLE_EQ(attention_kept(mha, Framework::megatron), 3.0 * q * 2.0);
+  EXPECT_DOUBLE_EQ(attention_kept(mha, Framework::pytorch), (2.0 * q + 3.0 * q) * 2.0);
+  const ModelSpec& gqa = model("llama3-8b");
+  ASSERT_LT(gqa.kv_heads, gqa.heads);
+  const double gq = dbl(gqa.heads * gqa.head_dim), kv = dbl(gqa.kv_heads * gqa.head_dim);
+  EXPECT_DOUBLE_EQ(attention_kept(gqa, Framework::megatron), (gq + 2.0 * kv) * 2.0);
+  EXPECT_DOUBLE_EQ(attention_kept(gqa, Framework::pytorch), 3.0 * gq * 2.0);
+}
+
+// Dropout on the adapters' input keeps PyTorch's 1-byte mask per element; with all of q, k
+// and v adapted LitGPT's fused adapter needs no scatter, so nothing else is kept.
+TEST(Lora, AdapterDropoutKeepsItsMask) {
+  const ModelSpec& m = model("llama2-7b");
+  ShardContext sc;
+  sc.seq_len = 1024;
+  TrainingPlan t;
+  t.mode = TrainMode::lora;
+  t.seq_len = 1024;
+  t.framework = Framework::pytorch;
+  t.lora = LoraSpec{8, std::vector<std::string>{"q_proj", "k_proj", "v_proj", "down_proj"}};
+  auto per_token = [&](double p) {
+    t.lora->dropout = p;
+    const LoweringOptions o = lowering_options(m, t);
+    return layer_activation_bytes(lower_layer(m, 0, o), o, m, sc) / 1024.0;
+  };
+  // One mask of the qkv input (h) and one of the down projection's input (I).
+  EXPECT_DOUBLE_EQ(per_token(0.1) - per_token(0.0), dbl(m.hidden) + dbl(m.intermediate));
+  // "auto": LitGPT's 0.05 under PyTorch, NeMo's 0 under Megatron.
+  t.lora->dropout = std::nullopt;
+  EXPECT_DOUBLE_EQ(*resolved_lora(t).dropout, 0.05);
+  t.framework = Framework::megatron;
+  EXPECT_DOUBLE_EQ(*resolved_lora(t).dropout, 0.0);
 }
 
 // Eager elementwise code (torchtitan without torch.compile) moves 36 bytes an RMSNorm

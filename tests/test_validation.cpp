@@ -198,8 +198,11 @@ TEST(Validation, PostTrainingGrpoAndQloraSimulated) {
 // within the figure recorded here (the current model plus a small margin); lower it as the
 // model improves.
 // GRPO, the 22 NeMo RL iterations: today step time 17.7%, throughput 21.4%.
-// LoRA/QLoRA peak memory, the six LitGPT rows: today median 20.4%, p90 21.2% (27.8% and
-// 29.5% before frozen GEMMs kept no input and 4-bit bases kept every one).
+// LoRA/QLoRA peak memory, the six LitGPT rows: today median 7.6%, p90 7.8%, all too low
+// (27.8% and 29.5% before frozen GEMMs kept no input and 4-bit bases kept every one; 20.4%
+// and 21.2% before the adapters' dropout and LitGPT's attention module were counted). What is
+// left, about 4h bytes a token and layer, is PyTorch 2.1's mean keeping its input in the
+// eager RMSNorm (pytorch/pytorch#109876), which later releases dropped.
 TEST(Validation, PostTrainingErrorBounds) {
   const auto dir = std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation";
   const nlohmann::json r = io::run_validation({dir / "posttraining-public.json"});
@@ -221,8 +224,9 @@ TEST(Validation, PostTrainingErrorBounds) {
   ASSERT_TRUE(by_source.contains("litgpt"));
   const nlohmann::json& lora = by_source["litgpt"]["peak_memory_gib"];
   EXPECT_EQ(lora["n"], 6);
-  EXPECT_LE(lora["median_abs_error"].get<double>(), 0.21);
-  EXPECT_LE(lora["p90_abs_error"].get<double>(), 0.22);
+  EXPECT_LE(lora["median_abs_error"].get<double>(), 0.08);
+  EXPECT_LE(lora["p90_abs_error"].get<double>(), 0.08);
+  EXPECT_LT(lora["signed_median_error"].get<double>(), 0.0);
 }
 
 TEST(Validation, Deterministic) {

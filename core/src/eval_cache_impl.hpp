@@ -50,11 +50,18 @@ struct MemKey {
   unsigned recompute_modules;
   int precision, attention, framework;
   bool fp8_blockwise;
+  /// Adapter training: rank, targeted projections, dropout and whether the base keeps its
+  /// GEMM inputs (a 4-bit base) change what a layer keeps.
+  int64_t lora_rank;
+  unsigned lora_targets;
+  double lora_dropout;
+  bool base_keeps_inputs;
   bool operator==(const MemKey&) const = default;
   template <class F>
   void visit(F f) const {
     f(model), f(tp), f(cp), f(etp), f(micro_batch), f(seq_len), f(sp), f(recompute), f(recompute_fraction),
-        f(recompute_modules), f(precision), f(attention), f(framework), f(fp8_blockwise);
+        f(recompute_modules), f(precision), f(attention), f(framework), f(fp8_blockwise), f(lora_rank),
+        f(lora_targets), f(lora_dropout), f(base_keeps_inputs);
   }
 };
 

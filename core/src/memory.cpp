@@ -151,7 +151,9 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   if (cache) {
     const MemKey key{&m, t.tp, t.cp, etp, mb, t.seq_len, t.sp, static_cast<int>(rc),
                      rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules, static_cast<int>(t.precision),
-                     static_cast<int>(attention_of(t)), static_cast<int>(fw), t.fp8_blockwise.value_or(false)};
+                     static_cast<int>(attention_of(t)), static_cast<int>(fw), t.fp8_blockwise.value_or(false),
+                     lo.frozen_base ? std::max<int64_t>(1, lo.lora_rank) : 0, lo.lora_targets, lo.lora_dropout,
+                     lo.base_keeps_inputs};
     auto& entries = cache->impl().memory;
     auto [it, inserted] = entries.try_emplace(key);
     mv = &it->second;

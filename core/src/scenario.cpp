@@ -63,9 +63,15 @@ LoraSpec lora_defaults(Framework f) {
   if (f == Framework::megatron) {
     l.rank = 32;
     l.targets = std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    // NeMo-Megatron-Launcher's Llama PEFT recipe (peft.lora_tuning: adapter_dim 32,
+    // adapter_dropout 0.0).
+    l.dropout = 0.0;
   } else {
+    // LitGPT finetune/lora.py (commit 8641822, Oct 2023): lora_r 8 on the query and value
+    // projections, lora_dropout 0.05.
     l.rank = 8;
     l.targets = std::vector<std::string>{"q_proj", "v_proj"};
+    l.dropout = 0.05;
   }
   return l;
 }
@@ -75,6 +81,7 @@ LoraSpec resolved_lora(const TrainingPlan& t) {
   LoraSpec l = t.lora.value_or(d);
   if (!l.rank) l.rank = d.rank;
   if (!l.targets) l.targets = d.targets;
+  if (!l.dropout) l.dropout = d.dropout;
   return l;
 }
 

@@ -129,6 +129,7 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   if (trains_adapters(base.mode)) {
     if (!base.lora || !base.lora->rank) ev.auto_fields.push_back("lora.rank");
     if (!base.lora || !base.lora->targets) ev.auto_fields.push_back("lora.targets");
+    if (!base.lora || !base.lora->dropout) ev.auto_fields.push_back("lora.dropout");
     base.lora = resolved_lora(base);
   }
   ev.params = count_params(m);

@@ -62,7 +62,8 @@ Op residual(std::string name, int64_t width, const LoweringOptions& o) {
   return op;
 }
 
-Op attention(const ModelSpec& m, int64_t qk_dim, int64_t v_dim, int64_t kv_heads, const LoweringOptions& o) {
+Op attention(const ModelSpec& m, int64_t qk_dim, int64_t v_dim, int64_t kv_heads, const LoweringOptions& o,
+             bool fused_qkv = false) {
   Op op;
   op.name = "core_attention";
   op.kind = OpKind::attention;
@@ -75,15 +76,21 @@ Op attention(const ModelSpec& m, int64_t qk_dim, int64_t v_dim, int64_t kv_heads
   op.flops_per_token = 2.0 * d(m.heads) * d(qk_dim + v_dim) * d(o.seq_len) / 2.0;
   const double q = d(m.heads * qk_dim), k = d(kv_heads * qk_dim), v = d(kv_heads * v_dim);
   op.bytes_per_token = (q + k + v + d(m.heads * v_dim)) * o.act_bytes;
+  // The q, k, v attention keeps (LoweringOptions::qkv_views): the fused projection's
+  // output stays alive through V's view beside the rotated q and k, or grouped K and V are
+  // kept expanded to the query heads.
+  double kept_qkv = q + k + v;
+  if (fused_qkv && o.qkv_views)
+    kept_qkv = kv_heads == m.heads ? q + k + (q + k + v) : q + d(m.heads * qk_dim) + d(m.heads * v_dim);
   if (o.attention == AttentionImpl::flash) {
     // FlashAttention (Dao et al. 2022, Alg. 2): q, k, v and the fp32 log-sum-exp per head;
     // the output is kept by the output projection.
-    op.saved.push_back({(q + k + v) * o.act_bytes, Shard::tensor, false});
+    op.saved.push_back({kept_qkv * o.act_bytes, Shard::tensor, false});
     op.saved.push_back({d(m.heads) * 4.0, Shard::tensor, true});
   } else {
     // Korthikanti et al. 2022, Sec. 4.1: Q and K for QK^T, V, then per head and key:
     // softmax output (2 B), dropout mask (1 B), dropout output (2 B) = 5as per token.
-    op.saved.push_back({(q + k + v) * o.act_bytes, Shard::tensor, false});
+    op.saved.push_back({kept_qkv * o.act_bytes, Shard::tensor, false});
     // Without dropout only the softmax output is kept.
     const double scores = d(m.heads) * d(o.seq_len);
     op.saved.push_back({scores * (o.dropout ? 2.0 * o.act_bytes + 1.0 : o.act_bytes), Shard::tensor, true});
@@ -203,6 +210,24 @@ void drop_frozen_inputs(std::vector<Op>& ops, const LoweringOptions& o) {
   }
 }
 
+/// What the adapters keep beyond their input (the frozen GEMMs' inputs are settled by
+/// then): dropout's 1-byte mask and, where the base GEMM keeps its own input (a 4-bit
+/// base), the dropped-out copy the adapter reads; the scattered output of LitGPT's partial
+/// qkv adapters (LoweringOptions::qkv_adapter_pad).
+void keep_adapter_state(std::vector<Op>& ops, const LoweringOptions& o) {
+  for (Op& op : ops) {
+    if (op.kind != OpKind::gemm || op.adapter_rank <= 0) continue;
+    const Shard in_shard = op.split == GemmSplit::row ? (op.expert ? Shard::expert : Shard::tensor) : Shard::sequence;
+    if (o.lora_dropout > 0) {
+      op.saved.push_back({d(op.k) * 1.0 * op.per_token, in_shard, false});
+      if (o.base_keeps_inputs) op.saved.push_back({d(op.k) * o.act_bytes * op.per_token, in_shard, false});
+    }
+    const int64_t qkv_width = op.n;  // q + k + v of the fused projection
+    if (o.qkv_adapter_pad && op.name == "qkv_proj" && op.adapter_out < qkv_width)
+      op.saved.push_back({d(op.adapter_out) * o.act_bytes * op.per_token, Shard::tensor, false});
+  }
+}
+
 }  // namespace
 
 LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
@@ -226,6 +251,10 @@ LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
     o.base_keeps_inputs = l.base_bytes_per_param < 1.0;  // a 4-bit base: bitsandbytes
     o.eager_glu = framework_of(t) == Framework::pytorch;
     o.lora_rank = l.rank.value_or(0);
+    o.lora_dropout = l.dropout.value_or(0.0);
+    // The PyTorch adapter stack's defaults are LitGPT's (lora_defaults), and so is its
+    // attention module.
+    o.qkv_views = o.qkv_adapter_pad = framework_of(t) == Framework::pytorch;
     static const char* const names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
     for (const std::string& target : l.targets.value_or(std::vector<std::string>{}))
       for (unsigned i = 0; i < 7; ++i)
@@ -272,7 +301,7 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
       Op qn = norm("qk_norm", q + kv, o, Shard::tensor);
       ops.push_back(qn);
     }
-    ops.push_back(attention(m, m.head_dim, m.head_dim, m.kv_heads, o));
+    ops.push_back(attention(m, m.head_dim, m.head_dim, m.kv_heads, o, true));
     ops.push_back(gemm("o_proj", h, q, GemmSplit::row, o, true, Shard::tensor));
   }
   ops.push_back(dropout("attn_dropout", h, o));
@@ -321,6 +350,7 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
   tag_recompute_modules(ops, m);
   attach_adapters(ops, m, o);
   if (o.frozen_base && !o.base_keeps_inputs) drop_frozen_inputs(ops, o);
+  if (o.frozen_base) keep_adapter_state(ops, o);
   return ops;
 }
 

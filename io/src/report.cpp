@@ -150,7 +150,9 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                                                                            : json("none")}};
   if (trains_adapters(t.mode)) {
     const LoraSpec l = resolved_lora(t);
-    layout["lora"] = {{"rank", l.rank.value_or(0)}, {"targets", l.targets.value_or(std::vector<std::string>{})}};
+    layout["lora"] = {{"rank", l.rank.value_or(0)},
+                      {"targets", l.targets.value_or(std::vector<std::string>{})},
+                      {"dropout", l.dropout.value_or(0.0)}};
   }
   j["layout"] = layout;
   json resolved = json::object();

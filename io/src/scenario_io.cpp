@@ -547,6 +547,13 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
     lr.choice("base_dtype", base, {"bf16", "fp16", "nf4", "int8", "fp8"});
     bool dq = false;
     lr.boolean("double_quant", dq);
+    // Dropout on the adapters' input: a probability, or "auto" (the framework's default).
+    if (const json* dp = lr.get("dropout")) {
+      if (dp->is_string() && *dp == "auto") spec.dropout = std::nullopt;
+      else if (!dp->is_number() || dp->get<double>() < 0.0 || dp->get<double>() >= 1.0)
+        issues.push_back({lr.at("dropout"), brief(*dp), "must be a probability in [0, 1) or \"auto\"", {}});
+      else spec.dropout = dp->get<double>();
+    }
     // Storage of the frozen base's linear weights. NF4: 4-bit codes plus the quantization
     // constants, one fp32 absmax per 64-weight block, or with double quantization an 8-bit
     // absmax and one fp32 constant per 256 blocks (Dettmers et al. 2023, QLoRA, Sec. 2-3).

@@ -67,6 +67,9 @@ struct LoraSpec {
   /// 0.5 B plus one fp32 absmax per 64-weight block (4/64 B); with double quantization the
   /// absmax is 8-bit with one fp32 constant per 256 blocks: 1/64 + 4/(64*256) B.
   double base_bytes_per_param = 2.0;
+  /// Dropout on each adapter's input (Hu et al. 2021, Sec. 4: the A projection reads
+  /// dropout(x)); nullopt = auto: the framework's default (lora_defaults).
+  std::optional<double> dropout = std::nullopt;
   bool operator==(const LoraSpec&) const = default;
 };
 

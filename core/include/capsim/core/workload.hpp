@@ -108,6 +108,22 @@ struct LoweringOptions {
   bool eager_elementwise = false;
   bool rmsnorm = true;  ///< the model's norms are RMSNorm (eager code); LayerNorm is one kernel
   int64_t lora_rank = 0;        ///< LoRA rank per adapter
+  /// Dropout on the adapters' input: PyTorch's fused dropout keeps a 1-byte mask per
+  /// element (native_dropout), and the adapter's A keeps the dropped-out copy, a tensor of
+  /// its own beside the input the base GEMM reads.
+  double lora_dropout = 0;
+  /// Attention as LitGPT's CausalSelfAttention feeds it (lit_gpt/model.py, commit 8641822):
+  /// one fused qkv Linear whose output is viewed per head. With as many key/value heads as
+  /// query heads, V reaches attention as a view of that output, so what attention keeps for
+  /// backward holds the whole fused output alive beside the rotated copies of q and k; with
+  /// grouped heads, K and V are expanded to the query heads and copied
+  /// (k.expand(...).reshape(...)), and attention keeps them at the query heads' width.
+  bool qkv_views = false;
+  /// LitGPT's LoRAQKVLinear with adapters on only some of q, k, v (lit_gpt/lora.py,
+  /// zero_pad): the adapters' output is scattered into the fused width by index_copy, whose
+  /// backward keeps its source (PyTorch derivatives.yaml, index_copy: source gradient
+  /// grad.index_select(dim, index).expand_as(source)).
+  bool qkv_adapter_pad = false;
   /// Adapted HF projections: bits of q, k, v, o, gate, up, down (in that order).
   unsigned lora_targets = 0;
 };
