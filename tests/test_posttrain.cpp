@@ -281,6 +281,27 @@ TEST(PostTrain, RefitBytesFollowTheExportPath) {
   EXPECT_LT(nv.resharding_s, co.resharding_s);
 }
 
+// NeMo RL's published refit times on DGX H100 (8 x 400 Gb/s a node), bf16 weights. Split
+// (the non-colocated refit post, 2026-02-26): DeepSeek-V3 14 s and Qwen3-235B-A22B 5 s,
+// the two points the broadcast line goes through; Qwen3-30B-A3B's 1.5 s reads 0.8 s (the
+// line leaves out a small model's fixed cost). Colocated (the refit post of 2025-08-12,
+// NeMo RL v0.3): DeepSeek-V3 trained EP64 PP8 on 512 GPUs and served TP64, 47.2 s (gather
+// 12.2, IPC hand-over 33.5, update 1.5).
+TEST(PostTrain, RefitTakesNeMoRlsPublishedTimes) {
+  auto refit = [](json c) { return run(c).resharding_s; };
+  EXPECT_NEAR(refit(rl_case("nemorl-v0.5-h100-bf16-grpo-deepseek-v3-1off-512gpu")), 14.0, 0.14 * 3);
+  EXPECT_NEAR(refit(rl_case("nemorl-v0.5-h100-bf16-grpo-qwen3-235b-a22b-1off-256gpu")), 5.0, 0.05 * 3);
+  EXPECT_NEAR(refit(rl_case("nemorl-v0.5-h100-bf16-grpo-qwen3-30b-a3b-1off-32gpu")), 0.8, 0.1);
+  json c = rl_case("nemorl-v0.5-h100-bf16-grpo-deepseek-v3-onpolicy-256gpu");
+  c["system"]["num_gpus"] = 512;
+  c["training"]["ep"] = 64;
+  c["training"]["pp"] = 8;
+  c["training"]["dp"] = 64;
+  c["training"]["rl"]["gpus"] = {{"rollout", 512}, {"train", 512}};
+  c["training"]["rl"]["rollout"]["tp"] = 64;
+  EXPECT_NEAR(refit(c), 47.2, 47.2 * 0.03);
+}
+
 // Colocated time-sharing moves the optimizer state, the trainer's weights and the engine's
 // weights down to the host and back once per iteration, at the host link rate; the
 // reference swap moves the trainer's weights three times (down, reference up, policy up).

@@ -18,6 +18,26 @@ double dbl(int64_t v) { return static_cast<double>(v); }
 /// parameters under FP8 training too; the engine quantizes on load).
 constexpr double kRefitBytesPerParam = 2.0;
 
+/// NeMo RL's measured refit against its speed of light, the weights at every NIC of a node
+/// (8 x 50 GB/s on DGX H100, the posts' own figure):
+/// - colocated ("NeMo-RL: Journey of Optimizing Weight Transfer in Large MoE Models by
+///   10x", NeMo RL blog 2025-08-12, Table 1: DeepSeek-V3, training EP64 PP8, generation
+///   TP64, NeMo RL v0.3): policy parameter gather 12.2 s against 3.3 s at speed of light,
+///   IPC handle transfer 33.5 s, generation parameter update 1.5 s, for the 671e9 bf16
+///   parameters (1.342e12 bytes);
+/// - split ("NeMo-RL: Optimizing Non-Colocated Refit for Asynchronous RL", 2026-02-26,
+///   after PRs #1264, #1313, #1379: topology-aware broadcast of the whole model to every
+///   generation worker, coalesced, overlapped with the gather): Qwen3-235B-A22B 5 s,
+///   DeepSeek-V3 14 s on DGX H100; as t0 + bytes / rate through those two points, the rate
+///   is 0.242 of the 400 GB/s and t0 0.15 s (Qwen3-30B-A3B's 1.5 s reads 0.8 s so: small
+///   models carry more fixed cost than the line gives).
+constexpr double kRefitDsv3Bytes = 671e9 * kRefitBytesPerParam;
+constexpr double kRefitGatherShare = 3.3 / 12.2;
+constexpr double kRefitIpcSecondsPerByte = 33.5 / kRefitDsv3Bytes;
+constexpr double kRefitUpdateSecondsPerByte = 1.5 / kRefitDsv3Bytes;
+constexpr double kRefitBroadcastShare = 0.242;
+constexpr double kRefitBroadcastFixedS = 0.15;
+
 /// The model a role runs: the actor's for "model", its own config otherwise.
 const ModelSpec& role_model(const RlModel& r, const ModelSpec& actor) {
   return r.kind == RlModel::Kind::other && r.config ? *r.config : actor;
@@ -249,16 +269,27 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
   const double engine_ways = dbl(std::max<int64_t>(1, rl.rollout.tp * rl.rollout.pp));
   const TrainingPlan& up = it.update.plan;
   const int64_t node = std::max<int64_t>(1, s.system.gpus_per_node);
+  // A node's NICs together: the speed of light of NeMo RL's gather and broadcast.
+  const double node_nic = dbl(node) * s.system.nic_gbps_per_gpu / 8.0 * 1e9;
   if (rl.placement == RlSpec::Placement::split) {
-    it.refit_bytes_per_gpu = model_bytes / engine_ways;
-    it.resharding_s = cost.p2p(Bytes(it.refit_bytes_per_gpu), true).value;
+    // Every generation worker receives the whole model and keeps its shard.
+    it.refit_bytes_per_gpu = model_bytes;
+    it.resharding_s = node_nic > 0 ? kRefitBroadcastFixedS + model_bytes / (kRefitBroadcastShare * node_nic)
+                                   : cost.p2p(Bytes(model_bytes), true).value;
   } else {
     const double own = (fp.dense / dbl(up.tp * up.pp) + fp.expert / dbl(up.ep * up.etp.value_or(1) * up.pp)) *
                        kRefitBytesPerParam;
     it.refit_bytes_per_gpu = std::max(0.0, model_bytes - own);
     const bool spans_nodes =
         rl.train_gpus > node && (up.pp > 1 || up.tp > node || up.ep * up.etp.value_or(1) > node);
-    it.resharding_s = cost.p2p(Bytes(it.refit_bytes_per_gpu), spans_nodes).value;
+    // The gather at NeMo RL's measured share of its speed of light: a node's NICs when the
+    // trainer's model-parallel group spans nodes, else a GPU's NVLink line rate; then the
+    // IPC hand-over and the engine's load_weights, per byte as measured.
+    const double nvlink = s.system.gpu.nvlink_bw_unidir_gbps * 1e9;
+    const double sol_bw = spans_nodes && node_nic > 0 ? node_nic : nvlink;
+    const double gather = sol_bw > 0 ? it.refit_bytes_per_gpu / (kRefitGatherShare * sol_bw)
+                                     : cost.p2p(Bytes(it.refit_bytes_per_gpu), spans_nodes).value;
+    it.resharding_s = gather + model_bytes * (kRefitIpcSecondsPerByte + kRefitUpdateSecondsPerByte);
     // Time-sharing the GPUs: optimizer state, trainer weights and engine weights each go
     // down to the host and come back once per iteration.
     const double engine_weights = dbl(count_params(s.model).total) * dtype_bytes(rl.rollout.weight_dtype) / engine_ways;

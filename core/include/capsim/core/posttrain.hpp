@@ -111,8 +111,10 @@ struct RlIteration {
 ///   receive the full tensors", gathered over tp and ep and broadcast over pp) and hands it
 ///   to the engine on its GPU through CUDA IPC; each GPU receives the model less its own
 ///   shard, over the scale-out network when the trainer's model-parallel group spans nodes,
-///   else over NVLink (resharding_s). Split refit broadcasts each engine's shard over the
-///   network as before;
+///   else over NVLink, at the share of speed of light NeMo RL measured, then the IPC
+///   hand-over and load at its measured cost (resharding_s; posttrain.cpp cites the refit
+///   posts). Split refit broadcasts the whole model to every generation worker (NeMo RL's
+///   non-colocated refit) at its published rate;
 /// - colocated time-sharing (offload_s): offload_before_refit moves the optimizer state to
 ///   the host and prepare_for_training brings it back; offload_after_refit moves the
 ///   trainer's weights to the host and prepare_for_lp_inference brings them back;
