@@ -292,6 +292,15 @@ TEST(PostTrain, RefitTakesNeMoRlsPublishedTimes) {
   EXPECT_NEAR(refit(rl_case("nemorl-v0.5-h100-bf16-grpo-deepseek-v3-1off-512gpu")), 14.0, 0.14 * 3);
   EXPECT_NEAR(refit(rl_case("nemorl-v0.5-h100-bf16-grpo-qwen3-235b-a22b-1off-256gpu")), 5.0, 0.05 * 3);
   EXPECT_NEAR(refit(rl_case("nemorl-v0.5-h100-bf16-grpo-qwen3-30b-a3b-1off-32gpu")), 0.8, 0.1);
+  // Both pools on one node: the broadcast's line is NVLink (450 GB/s a direction on H100),
+  // not the node's NICs (8 x 50 GB/s).
+  json one = rl_case(kSplit);
+  const double across = refit(one);
+  one["system"]["num_gpus"] = 8;
+  one["training"]["dp"] = 4;
+  one["training"]["rl"]["gpus"] = {{"rollout", 4}, {"train", 4}};
+  const double within = refit(one);
+  EXPECT_NEAR((within - 0.15) / (across - 0.15), 400.0 / 450.0, 1e-9);
   json c = rl_case("nemorl-v0.5-h100-bf16-grpo-deepseek-v3-onpolicy-256gpu");
   c["system"]["num_gpus"] = 512;
   c["training"]["ep"] = 64;

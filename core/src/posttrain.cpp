@@ -269,13 +269,17 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
   const double engine_ways = dbl(std::max<int64_t>(1, rl.rollout.tp * rl.rollout.pp));
   const TrainingPlan& up = it.update.plan;
   const int64_t node = std::max<int64_t>(1, s.system.gpus_per_node);
-  // A node's NICs together: the speed of light of NeMo RL's gather and broadcast.
+  // A node's NICs together: the speed of light of NeMo RL's gather and broadcast across
+  // nodes; within one node a GPU's NVLink line rate.
   const double node_nic = dbl(node) * s.system.nic_gbps_per_gpu / 8.0 * 1e9;
+  const double nvlink = s.system.gpu.nvlink_bw_unidir_gbps * 1e9;
   if (rl.placement == RlSpec::Placement::split) {
     // Every generation worker receives the whole model and keeps its shard.
     it.refit_bytes_per_gpu = model_bytes;
-    it.resharding_s = node_nic > 0 ? kRefitBroadcastFixedS + model_bytes / (kRefitBroadcastShare * node_nic)
-                                   : cost.p2p(Bytes(model_bytes), true).value;
+    const bool one_node = rl.rollout_gpus + rl.train_gpus <= node;
+    const double sol_bw = one_node ? nvlink : node_nic;
+    it.resharding_s = sol_bw > 0 ? kRefitBroadcastFixedS + model_bytes / (kRefitBroadcastShare * sol_bw)
+                                 : cost.p2p(Bytes(model_bytes), !one_node).value;
   } else {
     const double own = (fp.dense / dbl(up.tp * up.pp) + fp.expert / dbl(up.ep * up.etp.value_or(1) * up.pp)) *
                        kRefitBytesPerParam;
@@ -285,7 +289,6 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
     // The gather at NeMo RL's measured share of its speed of light: a node's NICs when the
     // trainer's model-parallel group spans nodes, else a GPU's NVLink line rate; then the
     // IPC hand-over and the engine's load_weights, per byte as measured.
-    const double nvlink = s.system.gpu.nvlink_bw_unidir_gbps * 1e9;
     const double sol_bw = spans_nodes && node_nic > 0 ? node_nic : nvlink;
     const double gather = sol_bw > 0 ? it.refit_bytes_per_gpu / (kRefitGatherShare * sol_bw)
                                      : cost.p2p(Bytes(it.refit_bytes_per_gpu), spans_nodes).value;
