@@ -527,6 +527,9 @@ QWidget* ScenarioPanel::build_training_tab() {
       combo({{"default", ""}, {"bf16", "bf16"}, {"fp16", "fp16"}, {"nf4", "nf4"}, {"int8", "int8"}, {"fp8", "fp8"}}),
       "", "Storage of the frozen base's linear weights (nf4 for QLoRA)", true);
   add("Double quant", "lora/double_quant", new QCheckBox, false, "NF4 with double quantization of the absmax constants");
+  add("LoRA dropout", "lora/dropout", dspin(-0.01, 0.99, 2, 0.05, "auto"), "auto",
+      "Dropout on the adapters' input (0 to 0.99); auto: the framework's default (PyTorch/LitGPT 0.05, Megatron/NeMo 0)",
+      true);
   add("Offload opt.", "offload_optimizer", new QCheckBox, false, "Optimizer state offloaded to the CPU (ZeRO-Offload)");
   add("Overlap DP", "overlap_dp", new QCheckBox, true, "Data-parallel gradient communication overlaps the backward");
   add("TP overlap", "tp_comm_overlap", dspin(-0.01, 1, 2, 0.05, "auto"), "auto",

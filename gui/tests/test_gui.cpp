@@ -990,6 +990,8 @@ class GuiTest : public QObject {
     check({"training.lora.base_dtype=nf4"});
     field<QCheckBox>(w, "/training/lora/double_quant")->setChecked(true);
     check({"training.lora.double_quant=true"});
+    field<QDoubleSpinBox>(w, "/training/lora/dropout")->setValue(0.1);
+    check({"training.lora.dropout=0.1"});
     // NF4 stores the base in about a quarter of bf16's bytes: the weights shrink.
     const json nf4 = json::parse(w.current_report().toStdString());
     field<QComboBox>(w, "/training/lora/base_dtype")->setCurrentText(QStringLiteral("bf16"));
@@ -1017,7 +1019,7 @@ class GuiTest : public QObject {
     QVERIFY(again.open_file(path));
     QCOMPARE(again.panel()->document(gui::ScenarioKind::training), expected);
     QCOMPARE(again.current_report(), w.current_report());
-    for (const char* shown : {"/training/lora/rank", "/training/lora/alpha", "/training/lora/base_dtype"})
+    for (const char* shown : {"/training/lora/rank", "/training/lora/alpha", "/training/lora/base_dtype", "/training/lora/dropout"})
       QCOMPARE(again.panel()->shown_text(QString::fromUtf8(shown)), w.panel()->shown_text(QString::fromUtf8(shown)));
     QCOMPARE(field<QLineEdit>(again, "/training/lora/targets")->text(), QStringLiteral("auto"));
   }
