@@ -543,6 +543,10 @@ QWidget* ScenarioPanel::build_training_tab() {
   add("$/GPU-hour", "usd_per_gpu_hour", dspin(0, 1000, 2, 0.1, "none"), "auto",
       "Price of a GPU-hour for the budget's cost", true);
   add("PUE", "pue", dspin(1, 3, 2, 0.05), 1.0, "Power usage effectiveness for the budget's energy");
+  add("Effective time", "effective_training_fraction", dspin(0, 1, 3, 0.01, "auto"), "auto",
+      "Share of the run's wall clock that trains; auto: interruptions in proportion to the GPUs "
+      "(the Llama 3 report's >90% on 16,384 GPUs)",
+      true);
   grid.finish();
   return page;
 }

@@ -387,6 +387,14 @@ TEST(WrongType, LoraRankAndTargetsAcceptAuto) {
   doc["training"]["lora"] = {{"rank", 8}, {"dropout", 0.1}};
   EXPECT_DOUBLE_EQ(*io::scenario_from_json(doc).training->lora->dropout, 0.1);
   doc["training"]["lora"] = {{"targets", {"q_proj"}}};
+  {
+    json d = good_scenario();
+    d["training"]["effective_training_fraction"] = 0;
+    EXPECT_EQ(issues_of(d), (std::vector<Issue>{{"/training/effective_training_fraction", "0",
+                                                 "must be a share in (0, 1] or \"auto\"", ""}}));
+    d["training"]["effective_training_fraction"] = "auto";
+    EXPECT_FALSE(io::scenario_from_json(d).training->budget.effective_fraction.has_value());
+  }
   EXPECT_EQ(issues_of(doc),
             (std::vector<Issue>{{"/training/lora/rank", "", "is required (an integer or \"auto\")", ""}}));
 }

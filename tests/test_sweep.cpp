@@ -347,6 +347,7 @@ TEST(Search, CancelStopsTheWorkersMidSearch) {
 }  // namespace capsim
 
 #include "capsim/core/plan.hpp"
+#include "capsim/core/train.hpp"
 #include "capsim/io/plan_io.hpp"
 
 namespace capsim {
@@ -371,7 +372,14 @@ TEST(Plan, TrainingPicksTheCheaperOffer) {
   for (const auto& o : options) {
     EXPECT_NEAR(o.gpu_hours, o.days * 24.0 * static_cast<double>(o.layout.num_gpus), 1e-6 * o.gpu_hours);
     EXPECT_EQ(o.feasible, o.days <= req.train_goal.deadline_days);
+    // Wall clock: the steps stretched by the interruptions the cluster expects.
+    EXPECT_DOUBLE_EQ(o.effective_fraction, effective_training_fraction(o.layout.num_gpus));
+    EXPECT_NEAR(o.days, req.train_goal.tokens / o.layout.tokens_per_s / o.effective_fraction / 86400.0, 1e-9 * o.days);
   }
+  // A stated share replaces the model.
+  req.train_goal.effective_fraction = 1.0;
+  const auto stated = plan_training(req.base, req.offers, req.train_goal, kCosts, 2);
+  for (const auto& o : stated) EXPECT_DOUBLE_EQ(o.effective_fraction, 1.0);
 }
 
 TEST(Plan, ServingReplicasCoverTheTraffic) {

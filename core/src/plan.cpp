@@ -34,7 +34,9 @@ std::vector<TrainingOption> plan_training(const Scenario& base, const std::vecto
       TrainingOption o;
       o.gpu = offer.system.gpu.id;
       o.layout = r.top.front();
-      const double seconds = goal.tokens / o.layout.tokens_per_s;
+      // Wall clock: the steps plus the interruptions a run on n GPUs expects.
+      o.effective_fraction = goal.effective_fraction.value_or(effective_training_fraction(n));
+      const double seconds = goal.tokens / o.layout.tokens_per_s / o.effective_fraction;
       o.days = seconds / 86400.0;
       o.gpu_hours = seconds / 3600.0 * static_cast<double>(n);
       o.cost_usd = o.gpu_hours * offer.usd_per_gpu_hour;

@@ -265,4 +265,10 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   return ev;
 }
 
+double effective_training_fraction(int64_t gpus) {
+  constexpr double kLlama3Gpus = 16384.0, kLlama3Effective = 0.90;
+  constexpr double k = (1.0 / kLlama3Effective - 1.0) / kLlama3Gpus;
+  return 1.0 / (1.0 + k * static_cast<double>(std::max<int64_t>(0, gpus)));
+}
+
 }  // namespace capsim

@@ -433,6 +433,21 @@ bool ObjectReader::integer_or_auto(const std::string& key, std::optional<int64_t
   return false;
 }
 
+bool ObjectReader::fraction_or_auto(const std::string& key, std::optional<double>& out) {
+  const json* v = get(key);
+  if (!v) return false;
+  if (v->is_string() && v->get<std::string>() == "auto") {
+    out = std::nullopt;
+    return true;
+  }
+  if (v->is_number() && v->get<double>() > 0.0 && v->get<double>() <= 1.0) {
+    out = v->get<double>();
+    return true;
+  }
+  issues_.push_back({at(key), brief(*v), "must be a share in (0, 1] or \"auto\"", {}});
+  return false;
+}
+
 bool ObjectReader::choice(const std::string& key, std::string& out, const std::vector<std::string>& choices,
                           bool required, bool allow_auto) {
   const json* v = get(key);

@@ -255,6 +255,7 @@ PlanRequest load_plan(const fs::path& path) {
     r.number("deadline_days", req.train_goal.deadline_days, false, 0);
     r.number("budget_usd", req.train_goal.budget_usd, false, 0);
     r.number("pue", req.train_goal.pue, false, 1.0);
+    r.fraction_or_auto("effective_training_fraction", req.train_goal.effective_fraction);
     r.integer("global_batch", t.global_batch, true);
     r.integer("seq_len", t.seq_len, true);
     std::string prec = "bf16";
@@ -356,6 +357,7 @@ json training_plan_json(const PlanRequest& req, const std::vector<TrainingOption
       x["step_s"] = o.layout.step_s;
       x["tokens_per_s"] = o.layout.tokens_per_s;
       x["mfu"] = o.layout.mfu;
+      x["effective_training_fraction"] = o.effective_fraction;
       x["days"] = o.days;
       x["gpu_hours"] = o.gpu_hours;
       x["cost_usd"] = o.cost_usd;

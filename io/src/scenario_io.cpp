@@ -622,6 +622,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
   r.number("train_tokens", t.budget.tokens, false, 0);
   r.number("usd_per_gpu_hour", t.budget.usd_per_gpu_hour, false, 0);
   r.number("pue", t.budget.pue, false, 1.0);
+  r.fraction_or_auto("effective_training_fraction", t.budget.effective_fraction);
   r.finish();
   // Absent dp: the GPUs the plan covers (under split distillation, those the teacher leaves).
   int64_t plan_gpus = num_gpus;

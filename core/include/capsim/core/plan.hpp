@@ -36,6 +36,9 @@ struct TrainingGoal {
   double deadline_days = 0;   ///< 0: none
   double budget_usd = 0;      ///< 0: none
   double pue = 1.0;
+  /// Share of the wall clock that trains; nullopt = auto: effective_training_fraction of
+  /// each cluster size.
+  std::optional<double> effective_fraction;
   std::vector<int64_t> gpu_counts;  ///< cluster sizes to consider
 };
 
@@ -45,6 +48,7 @@ struct TrainingOption {
   std::string reason;         ///< why not, when infeasible
   SearchCandidate layout;
   double days = 0, gpu_hours = 0, cost_usd = 0, energy_mwh = 0;
+  double effective_fraction = 1.0;  ///< share of the wall clock that trains
 };
 
 /// Per GPU type, the cheapest cluster size whose fastest layout meets the goal; options

@@ -99,6 +99,9 @@ struct TrainingBudget {
   double tokens = 0;            ///< tokens to train on (0: not given)
   double usd_per_gpu_hour = 0;  ///< price (0: not given)
   double pue = 1.0;             ///< facility power over IT power; GPUs drawn at their TDP
+  /// Share of the wall-clock time that trains (the rest lost to interruptions, restarts and
+  /// recomputed work); nullopt = auto: effective_training_fraction(num_gpus).
+  std::optional<double> effective_fraction;
   bool operator==(const TrainingBudget&) const = default;
 };
 

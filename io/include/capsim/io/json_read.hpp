@@ -80,6 +80,8 @@ class ObjectReader {
   bool string(const std::string& key, std::string& out, bool required = false);
   /// Integer or the string "auto" (out = nullopt).
   bool integer_or_auto(const std::string& key, std::optional<int64_t>& out, int64_t min = 1);
+  /// A share in (0, 1], or "auto" (out left nullopt).
+  bool fraction_or_auto(const std::string& key, std::optional<double>& out);
   /// One of `choices` (or "auto" when allow_auto; then out = "auto").
   bool choice(const std::string& key, std::string& out, const std::vector<std::string>& choices,
               bool required = false, bool allow_auto = false);
