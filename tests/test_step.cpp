@@ -20,6 +20,7 @@
 #include "capsim/core/train.hpp"
 #include "capsim/core/workload.hpp"
 #include "capsim/hw/roofline.hpp"
+#include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
@@ -1570,6 +1571,31 @@ TEST(DeepSeekV3Report, FitsAndCostsAboutWhatTheReportSays) {
   const double budget_hours = report["budget"]["gpu_hours"].get<double>();
   EXPECT_NEAR(budget_hours, gpu_hours_per_trillion / effective_training_fraction(2048), 1e-6 * budget_hours);
   EXPECT_NEAR(budget_hours / 180e3, 1.0, 0.17) << budget_hours;
+}
+
+// "auto" vpp under the PyTorch stack is what torchtitan's pipelining generates without
+// split points: 2 stages per rank for an interleaved schedule (generate_split_points), the
+// layers split as evenly as they go (126 over 16 stages here). Megatron-LM takes any divisor.
+TEST(Schedules, PytorchAutoVppIsTorchtitansTwoStagesPerRank) {
+  const nlohmann::json doc = [] {
+    const nlohmann::json d =
+        io::read_json_file(std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation" / "training-public.json");
+    for (const nlohmann::json& c : d["cases"])
+      if (c["id"] == "torchtitan-t5-llama31-405b-512gpu-interleaved1f1b") return c;
+    return nlohmann::json::object();
+  }();
+  ASSERT_FALSE(doc.empty());
+  Scenario s = io::scenario_from_json(doc);
+  const hw::RooflineCostModel cost(s.system);
+  ASSERT_EQ(framework_of(*s.training), Framework::pytorch);
+  const TrainEvaluation pt = evaluate_training(s, &cost);
+  ASSERT_TRUE(pt.feasible);
+  EXPECT_EQ(pt.plan.vpp.value_or(1), 2);
+  s.training->framework = Framework::megatron;
+  const TrainEvaluation mg = evaluate_training(s, &cost);
+  ASSERT_TRUE(mg.feasible);
+  EXPECT_GT(mg.plan.vpp.value_or(1), 2);  // a divisor of 126 / 8 = 15: 3, 5 or 15
+  EXPECT_EQ(15 % mg.plan.vpp.value_or(1), 0);
 }
 
 // A long run's wall clock: the steps, stretched by the interruptions its GPUs expect. The

@@ -34,9 +34,11 @@ TEST(Validation, TrainingErrorBounds) {
   // Recorded bounds (current model plus a small margin; all inside the targets of step time
   // median 15% and p90 35%, peak memory median 15%); lower them as the model improves.
   EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.115);
-  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.28);
-  EXPECT_LE(s["peak_memory_gib"]["median_abs_error"].get<double>(), 0.13);
-  EXPECT_LE(s["peak_memory_gib"]["p90_abs_error"].get<double>(), 0.25);
+  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.27);
+  // Memory 12.6% / 22.7% until torchtitan's interleaved 405B run took its framework's two
+  // stages per rank (+22.6% -> +0.5%, step -27.7% -> -9.5%).
+  EXPECT_LE(s["peak_memory_gib"]["median_abs_error"].get<double>(), 0.12);
+  EXPECT_LE(s["peak_memory_gib"]["p90_abs_error"].get<double>(), 0.23);
   // Per source family, step time: every family of five cases or more within 20%, and each
   // within its recorded figure (a ratchet, lowered as the model improves).
   const std::map<std::string, double> family_bounds = {

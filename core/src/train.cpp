@@ -178,9 +178,18 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     vpps = {std::max<int64_t>(1, static_cast<int64_t>(base.stage_layers.size()) / base.pp)};
   } else {
     ev.auto_fields.push_back("vpp");
-    for (int64_t v : divisors(std::max<int64_t>(1, m.layers / base.pp)))
-      if (base.pp * v <= m.layers && (base.pp > 1 || v == 1) && (schedules.size() > 1 || base.schedule == Schedule::one_f_one_b || v == 1))
-        vpps.push_back(v);
+    const bool interleave = base.pp > 1 && (schedules.size() > 1 || base.schedule == Schedule::one_f_one_b);
+    if (framework_of(base) == Framework::pytorch) {
+      // PyTorch pipelining as torchtitan drives it: without split points a multi-stage
+      // schedule gets 2 stages per rank, the layers split as evenly as they go
+      // (torchtitan 9dec370, parallelisms/pipelining_utils.py generate_split_points:
+      // num_stages_per_rank = 2); more takes split points the user writes.
+      vpps = {1};
+      if (interleave && 2 * base.pp <= m.layers) vpps.push_back(2);
+    } else {
+      for (int64_t v : divisors(std::max<int64_t>(1, m.layers / base.pp)))
+        if (base.pp * v <= m.layers && (v == 1 || interleave)) vpps.push_back(v);
+    }
   }
   if (base.zero) zeros = {*base.zero};
   else {
