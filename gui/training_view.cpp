@@ -182,9 +182,10 @@ void TrainingView::show_outcome(const TrainingOutcome& outcome) {
     const nlohmann::json report = nlohmann::json::parse(outcome.report, nullptr, false);
     if (report.is_object() && report.contains("budget") && report["budget"].is_object()) {
       const nlohmann::json& b = report["budget"];
-      QString line = tr("%1 B tokens: %2 days, %3 GPU-hours")
+      QString line = tr("%1 B tokens: %2 days at %3% effective time, %4 GPU-hours")
                          .arg(b.value("tokens", 0.0) / 1e9, 0, 'g', 4)
                          .arg(b.value("days", 0.0), 0, 'f', 1)
+                         .arg(100.0 * b.value("effective_training_fraction", 1.0), 0, 'f', 1)
                          .arg(b.value("gpu_hours", 0.0), 0, 'f', 0);
       if (b.contains("cost_usd")) line += tr(", $%1").arg(b.value("cost_usd", 0.0), 0, 'f', 0);
       line += tr(", %1 MWh").arg(b.value("energy_mwh", 0.0), 0, 'f', 1);

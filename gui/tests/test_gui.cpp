@@ -181,6 +181,15 @@ class GuiTest : public QObject {
     QVERIFY(summary.contains(QStringLiteral("%1 GPU-hours").arg(b["gpu_hours"].get<double>(), 0, 'f', 0)));
     QVERIFY(summary.contains(QStringLiteral("$%1").arg(b["cost_usd"].get<double>(), 0, 'f', 0)));
     QVERIFY(summary.contains(QStringLiteral("%1 MWh").arg(b["energy_mwh"].get<double>(), 0, 'f', 1)));
+    QVERIFY2(summary.contains(QStringLiteral("at %1% effective time")
+                                  .arg(100.0 * b["effective_training_fraction"].get<double>(), 0, 'f', 1)),
+             qPrintable(summary));
+    // A stated share: the key --set writes, and the wall clock stretches by it.
+    field<QDoubleSpinBox>(w, "/training/effective_training_fraction")->setValue(0.5);
+    io::apply_overrides(expected_doc, {"training.effective_training_fraction=0.5"});
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::training), expected_doc);
+    QCOMPARE(w.current_report().toStdString(), io::dump(cli_train_report(expected_doc)));
+    QVERIFY(w.training_view()->summary().contains(QStringLiteral("at 50.0% effective time")));
     // Back to none: the keys leave the document and the line goes.
     field<QDoubleSpinBox>(w, "/training/train_tokens")->setValue(0);
     QVERIFY(!w.panel()->document(gui::ScenarioKind::training)["training"].contains("train_tokens"));
