@@ -204,8 +204,10 @@ std::string train_table(const json& r) {
   }
   if (fits && r.contains("budget")) {
     const json& b = r["budget"];
-    s += fmt::format("  budget   {:.3g} tokens: {:.1f} days, {:.3g} GPU-hours, {:.3g} MWh", b["tokens"].get<double>(),
-                     b["days"].get<double>(), b["gpu_hours"].get<double>(), b["energy_mwh"].get<double>());
+    s += fmt::format("  budget   {:.3g} tokens: {:.1f} days at {:.1f}% effective time, {:.3g} GPU-hours, {:.3g} MWh",
+                     b["tokens"].get<double>(), b["days"].get<double>(),
+                     100.0 * b["effective_training_fraction"].get<double>(), b["gpu_hours"].get<double>(),
+                     b["energy_mwh"].get<double>());
     if (b.contains("cost_usd")) s += fmt::format(", ${:.3g}", b["cost_usd"].get<double>());
     s += "\n";
   }
@@ -569,16 +571,18 @@ int run_plan(const std::string& file, const std::string& format, const std::stri
                                        progress.counter());
     progress.finish();
     r = io::training_plan_json(req, options);
-    table = fmt::format("plan: train {} on {:.3g} tokens\n  {:<16} {:>6} {:>8} {:>10} {:>12} {:>10}  layout\n", req.base.model.name,
-                        req.train_goal.tokens, "gpu", "gpus", "days", "GPU-hours", "cost USD", "MWh");
+    table = fmt::format("plan: train {} on {:.3g} tokens\n  {:<16} {:>6} {:>9} {:>8} {:>10} {:>12} {:>10}  layout\n",
+                        req.base.model.name, req.train_goal.tokens, "gpu", "gpus", "effective", "days", "GPU-hours",
+                        "cost USD", "MWh");
     for (const auto& o : options) {
       if (o.layout.num_gpus == 0) {
         table += fmt::format("  {:<16} {}\n", o.gpu, o.reason);
         continue;
       }
       const auto& t = o.layout.plan;
-      table += fmt::format("  {:<16} {:>6} {:>8.1f} {:>10.3g} {:>12.3g} {:>10.3g}  tp {} pp {} dp {} cp {} zero {} mb {} {}{}\n", o.gpu,
-                           o.layout.num_gpus, o.days, o.gpu_hours, o.cost_usd, o.energy_mwh, t.tp, t.pp, t.dp, t.cp,
+      table += fmt::format("  {:<16} {:>6} {:>8.1f}% {:>8.1f} {:>10.3g} {:>12.3g} {:>10.3g}  tp {} pp {} dp {} cp {} zero {} mb {} {}{}\n",
+                           o.gpu, o.layout.num_gpus, 100.0 * o.effective_fraction, o.days, o.gpu_hours, o.cost_usd,
+                           o.energy_mwh, t.tp, t.pp, t.dp, t.cp,
                            t.zero.value_or(0), t.micro_batch.value_or(1), to_string(t.recompute.value_or(Recompute::none)),
                            o.feasible ? "" : "  (" + o.reason + ")");
     }
