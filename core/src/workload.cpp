@@ -183,6 +183,12 @@ void attach_adapters(std::vector<Op>& ops, const ModelSpec& m, const LoweringOpt
   }
 }
 
+/// How a GEMM's input splits over ranks: a row-split GEMM reads the tensor-parallel (or
+/// expert) shard, the others the sequence.
+Shard input_shard(const Op& op) {
+  return op.split == GemmSplit::row ? (op.expert ? Shard::expert : Shard::tensor) : Shard::sequence;
+}
+
 /// A frozen base's GEMMs keep no input unless an adapter reads it (LoweringOptions::
 /// base_keeps_inputs). The attention output, which the output projection kept, is then kept
 /// by attention itself: FlashAttention's backward reads it (Dao 2023, FlashAttention-2,
@@ -196,9 +202,7 @@ void drop_frozen_inputs(std::vector<Op>& ops, const LoweringOptions& o) {
       // The adapter's A reads the GEMM's input: kept once, here, even where the GEMM left
       // it to another that shares it.
       if (op.saved.empty()) {
-        const Shard in_shard = op.split == GemmSplit::row ? (op.expert ? Shard::expert : Shard::tensor)
-                                                          : Shard::sequence;
-        op.saved.push_back({d(op.k) * o.gemm_input_bytes * op.per_token, in_shard, false});
+        op.saved.push_back({d(op.k) * o.gemm_input_bytes * op.per_token, input_shard(op), false});
       }
       continue;
     }
@@ -217,13 +221,13 @@ void drop_frozen_inputs(std::vector<Op>& ops, const LoweringOptions& o) {
 void keep_adapter_state(std::vector<Op>& ops, const LoweringOptions& o) {
   for (Op& op : ops) {
     if (op.kind != OpKind::gemm || op.adapter_rank <= 0) continue;
-    const Shard in_shard = op.split == GemmSplit::row ? (op.expert ? Shard::expert : Shard::tensor) : Shard::sequence;
+    const Shard in_shard = input_shard(op);
     if (o.lora_dropout > 0) {
       op.saved.push_back({d(op.k) * 1.0 * op.per_token, in_shard, false});
       if (o.base_keeps_inputs) op.saved.push_back({d(op.k) * o.act_bytes * op.per_token, in_shard, false});
     }
-    const int64_t qkv_width = op.n;  // q + k + v of the fused projection
-    if (o.qkv_adapter_pad && op.name == "qkv_proj" && op.adapter_out < qkv_width)
+    // Adapters on only some of q, k, v (op.n is the fused q + k + v width).
+    if (o.qkv_adapter_pad && op.name == "qkv_proj" && op.adapter_out < op.n)
       op.saved.push_back({d(op.adapter_out) * o.act_bytes * op.per_token, Shard::tensor, false});
   }
 }
