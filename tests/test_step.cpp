@@ -378,6 +378,18 @@ class StreamOnlyCost final : public CostModel {
   std::vector<std::pair<std::string, std::string>> provenance() const override { return {}; }
 };
 
+/// One GPU's pipeline of one microbatch under context parallelism, Megatron-LM with its
+/// fused attention and distributed optimizer (the tests switch the framework).
+TrainingPlan megatron_cp_plan(int64_t cp, int64_t seq_len) {
+  TrainingPlan t = pipeline_plan(1, 1, 1);
+  t.cp = cp;
+  t.seq_len = seq_len;
+  t.zero = 1;
+  t.framework = Framework::megatron;
+  t.attention = AttentionKernel::fused;
+  return t;
+}
+
 // Ring attention merges each later step's partial output into the running one: cp - 1
 // merges of tokens x heads x v_dim elements a layer, 10 bytes each when fused (Megatron-LM,
 // Transformer Engine), 42 as PyTorch's eager fp32 ops; the backward moves twice the
@@ -386,12 +398,7 @@ TEST(ContextParallel, RingMergeTrafficPerFramework) {
   const ModelSpec& m = model("llama2-7b");
   const SystemSpec sys = system_of("h100-sxm5-80gb", 2);
   const StreamOnlyCost cost;
-  TrainingPlan t = pipeline_plan(1, 1, 1);
-  t.cp = 2;
-  t.seq_len = 4096;
-  t.zero = 1;
-  t.framework = Framework::megatron;
-  t.attention = AttentionKernel::fused;
+  TrainingPlan t = megatron_cp_plan(2, 4096);
   const double megatron = analytical_step(m, sys, t, cost).microbatch_s;
   t.framework = Framework::pytorch;
   const double pytorch = analytical_step(m, sys, t, cost).microbatch_s;
@@ -430,13 +437,8 @@ TEST(ContextParallel, PytorchAllGatherHidesBehindTheFirstBlockOnly) {
   const ModelSpec& m = model("llama2-7b");  // 32 layers, 32 heads of 128, MHA
   const SystemSpec sys = system_of("h100-sxm5-80gb", 4);
   const FixedRateCost cost(1e-3, 1e-12, 1.0, true);  // attention 1 ms / 2.5 ms
-  TrainingPlan t = pipeline_plan(1, 1, 1);
-  t.cp = 4;
-  t.seq_len = 16384;
-  t.zero = 1;
+  TrainingPlan t = megatron_cp_plan(4, 16384);
   t.recompute = Recompute::none;
-  t.framework = Framework::megatron;
-  t.attention = AttentionKernel::fused;
   EXPECT_DOUBLE_EQ(analytical_step(m, sys, t, cost).exposed_cp_s, 0.0);
   t.framework = Framework::pytorch;
   const double shard = (16384.0 / 4.0) * 32.0 * 256.0;  // tokens x heads x (qk + v) elements
