@@ -64,6 +64,35 @@ TEST(PostTrain, ColocatedStepIsTheSumOfItsPhases) {
   EXPECT_EQ(it.bottleneck, largest == it.generation_s ? "generation" : largest == it.training_s ? "training" : "scoring");
 }
 
+// A prompt's group_size samples are consecutive requests sharing one prefix id, so the
+// engine's prefix cache prefills the prompt once per group (NeMo RL enables vLLM's prefix
+// caching and repeats each prompt group_size times): with long prompts the same samples
+// generate sooner in groups of 32 than as 2048 distinct prompts.
+TEST(PostTrain, GroupSamplesShareTheirPromptThroughThePrefixCache) {
+  RlSpec rl;
+  rl.group_size = 4;
+  const std::vector<TraceRequest> trace = rl_rollout_trace(rl, 300, {5, 6, 7, 8, 9, 10, 11, 12, 13, 14});
+  ASSERT_EQ(trace.size(), 10u);
+  for (size_t i = 0; i < trace.size(); ++i) {
+    EXPECT_EQ(trace[i].prefix_id, "prompt-" + std::to_string(i / 4)) << i;
+    EXPECT_EQ(trace[i].prefix_tokens, 300);
+    EXPECT_EQ(trace[i].input_tokens, 300);
+    EXPECT_EQ(trace[i].output_tokens, static_cast<int64_t>(5 + i));
+    EXPECT_EQ(trace[i].arrival_s, 0.0);
+  }
+
+  json grouped = rl_case(kColocated);
+  grouped["training"]["rl"]["prompt_tokens"] = 2048;
+  json distinct = grouped;
+  distinct["training"]["rl"]["prompts_per_step"] = 64 * 32;
+  distinct["training"]["rl"]["group_size"] = 1;
+  const RlIteration g = run(grouped), d = run(distinct);
+  ASSERT_TRUE(g.feasible && d.feasible) << g.fail_reason << d.fail_reason;
+  EXPECT_EQ(g.samples, d.samples);
+  EXPECT_EQ(g.longest_response, d.longest_response);
+  EXPECT_LT(g.generation_s, d.generation_s);
+}
+
 TEST(PostTrain, SplitAsyncStepIsTheSlowerPoolPlusRefit) {
   const RlIteration it = run(rl_case(kSplit));
   ASSERT_TRUE(it.feasible) << it.fail_reason;
@@ -154,7 +183,10 @@ TEST(PostTrain, RolloutWithoutTokenGapsIsExactlyTheFullRun) {
         rl_response_lengths(*s.rl, it.samples * rl_rollout_inflight_iterations(*s.rl));
     p.workload.num_requests = static_cast<int64_t>(lengths.size());
     const int64_t prompt = std::max<int64_t>(1, std::llround(rl_prompt_tokens(*s.rl)));
-    for (int64_t len : lengths) p.workload.trace.push_back({0.0, prompt, len, {}, 0});
+    // A prompt's group_size samples share it through the prefix cache.
+    for (size_t i = 0; i < lengths.size(); ++i)
+      p.workload.trace.push_back(
+          {0.0, prompt, lengths[i], "prompt-" + std::to_string(static_cast<int64_t>(i) / s.rl->group_size), prompt});
     gs.inference = p;
     ServingResult full, fast;
     try {
@@ -221,7 +253,10 @@ TEST(PostTrain, DoublingPromptsScalesThePhasesAsTheEnginesSay) {
   InferencePlan p = s2.rl->rollout;
   p.replicas = 16;
   p.workload.mode = ServingWorkload::Mode::trace;
-  for (int64_t len : rl_response_lengths(*s2.rl, 4096)) p.workload.trace.push_back({0.0, 128, len, {}, 0});
+  // 128 prompts of 128 tokens, each answered 32 times through the prefix cache.
+  const std::vector<int64_t> lengths = rl_response_lengths(*s2.rl, 4096);
+  for (size_t i = 0; i < lengths.size(); ++i)
+    p.workload.trace.push_back({0.0, 128, lengths[i], "prompt-" + std::to_string(i / 32), 128});
   p.workload.num_requests = 4096;
   g.inference = p;
   EXPECT_DOUBLE_EQ(two.generation_s, simulate_serving(g, cost).duration_s);

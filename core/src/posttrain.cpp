@@ -67,7 +67,11 @@ TrainEvaluation update_step(const Scenario& s, const ModelSpec& m, int64_t seq_l
 }
 
 /// The rollout: every sample as a request arriving at once, on rollout GPUs / (tp * pp)
-/// replicas of the engine.
+/// replicas of the engine. The group_size samples of a prompt share it, and the engine's
+/// prefix cache serves it to all but the first of them: NeMo RL builds its vLLM engine
+/// with enable_prefix_caching on every GPU of compute capability 8.0 and up
+/// (nemo_rl/models/generation/vllm/vllm_worker.py at v0.5.0) and repeats each prompt
+/// group_size times before generation (grpo.py, repeat_interleave of the batch).
 ServingResult rollout(const Scenario& s, const RlIteration& it, const std::vector<int64_t>& lengths,
                       const CostModel& cost) {
   const RlSpec& rl = *s.rl;
@@ -82,7 +86,7 @@ ServingResult rollout(const Scenario& s, const RlIteration& it, const std::vecto
   p.workload.mode = ServingWorkload::Mode::trace;
   p.workload.num_requests = static_cast<int64_t>(lengths.size());
   const int64_t prompt = std::max<int64_t>(1, std::llround(it.prompt_tokens));
-  for (int64_t len : lengths) p.workload.trace.push_back({0.0, prompt, len, {}, 0});
+  p.workload.trace = rl_rollout_trace(rl, prompt, lengths);
   gs.inference = p;
   // Only the makespan and counters are read: no per-token gaps.
   return simulate_serving(gs, cost, kServingSeed, /*record_timeline=*/false, /*record_token_gaps=*/false);
@@ -150,6 +154,15 @@ std::vector<int64_t> rl_response_lengths(const RlSpec& rl, int64_t n) {
     out.push_back(std::max<int64_t>(1, std::llround(len)));
   }
   return out;
+}
+
+std::vector<TraceRequest> rl_rollout_trace(const RlSpec& rl, int64_t prompt_tokens, const std::vector<int64_t>& lengths) {
+  std::vector<TraceRequest> trace;
+  trace.reserve(lengths.size());
+  const int64_t group = std::max<int64_t>(1, rl.group_size);
+  for (size_t i = 0; i < lengths.size(); ++i)
+    trace.push_back({0.0, prompt_tokens, lengths[i], "prompt-" + std::to_string(static_cast<int64_t>(i) / group), prompt_tokens});
+  return trace;
 }
 
 int64_t rl_rollout_inflight_iterations(const RlSpec& rl) {

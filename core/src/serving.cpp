@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 
 #include "serving_internal.hpp"
 
@@ -227,7 +228,7 @@ class EventLoop {
   std::vector<ReplicaScheduler> reps_;   ///< every replica, prefill pool first
   Router router_;                        ///< picks the replica in a pool
   /// Prefix-cache state for traces: prefix ids already seen.
-  std::vector<std::string> seen_prefixes_;
+  std::unordered_set<std::string> seen_prefixes_;  ///< trace prefix ids already prefilled
   size_t next_arrival_ = 0;          ///< the next request to arrive, in arrival order
   size_t issued_ = 0;                ///< requests issued (all but a closed loop's pending ones)
   size_t total_;                     ///< requests in the run
@@ -321,10 +322,8 @@ void EventLoop::deliver_arrivals() {
     if (w_.mode == ServingWorkload::Mode::trace) {
       const TraceRequest& tr = w_.trace[next_arrival_];
       if (!tr.prefix_id.empty()) {
-        if (std::find(seen_prefixes_.begin(), seen_prefixes_.end(), tr.prefix_id) != seen_prefixes_.end())
+        if (!seen_prefixes_.insert(tr.prefix_id).second)
           q.prefilled = std::min(q.prompt - 1, (std::min(tr.prefix_tokens, q.prompt) / bs_) * bs_);
-        else
-          seen_prefixes_.push_back(tr.prefix_id);
       }
     }
     reps_[router_.route(false)].enqueue(q, t_);

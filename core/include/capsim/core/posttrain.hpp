@@ -130,6 +130,11 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost);
 /// down and up (vLLM sleep level 1 and wake).
 double rl_offload_bytes_per_gpu(double optimizer_bytes, double trainer_weight_bytes, double engine_weight_bytes);
 
+/// The rollout's requests, all arriving at once: `lengths` responses to prompts of
+/// `prompt_tokens`, consecutive runs of rl.group_size of them answering one prompt (they
+/// share a trace prefix_id, so the prefix cache serves the prompt to all but the first).
+std::vector<TraceRequest> rl_rollout_trace(const RlSpec& rl, int64_t prompt_tokens, const std::vector<int64_t>& lengths);
+
 /// Iterations whose rollouts the engine holds at once: async_staleness k on a split
 /// placement, else 1. NeMo RL's async trajectory collector keeps up to
 /// num_prompts_per_step x max_trajectory_age_steps prompt groups in flight, generating
