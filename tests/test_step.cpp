@@ -403,7 +403,10 @@ TEST(ContextParallel, RingMergeTrafficPerFramework) {
   t.framework = Framework::pytorch;
   const double pytorch = analytical_step(m, sys, t, cost).microbatch_s;
   const double elements = 1.0 * (4096.0 / 2.0) * 32.0 * 128.0;  // (cp - 1) x tokens x heads x v_dim
-  expect_rel(pytorch - megatron, 32.0 * 3.0 * elements * (42.0 - 10.0) * 1e-12, 1e-9, "merge traffic");
+  // Besides the merges, the PyTorch loss's eager kernels: 22 + 26 bytes a logit against the
+  // fused 6 + 12, over the rank's tokens.
+  const double loss = (22.0 + 26.0 - 18.0) * dbl(m.vocab) * (4096.0 / 2.0) * 1e-12;
+  expect_rel(pytorch - megatron, 32.0 * 3.0 * elements * (42.0 - 10.0) * 1e-12 + loss, 1e-9, "merge traffic");
 }
 
 /// Fixed rates for closed forms: attention `fwd_s` a call forward and 2.5 times that
@@ -732,7 +735,9 @@ double single_gpu_ops_seconds(const std::vector<Op>& ops, const TrainingPlan& t,
       }
       default: {
         const double f = cost.memory_bound(Bytes(op.bytes_per_token * tokens)).value;
-        sum += 3.0 * f;
+        const double b = op.bwd_bytes_per_token >= 0 ? cost.memory_bound(Bytes(op.bwd_bytes_per_token * tokens)).value
+                                                     : 2.0 * f;
+        sum += f + b;
         if (rc == Recompute::full || op_sac) sum += f;
         break;
       }
@@ -1012,6 +1017,54 @@ TEST(Lora, AdapterDropoutKeepsItsMask) {
   EXPECT_DOUBLE_EQ(*resolved_lora(t).dropout, 0.05);
   t.framework = Framework::megatron;
   EXPECT_DOUBLE_EQ(*resolved_lora(t).dropout, 0.0);
+}
+
+// The PyTorch stacks' loss is F.cross_entropy on fp32 logits, kernel by kernel (torchtitan
+// leaves it uncompiled): 22 bytes a logit forward (cast 2 + 4, log_softmax three reads and a
+// write of fp32) and 26 backward (nll_loss's zeroed gradient 4, log_softmax backward 16, the
+// cast back 4 + 2); Megatron's fused vocab-parallel cross entropy moves 6 and 12. Only the
+// step time changes, by exactly that traffic over every token of the step.
+TEST(Loss, PytorchCrossEntropyRunsEagerKernels) {
+  const ModelSpec& m = model("llama2-7b");
+  TrainingPlan t;
+  t.micro_batch = 2;
+  t.global_batch = 4;
+  t.seq_len = 2048;
+  t.framework = Framework::megatron;
+  TrainingPlan p = t;
+  p.framework = Framework::pytorch;
+  const LoweringOptions mo = lowering_options(m, t), po = lowering_options(m, p);
+  EXPECT_FALSE(mo.eager_loss);
+  EXPECT_TRUE(po.eager_loss);
+  auto loss = [](const std::vector<Op>& ops) {
+    for (const Op& op : ops)
+      if (op.kind == OpKind::logits) return op;
+    ADD_FAILURE() << "no loss operator";
+    return Op{};
+  };
+  const double V = dbl(m.vocab);
+  const Op fused = loss(lower_head(m, mo)), eager = loss(lower_head(m, po));
+  EXPECT_DOUBLE_EQ(fused.bytes_per_token, 6.0 * V);
+  EXPECT_LT(fused.bwd_bytes_per_token, 0.0);  // twice the forward
+  EXPECT_DOUBLE_EQ(eager.bytes_per_token, 22.0 * V);
+  EXPECT_DOUBLE_EQ(eager.bwd_bytes_per_token, 26.0 * V);
+  // What the loss keeps is the framework's business (memory.cpp), not the kernels'.
+  ASSERT_EQ(fused.saved.size(), eager.saved.size());
+
+  // The head of a microbatch costs exactly that traffic more (analytical_step is the sum of
+  // these operator costs: StepInvariants.SingleGpuIsTheSumOfOperatorCosts).
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 1);
+  const hw::RooflineCostModel cost(sys);
+  LoweringOptions po_fused = po;
+  po_fused.eager_loss = false;
+  const double head_eager = single_gpu_ops_seconds(lower_head(m, po), p, cost, Recompute::none);
+  const double head_fused = single_gpu_ops_seconds(lower_head(m, po_fused), p, cost, Recompute::none);
+  const double tokens = 2.0 * 2048;
+  const double extra = cost.memory_bound(Bytes(22.0 * V * tokens)).value +
+                       cost.memory_bound(Bytes(26.0 * V * tokens)).value -
+                       3.0 * cost.memory_bound(Bytes(6.0 * V * tokens)).value;
+  EXPECT_GT(extra, 0.0);
+  expect_rel(head_eager - head_fused, extra, 1e-9, "eager minus fused loss");
 }
 
 // Eager elementwise code (torchtitan without torch.compile) moves 36 bytes an RMSNorm

@@ -34,7 +34,7 @@ TEST(Validation, TrainingErrorBounds) {
   // Recorded bounds (current model plus a small margin; all inside the targets of step time
   // median 15% and p90 35%, peak memory median 15%); lower them as the model improves.
   EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.115);
-  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.27);
+  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.265);
   // Memory 12.6% / 22.7% until torchtitan's interleaved 405B run took its framework's two
   // stages per rank (+22.6% -> +0.5%, step -27.7% -> -9.5%).
   EXPECT_LE(s["peak_memory_gib"]["median_abs_error"].get<double>(), 0.12);
@@ -47,7 +47,7 @@ TEST(Validation, TrainingErrorBounds) {
       // default on Hopper, and from 0.19 to 0.2013 when FP8 runs gathered their sequence-
       // parallel activations in FP8 as Transformer Engine does (since 1.2): its long-sequence
       // Llama-2 7B FP8 runs were already too fast, so they are the one family over 20%.
-      {"narayanan21", 0.145}, {"nemo", 0.205}, {"nemo2409", 0.08}, {"torchtitan", 0.185}};
+      {"narayanan21", 0.145}, {"nemo", 0.205}, {"nemo2409", 0.08}, {"torchtitan", 0.17}};
   // Families allowed over 20% (the model is missing something there; the bound above holds).
   const std::set<std::string> over_twenty = {"nemo"};
   const nlohmann::json groups = io::group_errors(r, "source");

@@ -296,7 +296,8 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         const double bytes = op.bytes_per_token * c.tokens / div;
         const double f = c.cost.memory_bound(Bytes(bytes)).value;
         lc.fwd += f;
-        lc.bwd += 2.0 * f;
+        lc.bwd += op.bwd_bytes_per_token >= 0 ? c.cost.memory_bound(Bytes(op.bwd_bytes_per_token * c.tokens / div)).value
+                                               : 2.0 * f;
         if (c.rc == Recompute::full) lc.recompute += c.rc_fraction * f;
         else if (c.rc == Recompute::selective && c.pytorch) lc.recompute += f;  // rerun from saved outputs
         else if (c.rc == Recompute::selective && (op.rerun & c.t.recompute_modules)) lc.recompute += f;

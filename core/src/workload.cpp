@@ -33,6 +33,9 @@ Op gemm(std::string name, int64_t n, int64_t k, GemmSplit split, const LoweringO
 /// element: .float() 2 + 4, complex multiply 4 + 4, type_as 4 + 2 = 20 (fused: 2 + 2).
 /// silu(gate) * up, per inner element: silu 2 + 2, product 2 + 2 + 2 = 10 (fused: 6).
 constexpr double kEagerRmsNormBytes = 36.0, kEagerRotaryBytes = 20.0, kEagerGluBytes = 10.0;
+/// Bytes per logit of PyTorch's eager fp32 cross entropy, forward and backward
+/// (LoweringOptions::eager_loss).
+constexpr double kEagerLossFwdBytes = 2.0 + 4.0 + 3.0 * 4.0 + 4.0, kEagerLossBwdBytes = 4.0 + 3.0 * 4.0 + 4.0 + 4.0 + 2.0;
 
 Op norm(std::string name, int64_t width, const LoweringOptions& o, Shard shard = Shard::sequence) {
   Op op;
@@ -248,6 +251,7 @@ LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
   o.probs_in_activation = framework_of(t) != Framework::pytorch;
   o.dropout = m.dropout > 0.0;
   o.eager_elementwise = t.eager_elementwise;
+  o.eager_loss = framework_of(t) == Framework::pytorch;
   o.rmsnorm = m.norm == NormKind::rmsnorm;
   if (trains_adapters(t.mode)) {
     o.frozen_base = true;
@@ -378,6 +382,10 @@ std::vector<Op> lower_head(const ModelSpec& m, const LoweringOptions& o) {
   ce.name = "cross_entropy";
   ce.kind = OpKind::logits;
   ce.bytes_per_token = d(m.vocab) * (o.act_bytes + 4.0);
+  if (o.eager_loss) {
+    ce.bytes_per_token = d(m.vocab) * kEagerLossFwdBytes;
+    ce.bwd_bytes_per_token = d(m.vocab) * kEagerLossBwdBytes;
+  }
   // Megatron-LM's vocab-parallel cross entropy keeps fp32 softmax of the logits shard.
   ce.saved.push_back({d(m.vocab) * 4.0, Shard::tensor, false});
   ops.push_back(ce);

@@ -59,6 +59,8 @@ struct Op {
   double flops_per_token = 0;
   /// Bytes read and written per token in the forward pass (memory-bound kernels).
   double bytes_per_token = 0;
+  /// Bytes per token of its backward; negative: twice the forward's.
+  double bwd_bytes_per_token = -1;
   /// How that traffic splits over ranks (sequence: over TP only with SP).
   Shard work = Shard::sequence;
   std::vector<Saved> saved;
@@ -106,6 +108,17 @@ struct LoweringOptions {
   /// silu(w1(x)) * w3(x)); TrainingPlan::eager_elementwise. Traffic only: what is kept for
   /// backward is unchanged.
   bool eager_elementwise = false;
+  /// The loss as the PyTorch stacks compute it, one kernel per operator:
+  /// F.cross_entropy on the logits cast to fp32 (torchtitan 9dec370 train.py loss_fn, left
+  /// uncompiled there even with --training.compile: "compiling loss function causes CUDA
+  /// errors"). Per logit, forward: the cast (2 + 4 bytes), then log_softmax, whose CUDA
+  /// kernel for rows wider than a block reads its input three times (max, sum of
+  /// exponentials, output) and writes once (16); backward: nll_loss's zeroed gradient (4),
+  /// log_softmax's backward reading the gradient twice and the output once and writing once
+  /// (16), the cast back (4 + 2). 22 bytes forward and 26 backward, where a fused
+  /// vocab-parallel cross entropy reads the 16-bit logits and writes the fp32 softmax it
+  /// keeps (6) and turns it into the gradient in place (12).
+  bool eager_loss = false;
   bool rmsnorm = true;  ///< the model's norms are RMSNorm (eager code); LayerNorm is one kernel
   int64_t lora_rank = 0;        ///< LoRA rank per adapter
   /// Dropout on the adapters' input: PyTorch's fused dropout keeps a 1-byte mask per
