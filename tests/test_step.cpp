@@ -635,11 +635,10 @@ TEST(StepInvariants, MoreBandwidthNeverSlower) {
   EXPECT_GE(compared, 100);
 }
 
-// KNOWN VIOLATION, disabled until core/src/step.cpp is fixed: with a MoE model under
-// ZeRO-3, dp_group_cost runs once for the dense and once for the expert parameters and
-// each call hides its per-layer gathers behind the SAME per-layer compute window
-// (crit.fwd / layers, crit.bwd / layers). Faster TP/CP communication shortens that window,
-// which is then subtracted twice, so doubling every bandwidth makes this step ~8% slower.
+// A MoE model under ZeRO-3 gathers its dense and its expert parameters over two groups.
+// Their per-layer collective times are summed first and hidden once behind the layer's
+// compute: hiding each behind the same window would subtract it twice, and faster TP/CP
+// communication, which shortens the window, would then make the step slower.
 TEST(StepInvariants, MoreBandwidthNeverSlowerMoeZero3) {
   const ModelSpec& m = model("deepseek-v2-lite");
   TrainingPlan t;
