@@ -230,6 +230,20 @@ TEST(HostileDataFile, GpuPresetWithMissingAndMistypedFields) {
   EXPECT_EQ(got.size(), want.size());
 }
 
+// Rule: the 16-bit fused-MoE line is two figures of one fit; a preset giving one without the
+// other is an input error at the missing one's place.
+TEST(HostileDataFile, GpuPresetWithHalfA16BitMoeLine) {
+  nlohmann::json g = shipped("gpus", "h100-sxm5-80gb");
+  g["efficiency"]["moe_kernel_fixed_us_bf16"]["value"] = nullptr;
+  const auto got = issues_of([&] { (void)io::gpu_from_json(g, "gpu.json"); });
+  const std::vector<std::string> want = {
+      "gpu.json#/efficiency/moe_kernel_fixed_us_bf16: must be given together with moe_kernel_hbm_bf16 (a line needs both)"};
+  EXPECT_EQ(got, want);
+  g["efficiency"].erase("moe_kernel_hbm_bf16");
+  const auto missing = issues_of([&] { (void)io::gpu_from_json(g, "gpu.json"); });
+  EXPECT_EQ(missing, std::vector<std::string>{"gpu.json#/efficiency/moe_kernel_hbm_bf16: is required"});
+}
+
 // Rule: an engine profile's id, name or label of another type is an input error, not a
 // type error escaping the reader.
 TEST(HostileDataFile, EngineProfileWithMistypedNames) {

@@ -413,31 +413,40 @@ TEST(Serving, StepOverheadAddsToEveryStep) {
 // Decode of a small batch streams the touched experts' weights: with the GPU's fused-MoE
 // kernel figures that costs fixed + bytes / (fraction x HBM peak) a layer, in place of
 // bytes at the stream rate plus two GEMM tails. T tokens choosing top-k of E experts
-// touch E (1 - (1 - k/E)^T) of them.
+// touch E (1 - (1 - k/E)^T) of them. 16-bit experts take the 16-bit figures (no block
+// scales to load), FP8 experts the general ones.
 TEST(Serving, MoeDecodeStreamsExpertsAtTheFusedKernelRate) {
-  Scenario s = serving_scenario("qwen3-30b-a3b", "h200-sxm-141gb", 1, ServingWorkload::Mode::offline);
-  const GpuEfficiency& e = s.system.gpu.efficiency;
-  ASSERT_GT(e.moe_kernel_hbm.value, 0);
-  ASSERT_GT(e.moe_kernel_fixed_us.value, 0);
-  const hw::RooflineCostModel cost(s.system);
-  IterationBatch b;
-  b.decodes = 4;
-  b.decode_context = 4 * 256;
-  const double with = IterationModel(s.model, s.system, *s.inference, cost).seconds(b);
-  Scenario plain = s;
-  plain.system.gpu.efficiency.moe_kernel_hbm.value = 0;
-  plain.system.gpu.efficiency.moe_kernel_fixed_us.value = 0;
-  const hw::RooflineCostModel plain_cost(plain.system);
-  const double without = IterationModel(plain.model, plain.system, *plain.inference, plain_cost).seconds(b);
-  const auto& moe = *s.model.moe;
-  const double experts = static_cast<double>(moe.num_experts);
-  const double touched = experts * (1.0 - std::pow(1.0 - static_cast<double>(moe.top_k) / experts, 4.0));
-  const double bytes = touched * static_cast<double>(s.model.hidden * moe.expert_intermediate) * 3.0 * 2.0;
-  const double peak = s.system.gpu.hbm_bandwidth().value;
-  const double fused = e.moe_kernel_fixed_us.value * 1e-6 + bytes / (peak * e.moe_kernel_hbm.value);
-  const double stream = bytes / (peak * e.hbm.value) + 2.0 * e.gemm_tail_us.value * 1e-6;
-  EXPECT_NEAR(with - without, static_cast<double>(s.model.layers) * (fused - stream), 1e-9);
-  EXPECT_GT(with, without);
+  for (DType w : {DType::bf16, DType::fp8}) {
+    Scenario s = serving_scenario("qwen3-30b-a3b", "h200-sxm-141gb", 1, ServingWorkload::Mode::offline);
+    s.inference->weight_dtype = w;
+    s.inference->activation_dtype = w;
+    const GpuEfficiency& e = s.system.gpu.efficiency;
+    const bool bf16 = w == DType::bf16;
+    const double hbm = bf16 ? e.moe_kernel_hbm_bf16.value : e.moe_kernel_hbm.value;
+    const double fixed_us = bf16 ? e.moe_kernel_fixed_us_bf16.value : e.moe_kernel_fixed_us.value;
+    ASSERT_GT(hbm, 0);
+    ASSERT_GT(fixed_us, 0);
+    EXPECT_NE(e.moe_kernel_hbm_bf16.value, e.moe_kernel_hbm.value);
+    const hw::RooflineCostModel cost(s.system);
+    IterationBatch b;
+    b.decodes = 4;
+    b.decode_context = 4 * 256;
+    const double with = IterationModel(s.model, s.system, *s.inference, cost).seconds(b);
+    Scenario plain = s;
+    GpuEfficiency& pe = plain.system.gpu.efficiency;
+    pe.moe_kernel_hbm.value = pe.moe_kernel_fixed_us.value = pe.moe_kernel_hbm_bf16.value = pe.moe_kernel_fixed_us_bf16.value = 0;
+    const hw::RooflineCostModel plain_cost(plain.system);
+    const double without = IterationModel(plain.model, plain.system, *plain.inference, plain_cost).seconds(b);
+    const auto& moe = *s.model.moe;
+    const double experts = static_cast<double>(moe.num_experts);
+    const double touched = experts * (1.0 - std::pow(1.0 - static_cast<double>(moe.top_k) / experts, 4.0));
+    const double bytes = touched * static_cast<double>(s.model.hidden * moe.expert_intermediate) * 3.0 * dtype_bytes(w);
+    const double peak = s.system.gpu.hbm_bandwidth().value;
+    const double fused = fixed_us * 1e-6 + bytes / (peak * hbm);
+    const double stream = bytes / (peak * e.hbm.value) + 2.0 * e.gemm_tail_us.value * 1e-6;
+    EXPECT_NEAR(with - without, static_cast<double>(s.model.layers) * (fused - stream), 1e-9) << to_string(w);
+    EXPECT_GT(with, without) << to_string(w);
+  }
 }
 
 // A large prefill makes the fused MoE compute-bound: each MoE layer then costs the routed

@@ -212,8 +212,13 @@ TEST(Validation, PostTrainingErrorBounds) {
   const nlohmann::json g = io::group_errors(r, "mode");
   ASSERT_TRUE(g.contains("grpo"));
   EXPECT_EQ(g["grpo"]["step_time_s"]["n"], 22);
-  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.16);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.18);
+  // 15.2% and 18.0% while 16-bit expert weights streamed at the block-FP8 kernel's 0.543 of
+  // HBM; at the 16-bit kernel's own figures (vLLM's BF16 fused-MoE benchmarks) the split
+  // Qwen3-235B and DeepSeek-V3 rollouts moved from +39..+58% and +16..+17% to +11..+26% and
+  // +6%, while Qwen3-30B-A3B (every placement) and the colocated DeepSeek-V3 runs read
+  // faster still: what those rollouts spend beyond the kernels is not modelled.
+  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.18);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.22);
   // The tail too (today 30.0% and 37.9%; 36.6% and 49.5% before the published refit
   // times, which took DeepSeek-V3 on-policy from -26..-32% to -13..-15%): colocated refit
   // and offload, and deep staleness,
@@ -222,8 +227,8 @@ TEST(Validation, PostTrainingErrorBounds) {
   // rollouts at TP16 across two nodes (Qwen3-235B, on-policy) moved from +18..+46% to
   // -2..-10%, DeepSeek-V3's FP8 ones at TP16 from -4..-15% to -32..-39% (their decode is
   // missing something the old over-priced all-reduce stood in for).
-  EXPECT_LE(g["grpo"]["step_time_s"]["p90_abs_error"].get<double>(), 0.31);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["p90_abs_error"].get<double>(), 0.39);
+  EXPECT_LE(g["grpo"]["step_time_s"]["p90_abs_error"].get<double>(), 0.33);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["p90_abs_error"].get<double>(), 0.47);
 
   const nlohmann::json by_source = io::group_errors(r, "source");
   ASSERT_TRUE(by_source.contains("litgpt"));

@@ -209,8 +209,13 @@ double IterationModel::experts_seconds(int64_t tokens) const {
                 cost_.gemm_compute(pe, h, inner_i, math_, static_cast<int64_t>(std::ceil(local_experts))).value;
   // Streaming the touched experts' weights: at the MoE kernel's measured rate and fixed
   // time where the GPU has them, else as two weight-streaming GEMMs (gate/up, then down).
-  const double moe_hbm = rate(&MoeKernelRates::hbm, ge.moe_kernel_hbm.value);
-  const double moe_fixed_us = rate(&MoeKernelRates::fixed_us, ge.moe_kernel_fixed_us.value);
+  // 16-bit expert weights stream at the GPU's 16-bit figures where it has them: the
+  // general ones were fitted to a block-scaled FP8 kernel.
+  const bool bf16_line = wbytes_ == 2.0 && !eight_bit && ge.moe_kernel_hbm_bf16.value > 0;
+  const double moe_hbm =
+      rate(&MoeKernelRates::hbm, bf16_line ? ge.moe_kernel_hbm_bf16.value : ge.moe_kernel_hbm.value);
+  const double moe_fixed_us =
+      rate(&MoeKernelRates::fixed_us, bf16_line ? ge.moe_kernel_fixed_us_bf16.value : ge.moe_kernel_fixed_us.value);
   const double weights = moe_hbm > 0
                              ? w_bytes / (sys_.gpu.hbm_bandwidth().value * moe_hbm) + moe_fixed_us * 1e-6
                              : stream(w_bytes * (m.gated_mlp ? 2.0 / 3.0 : 0.5)) + stream(w_bytes * (m.gated_mlp ? 1.0 / 3.0 : 0.5));
