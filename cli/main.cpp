@@ -691,6 +691,33 @@ int run_validate(const ValidateArgs& a) {
   return 0;
 }
 
+/// A knob's value for the table: the value, the in-process LLM class's where it differs,
+/// and each GPU rule ("h100/h200, 0.8.4-0.9.0: 1024").
+std::string knob_value_cell(const json& k) {
+  std::string cell = k["value"].dump();
+  if (k.contains("llm_class")) cell += " (LLM class " + k["llm_class"].dump() + ")";
+  if (!k.contains("by_gpu")) return cell;
+  for (const json& r : k["by_gpu"]) {
+    std::vector<std::string> when;
+    std::string gpus;
+    for (const json& g : r.value("gpus", json::array())) gpus += (gpus.empty() ? "" : "/") + g.get<std::string>();
+    if (!gpus.empty()) when.push_back(gpus);
+    if (r.contains("min_hbm_gib")) when.push_back(">= " + r["min_hbm_gib"].dump() + " GiB");
+    std::string except;
+    for (const json& g : r.value("except", json::array())) except += (except.empty() ? "" : "/") + g.get<std::string>();
+    if (!except.empty()) when.push_back("not " + except);
+    if (r.contains("versions")) {
+      const json& v = r["versions"];
+      when.push_back("releases " + v.value("from", std::string()) + "-" + v.value("to", std::string()));
+    }
+    std::string w;
+    for (const auto& x : when) w += (w.empty() ? "" : ", ") + x;
+    cell += "; " + (w.empty() ? std::string("every GPU") : w) + ": " + r["value"].dump();
+    if (r.contains("llm_class")) cell += " (LLM class " + r["llm_class"].dump() + ")";
+  }
+  return cell;
+}
+
 /// The engine profiles as a Markdown table: every knob, its value and its sources (the
 /// table docs/engines.md carries).
 std::string engines_table() {
@@ -705,7 +732,7 @@ std::string engines_table() {
         const std::string url = entry.value("url", std::string());
         sources += (sources.empty() ? "" : "; ") + (url.empty() ? src.get<std::string>() : "[" + src.get<std::string>() + "](" + url + ")");
       }
-      out += fmt::format("| {} | {} | {} | {} | {} |\n", id, k.key(), k.value()["value"].dump(), sources,
+      out += fmt::format("| {} | {} | {} | {} | {} |\n", id, k.key(), knob_value_cell(k.value()), sources,
                          k.value().value("note", std::string()));
     }
   }

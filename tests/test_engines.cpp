@@ -36,9 +36,56 @@ TEST(ServingEngines, EveryProfileLoadsWithSources) {
 TEST(ServingEngines, BuiltInDefaultsAreTheVllmV1Profile) {
   const auto doc = io::read_json_file(io::data_dir() / "engines" / "vllm-v1.json");
   EngineDefaults knobs = io::engine_profile_from_json(doc, "vllm-v1").knobs;
+  // The newest release's rules (io::select_engine_profile drops the bounded ones).
+  for (DeploymentKnob* k : {&knobs.max_num_seqs_by, &knobs.max_num_batched_tokens_by})
+    std::erase_if(k->by_gpu, [](const GpuKnobRule& r) { return !r.to.empty(); });
+  knobs = knobs.for_deployment("h100-sxm5-80gb", 80.0 * 1024 * 1024 * 1024, false);
   EXPECT_EQ(knobs.moe_kernel.family, EngineDefaults{}.moe_kernel.family);
   knobs.moe_kernel.rates.clear();
   EXPECT_EQ(knobs, EngineDefaults{});
+}
+
+// vLLM V1's batch limits by release, GPU and usage context, as its arg_utils.py set them:
+// by device name (H100/H200) up to 0.8.x, by memory (>= 70 GiB, not an A100) from 0.9.0;
+// max_num_seqs 1024 on every GPU until the 0.8.4 revert (PRs #12369, #16158, #17885).
+TEST(ServingEngines, VllmBatchDefaultsFollowTheReleaseTheGpuAndTheContext) {
+  struct Row {
+    const char* version;
+    const char* gpu;
+    bool llm_class;
+    int64_t seqs, tokens;
+  };
+  const std::vector<Row> rows = {
+      {"0.8.2", "a100-sxm4-80gb", false, 1024, 2048},  {"0.8.4", "a100-sxm4-80gb", false, 256, 2048},
+      {"0.8.4", "h200-sxm-141gb", false, 1024, 8192},  {"0.8.4", "h100-sxm5-80gb", true, 1024, 16384},
+      {"0.8.4", "h800-sxm5-80gb", false, 256, 2048},   {"0.8.4", "a100-sxm4-80gb", true, 256, 8192},
+      {"0.10.1", "h800-sxm5-80gb", false, 1024, 8192}, {"0.10.1", "a100-sxm4-80gb", false, 256, 2048},
+      {"0.11.2", "h100-sxm5-80gb", true, 1024, 16384}, {"0.11.2", "a100-sxm4-40gb", true, 256, 8192},
+      {"", "b200", false, 1024, 8192},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(std::string(r.version) + " " + r.gpu + (r.llm_class ? " LLM class" : " server"));
+    const EngineProfile p = io::select_engine_profile(*r.version ? "vllm" : "", r.version, "/e");
+    const GpuSpec g = io::load_gpu(r.gpu);
+    const EngineDefaults d = p.knobs.for_deployment(g.id, g.hbm_capacity_bytes, r.llm_class);
+    EXPECT_EQ(d.max_num_seqs, r.seqs);
+    EXPECT_EQ(d.max_num_batched_tokens, r.tokens);
+  }
+}
+
+// A scenario's own knob wins over the profile's rules; an RL rollout runs in the library
+// class's context and a served scenario as an API server.
+TEST(ServingEngines, ScenarioKnobsOverrideTheGpuRules) {
+  InferencePlan p;
+  p.profile = io::select_engine_profile("vllm", "0.11.2", "/e");
+  const GpuSpec h100 = io::load_gpu("h100-sxm5-80gb");
+  EXPECT_EQ(engine_defaults(p, h100, 0).max_num_batched_tokens, 8192);
+  p.llm_class = true;
+  EXPECT_EQ(engine_defaults(p, h100, 0).max_num_batched_tokens, 16384);
+  p.engine.max_num_batched_tokens = 4096;
+  p.engine.max_num_seqs = 64;
+  EXPECT_EQ(engine_defaults(p, h100, 0).max_num_batched_tokens, 4096);
+  EXPECT_EQ(engine_defaults(p, h100, 0).max_num_seqs, 64);
 }
 
 TEST(ServingEngines, ReleaseNumbers) {

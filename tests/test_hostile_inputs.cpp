@@ -259,5 +259,28 @@ TEST(HostileDataFile, EngineProfileWithMistypedNames) {
   EXPECT_EQ(got, want);
 }
 
+// A GPU rule of a knob: every broken field is reported at its place, all at once.
+TEST(HostileDataFile, EngineProfileWithBrokenGpuRules) {
+  nlohmann::json e = shipped("engines", "vllm-v1");
+  e["knobs"]["max_num_seqs"]["llm_class"] = 0;
+  e["knobs"]["max_num_seqs"]["by_gpu"] = nlohmann::json::array(
+      {{{"gpus", "h100"}, {"value", 1024}},
+       {{"min_hbm_gib", -1}, {"versions", {{"from", "latest"}}}, {"value", 1.5}, {"colour", "red"}},
+       {{"llm_class", 16384}}});
+  e["knobs"]["max_num_batched_tokens"]["by_gpu"] = 8192;
+  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
+  const std::vector<std::string> want = {
+      "engine.json#/knobs/max_num_seqs/llm_class: must be an integer >= 1 (got 0)",
+      "engine.json#/knobs/max_num_seqs/by_gpu/0/gpus: must be a list of GPU preset id parts (got \"h100\")",
+      "engine.json#/knobs/max_num_seqs/by_gpu/1/min_hbm_gib: must be a number >= 0 (got -1)",
+      "engine.json#/knobs/max_num_seqs/by_gpu/1/value: must be an integer >= 1 (got 1.5)",
+      "engine.json#/knobs/max_num_seqs/by_gpu/1/versions: must be {\"from\": release, \"to\": release} (got {\"from\":\"latest\"})",
+      "engine.json#/knobs/max_num_seqs/by_gpu/1/colour: unknown rule key (gpus, except, min_hbm_gib, value, llm_class, versions, note)",
+      "engine.json#/knobs/max_num_seqs/by_gpu/2/value: is required",
+      "engine.json#/knobs/max_num_batched_tokens/by_gpu: must be a list of rules (got 8192)",
+  };
+  EXPECT_EQ(got, want);
+}
+
 }  // namespace
 }  // namespace capsim

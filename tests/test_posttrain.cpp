@@ -177,6 +177,7 @@ TEST(PostTrain, RolloutWithoutTokenGapsIsExactlyTheFullRun) {
     gs.system.num_gpus = s.rl->rollout_gpus;
     InferencePlan p = s.rl->rollout;
     p.replicas = it.rollout_replicas;
+    p.llm_class = true;  // driven through the engine's library class
     p.workload = ServingWorkload{};
     p.workload.mode = ServingWorkload::Mode::trace;
     const std::vector<int64_t> lengths =

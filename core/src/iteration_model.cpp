@@ -20,7 +20,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   // at a size far above any launch floor.
   const double gigabyte_s = cost.memory_bound(Bytes(1e9)).value;
   stream_bytes_per_s_ = gigabyte_s > 0 ? 1e9 / gigabyte_s : std::numeric_limits<double>::infinity();
-  engine_ = engine_defaults(p, 0);
+  engine_ = engine_defaults(p, sys.gpu, 0);
   fp8_block_ = p.fp8_block_scaling.value_or(m.fp8_weight_block > 0);
   for (int64_t i = 0; i < m.layers; ++i) moe_layers_ += m.is_moe_layer(i) ? 1 : 0;
   eager_host_s_ = engine_.eager_host_s_per_layer
@@ -279,9 +279,10 @@ double IterationModel::host_seconds(const IterationBatch& b) const {
   return engine_.step_overhead_s + engine_.step_overhead_per_seq_s * dbl(b.decodes + static_cast<int64_t>(b.prefills.size()));
 }
 
-EngineDefaults engine_defaults(const InferencePlan& p, int64_t longest_request) {
-  // The profile's defaults, with every knob the scenario sets on top.
-  EngineDefaults d = p.profile.knobs;
+EngineDefaults engine_defaults(const InferencePlan& p, const GpuSpec& gpu, int64_t longest_request) {
+  // The profile's defaults for this GPU and usage context, with every knob the scenario
+  // sets on top.
+  EngineDefaults d = p.profile.knobs.for_deployment(gpu.id, gpu.hbm_capacity_bytes, p.llm_class);
   const EngineOptions& o = p.engine;
   d.chunked_prefill = o.chunked_prefill.value_or(d.chunked_prefill);
   d.max_num_seqs = o.max_num_seqs.value_or(d.max_num_seqs);

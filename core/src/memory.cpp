@@ -338,7 +338,8 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
 
 InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p,
                                  const EngineDefaults* defaults_in) {
-  const EngineDefaults& defaults = defaults_in ? *defaults_in : p.profile.knobs;
+  const EngineDefaults defaults =
+      defaults_in ? *defaults_in : p.profile.knobs.for_deployment(sys.gpu.id, sys.gpu.hbm_capacity_bytes, p.llm_class);
   InferenceMemory out;
   const double tp = dbl(p.tp), pp = dbl(p.pp);
   const int64_t ep = p.ep.value_or(1);

@@ -82,6 +82,10 @@ ServingResult rollout(const Scenario& s, const RlIteration& it, const std::vecto
   gs.system.num_gpus = rl.rollout_gpus;
   InferencePlan p = rl.rollout;
   p.replicas = it.rollout_replicas;
+  // RL frameworks drive the engine in-process through its library class, not a server
+  // (NeMo RL v0.5.0 nemo_rl/models/generation/vllm/vllm_worker.py: `vllm.LLM(**llm_kwargs)`),
+  // so the engine's defaults for that usage context apply.
+  p.llm_class = true;
   p.workload = ServingWorkload{};
   p.workload.mode = ServingWorkload::Mode::trace;
   p.workload.num_requests = static_cast<int64_t>(lengths.size());

@@ -437,7 +437,7 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
   ServingResult out;
   DrawnWorkload drawn = detail::generate_requests(p.workload, seed);
   out.requests = std::move(drawn.requests);
-  out.engine = engine_defaults(p, drawn.longest);
+  out.engine = engine_defaults(p, s.system.gpu, drawn.longest);
   out.ep = p.ep.value_or(1);
   out.attention_dp = p.attention_dp.value_or(false);
   out.chunked_prefill = out.engine.chunked_prefill;

@@ -240,6 +240,75 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   EngineDefaults& d = p.knobs;
   integer("max_num_seqs", d.max_num_seqs, 1);
   integer("max_num_batched_tokens", d.max_num_batched_tokens, 1);
+  // The batch limits may depend on the usage context and the GPU (DeploymentKnob).
+  auto deployment = [&](const char* key, DeploymentKnob& out) {
+    if (!k.contains(key) || !k[key].is_object()) return;
+    const std::string at = origin + "#/knobs/" + key;
+    const json& kj = k[key];
+    auto count = [&](const json& v, const std::string& where, int64_t& into) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 1) issues.push_back({where, brief(v), "must be an integer >= 1", {}});
+      else into = v.get<int64_t>();
+    };
+    if (kj.contains("llm_class")) {
+      int64_t v = 0;
+      count(kj["llm_class"], at + "/llm_class", v);
+      if (v > 0) out.llm_class = v;
+    }
+    if (!kj.contains("by_gpu")) return;
+    if (!kj["by_gpu"].is_array()) {
+      issues.push_back({at + "/by_gpu", brief(kj["by_gpu"]), "must be a list of rules", {}});
+      return;
+    }
+    for (size_t i = 0; i < kj["by_gpu"].size(); ++i) {
+      const json& r = kj["by_gpu"][i];
+      const std::string rat = at + "/by_gpu/" + std::to_string(i);
+      if (!r.is_object()) {
+        issues.push_back({rat, brief(r), "must be an object", {}});
+        continue;
+      }
+      GpuKnobRule rule;
+      auto names = [&](const char* f, std::vector<std::string>& into) {
+        if (!r.contains(f)) return;
+        bool ok = r[f].is_array();
+        if (ok)
+          for (const json& n : r[f]) ok = ok && n.is_string() && !n.get<std::string>().empty();
+        if (!ok) issues.push_back({rat + "/" + f, brief(r[f]), "must be a list of GPU preset id parts", {}});
+        else for (const json& n : r[f]) into.push_back(n.get<std::string>());
+      };
+      names("gpus", rule.gpus);
+      names("except", rule.except);
+      if (r.contains("min_hbm_gib")) {
+        if (!r["min_hbm_gib"].is_number() || r["min_hbm_gib"].get<double>() < 0)
+          issues.push_back({rat + "/min_hbm_gib", brief(r["min_hbm_gib"]), "must be a number >= 0", {}});
+        else rule.min_hbm_bytes = r["min_hbm_gib"].get<double>() * 1024.0 * 1024.0 * 1024.0;
+      }
+      if (!r.contains("value")) issues.push_back({rat + "/value", "", "is required", {}});
+      else count(r["value"], rat + "/value", rule.value);
+      if (r.contains("llm_class")) {
+        int64_t v = 0;
+        count(r["llm_class"], rat + "/llm_class", v);
+        if (v > 0) rule.llm_class = v;
+      }
+      if (r.contains("versions")) {
+        const json& v = r["versions"];
+        bool ok = v.is_object();
+        for (const char* f : {"from", "to"})
+          if (ok && v.contains(f)) {
+            if (!v[f].is_string() || release_order(v[f].get<std::string>()).empty()) ok = false;
+            else (std::string(f) == "from" ? rule.from : rule.to) = v[f].get<std::string>();
+          }
+        if (!ok) issues.push_back({rat + "/versions", brief(v), "must be {\"from\": release, \"to\": release}", {}});
+      }
+      for (auto it = r.begin(); it != r.end(); ++it) {
+        static const std::vector<std::string> keys{"gpus", "except", "min_hbm_gib", "value", "llm_class", "versions", "note"};
+        if (std::find(keys.begin(), keys.end(), it.key()) == keys.end())
+          issues.push_back({rat + "/" + it.key(), "", "unknown rule key (gpus, except, min_hbm_gib, value, llm_class, versions, note)", {}});
+      }
+      out.by_gpu.push_back(std::move(rule));
+    }
+  };
+  deployment("max_num_seqs", d.max_num_seqs_by);
+  deployment("max_num_batched_tokens", d.max_num_batched_tokens_by);
   integer("unchunked_min_batched_tokens", d.unchunked_min_batched_tokens, 1);
   integer("block_size", d.block_size, 1);
   number("gpu_memory_utilization", d.gpu_memory_utilization, 1.0);
@@ -362,6 +431,14 @@ EngineProfile select_engine_profile(const std::string& name_in, const std::strin
     }
   }
   EngineProfile p = engine_profile_from_json(pick->doc, (data_dir() / "engines" / (pick->id + ".json")).string());
+  // Rules bound to releases hold for the version asked for; with none named, the newest
+  // release's (those without an upper bound).
+  for (DeploymentKnob* dk : {&p.knobs.max_num_seqs_by, &p.knobs.max_num_batched_tokens_by})
+    std::erase_if(dk->by_gpu, [&](const GpuKnobRule& r) {
+      if (want.empty()) return !r.to.empty();
+      return (!r.from.empty() && compare(want, release_order(r.from)) < 0) ||
+             (!r.to.empty() && compare(want, release_order(r.to)) >= 0);
+    });
   p.version = version;
   p.match = match;
   return p;

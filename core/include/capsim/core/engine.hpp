@@ -41,12 +41,39 @@ struct MoeKernel {
   bool operator==(const MoeKernel&) const = default;
 };
 
+/// A knob whose default depends on the GPU the engine finds and on how it is driven:
+/// vLLM V1 picks its batch limits from the device's name or memory and from the usage
+/// context (the `vllm serve` API server, or the in-process `LLM` class that offline
+/// benchmarks and RL frameworks drive). The first rule that matches the GPU gives the
+/// value; none matching leaves the profile's own.
+struct GpuKnobRule {
+  std::vector<std::string> gpus;     ///< any of these in the GPU preset id (none = every GPU)
+  std::vector<std::string> except;   ///< none of these in the preset id
+  double min_hbm_bytes = 0;          ///< at least this much device memory
+  int64_t value = 0;                 ///< the API server's value
+  std::optional<int64_t> llm_class;  ///< the in-process LLM class's value
+  /// The engine releases the rule holds for, "from" inclusive, "to" exclusive ("" =
+  /// unbounded); the profile reader drops the rules outside the version asked for.
+  std::string from, to;
+  bool matches(const std::string& gpu_id, double hbm_bytes) const;
+  bool operator==(const GpuKnobRule&) const = default;
+};
+
+/// The context- and GPU-dependent part of an integer knob (see GpuKnobRule).
+struct DeploymentKnob {
+  std::optional<int64_t> llm_class;  ///< the LLM class's value where no rule matches
+  std::vector<GpuKnobRule> by_gpu;
+  /// The knob's value on this GPU in this context, `base` where nothing applies.
+  int64_t resolve(int64_t base, const std::string& gpu_id, double hbm_bytes, bool llm_class_context) const;
+  bool operator==(const DeploymentKnob&) const = default;
+};
+
 /// The engine knobs in force for one deployment: the profile's defaults with the
-/// scenario's own settings on top. The member initialisers are vLLM V1's defaults, the
-/// same values as data/engines/vllm-v1.json (a test keeps the two equal): they stand for
-/// a plan built in code without a profile.
+/// scenario's own settings on top. The member initialisers are vLLM V1's defaults for an
+/// API server on an H100, the values data/engines/vllm-v1.json resolves to there (a test
+/// keeps the two equal): they stand for a plan built in code without a profile.
 struct EngineDefaults {
-  int64_t max_num_seqs = 256;             ///< most sequences scheduled at once
+  int64_t max_num_seqs = 1024;            ///< most sequences scheduled at once
   int64_t max_num_batched_tokens = 8192;  ///< token budget of one step with chunked prefill
   /// Without chunked prefill the budget is the larger of this and the longest prompt
   /// (vLLM V0 SchedulerConfig: max(max_model_len, 2048) for the default model length).
@@ -115,6 +142,11 @@ struct EngineDefaults {
   /// and that family's measured rates; a rate it lacks for a GPU is the GPU preset's
   /// fused-MoE (Triton) figure.
   MoeKernel moe_kernel;
+  /// GPU- and context-dependent defaults of max_num_seqs and max_num_batched_tokens.
+  DeploymentKnob max_num_seqs_by, max_num_batched_tokens_by;
+  /// These knobs for one deployment: the two batch limits resolved for the GPU (preset
+  /// id, device memory) and the usage context, their rules cleared.
+  EngineDefaults for_deployment(const std::string& gpu_id, double hbm_bytes, bool llm_class_context) const;
   bool operator==(const EngineDefaults&) const = default;
 };
 

@@ -281,6 +281,10 @@ struct InferencePlan {
   /// The serving engine's profile (data/engines/): the defaults of every knob `engine`
   /// leaves unset, its host time per step and its CUDA-graph capture.
   EngineProfile profile;
+  /// The engine driven in-process through its library class (vLLM's `LLM`, as RL
+  /// frameworks and offline benchmarks use it) rather than as an API server: some
+  /// engines default their batch limits by this usage context (DeploymentKnob).
+  bool llm_class = false;
   ServingWorkload workload;
   SpeculativeSpec speculative;
   enum class Router { round_robin, least_outstanding };
