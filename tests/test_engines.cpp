@@ -36,9 +36,7 @@ TEST(ServingEngines, EveryProfileLoadsWithSources) {
 TEST(ServingEngines, BuiltInDefaultsAreTheVllmV1Profile) {
   const auto doc = io::read_json_file(io::data_dir() / "engines" / "vllm-v1.json");
   EngineDefaults knobs = io::engine_profile_from_json(doc, "vllm-v1").knobs;
-  // The newest release's rules (io::select_engine_profile drops the bounded ones).
-  for (DeploymentKnob* k : {&knobs.max_num_seqs_by, &knobs.max_num_batched_tokens_by})
-    std::erase_if(k->by_gpu, [](const GpuKnobRule& r) { return !r.to.empty(); });
+  io::keep_rules_for_release(knobs, "");  // the newest release's rules
   knobs = knobs.for_deployment("h100-sxm5-80gb", 80.0 * 1024 * 1024 * 1024, false);
   EXPECT_EQ(knobs.moe_kernel.family, EngineDefaults{}.moe_kernel.family);
   knobs.moe_kernel.rates.clear();

@@ -338,8 +338,10 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
 
 InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p,
                                  const EngineDefaults* defaults_in) {
-  const EngineDefaults defaults =
-      defaults_in ? *defaults_in : p.profile.knobs.for_deployment(sys.gpu.id, sys.gpu.hbm_capacity_bytes, p.llm_class);
+  // Resolved here only when the caller has not (the serving loop passes its own).
+  std::optional<EngineDefaults> resolved;
+  if (!defaults_in) resolved = p.profile.knobs.for_deployment(sys.gpu.id, sys.gpu.hbm_capacity_bytes, p.llm_class);
+  const EngineDefaults& defaults = defaults_in ? *defaults_in : *resolved;
   InferenceMemory out;
   const double tp = dbl(p.tp), pp = dbl(p.pp);
   const int64_t ep = p.ep.value_or(1);

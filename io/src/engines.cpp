@@ -81,6 +81,11 @@ int compare(const std::vector<int>& a, const std::vector<int>& b) {
   return 0;
 }
 
+/// `want` within [from, to); an empty bound is open.
+bool in_release_range(const std::vector<int>& want, const std::vector<int>& from, const std::vector<int>& to) {
+  return (from.empty() || compare(want, from) >= 0) && (to.empty() || compare(want, to) < 0);
+}
+
 /// Distance between two releases for "nearest": the first differing component decides,
 /// weighted so that a major release is farther than any minor one.
 double distance(const std::vector<int>& a, const std::vector<int>& b) {
@@ -373,6 +378,15 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   return p;
 }
 
+void keep_rules_for_release(EngineDefaults& knobs, const std::string& version) {
+  const std::vector<int> want = release_order(version);
+  for (DeploymentKnob* dk : {&knobs.max_num_seqs_by, &knobs.max_num_batched_tokens_by})
+    std::erase_if(dk->by_gpu, [&](const GpuKnobRule& r) {
+      if (want.empty()) return !r.to.empty();
+      return !in_release_range(want, release_order(r.from), release_order(r.to));
+    });
+}
+
 EngineProfile select_engine_profile(const std::string& name_in, const std::string& version, const std::string& pointer) {
   const std::string name = name_in.empty() ? "vllm" : name_in;
   std::vector<Candidate> cands;
@@ -415,7 +429,7 @@ EngineProfile select_engine_profile(const std::string& name_in, const std::strin
     match = "version \"" + version + "\" is not a release number: the newest " + name + " profile";
   } else {
     for (const auto& c : cands)
-      if (compare(want, c.from) >= 0 && (c.to.empty() || compare(want, c.to) < 0)) pick = &c;
+      if (in_release_range(want, c.from, c.to)) pick = &c;
     if (pick) {
       match = "version " + version + " is in the profile's range";
     } else {
@@ -431,14 +445,7 @@ EngineProfile select_engine_profile(const std::string& name_in, const std::strin
     }
   }
   EngineProfile p = engine_profile_from_json(pick->doc, (data_dir() / "engines" / (pick->id + ".json")).string());
-  // Rules bound to releases hold for the version asked for; with none named, the newest
-  // release's (those without an upper bound).
-  for (DeploymentKnob* dk : {&p.knobs.max_num_seqs_by, &p.knobs.max_num_batched_tokens_by})
-    std::erase_if(dk->by_gpu, [&](const GpuKnobRule& r) {
-      if (want.empty()) return !r.to.empty();
-      return (!r.from.empty() && compare(want, release_order(r.from)) < 0) ||
-             (!r.to.empty() && compare(want, release_order(r.to)) >= 0);
-    });
+  keep_rules_for_release(p.knobs, version);
   p.version = version;
   p.match = match;
   return p;

@@ -31,6 +31,11 @@ EngineProfile engine_profile_from_json(const nlohmann::json& doc, const std::str
 /// engine (vLLM V1). Throws InputError at `pointer` for an engine without a profile.
 EngineProfile select_engine_profile(const std::string& name, const std::string& version, const std::string& pointer);
 
+/// Drops the knobs' GPU rules (DeploymentKnob) whose release range excludes `version`;
+/// for a version that is not a release number, those with an upper bound (the newest
+/// release's rules stay). select_engine_profile applies it.
+void keep_rules_for_release(EngineDefaults& knobs, const std::string& version);
+
 /// "0.4.5.post3" -> {0, 4, 5}; "1.0.0rc2" -> {1, 0, 0}; empty when the string does not
 /// start with a release number ("auto", "main@2e669133 ...").
 std::vector<int> release_number(const std::string& version);
