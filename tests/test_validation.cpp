@@ -34,10 +34,14 @@ TEST(Validation, TrainingErrorBounds) {
   // Recorded bounds (current model plus a small margin; all inside the targets of step time
   // median 15% and p90 35%, peak memory median 15%); lower them as the model improves.
   EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.115);
-  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.265);
+  // p90 0.265 until op-level checkpointing kept torchtitan's odd-numbered matmul outputs
+  // (wq, wv, w1, w2) instead of half of every projection: 45% of a Llama block's matmul
+  // FLOPs rerun, not 50%, so its selective-recompute runs, already too fast, lost 1-2%.
+  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.275);
   // Memory 12.6% / 22.7% until torchtitan's interleaved 405B run took its framework's two
-  // stages per rank (+22.6% -> +0.5%, step -27.7% -> -9.5%).
-  EXPECT_LE(s["peak_memory_gib"]["median_abs_error"].get<double>(), 0.12);
+  // stages per rank (+22.6% -> +0.5%, step -27.7% -> -9.5%); 11.5% until the matmul
+  // outputs above (Llama 3.1 8B selective rows -13.2% -> -10.8%).
+  EXPECT_LE(s["peak_memory_gib"]["median_abs_error"].get<double>(), 0.11);
   EXPECT_LE(s["peak_memory_gib"]["p90_abs_error"].get<double>(), 0.23);
   // Per source family, step time: every family of five cases or more within 20%, and each
   // within its recorded figure (a ratchet, lowered as the model improves).
@@ -47,7 +51,9 @@ TEST(Validation, TrainingErrorBounds) {
       // default on Hopper, and from 0.19 to 0.2013 when FP8 runs gathered their sequence-
       // parallel activations in FP8 as Transformer Engine does (since 1.2): its long-sequence
       // Llama-2 7B FP8 runs were already too fast, so they are the one family over 20%.
-      {"narayanan21", 0.145}, {"nemo", 0.205}, {"nemo2409", 0.08}, {"torchtitan", 0.17}};
+      {"narayanan21", 0.145}, {"nemo", 0.205}, {"nemo2409", 0.08},
+      // torchtitan 0.17 until its checkpointing kept the matmul outputs its policy names.
+      {"torchtitan", 0.18}};
   // Families allowed over 20% (the model is missing something there; the bound above holds).
   const std::set<std::string> over_twenty = {"nemo"};
   const nlohmann::json groups = io::group_errors(r, "source");

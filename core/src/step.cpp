@@ -186,6 +186,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
   LayerCost lc;
   const double tp = dbl(c.t.tp);
   const double seq_div = c.t.sp ? tp : 1.0;
+  int64_t mm_count = 0;  // op-level checkpointing counts the block's matrix multiplies
   for (const Op& op : ops) {
     switch (op.kind) {
       case OpKind::gemm:
@@ -200,9 +201,11 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
           lc.recompute += c.rc_fraction * f;
           lc.recompute_flops += c.rc_fraction * flops;
         } else if (c.rc == Recompute::selective && c.pytorch) {
-          // Op-level checkpointing recomputes every second matrix multiply.
-          lc.recompute += 0.5 * f;
-          lc.recompute_flops += 0.5 * flops;
+          // Op-level checkpointing recomputes the matrix multiplies whose outputs it did
+          // not save.
+          const double rerun = 1.0 - op_sac_saved_share(op, mm_count);
+          lc.recompute += rerun * f;
+          lc.recompute_flops += rerun * flops;
         } else if (c.rc == Recompute::selective && (op.rerun & c.t.recompute_modules)) {
           lc.recompute += f;
           lc.recompute_flops += flops;

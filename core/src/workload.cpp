@@ -120,8 +120,10 @@ Op activation_fn(const ModelSpec& m, int64_t inner, const LoweringOptions& o, do
 /// Dense (or shared-expert) FFN: up (or gate+up) projection, activation, down projection.
 void add_ffn(std::vector<Op>& ops, const ModelSpec& m, int64_t inner, const LoweringOptions& o,
              const std::string& prefix, bool keep_input) {
-  ops.push_back(gemm(prefix + (m.gated_mlp ? "gate_up_proj" : "up_proj"), inner * (m.gated_mlp ? 2 : 1),
-                     m.hidden, GemmSplit::column, o, keep_input, Shard::sequence));
+  Op up = gemm(prefix + (m.gated_mlp ? "gate_up_proj" : "up_proj"), inner * (m.gated_mlp ? 2 : 1), m.hidden,
+               GemmSplit::column, o, keep_input, Shard::sequence);
+  if (m.gated_mlp) up.calls = {inner, inner};  // w1 (gate), then w3 (up)
+  ops.push_back(up);
   ops.push_back(activation_fn(m, inner, o, 1.0, Shard::tensor));
   ops.push_back(gemm(prefix + "down_proj", m.hidden, inner, GemmSplit::row, o, true, Shard::tensor));
 }
@@ -295,7 +297,9 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
     ops.push_back(gemm("o_proj", h, m.heads * a.v_head_dim, GemmSplit::row, o, true, Shard::tensor));
   } else {
     const int64_t q = m.heads * m.head_dim, kv = m.kv_heads * m.head_dim;
-    ops.push_back(gemm("qkv_proj", q + 2 * kv, h, GemmSplit::column, o, true, Shard::sequence));
+    Op qkv = gemm("qkv_proj", q + 2 * kv, h, GemmSplit::column, o, true, Shard::sequence);
+    qkv.calls = {q, kv, kv};  // wq, wk, wv
+    ops.push_back(qkv);
     if (!m.learned_positions) {
       // Rotary embedding applied to q and k: one read and one write of each.
       Op rope;
@@ -415,13 +419,14 @@ double layer_activation_bytes(const std::vector<Op>& ops, const LoweringOptions&
     return tokens * static_cast<double>(m.hidden) * o.act_bytes / seq_div;
   }
   if (c.recompute == Recompute::selective && c.op_sac) {
-    // torchtitan's op-level policy saves the outputs of matrix multiplies (every second
-    // one is recomputed) and of scaled-dot-product attention; everything else in the
-    // layer is recomputed from the layer input.
+    // torchtitan's op-level policy saves the outputs of odd-numbered matrix multiplies
+    // and of scaled-dot-product attention; everything else in the layer is recomputed
+    // from the layer input.
     double bytes = tokens * static_cast<double>(m.hidden) * o.act_bytes / seq_div;
+    int64_t mm_count = 0;
     for (const Op& op : ops) {
       if (op.kind == OpKind::gemm || op.kind == OpKind::router) {
-        const double out = static_cast<double>(op.n) * op.per_token * o.act_bytes * 0.5;
+        const double out = static_cast<double>(op.n) * op.per_token * o.act_bytes * op_sac_saved_share(op, mm_count);
         const double div = op.expert ? static_cast<double>(c.etp) : op.split == GemmSplit::column ? tp : seq_div;
         bytes += tokens * out / div;
       } else if (op.kind == OpKind::attention && o.attention == AttentionImpl::flash) {
@@ -448,6 +453,17 @@ double layer_activation_bytes(const std::vector<Op>& ops, const LoweringOptions&
     }
   }
   return bytes;
+}
+
+double op_sac_saved_share(const Op& op, int64_t& count) {
+  if (op.expert) return 0.5;
+  if (op.calls.empty()) return ++count % 2 == 1 ? 1.0 : 0.0;
+  double saved = 0, total = 0;
+  for (const int64_t width : op.calls) {
+    total += d(width);
+    if (++count % 2 == 1) saved += d(width);
+  }
+  return total > 0 ? saved / total : 0.0;
 }
 
 double ops_forward_flops_per_token(const std::vector<Op>& ops) {

@@ -61,6 +61,10 @@ struct Op {
   double bytes_per_token = 0;
   /// Bytes per token of its backward; negative: twice the forward's.
   double bwd_bytes_per_token = -1;
+  /// A fused GEMM's separate matrix multiplies in the reference PyTorch model, by output
+  /// width in call order (torchtitan's Llama: wq, wk, wv; w1 before w3); empty: one of
+  /// width n. Op-level checkpointing counts them one by one (op_sac_saved_share).
+  std::vector<int64_t> calls;
   /// How that traffic splits over ranks (sequence: over TP only with SP).
   Shard work = Shard::sequence;
   std::vector<Saved> saved;
@@ -181,10 +185,18 @@ struct ShardContext {
 /// Bytes one layer keeps for backward on one GPU for one microbatch, as its operators
 /// state them. Full recompute keeps only the layer input (Korthikanti et al. 2022, Sec. 4.2).
 /// Op-level selective checkpointing keeps the layer input, the attention output with its
-/// log-sum-exp, and every other matrix multiply's output (counted as half of each
-/// projection's output).
+/// log-sum-exp, and the outputs of the odd-numbered matrix multiplies (op_sac_saved_share).
 double layer_activation_bytes(const std::vector<Op>& ops, const LoweringOptions& o, const ModelSpec& m,
                               const ShardContext& c);
+
+/// torchtitan's op-level selective checkpointing (torchtitan 9dec370,
+/// torchtitan/parallelisms/parallelize_llama.py, _custom_policy): a block's matrix
+/// multiplies (aten.mm) are counted in call order, the output of every odd-numbered one is
+/// saved and the rest are recomputed in backward. Returns the share of a GEMM's output
+/// width that is saved and advances `count` past the matrix multiplies it stands for
+/// (Op::calls). Routed experts run as grouped GEMMs, not aten.mm calls: they leave the
+/// count alone and are taken at half their output, the policy's average.
+double op_sac_saved_share(const Op& op, int64_t& count);
 
 /// Sum of forward FLOPs per token over the operators.
 double ops_forward_flops_per_token(const std::vector<Op>& ops);
