@@ -104,8 +104,13 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
       {"inference-public.json",
        {{"throughput_tokens_per_s", 0.09}, {"tpot_p50_ms", 0.075}, {"ttft_p50_ms", 0.12}, {"itl_p50_ms", 0.09}}},
       {"serving-percentiles-public.json",
-       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.035}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.08}, {"tpot_p50_ms", 0.035},
-        {"tpot_p99_ms", 0.13}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.08},
+       // ITL mean 0.035, TPOT P50 0.035 and P99 0.13 until expert-parallel ranks waited for the
+       // busiest one (ep_rank_imbalance): at decode batches the busiest of 8 ranks streams
+       // ~12% more touched experts than the mean (binomial spread), so the DeepSeek-R1 EP8
+       // runs' TPOT moved from -3..-5% to +4..+7% (vLLM) and TensorRT-LLM's, already slow,
+       // further; their TTFT, prefill at the router's measured skew, came closer.
+       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.06}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.08}, {"tpot_p50_ms", 0.055},
+        {"tpot_p99_ms", 0.165}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.08},
         // TTFT P50 rose from 0.19 when engines one batch ahead (SGLang 0.4+, TensorRT-LLM)
         // began admitting a request that arrives mid-step to the batch after next: the
         // median of 20 cases sits between two SGLang DeepSeek-R1 cases at 0.21 and 0.29.
@@ -113,7 +118,8 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // attention stopped paying two all-to-alls it never runs: the DeepSeek-R1 EP8 runs
         // whose measured TTFT sits far above any prefill cost (vLLM 0.8.4 EP8 prefills at
         // half its TP8 run's speed; TensorRT-LLM's first requests) read earlier still.
-        {"ttft_mean_ms", 0.185}, {"ttft_p50_ms", 0.28}, {"ttft_p99_ms", 0.34}}},
+        // Both came down again (0.185 -> 0.175, 0.28 -> 0.26) with the router's skew.
+        {"ttft_mean_ms", 0.175}, {"ttft_p50_ms", 0.26}, {"ttft_p99_ms", 0.34}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
@@ -124,7 +130,7 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // Per source family (all metrics pooled): every family of five cases or more within 25%,
   // and each within its recorded figure.
   const std::map<std::string, double> family_bounds = {{"inferencex870", 0.35}, {"llmie", 0.075},  {"lmdeploy", 0.08},
-                                                       {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.085}};
+                                                       {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.075}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
   for (const auto& c : r["cases"]) ++cases_of[c["groups"]["source"].get<std::string>()];

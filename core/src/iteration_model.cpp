@@ -23,6 +23,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   engine_ = engine_defaults(p, sys.gpu, 0);
   fp8_block_ = p.fp8_block_scaling.value_or(m.fp8_weight_block > 0);
   for (int64_t i = 0; i < m.layers; ++i) moe_layers_ += m.is_moe_layer(i) ? 1 : 0;
+  ep_max_z_ = expected_max_standard_normal(p.ep.value_or(1));
   eager_host_s_ = engine_.eager_host_s_per_layer
                       ? *engine_.eager_host_s_per_layer * dbl(m.layers)
                       : dbl(m.layers - moe_layers_) * engine_.eager_host_s_dense_layer +
@@ -177,12 +178,25 @@ double IterationModel::experts_seconds(int64_t tokens) const {
   const int64_t ep = p_.ep.value_or(1);
   const int64_t h = m.hidden;
   const auto& e = *m.moe;
-  // Experts one iteration touches: with T tokens choosing top-k of E uniformly, the
-  // expected distinct experts are E (1 - (1 - k/E)^T).
-  const double touched = dbl(e.num_experts) * (1.0 - std::pow(1.0 - dbl(e.top_k) / dbl(e.num_experts), dbl(tokens)));
-  const double local_experts = ep > 1 ? touched / dbl(ep) : touched;
+  // Under expert parallelism every rank waits for the busiest one (the layer's reduction
+  // or combine follows): it holds `imbalance` times the mean routed tokens
+  // (ep_rank_imbalance: the router's measured skew plus the sampling spread).
+  const double imbalance = ep > 1 ? ep_rank_imbalance(e, dbl(tokens), ep, ep_max_z_) : 1.0;
+  // Experts one iteration touches: with T tokens choosing top-k of E uniformly, each
+  // expert is touched with probability p = 1 - (1 - k/E)^T, E p of them in all.
+  const double p_touched = 1.0 - std::pow(1.0 - dbl(e.top_k) / dbl(e.num_experts), dbl(tokens));
+  const double touched = dbl(e.num_experts) * p_touched;
+  double local_experts = ep > 1 ? touched / dbl(ep) : touched;
+  if (ep > 1) {
+    // The busiest rank's weights: its L = E/ep experts' touched count (a sum of L
+    // indicators, variance L p (1 - p)) lies about z_ep standard deviations above the
+    // mean. The published skew counts tokens, not distinct experts, so it is not applied
+    // here.
+    const double per_rank = dbl(e.num_experts) / dbl(ep);
+    local_experts = std::min(per_rank, local_experts + ep_max_z_ * std::sqrt(per_rank * p_touched * (1.0 - p_touched)));
+  }
   const double inner = dbl(e.expert_intermediate) / (ep > 1 ? 1.0 : dbl(tp));
-  const double routed_tokens = dbl(tokens * e.top_k) / (ep > 1 ? dbl(ep) : 1.0);
+  const double routed_tokens = dbl(tokens * e.top_k) / (ep > 1 ? dbl(ep) : 1.0) * imbalance;
   const double per_expert = routed_tokens / std::max(1.0, local_experts);
   const auto pe = static_cast<int64_t>(std::ceil(per_expert));
   const auto inner_i = static_cast<int64_t>(inner);

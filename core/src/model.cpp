@@ -1,6 +1,8 @@
 #include "capsim/core/model.hpp"
 
 #include <cassert>
+#include <cmath>
+#include <numbers>
 
 namespace capsim {
 
@@ -170,6 +172,51 @@ double forward_flops_per_token(const ModelSpec& m, int64_t seq_len) {
   const double attn = 2.0 * static_cast<double>(m.layers * m.heads * (qk + v)) *
                       static_cast<double>(seq_len) / 2.0;
   return 2.0 * matmul_params + attn;
+}
+
+double expected_max_standard_normal(int64_t n) {
+  if (n <= 1) return 0.0;
+  // Simpson's rule over [-10, 10]: the integrand is below 1e-20 outside it for any n a
+  // cluster has (n phi(x) Phi(x)^(n-1) decays like phi(x) on the left and n phi(x) on the
+  // right).
+  constexpr int kSteps = 4000;
+  constexpr double a = -10.0, b = 10.0, h = (b - a) / kSteps;
+  const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * std::numbers::pi);
+  const double nn = static_cast<double>(n);
+  auto f = [&](double x) {
+    const double phi = inv_sqrt_2pi * std::exp(-0.5 * x * x);
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    return x * nn * phi * std::pow(cdf, nn - 1.0);
+  };
+  double sum = f(a) + f(b);
+  for (int i = 1; i < kSteps; ++i) sum += f(a + h * i) * (i % 2 == 1 ? 4.0 : 2.0);
+  return sum * h / 3.0;
+}
+
+double ep_rank_imbalance(const MoeSpec& e, double tokens, int64_t ep, double z_ep) {
+  if (ep <= 1 || e.num_experts <= 0 || e.top_k <= 0 || tokens <= 0) return 1.0;
+  // The router's skew at this EP size: 1 at EP 1, the measured points in between and
+  // beyond interpolated in log2(EP), the largest listed held beyond it.
+  double skew = 1.0;
+  if (!e.rank_imbalance.empty()) {
+    double x0 = 0.0, y0 = 1.0;  // EP 1
+    const double x = std::log2(static_cast<double>(ep));
+    skew = e.rank_imbalance.back().max_over_mean;
+    for (const RankImbalancePoint& p : e.rank_imbalance) {
+      const double x1 = std::log2(static_cast<double>(p.ep));
+      if (x <= x1) {
+        skew = x1 > x0 ? y0 + (p.max_over_mean - y0) * (x - x0) / (x1 - x0) : p.max_over_mean;
+        break;
+      }
+      x0 = x1;
+      y0 = p.max_over_mean;
+    }
+  }
+  const double E = static_cast<double>(e.num_experts), k = static_cast<double>(e.top_k), r = static_cast<double>(ep);
+  const double cv = E > 1.0 ? std::sqrt((r - 1.0) * (E - k) / (tokens * k * (E - 1.0))) : 0.0;
+  const double z = z_ep >= 0.0 ? z_ep : expected_max_standard_normal(ep);
+  // The busiest rank holds at most all routed slots (ep times the mean).
+  return std::min(r, skew + z * cv);
 }
 
 }  // namespace capsim

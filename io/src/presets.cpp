@@ -589,6 +589,8 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
     issues.push_back({pointer + "/num_experts_per_tok", std::to_string(m.moe->top_k),
                       "must be between 1 and the number of experts", {}});
   if (!issues.empty()) throw InputError(std::move(issues));
+  // The router's measured skew over expert-parallel ranks, where one is published.
+  if (m.moe) m.moe->rank_imbalance = rank_imbalance_for(type, m.moe->num_experts, m.moe->top_k);
   return m;
 }
 

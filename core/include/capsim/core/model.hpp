@@ -51,6 +51,13 @@ struct MlaSpec {
 };
 
 /// Mixture-of-experts feed-forward.
+/// A measured point of how unevenly a trained router loads expert-parallel ranks.
+struct RankImbalancePoint {
+  int64_t ep = 0;              ///< expert-parallel ranks, experts placed in order
+  double max_over_mean = 1.0;  ///< busiest rank's routed tokens over the mean
+  bool operator==(const RankImbalancePoint&) const = default;
+};
+
 struct MoeSpec {
   int64_t num_experts = 0;          ///< routed experts per MoE layer
   int64_t top_k = 0;                ///< routed experts per token
@@ -63,6 +70,9 @@ struct MoeSpec {
   /// out one group per node, this is DeepSeek-V3's node-limited routing (report Sec. 2.1.2:
   /// each token to at most M = 4 nodes).
   int64_t n_group = 0, topk_group = 0;
+  /// The router's skew over expert-parallel ranks without rebalancing, by EP size, for
+  /// large batches (data/moe_routing.json, with its source); empty: as uniform as chance.
+  std::vector<RankImbalancePoint> rank_imbalance;
   bool operator==(const MoeSpec&) const = default;
 };
 
@@ -147,5 +157,19 @@ double kv_cache_bytes_per_token(const ModelSpec& m, DType dtype);
 /// 2 x active matmul parameters (excluding the input embedding lookup) plus attention
 /// score and value products 2 x 2 x layers x q-heads x head widths x seq_len / 2.
 double forward_flops_per_token(const ModelSpec& m, int64_t seq_len);
+
+/// Expected largest of n independent standard normal draws, E[max Z_i] =
+/// integral of x n phi(x) Phi(x)^(n-1) dx (0 for n <= 1), by quadrature.
+double expected_max_standard_normal(int64_t n);
+
+/// The busiest of `ep` expert-parallel ranks' routed tokens over the mean when `tokens`
+/// tokens each pick top_k of the routed experts, laid out in order over the ranks: the
+/// router's measured skew at that EP size (MoeSpec::rank_imbalance, interpolated in
+/// log2 EP) plus the sampling spread of the busiest rank. A rank's count is a sum of
+/// per-token hypergeometric draws (k of E experts, E/ep of them local): mean T k / ep,
+/// variance T k (1/ep)(1 - 1/ep)(E - k)/(E - 1); the busiest of ep such counts lies about
+/// `z_ep` = expected_max_standard_normal(ep) standard deviations above the mean (normal
+/// approximation). 1 for ep <= 1. Pass `z_ep` when it is already known.
+double ep_rank_imbalance(const MoeSpec& e, double tokens, int64_t ep, double z_ep = -1.0);
 
 }  // namespace capsim

@@ -44,6 +44,25 @@ GpuSpec gpu_from_json(const nlohmann::json& j, const std::string& origin);
 /// Problems (unknown model_type, impossible shapes) throw InputError at `pointer`.
 ModelSpec model_from_hf_config(const nlohmann::json& cfg, const std::string& pointer, std::string name = {});
 
+/// A measured routing skew (data/moe_routing.json, capsim-moe-routing/1): the models it
+/// holds for, matched by model_type, routed experts and experts per token.
+struct MoeRoutingEntry {
+  std::string model_type;
+  int64_t num_experts = 0, top_k = 0;
+  std::vector<RankImbalancePoint> points;  ///< by increasing EP size
+  std::string source;                      ///< key of the file's sources
+};
+
+/// Parse and check a capsim-moe-routing/1 document; every problem throws at once as
+/// InputError naming `origin` and the place.
+std::vector<MoeRoutingEntry> moe_routing_from_json(const nlohmann::json& doc, const std::string& origin);
+
+/// The shipped data/moe_routing.json, read once per data folder.
+const std::vector<MoeRoutingEntry>& moe_routing();
+
+/// The skew points of the matching entry; empty when no entry matches.
+std::vector<RankImbalancePoint> rank_imbalance_for(const std::string& model_type, int64_t num_experts, int64_t top_k);
+
 /// A model by preset name (data/models) or by path to a config.json file.
 ModelSpec load_model(const std::string& name_or_path, const std::string& pointer = "/model",
                      const std::filesystem::path& base_dir = {});
