@@ -229,8 +229,12 @@ TEST(Validation, PostTrainingErrorBounds) {
   // Qwen3-235B and DeepSeek-V3 rollouts moved from +39..+58% and +16..+17% to +11..+26% and
   // +6%, while Qwen3-30B-A3B (every placement) and the colocated DeepSeek-V3 runs read
   // faster still: what those rollouts spend beyond the kernels is not modelled.
-  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.18);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.22);
+  // 17.8% and 21.5% until the colocated optimizer state moved at NeMo RL's measured
+  // per-tensor pageable rate (1.8 GB/s, NVIDIA-NeMo/RL#3976) instead of the PCIe line rate:
+  // every on-policy run gained 7-40 s a step (Llama-3.1-8B -17.8% -> -10.6%, Qwen3-235B
+  // -8..-16% -> -2..-8%, DeepSeek-V3 -18..-19% -> -1..+10%). Issue-level bar: 15%.
+  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.11);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.12);
   // The tail too (today 30.0% and 37.9%; 36.6% and 49.5% before the published refit
   // times, which took DeepSeek-V3 on-policy from -26..-32% to -13..-15%): colocated refit
   // and offload, and deep staleness,

@@ -177,6 +177,12 @@ double rl_offload_bytes_per_gpu(double optimizer_bytes, double trainer_weight_by
   return 2.0 * optimizer_bytes + 2.0 * trainer_weight_bytes + 2.0 * engine_weight_bytes;
 }
 
+double rl_offload_seconds(double optimizer_bytes, double trainer_weight_bytes, double engine_weight_bytes,
+                          double host_link) {
+  const double pinned = 2.0 * trainer_weight_bytes + 2.0 * engine_weight_bytes;
+  return (host_link > 0 ? pinned / host_link : 0.0) + 2.0 * optimizer_bytes / kRlPageableCopyBytesPerS;
+}
+
 void combine_rl_phases(RlIteration& it, const RlSpec& rl) {
   const bool overlapped = rl.placement == RlSpec::Placement::split && rl.async_staleness >= 1;
   if (overlapped) {
@@ -314,7 +320,7 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
     // down to the host and come back once per iteration.
     const double engine_weights = dbl(count_params(s.model).total) * dtype_bytes(rl.rollout.weight_dtype) / engine_ways;
     it.offload_bytes_per_gpu = rl_offload_bytes_per_gpu(trainer_optimizer, trainer_weights, engine_weights);
-    it.offload_s = it.offload_bytes_per_gpu / host_link;
+    it.offload_s = rl_offload_seconds(trainer_optimizer, trainer_weights, engine_weights, host_link);
   }
 
   combine_rl_phases(it, rl);

@@ -29,6 +29,18 @@ double forward_pass_seconds(const ModelSpec& m, const SystemSpec& sys, TrainingP
 /// caveats), so their throughput_tokens_per_s is only a check of the step time.
 inline constexpr double kRlAutoPromptTokens = 128;
 
+/// Rate at which NeMo RL's Megatron policy worker moves tensors through per-tensor pageable
+/// host memory, each direction: the optimizer state (move_optimizer: `state[k] =
+/// v.to("cpu")`, `.to("cuda")`) and the reference swap's weights (use_reference_model:
+/// per-tensor `.to("cpu", non_blocking=True, copy=True)`, load_state_dict from host tensors),
+/// v0.5.0 megatron_policy_worker.py. An Nsight triage on an H100 (NVIDIA-NeMo/RL issue
+/// #3976, comment of 2026-09-17) measured offload_before_refit's 510 device-to-pageable
+/// copies of 4.94 GB at 2.75 s of copy time, ~1.8 GB/s effective, against 16.1 GB/s for one
+/// 1 GiB pageable copy and 55 GB/s pinned on the same host (PR #2248: a cudaHostAlloc and
+/// a synchronous memcpy per tensor). The host-to-device direction has no separate figure and
+/// is taken at the same rate.
+inline constexpr double kRlPageableCopyBytesPerS = 1.8e9;
+
 /// Prompt tokens per sample in force: the spec's, or kRlAutoPromptTokens.
 double rl_prompt_tokens(const RlSpec& rl);
 
@@ -55,7 +67,7 @@ struct RlIteration {
   double scoring_s = 0;      ///< reference, actor (old-policy), critic and reward forwards
   double training_s = 0;     ///< ppo_epochs x mini_batches optimizer steps (actor, critic)
   double resharding_s = 0;   ///< weights from the training layout to the rollout engine
-  /// Colocated only: host-link round trips of the time-shared GPUs (rl_offload_bytes_per_gpu).
+  /// Colocated only: host-link round trips of the time-shared GPUs (rl_offload_seconds).
   double offload_s = 0;
   double step_time_s = 0;
   /// Prompt + response tokens of the iteration's samples over the step (SCHEMA.md).
@@ -104,8 +116,9 @@ struct RlIteration {
 /// megatron_policy_worker.py; nemo_rl/models/generation/vllm/vllm_worker.py):
 /// - reference log-probs (any placement, reference "model"): use_reference_model copies the
 ///   policy's weights to the host, loads the reference's from the host and restores the
-///   policy's afterwards: three copies of the trainer's weights per GPU over the host link,
-///   counted in scoring_s (NeMo RL times them inside policy_and_reference_logprobs);
+///   policy's afterwards: three copies of the trainer's weights per GPU through pageable
+///   host memory (kRlPageableCopyBytesPerS), counted in scoring_s (NeMo RL times them
+///   inside policy_and_reference_logprobs);
 /// - colocated refit: every training rank exports the whole model in HF layout
 ///   (Megatron-Bridge stream_weights_megatron_to_hf at the pinned commit 1e9a459: "All ranks
 ///   receive the full tensors", gathered over tp and ep and broadcast over pp) and hands it
@@ -120,8 +133,10 @@ struct RlIteration {
 ///   trainer's weights to the host and prepare_for_lp_inference brings them back;
 ///   finish_generation puts vLLM to sleep at level 1 (weights to the host, KV cache freed)
 ///   and prepare_for_generation wakes it (weights back). Gradient buffers are freed, not
-///   copied (Megatron-LM ParamAndGradBuffer.offload_to_cpu). All at the host link rate
-///   pcie_bytes_per_s, one direction at a time.
+///   copied (Megatron-LM ParamAndGradBuffer.offload_to_cpu). Weights go through pinned
+///   buffers (Megatron-LM's param_data_cpu, vLLM's sleep allocator) at the host link rate
+///   pcie_bytes_per_s, the optimizer state through pageable memory at
+///   kRlPageableCopyBytesPerS, one direction at a time.
 /// A pure function of its inputs.
 RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost);
 
@@ -129,6 +144,11 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost);
 /// trainer's optimizer state and weights each down and up, and the engine's weights each
 /// down and up (vLLM sleep level 1 and wake).
 double rl_offload_bytes_per_gpu(double optimizer_bytes, double trainer_weight_bytes, double engine_weight_bytes);
+
+/// Seconds of those copies: the weights (pinned) at `host_link` bytes/s, the optimizer
+/// state (pageable) at kRlPageableCopyBytesPerS.
+double rl_offload_seconds(double optimizer_bytes, double trainer_weight_bytes, double engine_weight_bytes,
+                          double host_link);
 
 /// The rollout's requests, all arriving at once: `lengths` responses to prompts of
 /// `prompt_tokens`, consecutive runs of rl.group_size of them answering one prompt (they
