@@ -29,11 +29,9 @@ double forward_pass_seconds(const ModelSpec& m, const SystemSpec& sys, TrainingP
 /// caveats), so their throughput_tokens_per_s is only a check of the step time.
 inline constexpr double kRlAutoPromptTokens = 128;
 
-/// Rate at which NeMo RL's Megatron policy worker moves tensors through per-tensor pageable
-/// host memory, each direction: the optimizer state (move_optimizer: `state[k] =
-/// v.to("cpu")`, `.to("cuda")`) and the reference swap's weights (use_reference_model:
-/// per-tensor `.to("cpu", non_blocking=True, copy=True)`, load_state_dict from host tensors),
-/// v0.5.0 megatron_policy_worker.py. An Nsight triage on an H100 (NVIDIA-NeMo/RL issue
+/// Rate at which NeMo RL's Megatron policy worker moves the optimizer state through
+/// per-tensor pageable host memory, each direction (move_optimizer: `state[k] =
+/// v.to("cpu")`, `.to("cuda")`; v0.5.0 megatron_policy_worker.py). An Nsight triage on an H100 (NVIDIA-NeMo/RL issue
 /// #3976, comment of 2026-09-17) measured offload_before_refit's 510 device-to-pageable
 /// copies of 4.94 GB at 2.75 s of copy time, ~1.8 GB/s effective, against 16.1 GB/s for one
 /// 1 GiB pageable copy and 55 GB/s pinned on the same host (PR #2248: a cudaHostAlloc and
@@ -116,9 +114,11 @@ struct RlIteration {
 /// megatron_policy_worker.py; nemo_rl/models/generation/vllm/vllm_worker.py):
 /// - reference log-probs (any placement, reference "model"): use_reference_model copies the
 ///   policy's weights to the host, loads the reference's from the host and restores the
-///   policy's afterwards: three copies of the trainer's weights per GPU through pageable
-///   host memory (kRlPageableCopyBytesPerS), counted in scoring_s (NeMo RL times them
-///   inside policy_and_reference_logprobs);
+///   policy's afterwards: three copies of the trainer's weights per GPU at the host link
+///   rate (its `.to("cpu", non_blocking=True)` lands in pinned memory: PyTorch's _to_copy
+///   pins the output of a non-blocking device-to-host copy, aten/src/ATen/native/
+///   TensorConversions.cpp), counted in scoring_s (NeMo RL times them inside
+///   policy_and_reference_logprobs);
 /// - colocated refit: every training rank exports the whole model in HF layout
 ///   (Megatron-Bridge stream_weights_megatron_to_hf at the pinned commit 1e9a459: "All ranks
 ///   receive the full tensors", gathered over tp and ep and broadcast over pp) and hands it
