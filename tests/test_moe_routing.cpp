@@ -15,6 +15,7 @@
 #include "capsim/hw/roofline.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
+#include "capsim/io/report.hpp"
 
 namespace capsim {
 namespace {
@@ -125,6 +126,35 @@ TEST(EpRankImbalance, ExpertParallelStepsWaitForTheBusiestRank) {
   const double tp_decode = IterationModel(uniform, sys, p, cost).gpu_seconds(decode);
   EXPECT_GT(ep_decode, tp_decode);
   EXPECT_LT(ep_decode, 1.25 * tp_decode);
+}
+
+// The serving report states the skew the busiest rank carries and where it comes from.
+TEST(EpRankImbalance, ServingReportNamesTheSkewAndItsSource) {
+  Scenario s;
+  s.model = io::load_model("deepseek-v3");
+  s.system.gpu = io::load_gpu("h200-sxm-141gb");
+  s.system.num_gpus = 8;
+  s.system.gpus_per_node = 8;
+  InferencePlan p;
+  p.tp = 8;
+  p.ep = 8;
+  p.weight_dtype = DType::fp8;
+  p.activation_dtype = DType::fp8;
+  p.workload.mode = ServingWorkload::Mode::offline;
+  p.workload.num_requests = 2;
+  p.workload.input_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
+  p.workload.output_tokens = {LengthDist::Kind::fixed, 4, 0, 0};
+  s.inference = p;
+  const hw::RooflineCostModel cost(s.system);
+  const nlohmann::json r = io::serving_report(s, simulate_serving(s, cost));
+  EXPECT_DOUBLE_EQ(r["layout"]["ep_rank_skew"].get<double>(), s.model.moe->rank_imbalance[0].max_over_mean);
+  EXPECT_EQ(r["layout"]["ep_rank_skew_source"], "data/moe_routing.json: lmsys_large_scale_ep");
+  s.model.moe->rank_imbalance.clear();
+  const nlohmann::json u = io::serving_report(s, simulate_serving(s, cost));
+  EXPECT_DOUBLE_EQ(u["layout"]["ep_rank_skew"].get<double>(), 1.0);
+  EXPECT_EQ(u["layout"]["ep_rank_skew_source"], "none published: routing as uniform as chance");
+  s.inference->ep = 1;
+  EXPECT_FALSE(io::serving_report(s, simulate_serving(s, cost))["layout"].contains("ep_rank_skew"));
 }
 
 std::vector<std::string> issues_of(const nlohmann::json& doc) {

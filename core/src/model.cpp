@@ -193,25 +193,22 @@ double expected_max_standard_normal(int64_t n) {
   return sum * h / 3.0;
 }
 
+double ep_router_skew(const MoeSpec& e, int64_t ep) {
+  if (ep <= 1 || e.rank_imbalance.empty()) return 1.0;
+  double x0 = 0.0, y0 = 1.0;  // EP 1
+  const double x = std::log2(static_cast<double>(ep));
+  for (const RankImbalancePoint& p : e.rank_imbalance) {
+    const double x1 = std::log2(static_cast<double>(p.ep));
+    if (x <= x1) return x1 > x0 ? y0 + (p.max_over_mean - y0) * (x - x0) / (x1 - x0) : p.max_over_mean;
+    x0 = x1;
+    y0 = p.max_over_mean;
+  }
+  return e.rank_imbalance.back().max_over_mean;
+}
+
 double ep_rank_imbalance(const MoeSpec& e, double tokens, int64_t ep, double z_ep) {
   if (ep <= 1 || e.num_experts <= 0 || e.top_k <= 0 || tokens <= 0) return 1.0;
-  // The router's skew at this EP size: 1 at EP 1, the measured points in between and
-  // beyond interpolated in log2(EP), the largest listed held beyond it.
-  double skew = 1.0;
-  if (!e.rank_imbalance.empty()) {
-    double x0 = 0.0, y0 = 1.0;  // EP 1
-    const double x = std::log2(static_cast<double>(ep));
-    skew = e.rank_imbalance.back().max_over_mean;
-    for (const RankImbalancePoint& p : e.rank_imbalance) {
-      const double x1 = std::log2(static_cast<double>(p.ep));
-      if (x <= x1) {
-        skew = x1 > x0 ? y0 + (p.max_over_mean - y0) * (x - x0) / (x1 - x0) : p.max_over_mean;
-        break;
-      }
-      x0 = x1;
-      y0 = p.max_over_mean;
-    }
-  }
+  const double skew = ep_router_skew(e, ep);
   const double E = static_cast<double>(e.num_experts), k = static_cast<double>(e.top_k), r = static_cast<double>(ep);
   const double cv = E > 1.0 ? std::sqrt((r - 1.0) * (E - k) / (tokens * k * (E - 1.0))) : 0.0;
   const double z = z_ep >= 0.0 ? z_ep : expected_max_standard_normal(ep);

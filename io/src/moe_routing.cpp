@@ -83,10 +83,10 @@ const std::vector<MoeRoutingEntry>& moe_routing() {
   return it->second;
 }
 
-std::vector<RankImbalancePoint> rank_imbalance_for(const std::string& model_type, int64_t num_experts, int64_t top_k) {
+const MoeRoutingEntry* rank_imbalance_for(const std::string& model_type, int64_t num_experts, int64_t top_k) {
   for (const MoeRoutingEntry& e : moe_routing())
-    if (e.model_type == model_type && e.num_experts == num_experts && e.top_k == top_k) return e.points;
-  return {};
+    if (e.model_type == model_type && e.num_experts == num_experts && e.top_k == top_k) return &e;
+  return nullptr;
 }
 
 }  // namespace capsim::io

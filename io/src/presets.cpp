@@ -590,7 +590,11 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
                       "must be between 1 and the number of experts", {}});
   if (!issues.empty()) throw InputError(std::move(issues));
   // The router's measured skew over expert-parallel ranks, where one is published.
-  if (m.moe) m.moe->rank_imbalance = rank_imbalance_for(type, m.moe->num_experts, m.moe->top_k);
+  if (m.moe)
+    if (const MoeRoutingEntry* e = rank_imbalance_for(type, m.moe->num_experts, m.moe->top_k)) {
+      m.moe->rank_imbalance = e->points;
+      m.moe->rank_imbalance_source = e->source;
+    }
   return m;
 }
 

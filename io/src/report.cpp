@@ -336,6 +336,13 @@ json serving_report(const Scenario& s, const ServingResult& r) {
   j["layout"] = {{"tp", p.tp}, {"pp", p.pp}, {"ep", r.ep}, {"attention_dp", r.attention_dp}, {"replicas", p.replicas},
                  {"weight_dtype", std::string(to_string(p.weight_dtype))},
                  {"activation_dtype", std::string(to_string(p.activation_dtype))}};
+  if (s.model.moe && r.ep > 1) {
+    // The router's skew the busiest expert-parallel rank carries (docs/engines.md).
+    j["layout"]["ep_rank_skew"] = ep_router_skew(*s.model.moe, r.ep);
+    j["layout"]["ep_rank_skew_source"] = s.model.moe->rank_imbalance.empty()
+                                             ? "none published: routing as uniform as chance"
+                                             : "data/moe_routing.json: " + s.model.moe->rank_imbalance_source;
+  }
   j["engine"] = {{"max_num_seqs", r.engine.max_num_seqs},
                  {"max_num_batched_tokens", r.engine.max_num_batched_tokens},
                  {"block_size", r.engine.block_size},

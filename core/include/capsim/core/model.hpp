@@ -73,6 +73,7 @@ struct MoeSpec {
   /// The router's skew over expert-parallel ranks without rebalancing, by EP size, for
   /// large batches (data/moe_routing.json, with its source); empty: as uniform as chance.
   std::vector<RankImbalancePoint> rank_imbalance;
+  std::string rank_imbalance_source;  ///< the file's source key for those points
   bool operator==(const MoeSpec&) const = default;
 };
 
@@ -161,6 +162,11 @@ double forward_flops_per_token(const ModelSpec& m, int64_t seq_len);
 /// Expected largest of n independent standard normal draws, E[max Z_i] =
 /// integral of x n phi(x) Phi(x)^(n-1) dx (0 for n <= 1), by quadrature.
 double expected_max_standard_normal(int64_t n);
+
+/// The router's own skew over `ep` ranks for large batches: MoeSpec::rank_imbalance at
+/// that EP size, interpolated in log2 EP from 1 at EP 1, the largest listed held beyond
+/// it; 1 with no points or ep <= 1.
+double ep_router_skew(const MoeSpec& e, int64_t ep);
 
 /// The busiest of `ep` expert-parallel ranks' routed tokens over the mean when `tokens`
 /// tokens each pick top_k of the routed experts, laid out in order over the ranks: the

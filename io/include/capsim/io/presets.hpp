@@ -60,8 +60,8 @@ std::vector<MoeRoutingEntry> moe_routing_from_json(const nlohmann::json& doc, co
 /// The shipped data/moe_routing.json, read once per data folder.
 const std::vector<MoeRoutingEntry>& moe_routing();
 
-/// The skew points of the matching entry; empty when no entry matches.
-std::vector<RankImbalancePoint> rank_imbalance_for(const std::string& model_type, int64_t num_experts, int64_t top_k);
+/// The entry of moe_routing() that matches, or null.
+const MoeRoutingEntry* rank_imbalance_for(const std::string& model_type, int64_t num_experts, int64_t top_k);
 
 /// A model by preset name (data/models) or by path to a config.json file.
 ModelSpec load_model(const std::string& name_or_path, const std::string& pointer = "/model",
