@@ -259,6 +259,17 @@ TEST(HostileDataFile, EngineProfileWithMistypedNames) {
   EXPECT_EQ(got, want);
 }
 
+// What "auto" runs for max_num_seqs is one of two words.
+TEST(HostileDataFile, EngineProfileWithAnUnknownAutoRule) {
+  nlohmann::json e = shipped("engines", "trtllm");
+  e["knobs"]["max_num_seqs_auto"]["value"] = "largest";
+  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
+  const std::vector<std::string> want = {
+      "engine.json#/knobs/max_num_seqs_auto/value: must be \"default\" or \"fastest\" (got \"largest\")",
+  };
+  EXPECT_EQ(got, want);
+}
+
 // A GPU rule of a knob: every broken field is reported at its place, all at once.
 TEST(HostileDataFile, EngineProfileWithBrokenGpuRules) {
   nlohmann::json e = shipped("engines", "vllm-v1");

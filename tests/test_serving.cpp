@@ -9,6 +9,7 @@
 #include "capsim/core/serving.hpp"
 #include "capsim/hw/roofline.hpp"
 #include "capsim/io/presets.hpp"
+#include "capsim/io/engines.hpp"
 #include "capsim/io/report.hpp"
 
 #include <nlohmann/json.hpp>
@@ -174,7 +175,8 @@ TEST(Serving, EagerStepAddsHostTimePerLayer) {
   EXPECT_NEAR(graphs_on.seconds(prefill) - captured, graphs_on.eager_host_seconds(), 1e-12);
 }
 
-// max_num_seqs "auto" keeps the fastest setting: an offline run of short requests that a
+// max_num_seqs "auto" on an engine whose launcher sizes the batch per workload
+// (trtllm-bench) keeps the fastest setting: an offline run of short requests that a
 // 256-sequence cap starves gets a larger cap, which is exactly what running that cap gives
 // and beats both 256 and the next doubling (by no more than 0.1% for the latter).
 TEST(Serving, AutoMaxNumSeqsKeepsTheFastest) {
@@ -185,6 +187,7 @@ TEST(Serving, AutoMaxNumSeqsKeepsTheFastest) {
   const hw::RooflineCostModel cost(s.system);
   auto rate = [](const ServingResult& r) { return 4000.0 * 128.0 / r.duration_s; };
   s.inference->engine.max_num_seqs_auto = true;
+  s.inference->profile.knobs.max_num_seqs_auto_fastest = true;
   const ServingResult best = simulate_serving(s, cost);
   const int64_t chosen = best.engine.max_num_seqs;
   EXPECT_GT(chosen, 256);
@@ -197,6 +200,25 @@ TEST(Serving, AutoMaxNumSeqsKeepsTheFastest) {
   EXPECT_GT(rate(best), 1.001 * rate(simulate_serving(s, cost)));
   s.inference->engine.max_num_seqs = 2 * chosen;
   EXPECT_LE(rate(simulate_serving(s, cost)), 1.001 * rate(best));
+}
+
+// Elsewhere "auto" is what the engine runs when nobody sets it: its default for that
+// release and GPU, even where a larger cap would be faster (vLLM's V0 256 on this run).
+TEST(Serving, AutoMaxNumSeqsIsTheEngineDefaultWhereTheLauncherLeavesIt) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->workload.num_requests = 4000;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 128, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 128, 0, 0};
+  s.inference->profile = io::select_engine_profile("vllm", "0.5.3", "/inference/engine");
+  ASSERT_FALSE(s.inference->profile.knobs.max_num_seqs_auto_fastest);
+  s.inference->engine.max_num_seqs_auto = true;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult r = simulate_serving(s, cost);
+  EXPECT_EQ(r.engine.max_num_seqs, 256);
+  s.inference->profile.knobs.max_num_seqs_auto_fastest = true;
+  EXPECT_GT(simulate_serving(s, cost).engine.max_num_seqs, 256);
+  // TensorRT-LLM's profile says its launcher picks it.
+  EXPECT_TRUE(io::select_engine_profile("trtllm", "1.0", "/inference/engine").knobs.max_num_seqs_auto_fastest);
 }
 
 // Small random workloads are replicated over consecutive seeds until 2,000 requests are
@@ -307,6 +329,7 @@ TEST(Serving, CancelFlagStopsOneLongRun) {
   EXPECT_THROW(simulate_serving(s, cost, 7, false, false, &cancel), ServingCancelled);
   s.inference->engine.max_num_seqs.reset();
   s.inference->engine.max_num_seqs_auto = true;
+  s.inference->profile.knobs.max_num_seqs_auto_fastest = true;
   EXPECT_THROW(simulate_serving(s, cost, 7, false, false, &cancel), ServingCancelled);
 }
 
@@ -820,6 +843,7 @@ TEST(Serving, AutoMaxNumSeqsStopsAtTheMemoryLimit) {
   Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
   s.inference->engine.gpu_memory_utilization = 0.2057;
   s.inference->engine.max_num_seqs_auto = true;
+  s.inference->profile.knobs.max_num_seqs_auto_fastest = true;
   s.inference->workload.num_requests = 50;
   s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
   s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 50, 0, 0};

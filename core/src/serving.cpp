@@ -485,12 +485,14 @@ double output_tokens_per_s(const ServingResult& r) {
 
 namespace {
 
-/// The run with max_num_seqs resolved: as given, or "auto", the fastest setting, from
-/// vLLM's default (256) doubling while the output throughput still rises by more than 0.1%
-/// (the KV cache or the step time caps it).
+/// The run with max_num_seqs resolved: as given; the engine's default; or, for "auto" on an
+/// engine whose launcher picks it per workload (EngineDefaults::max_num_seqs_auto_fastest),
+/// the fastest setting, from 256 doubling while the output throughput still rises by more
+/// than 0.1% (the KV cache or the step time caps it).
 ServingResult simulate_seqs_resolved(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
                                      bool record_token_gaps, const std::atomic<bool>* cancel) {
-  if (!s.inference->engine.max_num_seqs_auto || s.inference->engine.max_num_seqs)
+  if (!s.inference->engine.max_num_seqs_auto || s.inference->engine.max_num_seqs ||
+      !s.inference->profile.knobs.max_num_seqs_auto_fastest)
     return simulate_once(s, cost, seed, record_timeline, record_token_gaps, cancel);
   Scenario probe = s;
   ServingResult best;

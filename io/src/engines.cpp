@@ -365,6 +365,18 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
     known.emplace_back("moe_kernel");
     d.moe_kernel = MoeKernel{"triton", {}};
   }
+  // What max_num_seqs "auto" runs: the engine's default unless the profile says its
+  // launcher picks the value for each workload.
+  if (k.contains("max_num_seqs_auto")) {
+    if (const json* v = knob("max_num_seqs_auto")) {
+      if (!v->is_string() || (*v != "default" && *v != "fastest"))
+        issues.push_back({origin + "#/knobs/max_num_seqs_auto/value", brief(*v), "must be \"default\" or \"fastest\"", {}});
+      else
+        d.max_num_seqs_auto_fastest = *v == "fastest";
+    }
+  } else {
+    known.emplace_back("max_num_seqs_auto");
+  }
   d.swap_space_bytes = swap_gib * 1024.0 * 1024.0 * 1024.0;
   if (d.gpu_memory_utilization > 1.0)
     issues.push_back({origin + "#/knobs/gpu_memory_utilization/value", std::to_string(d.gpu_memory_utilization),

@@ -101,6 +101,11 @@ struct EngineDefaults {
   /// each rank's own (vLLM, TensorRT-LLM: every rank's scheduler has the full budget).
   /// A prompt runs on one rank, so its chunk is at most that rank's share either way.
   bool dp_attention_divides_batched_tokens = false;
+  /// What a scenario's `max_num_seqs: "auto"` runs: the engine's default at that release
+  /// (false: vLLM, SGLang and LMDeploy run theirs unless told), or, when true, the fastest
+  /// setting, because the engine's launcher picks it for each workload (trtllm-bench
+  /// computes the max batch size from the dataset).
+  bool max_num_seqs_auto_fastest = false;
   int64_t block_size = 16;                ///< KV-cache page, tokens
   double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
   bool chunked_prefill = true;            ///< prompts split across steps, mixed with decodes

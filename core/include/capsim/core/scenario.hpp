@@ -203,8 +203,10 @@ struct LengthDist {
 
 struct EngineOptions {
   std::optional<int64_t> max_num_seqs;
-  /// max_num_seqs given as "auto": what the people who ran it did, the fastest setting
-  /// (the simulator tries 256, 512, ... and keeps the highest output throughput).
+  /// max_num_seqs given as "auto": what the people who ran it did: the engine's default,
+  /// or, where its launcher sizes the batch per workload (EngineDefaults::
+  /// max_num_seqs_auto_fastest), the fastest setting (256, 512, ... while the output
+  /// throughput still rises).
   bool max_num_seqs_auto = false;
   std::optional<int64_t> max_num_batched_tokens;
   std::optional<int64_t> block_size;
