@@ -92,21 +92,31 @@ TEST(EpRankImbalance, MeasuredSkewByExpertParallelSize) {
   EXPECT_TRUE(io::load_model("mixtral-8x7b").moe->rank_imbalance.empty());
 }
 
-// Expert parallelism waits for the busiest rank: a prefill of 8192 tokens, compute-bound
-// in the experts, takes longer with the measured skew than with a uniform router, and the
-// tensor-parallel layout (every rank a slice of every expert) does not change with it.
-TEST(EpRankImbalance, ExpertParallelStepsWaitForTheBusiestRank) {
-  ModelSpec skewed = io::load_model("deepseek-v3");
-  ModelSpec uniform = skewed;
-  uniform.moe->rank_imbalance.clear();
-  SystemSpec sys;
-  sys.gpu = io::load_gpu("h200-sxm-141gb");
-  sys.num_gpus = 8;
-  sys.gpus_per_node = 8;
+/// DeepSeek-V3 in FP8 on one 8-GPU H200 node, tensor-parallel 8 (EP as the test sets it).
+Scenario deepseek_on_h200() {
+  Scenario s;
+  s.model = io::load_model("deepseek-v3");
+  s.system.gpu = io::load_gpu("h200-sxm-141gb");
+  s.system.num_gpus = 8;
+  s.system.gpus_per_node = 8;
   InferencePlan p;
   p.tp = 8;
   p.weight_dtype = DType::fp8;
   p.activation_dtype = DType::fp8;
+  s.inference = p;
+  return s;
+}
+
+// Expert parallelism waits for the busiest rank: a prefill of 8192 tokens, compute-bound
+// in the experts, takes longer with the measured skew than with a uniform router, and the
+// tensor-parallel layout (every rank a slice of every expert) does not change with it.
+TEST(EpRankImbalance, ExpertParallelStepsWaitForTheBusiestRank) {
+  const Scenario s = deepseek_on_h200();
+  const ModelSpec& skewed = s.model;
+  ModelSpec uniform = skewed;
+  uniform.moe->rank_imbalance.clear();
+  const SystemSpec& sys = s.system;
+  InferencePlan p = *s.inference;
   const hw::RooflineCostModel cost(sys);
   IterationBatch prefill;
   prefill.prefills.push_back({8192, 0, true});
@@ -130,21 +140,13 @@ TEST(EpRankImbalance, ExpertParallelStepsWaitForTheBusiestRank) {
 
 // The serving report states the skew the busiest rank carries and where it comes from.
 TEST(EpRankImbalance, ServingReportNamesTheSkewAndItsSource) {
-  Scenario s;
-  s.model = io::load_model("deepseek-v3");
-  s.system.gpu = io::load_gpu("h200-sxm-141gb");
-  s.system.num_gpus = 8;
-  s.system.gpus_per_node = 8;
-  InferencePlan p;
-  p.tp = 8;
-  p.ep = 8;
-  p.weight_dtype = DType::fp8;
-  p.activation_dtype = DType::fp8;
-  p.workload.mode = ServingWorkload::Mode::offline;
-  p.workload.num_requests = 2;
-  p.workload.input_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
-  p.workload.output_tokens = {LengthDist::Kind::fixed, 4, 0, 0};
-  s.inference = p;
+  Scenario s = deepseek_on_h200();
+  ServingWorkload& w = s.inference->workload;
+  s.inference->ep = 8;
+  w.mode = ServingWorkload::Mode::offline;
+  w.num_requests = 2;
+  w.input_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
+  w.output_tokens = {LengthDist::Kind::fixed, 4, 0, 0};
   const hw::RooflineCostModel cost(s.system);
   const nlohmann::json r = io::serving_report(s, simulate_serving(s, cost));
   EXPECT_DOUBLE_EQ(r["layout"]["ep_rank_skew"].get<double>(), s.model.moe->rank_imbalance[0].max_over_mean);
