@@ -243,6 +243,13 @@ TEST(Activations, LossMemoryFollowsTheFramework) {
   t.framework = Framework::pytorch;
   EXPECT_EQ(framework_of(t), Framework::pytorch);
   EXPECT_DOUBLE_EQ(training_memory(m, system_of("h100-sxm5-80gb", 8), t).peak().logits_bytes, logits * 8.0);
+  // Under tensor parallelism PyTorch's loss parallel runs over the vocabulary shards, and
+  // its fused nll/log-softmax backward holds three fp32 shard buffers (zeros_like(x),
+  // exp(x), their sum) beside the kept log-softmax output: 12 B a logit of the shard.
+  t.tp = 2;
+  t.dp = 4;
+  t.global_batch = 4;
+  EXPECT_DOUBLE_EQ(training_memory(m, system_of("h100-sxm5-80gb", 8), t).stages.back().logits_bytes, logits / 2.0 * 12.0);
 }
 
 // ZeRO-3 under pipeline parallelism keeps each stage's gradients unsharded across

@@ -256,7 +256,13 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
       // Megatron-LM's fused vocab-parallel cross entropy turns that buffer into the
       // gradient in place and adds its 16-bit copy; PyTorch's F.cross_entropy on fp32
       // logits holds the log-softmax output's gradient and the input gradient, both fp32.
-      s.logits_bytes = tokens * dbl(m.vocab) / tp * (fw == Framework::pytorch ? 8.0 : lo.act_bytes);
+      // Under tensor parallelism the PyTorch stack computes it as loss parallel over the
+      // vocabulary shards (torchtitan 9dec370: loss_parallel_enabled = tp > 1 unless
+      // disabled), whose fused nll/log-softmax backward (torch/distributed/tensor/parallel/
+      // loss.py, _nll_loss_and_log_softmax_backward: zeros_like(x), exp(x), their sum,
+      // times grad_output) holds three fp32 shard-sized buffers beside the kept one.
+      const double pytorch_loss = t.tp > 1 ? 12.0 : 8.0;
+      s.logits_bytes = tokens * dbl(m.vocab) / tp * (fw == Framework::pytorch ? pytorch_loss : lo.act_bytes);
     }
     if (!lora) {
       trainable_dense = dense;
