@@ -185,16 +185,14 @@ double IterationModel::experts_seconds(int64_t tokens) const {
   // Experts one iteration touches: with T tokens choosing top-k of E uniformly, each
   // expert is touched with probability p = 1 - (1 - k/E)^T, E p of them in all.
   const double p_touched = 1.0 - std::pow(1.0 - dbl(e.top_k) / dbl(e.num_experts), dbl(tokens));
-  const double touched = dbl(e.num_experts) * p_touched;
-  double local_experts = ep > 1 ? touched / dbl(ep) : touched;
-  if (ep > 1) {
-    // The busiest rank's weights: its L = E/ep experts' touched count (a sum of L
-    // indicators, variance L p (1 - p)) lies about z_ep standard deviations above the
-    // mean. The published skew counts tokens, not distinct experts, so it is not applied
-    // here.
-    const double per_rank = dbl(e.num_experts) / dbl(ep);
-    local_experts = std::min(per_rank, local_experts + ep_max_z_ * std::sqrt(per_rank * p_touched * (1.0 - p_touched)));
-  }
+  // Under expert parallelism, the busiest rank's: its L = E/ep experts' touched count (a
+  // sum of L indicators, variance L p (1 - p)) lies about z_ep standard deviations above
+  // the mean L p. The published skew counts tokens, not distinct experts, so it is not
+  // applied here.
+  const double per_rank = dbl(e.num_experts) / dbl(ep);
+  const double local_experts =
+      ep > 1 ? std::min(per_rank, per_rank * p_touched + ep_max_z_ * std::sqrt(per_rank * p_touched * (1.0 - p_touched)))
+             : dbl(e.num_experts) * p_touched;
   const double inner = dbl(e.expert_intermediate) / (ep > 1 ? 1.0 : dbl(tp));
   const double routed_tokens = dbl(tokens * e.top_k) / (ep > 1 ? dbl(ep) : 1.0) * imbalance;
   const double per_expert = routed_tokens / std::max(1.0, local_experts);

@@ -1,6 +1,9 @@
-#include <cmath>
+#include <algorithm>
+#include <filesystem>
 #include <map>
 #include <mutex>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "capsim/io/json_read.hpp"
@@ -83,7 +86,7 @@ const std::vector<MoeRoutingEntry>& moe_routing() {
   return it->second;
 }
 
-const MoeRoutingEntry* rank_imbalance_for(const std::string& model_type, int64_t num_experts, int64_t top_k) {
+const MoeRoutingEntry* moe_routing_for(const std::string& model_type, int64_t num_experts, int64_t top_k) {
   for (const MoeRoutingEntry& e : moe_routing())
     if (e.model_type == model_type && e.num_experts == num_experts && e.top_k == top_k) return &e;
   return nullptr;

@@ -591,7 +591,7 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
   if (!issues.empty()) throw InputError(std::move(issues));
   // The router's measured skew over expert-parallel ranks, where one is published.
   if (m.moe)
-    if (const MoeRoutingEntry* e = rank_imbalance_for(type, m.moe->num_experts, m.moe->top_k)) {
+    if (const MoeRoutingEntry* e = moe_routing_for(type, m.moe->num_experts, m.moe->top_k)) {
       m.moe->rank_imbalance = e->points;
       m.moe->rank_imbalance_source = e->source;
     }

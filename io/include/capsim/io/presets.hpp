@@ -61,7 +61,7 @@ std::vector<MoeRoutingEntry> moe_routing_from_json(const nlohmann::json& doc, co
 const std::vector<MoeRoutingEntry>& moe_routing();
 
 /// The entry of moe_routing() that matches, or null.
-const MoeRoutingEntry* rank_imbalance_for(const std::string& model_type, int64_t num_experts, int64_t top_k);
+const MoeRoutingEntry* moe_routing_for(const std::string& model_type, int64_t num_experts, int64_t top_k);
 
 /// A model by preset name (data/models) or by path to a config.json file.
 ModelSpec load_model(const std::string& name_or_path, const std::string& pointer = "/model",
