@@ -523,5 +523,46 @@ TEST(Pipeline, DualPipeEndRanksHoldFirstStageFullAndLastStageOnce) {
   EXPECT_EQ(dual.stages[0].inflight_microbatches, 5);
 }
 
+
+// Megatron-Core's all-to-all dispatcher moves the routed copies twice each way when an
+// expert-parallel rank holds several experts (permutation 1 by destination rank, then
+// sort_chunks_by_idxs by local expert; the combine undoes both); DeepEP under DualPipe, a
+// rank with one expert, no expert parallelism and the PyTorch stacks make one pass.
+TEST(MoeDispatch, MegatronAllToAllSortsByLocalExpertAfterTheExchange) {
+  const ModelSpec m = io::load_model("deepseek-v3");
+  TrainingPlan t;
+  t.precision = DType::bf16;
+  t.framework = Framework::megatron;
+  auto passes = [&](int64_t ep, Schedule s, Framework f) {
+    t.ep = ep;
+    t.schedule = s;
+    t.framework = f;
+    return lowering_options(m, t).moe_permute_passes;
+  };
+  EXPECT_EQ(passes(8, Schedule::one_f_one_b, Framework::megatron), 2);
+  EXPECT_EQ(passes(64, Schedule::one_f_one_b, Framework::megatron), 2);
+  EXPECT_EQ(passes(1, Schedule::one_f_one_b, Framework::megatron), 1);
+  EXPECT_EQ(passes(256, Schedule::one_f_one_b, Framework::megatron), 1);
+  EXPECT_EQ(passes(8, Schedule::dualpipe, Framework::megatron), 1);
+  EXPECT_EQ(passes(8, Schedule::one_f_one_b, Framework::pytorch), 1);
+  // Each pass reads and writes the top-k 16-bit copies of every token.
+  auto dispatch_bytes = [&](int64_t ep) {
+    t.ep = ep;
+    t.schedule = Schedule::one_f_one_b;
+    t.framework = Framework::megatron;
+    const LoweringOptions o = lowering_options(m, t);
+    double dispatch = 0, combine = 0;
+    for (const Op& op : lower_layer(m, 3, o)) {
+      if (op.name == "token_dispatch") dispatch = op.bytes_per_token;
+      if (op.name == "token_combine") combine = op.bytes_per_token;
+    }
+    EXPECT_DOUBLE_EQ(dispatch, combine);
+    return dispatch;
+  };
+  const double one = 2.0 * static_cast<double>(m.hidden) * 2.0 * static_cast<double>(m.moe->top_k);
+  EXPECT_DOUBLE_EQ(dispatch_bytes(1), one);
+  EXPECT_DOUBLE_EQ(dispatch_bytes(8), 2.0 * one);
+}
+
 }  // namespace
 }  // namespace capsim

@@ -48,7 +48,11 @@ TEST(Validation, TrainingErrorBounds) {
   // Per source family, step time: every family of five cases or more within 20%, and each
   // within its recorded figure (a ratchet, lowered as the model improves).
   const std::map<std::string, double> family_bounds = {
-      {"dgxc2411", 0.09}, {"korthikanti22", 0.075}, {"llmfoundry", 0.11}, {"mbridge", 0.095}, {"mcore24", 0.03},
+      {"dgxc2411", 0.09}, {"korthikanti22", 0.075}, {"llmfoundry", 0.11}, {"mcore24", 0.03},
+      // mbridge rose from 0.095 when Megatron's all-to-all dispatcher made its second
+      // permutation (sort by local expert): Qwen3-30B-A3B -20% -> -14%, Qwen3-235B -7% ->
+      // -4%, DeepSeek-V3 +7% -> +10%, so the middle of the six moved up.
+      {"mbridge", 0.10},
       // nemo rose from 0.18 when userbuffers' bulk backward overlap became the Megatron
       // default on Hopper, and from 0.19 to 0.2013 when FP8 runs gathered their sequence-
       // parallel activations in FP8 as Transformer Engine does (since 1.2): its long-sequence

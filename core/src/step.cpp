@@ -598,7 +598,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
                       static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules,
                       static_cast<int>(t.precision), static_cast<int>(attention_of(t)), static_cast<int>(framework_of(t)),
                       opt.tp_overlap.value_or(-1.0), opt.moe_imbalance, trains_adapters(t.mode) ? std::max<int64_t>(1, lo.lora_rank) : 0,
-                      lo.lora_targets, t.fp8_blockwise.value_or(false), t.eager_elementwise};
+                      lo.lora_targets, t.fp8_blockwise.value_or(false), lo.moe_permute_passes, t.eager_elementwise};
     auto& entries = cache->impl().step;
     auto it = entries.find(key);
     if (it == entries.end()) it = entries.emplace(key, cost_kinds(c, lo)).first;

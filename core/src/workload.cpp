@@ -251,6 +251,9 @@ LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
   // (NVIDIA/Megatron-LM megatron/core/transformer/moe/experts.py, TEGroupedMLP with
   // weighted_bias_swiglu_impl, 2025 releases); PyTorch-native MoE weights the outputs.
   o.probs_in_activation = framework_of(t) != Framework::pytorch;
+  if (m.moe && framework_of(t) == Framework::megatron && t.ep > 1 && m.moe->num_experts / t.ep > 1 &&
+      t.schedule != Schedule::dualpipe)
+    o.moe_permute_passes = 2;
   o.dropout = m.dropout > 0.0;
   o.eager_elementwise = t.eager_elementwise;
   o.eager_loss = framework_of(t) == Framework::pytorch;
@@ -335,7 +338,7 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
     dispatch.name = "token_dispatch";
     dispatch.kind = OpKind::permute;
     dispatch.per_token = d(e.top_k);
-    dispatch.bytes_per_token = 2.0 * d(h) * o.act_bytes * d(e.top_k);
+    dispatch.bytes_per_token = 2.0 * d(h) * o.act_bytes * d(e.top_k) * d(o.moe_permute_passes);
     ops.push_back(dispatch);
     // Each token's top-k copies enter the experts; their inputs are kept (replicated over etp).
     Op up = gemm("expert_" + std::string(m.gated_mlp ? "gate_up_proj" : "up_proj"),
@@ -349,7 +352,7 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
     combine.name = "token_combine";
     combine.kind = OpKind::permute;
     combine.per_token = d(e.top_k);
-    combine.bytes_per_token = 2.0 * d(h) * o.act_bytes * d(e.top_k);
+    combine.bytes_per_token = 2.0 * d(h) * o.act_bytes * d(e.top_k) * d(o.moe_permute_passes);
     if (!o.probs_in_activation)
       combine.saved.push_back({d(h) * o.act_bytes * d(e.top_k), Shard::sequence, false});  // expert outputs
     ops.push_back(combine);

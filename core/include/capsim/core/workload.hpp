@@ -90,6 +90,17 @@ struct LoweringOptions {
   /// of them; otherwise the combine weights them and keeps them for the probabilities'
   /// gradient.
   bool probs_in_activation = false;
+  /// Passes over the routed tokens' top-k copies in each of the dispatch and the combine.
+  /// Megatron-Core's all-to-all dispatcher moves them twice each way when an expert-parallel
+  /// rank holds more than one expert: "permutation 1" groups a rank's tokens by destination
+  /// before the all-to-all, and sort_chunks_by_idxs then regroups what arrived from the EP
+  /// ranks by local expert for the grouped GEMM ("unpermutation 2" undoes it before the
+  /// combine's all-to-all, then "unpermutation 1"; a drop-and-pad dispatch makes the same
+  /// copy with a transpose and contiguous()): NVIDIA/Megatron-LM
+  /// megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher
+  /// dispatch_postprocess / combine_preprocess. DeepEP (DualPipe, DeepSeek-V3 report Sec.
+  /// 3.2.2) hands each rank its tokens already laid out for its experts: one pass.
+  int moe_permute_passes = 1;
   bool dropout = false;         ///< training with dropout keeps 1-byte masks
   bool frozen_base = false;     ///< LoRA: every base weight frozen
   /// A frozen GEMM keeps no input for backward: only a weight gradient reads it
