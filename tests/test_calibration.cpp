@@ -288,3 +288,27 @@ TEST(CalibrationProfile, JsonRoundTripKeepsPredictions) {
 
 }  // namespace
 }  // namespace capsim
+
+namespace capsim {
+namespace {
+
+// A cross-node send is one network hop of NCCL's latency and then the bytes at the sender's
+// NIC rate (its line rate times nic_efficiency): 2 MiB on H100 NDR 400 Gb/s takes
+// 9.3 us + 2 MiB / 46.25 GB/s = 54.6 us, and twice the bytes take twice the streaming time.
+TEST(RooflineP2p, CrossNodeSendIsOneHopThenTheNicRate) {
+  const Scenario s = io::load_scenario(fs::path(CAPSIM_TEST_SOURCE_DIR) / ".." / "examples" / "llama3-8b-h100.json");
+  ASSERT_EQ(s.system.nic_gbps_per_gpu, 400.0);
+  const hw::RooflineCostModel m(s.system);
+  const double nic = 400.0 / 8.0 * 1e9 * s.system.gpu.efficiency.nic_efficiency.value;
+  const double mib2 = 2.0 * 1024 * 1024;
+  const double t = m.p2p(Bytes(mib2), true).value;
+  const double lat = m.p2p(Bytes(1), true).value - 1.0 / nic;
+  EXPECT_NEAR(lat, 9.3e-6, 1e-9);
+  EXPECT_NEAR(t, 9.3e-6 + mib2 / nic, 1e-9);
+  EXPECT_NEAR(m.p2p(Bytes(2.0 * mib2), true).value - t, mib2 / nic, 1e-9);
+  // Never faster than the NIC's line rate allows.
+  EXPECT_GE(t, mib2 / (400.0 / 8.0 * 1e9));
+}
+
+}  // namespace
+}  // namespace capsim

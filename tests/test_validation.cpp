@@ -48,7 +48,12 @@ TEST(Validation, TrainingErrorBounds) {
   // Per source family, step time: every family of five cases or more within 20%, and each
   // within its recorded figure (a ratchet, lowered as the model improves).
   const std::map<std::string, double> family_bounds = {
-      {"dgxc2411", 0.09}, {"korthikanti22", 0.075}, {"llmfoundry", 0.11}, {"mcore24", 0.03},
+      {"dgxc2411", 0.09}, {"korthikanti22", 0.075}, {"llmfoundry", 0.11},
+      // mcore24 0.03 and narayanan21 0.145 until a cross-node send took one network hop at
+      // the NIC's rate instead of the many-node all-reduce curve (2 MiB: 726 -> 55 us): the
+      // pipeline sends of their 70B-462B and PP runs got cheaper, and those runs already read
+      // a few percent fast (mcore24 70B -1.6% -> -5.0%, 177B -2.7% -> -6.2%).
+      {"mcore24", 0.05},
       // mbridge rose from 0.095 when Megatron's all-to-all dispatcher made its second
       // permutation (sort by local expert): Qwen3-30B-A3B -20% -> -14%, Qwen3-235B -7% ->
       // -4%, DeepSeek-V3 +7% -> +10%, so the middle of the six moved up.
@@ -57,7 +62,7 @@ TEST(Validation, TrainingErrorBounds) {
       // default on Hopper, and from 0.19 to 0.2013 when FP8 runs gathered their sequence-
       // parallel activations in FP8 as Transformer Engine does (since 1.2): its long-sequence
       // Llama-2 7B FP8 runs were already too fast, so they are the one family over 20%.
-      {"narayanan21", 0.145}, {"nemo", 0.205}, {"nemo2409", 0.08},
+      {"narayanan21", 0.15}, {"nemo", 0.205}, {"nemo2409", 0.08},
       // torchtitan 0.17 until its checkpointing kept the matmul outputs its policy names.
       {"torchtitan", 0.18}};
   // Families allowed over 20% (the model is missing something there; the bound above holds).

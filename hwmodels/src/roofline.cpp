@@ -220,15 +220,16 @@ Seconds RooflineCostModel::p2p(Bytes bytes, bool cross_node) const {
   if (bytes.value <= 0) return Seconds(0);
   const GpuEfficiency& e = sys_.gpu.efficiency;
   if (cross_node) {
+    // One send over the sender's own NIC (GPUDirect RDMA): one network hop of latency, then
+    // the bytes at the NIC's achievable rate (NDR 400 Gb/s: "46-48 GB/s per NIC", NCCL's
+    // maintainers in NVIDIA/nccl-tests#290; nic_efficiency). The multi-node busbw curve does
+    // not apply: its small-message loss is the ring's 2(n-1) hops of latency across up to
+    // 512 nodes, which a single peer-to-peer transfer does not cross. Check: 2 MiB this way
+    // takes 55 us on H100 NDR, against 76 us for a whole 16-rank all-reduce of 2 MiB over
+    // two such nodes (tests/data/nccl-tests/hgx-h100-2node-ib-allreduce.txt).
     const double nic = sys_.nic_gbps_per_gpu / 8.0 * kGB * e.nic_efficiency.value;
     const double lat = (nccl_.ring_base_us + nccl_.net_ring_hop_us) * 1e-6;
-    const BusbwCurve& curve = e.busbw_curve_network;
-    if (!curve.size_bytes.empty() && bytes.value < curve.size_bytes.front()) {
-      // The latency line below the smallest measured size, as for collectives.
-      return Seconds(below_first_point(curve, lat, nic, bytes.value));
-    }
-    const double frac = std::max(1e-6, curve.at(bytes.value));
-    return Seconds(std::max(lat, bytes.value / (nic * frac)));
+    return Seconds(lat + bytes.value / nic);
   }
   // One NVLink peer at the ring all-reduce bus bandwidth (the per-link achievable rate).
   const double frac = std::max(1e-6, e.busbw_curve_nvlink.at(bytes.value));
