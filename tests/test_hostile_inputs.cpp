@@ -270,6 +270,17 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownAutoRule) {
   EXPECT_EQ(got, want);
 }
 
+// So is what the capture size is when a scenario leaves it.
+TEST(HostileDataFile, EngineProfileWithAnUnknownCaptureRule) {
+  nlohmann::json e = shipped("engines", "trtllm");
+  e["knobs"]["cuda_graph_max_tokens_auto"]["value"] = 512;
+  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
+  const std::vector<std::string> want = {
+      "engine.json#/knobs/cuda_graph_max_tokens_auto/value: must be \"default\" or \"max_num_seqs\" (got 512)",
+  };
+  EXPECT_EQ(got, want);
+}
+
 // A GPU rule of a knob: every broken field is reported at its place, all at once.
 TEST(HostileDataFile, EngineProfileWithBrokenGpuRules) {
   nlohmann::json e = shipped("engines", "vllm-v1");

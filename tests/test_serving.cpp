@@ -221,6 +221,29 @@ TEST(Serving, AutoMaxNumSeqsIsTheEngineDefaultWhereTheLauncherLeavesIt) {
   EXPECT_TRUE(io::select_engine_profile("trtllm", "1.0", "/inference/engine").knobs.max_num_seqs_auto_fastest);
 }
 
+// trtllm-bench captures CUDA graphs up to the batch size it runs with (get_settings:
+// cuda_graph_config max_batch_size = max_batch_size); a scenario's own capture size wins,
+// and an engine whose profile does not say so keeps its default.
+TEST(Serving, TrtllmBenchCapturesGraphsUpToItsBatch) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->profile = io::select_engine_profile("trtllm", "1.0", "/inference/engine");
+  ASSERT_TRUE(s.inference->profile.knobs.cuda_graphs_follow_max_num_seqs);
+  ASSERT_EQ(s.inference->profile.knobs.cuda_graph_max_tokens, 128);
+  s.inference->engine.max_num_seqs = 1024;
+  EXPECT_EQ(engine_defaults(*s.inference, s.system.gpu, 0).cuda_graph_max_tokens, 1024);
+  s.inference->engine.max_num_seqs = 64;  // never below the library's own capture
+  EXPECT_EQ(engine_defaults(*s.inference, s.system.gpu, 0).cuda_graph_max_tokens, 128);
+  s.inference->engine.max_num_seqs = 1024;
+  s.inference->engine.cuda_graph_max_tokens = 256;
+  EXPECT_EQ(engine_defaults(*s.inference, s.system.gpu, 0).cuda_graph_max_tokens, 256);
+  s.inference->engine.cuda_graph_max_tokens.reset();
+  s.inference->profile = io::select_engine_profile("vllm", "0.8.4", "/inference/engine");
+  EXPECT_FALSE(s.inference->profile.knobs.cuda_graphs_follow_max_num_seqs);
+  EXPECT_EQ(engine_defaults(*s.inference, s.system.gpu, 0).cuda_graph_max_tokens,
+            s.inference->profile.knobs.for_deployment(s.system.gpu.id, s.system.gpu.hbm_capacity_bytes, s.inference->llm_class)
+                .cuda_graph_max_tokens);
+}
+
 // Small random workloads are replicated over consecutive seeds until 2,000 requests are
 // simulated (at most 16 runs); each run is exactly the single run of its seed, and the
 // report's metrics are the medians over the runs.

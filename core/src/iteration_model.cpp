@@ -307,7 +307,8 @@ EngineDefaults engine_defaults(const InferencePlan& p, const GpuSpec& gpu, int64
   // its ranks, a share of it.
   if (!d.dp_attention_divides_batched_tokens) d.max_num_batched_tokens *= p.attention_dp_degree();
   d.cuda_graphs = o.cuda_graphs.value_or(d.cuda_graphs);
-  d.cuda_graph_max_tokens = o.cuda_graph_max_tokens.value_or(d.cuda_graph_max_tokens);
+  d.cuda_graph_max_tokens = o.cuda_graph_max_tokens.value_or(
+      d.cuda_graphs_follow_max_num_seqs ? std::max(d.cuda_graph_max_tokens, d.max_num_seqs) : d.cuda_graph_max_tokens);
   if (o.step_overhead_ms) {
     // A measured per-step figure replaces the profile's host model.
     d.step_overhead_s = *o.step_overhead_ms * 1e-3;

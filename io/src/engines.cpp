@@ -377,6 +377,19 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   } else {
     known.emplace_back("max_num_seqs_auto");
   }
+  // What the capture size is when the scenario leaves it: the engine's default, or the
+  // batch cap the launcher runs with.
+  if (k.contains("cuda_graph_max_tokens_auto")) {
+    if (const json* v = knob("cuda_graph_max_tokens_auto")) {
+      if (!v->is_string() || (*v != "default" && *v != "max_num_seqs"))
+        issues.push_back({origin + "#/knobs/cuda_graph_max_tokens_auto/value", brief(*v),
+                          "must be \"default\" or \"max_num_seqs\"", {}});
+      else
+        d.cuda_graphs_follow_max_num_seqs = *v == "max_num_seqs";
+    }
+  } else {
+    known.emplace_back("cuda_graph_max_tokens_auto");
+  }
   d.swap_space_bytes = swap_gib * 1024.0 * 1024.0 * 1024.0;
   if (d.gpu_memory_utilization > 1.0)
     issues.push_back({origin + "#/knobs/gpu_memory_utilization/value", std::to_string(d.gpu_memory_utilization),

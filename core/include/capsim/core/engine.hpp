@@ -106,6 +106,11 @@ struct EngineDefaults {
   /// setting, because the engine's launcher picks it for each workload (trtllm-bench
   /// computes the max batch size from the dataset).
   bool max_num_seqs_auto_fastest = false;
+  /// Whether the engine's launcher captures CUDA graphs for every batch up to the batch cap
+  /// it runs with (trtllm-bench: get_settings sets cuda_graph_max_batch_size to its
+  /// max_batch_size, with padding), so that steps up to max_num_seqs decode tokens replay a
+  /// graph unless the scenario gives its own capture size.
+  bool cuda_graphs_follow_max_num_seqs = false;
   int64_t block_size = 16;                ///< KV-cache page, tokens
   double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
   bool chunked_prefill = true;            ///< prompts split across steps, mixed with decodes
