@@ -909,6 +909,17 @@ TEST(Lora, FrozenBaseHasNoWeightGradientsNorOptimizerWork) {
   EXPECT_GT(qv.compute_s, none.compute_s);
   EXPECT_LT(qv.compute_s, full.compute_s);
   EXPECT_LT(qv.step_s, full.step_s);
+
+  // Model FLOPs count the work each method needs: a full fine-tune 3x the forward, a frozen
+  // base 2 FLOPs a matmul parameter and token less, plus 6 a token for each adapter
+  // parameter (forward, input and weight gradient).
+  const double tokens_step = dbl(t.global_batch) * dbl(t.seq_len);
+  const double fwd = forward_flops_per_token(m, t.seq_len);
+  expect_rel(full.model_flops_per_step, 3.0 * fwd * tokens_step, 1e-12);
+  const double adapter_params = 2.0 * adapters;  // all layers, unsharded
+  expect_rel(qv.model_flops_per_step, (3.0 * fwd - 2.0 * forward_matmul_params(m) + 6.0 * adapter_params) * tokens_step,
+             1e-12);
+  expect_rel(qv.mfu, full.mfu * (qv.model_flops_per_step / full.model_flops_per_step) * (full.step_s / qv.step_s), 1e-12);
 }
 
 // What a layer keeps for backward on a frozen base, per token, closed form (Llama 2 7B:

@@ -156,13 +156,16 @@ double kv_cache_bytes_per_token(const ModelSpec& m, DType dtype) {
   return static_cast<double>(2 * m.layers * m.kv_heads * m.head_dim) * b;
 }
 
-double forward_flops_per_token(const ModelSpec& m, int64_t seq_len) {
+double forward_matmul_params(const ModelSpec& m) {
   const ParamCounts c = count_params(m);
-  // Matmul weights a token meets: active parameters without the embedding lookup and the
-  // final norm; a tied output head multiplies by the embedding matrix, so it counts.
-  const double matmul_params =
-      static_cast<double>(c.active - input_embedding_params(m) - final_norm_params(m) +
-                          (m.tied_embeddings ? m.vocab * m.hidden : 0));
+  // Active parameters without the embedding lookup and the final norm; a tied output head
+  // multiplies by the embedding matrix, so it counts.
+  return static_cast<double>(c.active - input_embedding_params(m) - final_norm_params(m) +
+                             (m.tied_embeddings ? m.vocab * m.hidden : 0));
+}
+
+double forward_flops_per_token(const ModelSpec& m, int64_t seq_len) {
+  const double matmul_params = forward_matmul_params(m);
   int64_t qk = m.head_dim, v = m.head_dim;
   if (m.mla) {
     qk = m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim;

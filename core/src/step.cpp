@@ -870,7 +870,22 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   const double tokens_step = dbl(t.global_batch) * dbl(t.seq_len);
   out.tokens_per_s = tokens_step / out.step_s;
   out.tokens_per_s_per_gpu = out.tokens_per_s / dbl(sys.num_gpus);
-  out.model_flops_per_step = 3.0 * kc.fwd_flops_per_token * tokens_step;
+  // Model FLOPs: the forward, input-gradient and weight-gradient matmuls (3x the forward).
+  // A frozen base (adapter training) computes no weight gradient for its matmuls, 2 FLOPs a
+  // parameter and token less, while its adapters (the top-k experts' on MoE layers) train
+  // in full: MFU then measures the work the method needs, not a full fine-tune's.
+  double model_per_token = 3.0 * kc.fwd_flops_per_token;
+  if (trains_adapters(t.mode)) {
+    const LoraSpec l = resolved_lora(t);
+    double adapters = 0;
+    for (int64_t i = 0; i < m.layers; ++i) {
+      const bool moe = m.is_moe_layer(i);
+      adapters += lora_layer_params(m, l, moe, false);
+      if (moe) adapters += lora_layer_params(m, l, true, true) * dbl(m.moe->top_k) / dbl(m.moe->num_experts);
+    }
+    model_per_token += 6.0 * adapters - 2.0 * forward_matmul_params(m);
+  }
+  out.model_flops_per_step = model_per_token * tokens_step;
   double recompute_flops_per_token = 0;
   for (int k = 0; k < 2; ++k)
     if (have[k]) recompute_flops_per_token += dbl(kc.count[k]) * kinds[k].recompute_flops * dbl(t.tp) / c.tokens;

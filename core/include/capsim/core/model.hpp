@@ -158,6 +158,10 @@ double kv_cache_bytes_per_token(const ModelSpec& m, DType dtype);
 /// 2 x active matmul parameters (excluding the input embedding lookup) plus attention
 /// score and value products 2 x 2 x layers x q-heads x head widths x seq_len / 2.
 double forward_flops_per_token(const ModelSpec& m, int64_t seq_len);
+/// Matmul weights one token meets in the forward (active parameters without the embedding
+/// lookup and the final norm; a tied output head counts): forward_flops_per_token is twice
+/// these plus the attention scores and values.
+double forward_matmul_params(const ModelSpec& m);
 
 /// Expected largest of n independent standard normal draws, E[max Z_i] =
 /// integral of x n phi(x) Phi(x)^(n-1) dx (0 for n <= 1), by quadrature.
