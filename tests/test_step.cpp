@@ -1723,10 +1723,12 @@ TEST(DeepSeekV3Report, ChunkPairComputeAsDeepSeeksTraceTimesIt) {
 namespace {
 
 // "auto" TP overlap on the Megatron stack with Hopper, TP > 1 and sequence parallelism
-// in one node is userbuffers' bulk backward overlap: the forward's collectives stay
-// exposed, half the backward's (the input-gradient reduce-scatters) hide under the
-// weight-gradient GEMMs less the 14 of 132 SMs they hold. With no recompute the backward
-// moves as many bytes as the forward, so exposed TP time falls by a quarter of that share.
+// in one node is userbuffers' overlap: half the backward's collectives (the input-gradient
+// reduce-scatters) hide under the weight-gradient GEMMs less the 14 of 132 SMs they hold,
+// and the pipelined rest (the forward's and the backward's other half) 20% of their time
+// (FLUX's measured average for Transformer Engine on H800). With no recompute the backward
+// moves as many bytes as the forward: exposed TP time falls by a quarter of the bulk share
+// and three quarters of the pipelined one.
 TEST(TpOverlap, AutoIsUserbuffersBulkBackwardOnHopperMegatron) {
   const ModelSpec m = io::load_model("llama3-70b");
   TrainingPlan t;
@@ -1749,7 +1751,7 @@ TEST(TpOverlap, AutoIsUserbuffersBulkBackwardOnHopperMegatron) {
   const StepBreakdown ub = analytical_step(m, sys, t, cost);  // auto
   EXPECT_GT(none.exposed_tp_s, 0);
   EXPECT_DOUBLE_EQ(ub.total_tp_s, none.total_tp_s);
-  expect_rel(ub.exposed_tp_s, none.exposed_tp_s * (1.0 - 0.25 * (1.0 - 14.0 / 132.0)), 1e-9);
+  expect_rel(ub.exposed_tp_s, none.exposed_tp_s * (1.0 - 0.25 * (1.0 - 14.0 / 132.0) - 0.75 * 0.20), 1e-9);
   expect_rel(none.step_s - ub.step_s, none.exposed_tp_s - ub.exposed_tp_s, 1e-9);
   // An explicit share applies to every collective, as before.
   StepOptions half;

@@ -53,7 +53,12 @@ TEST(Validation, TrainingErrorBounds) {
       // the NIC's rate instead of the many-node all-reduce curve (2 MiB: 726 -> 55 us): the
       // pipeline sends of their 70B-462B and PP runs got cheaper, and those runs already read
       // a few percent fast (mcore24 70B -1.6% -> -5.0%, 177B -2.7% -> -6.2%).
-      {"mcore24", 0.05},
+      // mcore24 0.05, nemo 0.205 and nemo2409 0.08 until userbuffers' pipelined overlaps
+      // hid FLUX's measured 20% of their collectives (arXiv 2406.06858, TE 1.4 on H800):
+      // the NVIDIA-tuned families that read slow moved toward the measurements (dgxc2411
+      // 8.4% -> 6.3%, signed +6.2% -> +4.4%; mbridge 9.1% -> 8.0%), those already fast
+      // further away (mcore24 4.7% -> 7.4%, nemo 20.4% -> 21.3%, nemo2409 7.7% -> 8.3%).
+      {"mcore24", 0.08},
       // mbridge rose from 0.095 when Megatron's all-to-all dispatcher made its second
       // permutation (sort by local expert): Qwen3-30B-A3B -20% -> -14%, Qwen3-235B -7% ->
       // -4%, DeepSeek-V3 +7% -> +10%, so the middle of the six moved up.
@@ -62,7 +67,7 @@ TEST(Validation, TrainingErrorBounds) {
       // default on Hopper, and from 0.19 to 0.2013 when FP8 runs gathered their sequence-
       // parallel activations in FP8 as Transformer Engine does (since 1.2): its long-sequence
       // Llama-2 7B FP8 runs were already too fast, so they are the one family over 20%.
-      {"narayanan21", 0.15}, {"nemo", 0.205}, {"nemo2409", 0.08},
+      {"narayanan21", 0.15}, {"nemo", 0.215}, {"nemo2409", 0.085},
       // torchtitan 0.17 until its checkpointing kept the matmul outputs its policy names.
       {"torchtitan", 0.18}};
   // Families allowed over 20% (the model is missing something there; the bound above holds).

@@ -43,26 +43,37 @@ constexpr double kBlockwiseCastBytes = 9.2;
 /// reduce-scatters (qkv_wgrad, fc1_wgrad) 24 and 4 SMs: 14 on average.
 constexpr double kUserbuffersBulkSms = (24.0 + 4.0) / 2.0;
 
+/// Share of a pipelined tensor-parallel collective (the forward's all-gather before QKV and
+/// FC1 and reduce-scatter after the projection and FC2, the backward's output-gradient
+/// all-gather) that Transformer Engine's userbuffers overlap hides: its measured overlap
+/// efficiency on H800 with 8-way TP at GPT-3 175B's shapes, m = 1024-8192, averages 20%
+/// (range -40% to 80%; E = 1 - exposed time with overlap / exposed time of NCCL without
+/// it): Chang et al., "FLUX", arXiv 2406.06858, Sec. 5.1 and 6, TE 1.4.0 with UserBuffer,
+/// its best configuration per shape. Carried to every Hopper part.
+constexpr double kUserbuffersPipelinedHidden = 0.20;
+
 /// How much of a layer's tensor-parallel communication stays on the critical path.
-/// Auto with userbuffers counts only the bulk overlap as hidden: in the backward, each
-/// block's reduce-scatter of the input gradient (half the backward's traffic) runs under
-/// the weight-gradient GEMM, an independent kernel, at the cost of the SMs it holds; it
-/// hides at most that GEMM's time. The pipelined overlaps split the dependent GEMMs into
-/// chunks (forward all-gathers and reduce-scatters, the backward's output-gradient
-/// all-gather); their gain is shape-dependent and often none in reports on Hopper
-/// (TransformerEngine issue #426: a 4096-wide layer 2x slower with it; NVIDIA/Fuser
-/// PR #3591: "no clear win" on H100), so they stay exposed, as do a full recompute's
-/// forward collectives.
+/// Auto with userbuffers: in the backward, each block's reduce-scatter of the input
+/// gradient (half the backward's traffic) runs under the weight-gradient GEMM, an
+/// independent kernel, at the cost of the SMs it holds; it hides at most that GEMM's time.
+/// The pipelined overlaps split the dependent GEMMs into chunks (forward all-gathers and
+/// reduce-scatters, the backward's output-gradient all-gather, a full recompute's forward
+/// collectives); their gain is shape-dependent (TransformerEngine issue #426: a 4096-wide
+/// layer 2x slower with it; NVIDIA/Fuser PR #3591: "no clear win" on H100) and on average
+/// kUserbuffersPipelinedHidden of their time.
 struct TpExposure {
   double keep = 1.0;     ///< an explicit overlap share: 1 - share of every collective
-  bool bulk = false;     ///< auto: userbuffers' bulk backward overlap
+  bool bulk = false;     ///< auto: userbuffers' bulk and pipelined overlaps
   double bulk_hidden = 0;  ///< share of the bulk reduce-scatter's time hidden
-  double exposed_fwd(const LayerCost& lc) const { return bulk ? lc.tp_fwd : keep * lc.tp_fwd; }
+  double exposed_fwd(const LayerCost& lc) const {
+    return bulk ? (1.0 - kUserbuffersPipelinedHidden) * lc.tp_fwd : keep * lc.tp_fwd;
+  }
   double exposed_bwd(const LayerCost& lc) const {
     if (!bulk) return keep * lc.tp_bwd;
     // The backward's own collectives cost what the forward's do (tp_bwd adds a full
-    // recompute's on top); half of them are the reduce-scatters.
-    return lc.tp_bwd - std::min(0.5 * lc.tp_fwd * bulk_hidden, lc.wgrad);
+    // recompute's on top); half of them are the reduce-scatters, the rest pipelined.
+    const double pipelined = std::max(0.0, lc.tp_bwd - 0.5 * lc.tp_fwd);
+    return lc.tp_bwd - std::min(0.5 * lc.tp_fwd * bulk_hidden, lc.wgrad) - kUserbuffersPipelinedHidden * pipelined;
   }
 };
 
