@@ -281,6 +281,17 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownCaptureRule) {
   EXPECT_EQ(got, want);
 }
 
+// And what the memory fraction is a fraction of.
+TEST(HostileDataFile, EngineProfileWithAnUnknownMemoryBase) {
+  nlohmann::json e = shipped("engines", "trtllm");
+  e["knobs"]["gpu_memory_utilization_of"]["value"] = "weights";
+  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
+  const std::vector<std::string> want = {
+      "engine.json#/knobs/gpu_memory_utilization_of/value: must be \"total\" or \"free\" (got \"weights\")",
+  };
+  EXPECT_EQ(got, want);
+}
+
 // A GPU rule of a knob: every broken field is reported at its place, all at once.
 TEST(HostileDataFile, EngineProfileWithBrokenGpuRules) {
   nlohmann::json e = shipped("engines", "vllm-v1");

@@ -6,6 +6,7 @@
 #include "capsim/core/layout.hpp"
 #include "capsim/core/memory.hpp"
 #include "capsim/core/workload.hpp"
+#include "capsim/io/engines.hpp"
 #include "capsim/io/presets.hpp"
 
 namespace capsim {
@@ -383,6 +384,28 @@ TEST(Serving, BlocksFromBudget) {
   p.kv_dtype = DType::fp8;
   const InferenceMemory fp8 = inference_memory(m, system_of("h100-sxm5-80gb", 4), p);
   EXPECT_NEAR(static_cast<double>(fp8.num_blocks), 2.0 * static_cast<double>(mem.num_blocks), 2.0);
+}
+
+// TensorRT-LLM's fraction is of the memory still free once the weights, the activation
+// buffers and the context are in place (KvCacheConfig.free_gpu_memory_fraction), all of it
+// for the KV cache: more room than vLLM's share of the whole GPU when the weights are large.
+TEST(Serving, FreeMemoryFractionIsOfWhatTheRestLeaves) {
+  const ModelSpec m = io::load_model("llama3-70b");
+  InferencePlan p;
+  p.tp = 4;
+  p.engine.gpu_memory_utilization = 0.9;
+  EngineDefaults d;
+  d.memory_fraction_of_free = true;
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 4);
+  const InferenceMemory free = inference_memory(m, sys, p, &d);
+  const double rest = free.weights_bytes + free.activation_peak_bytes + free.non_torch_bytes;
+  EXPECT_NEAR(free.kv_budget_bytes, 0.9 * (free.capacity_bytes - rest), 1.0);
+  d.memory_fraction_of_free = false;
+  const InferenceMemory total = inference_memory(m, sys, p, &d);
+  EXPECT_NEAR(total.kv_budget_bytes, 0.9 * total.capacity_bytes - rest, 1.0);
+  EXPECT_NEAR(free.kv_budget_bytes - total.kv_budget_bytes, 0.1 * rest, 1.0);
+  EXPECT_TRUE(io::select_engine_profile("trtllm", "1.0", "/inference/engine").knobs.memory_fraction_of_free);
+  EXPECT_FALSE(io::select_engine_profile("vllm", "0.8.4", "/inference/engine").knobs.memory_fraction_of_free);
 }
 
 // A fixed KV pool (kv_cache_tokens) is whole blocks of the tokens asked for, whatever the

@@ -407,8 +407,9 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
                out.capacity_bytes;
   } else {
     const double util = p.engine.gpu_memory_utilization.value_or(defaults.gpu_memory_utilization);
-    out.kv_budget_bytes =
-        out.capacity_bytes * util - out.weights_bytes - out.activation_peak_bytes - out.non_torch_bytes;
+    const double rest = out.weights_bytes + out.activation_peak_bytes + out.non_torch_bytes;
+    out.kv_budget_bytes = defaults.memory_fraction_of_free ? util * (out.capacity_bytes - rest)
+                                                           : out.capacity_bytes * util - rest;
     out.num_blocks =
         out.kv_budget_bytes > 0
             ? static_cast<int64_t>(std::floor(out.kv_budget_bytes / (dbl(out.block_size) * kv_per_token))) * adp

@@ -377,6 +377,18 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   } else {
     known.emplace_back("max_num_seqs_auto");
   }
+  // What the memory fraction is a fraction of.
+  if (k.contains("gpu_memory_utilization_of")) {
+    if (const json* v = knob("gpu_memory_utilization_of")) {
+      if (!v->is_string() || (*v != "total" && *v != "free"))
+        issues.push_back({origin + "#/knobs/gpu_memory_utilization_of/value", brief(*v),
+                          "must be \"total\" or \"free\"", {}});
+      else
+        d.memory_fraction_of_free = *v == "free";
+    }
+  } else {
+    known.emplace_back("gpu_memory_utilization_of");
+  }
   // What the capture size is when the scenario leaves it: the engine's default, or the
   // batch cap the launcher runs with.
   if (k.contains("cuda_graph_max_tokens_auto")) {

@@ -113,6 +113,11 @@ struct EngineDefaults {
   bool cuda_graphs_follow_max_num_seqs = false;
   int64_t block_size = 16;                ///< KV-cache page, tokens
   double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
+  /// What gpu_memory_utilization is a fraction of: the GPU's whole memory, from which the
+  /// weights, the activation peak and the CUDA context come off before the KV cache takes
+  /// the rest (vLLM; false), or the memory still free once those are in place, all of it
+  /// for the KV cache (true: TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction).
+  bool memory_fraction_of_free = false;
   bool chunked_prefill = true;            ///< prompts split across steps, mixed with decodes
   bool cuda_graphs = true;                ///< steps replayed as CUDA graphs
   /// Steps of more tokens than this run eagerly (the largest capture size).
