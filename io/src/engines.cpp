@@ -365,43 +365,29 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
     known.emplace_back("moe_kernel");
     d.moe_kernel = MoeKernel{"triton", {}};
   }
+  // Optional knobs that name one of two rules: absent is the first (the engine's own
+  // default), `out` is whether the profile names the second.
+  auto optional_rule = [&](const char* key, const char* first, const char* second, bool& out) {
+    if (!k.contains(key)) {
+      known.emplace_back(key);
+      return;
+    }
+    if (const json* v = knob(key)) {
+      if (!v->is_string() || (*v != first && *v != second))
+        issues.push_back({origin + "#/knobs/" + key + "/value", brief(*v),
+                          std::string("must be \"") + first + "\" or \"" + second + "\"", {}});
+      else
+        out = *v == second;
+    }
+  };
   // What max_num_seqs "auto" runs: the engine's default unless the profile says its
   // launcher picks the value for each workload.
-  if (k.contains("max_num_seqs_auto")) {
-    if (const json* v = knob("max_num_seqs_auto")) {
-      if (!v->is_string() || (*v != "default" && *v != "fastest"))
-        issues.push_back({origin + "#/knobs/max_num_seqs_auto/value", brief(*v), "must be \"default\" or \"fastest\"", {}});
-      else
-        d.max_num_seqs_auto_fastest = *v == "fastest";
-    }
-  } else {
-    known.emplace_back("max_num_seqs_auto");
-  }
+  optional_rule("max_num_seqs_auto", "default", "fastest", d.max_num_seqs_auto_fastest);
   // What the memory fraction is a fraction of.
-  if (k.contains("gpu_memory_utilization_of")) {
-    if (const json* v = knob("gpu_memory_utilization_of")) {
-      if (!v->is_string() || (*v != "total" && *v != "free"))
-        issues.push_back({origin + "#/knobs/gpu_memory_utilization_of/value", brief(*v),
-                          "must be \"total\" or \"free\"", {}});
-      else
-        d.memory_fraction_of_free = *v == "free";
-    }
-  } else {
-    known.emplace_back("gpu_memory_utilization_of");
-  }
+  optional_rule("gpu_memory_utilization_of", "total", "free", d.memory_fraction_of_free);
   // What the capture size is when the scenario leaves it: the engine's default, or the
   // batch cap the launcher runs with.
-  if (k.contains("cuda_graph_max_tokens_auto")) {
-    if (const json* v = knob("cuda_graph_max_tokens_auto")) {
-      if (!v->is_string() || (*v != "default" && *v != "max_num_seqs"))
-        issues.push_back({origin + "#/knobs/cuda_graph_max_tokens_auto/value", brief(*v),
-                          "must be \"default\" or \"max_num_seqs\"", {}});
-      else
-        d.cuda_graphs_follow_max_num_seqs = *v == "max_num_seqs";
-    }
-  } else {
-    known.emplace_back("cuda_graph_max_tokens_auto");
-  }
+  optional_rule("cuda_graph_max_tokens_auto", "default", "max_num_seqs", d.cuda_graphs_follow_max_num_seqs);
   d.swap_space_bytes = swap_gib * 1024.0 * 1024.0 * 1024.0;
   if (d.gpu_memory_utilization > 1.0)
     issues.push_back({origin + "#/knobs/gpu_memory_utilization/value", std::to_string(d.gpu_memory_utilization),
