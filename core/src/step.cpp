@@ -889,10 +889,11 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   if (trains_adapters(t.mode)) {
     const LoraSpec l = resolved_lora(t);
     double adapters = 0;
-    for (int64_t i = 0; i < m.layers; ++i) {
-      const bool moe = m.is_moe_layer(i);
-      adapters += lora_layer_params(m, l, moe, false);
-      if (moe) adapters += lora_layer_params(m, l, true, true) * dbl(m.moe->top_k) / dbl(m.moe->num_experts);
+    for (int k = 0; k < 2; ++k) {
+      if (lk.count[k] == 0) continue;
+      double layer = lora_layer_params(m, l, k == 1, false);
+      if (k == 1) layer += lora_layer_params(m, l, true, true) * dbl(m.moe->top_k) / dbl(m.moe->num_experts);
+      adapters += dbl(lk.count[k]) * layer;
     }
     model_per_token += 6.0 * adapters - 2.0 * forward_matmul_params(m);
   }
