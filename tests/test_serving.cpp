@@ -110,6 +110,41 @@ TEST(Serving, EndToEndIsTtftPlusTpot) {
   }
 }
 
+// Online clients reach an idle engine one by one: it starts a step on the first request it
+// receives, and the others, sent at the same instant, wait for that step to end. An offline
+// run queues every request before the engine's first step.
+TEST(Serving, AnIdleEngineStartsOnTheFirstClientRequest) {
+  for (auto mode : {ServingWorkload::Mode::concurrency, ServingWorkload::Mode::offline}) {
+    Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, mode);
+    s.inference->workload.concurrency = 8;
+    s.inference->workload.num_requests = 8;
+    s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 1024, 0, 0};
+    s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 4, 0, 0};
+    const hw::RooflineCostModel cost(s.system);
+    const ServingResult r = simulate_serving(s, cost);
+    ASSERT_EQ(r.requests.size(), 8u);
+    const IterationModel im(s.model, s.system, *s.inference, cost);
+    IterationBatch one;
+    one.prefills.push_back({1024, 0, true});
+    std::vector<double> ttft;
+    for (const auto& q : r.requests) ttft.push_back(q.ttft());
+    std::sort(ttft.begin(), ttft.end());
+    if (mode == ServingWorkload::Mode::offline) {
+      EXPECT_DOUBLE_EQ(ttft.front(), ttft.back());
+      EXPECT_GT(ttft.front(), im.seconds(one));
+    } else {
+      EXPECT_NEAR(ttft[0], im.seconds(one), 1e-12);
+      // The other seven are prefilled together in the next step, beside the first's decode.
+      IterationBatch rest;
+      for (int i = 0; i < 7; ++i) rest.prefills.push_back({1024, 0, true});
+      rest.decodes = 1;
+      rest.decode_context = 1025;
+      EXPECT_NEAR(ttft[1], im.seconds(one) + im.seconds(rest), 1e-9);
+      EXPECT_DOUBLE_EQ(ttft[1], ttft[7]);
+    }
+  }
+}
+
 // At batch 1 a decode step streams the weights once: time ~ bytes / achievable bandwidth.
 TEST(Serving, BatchOneDecodeIsBandwidthBound) {
   for (const char* model : {"llama3-8b", "llama3-70b"}) {

@@ -126,7 +126,7 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
        // runs' TPOT moved from -3..-5% to +4..+7% (vLLM) and TensorRT-LLM's, already slow,
        // further; their TTFT, prefill at the router's measured skew, came closer.
        {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.06}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.08}, {"tpot_p50_ms", 0.055},
-        {"tpot_p99_ms", 0.165}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.08},
+        {"tpot_p99_ms", 0.165}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.07},
         // TTFT P50 rose from 0.19 when engines one batch ahead (SGLang 0.4+, TensorRT-LLM)
         // began admitting a request that arrives mid-step to the batch after next: the
         // median of 20 cases sits between two SGLang DeepSeek-R1 cases at 0.21 and 0.29.
@@ -135,7 +135,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // whose measured TTFT sits far above any prefill cost (vLLM 0.8.4 EP8 prefills at
         // half its TP8 run's speed; TensorRT-LLM's first requests) read earlier still.
         // Both came down again (0.185 -> 0.175, 0.28 -> 0.26) with the router's skew.
-        {"ttft_mean_ms", 0.175}, {"ttft_p50_ms", 0.26}, {"ttft_p99_ms", 0.34}}},
+        // TTFT mean 0.175 -> 0.13 when an idle engine began its first step on the first
+        // client's request instead of the whole simultaneous burst.
+        {"ttft_mean_ms", 0.13}, {"ttft_p50_ms", 0.26}, {"ttft_p99_ms", 0.34}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {

@@ -199,8 +199,9 @@ class EventLoop {
   void run(const std::atomic<bool>* cancel);
 
  private:
-  /// Routes the requests that have arrived by now.
-  void deliver_arrivals();
+  /// Routes the requests that have arrived by now, starting an iteration on an idle
+  /// replica as they come; whether one started.
+  bool deliver_arrivals();
   /// Hands the KV caches that have arrived by now to decode replicas with room for them.
   void deliver_transfers();
   /// Starts an iteration on replica `i` when it is idle and has work; whether it did.
@@ -292,13 +293,14 @@ void EventLoop::run(const std::atomic<bool>* cancel) {
   uint32_t events = 0;
   while (done_ < total_) {
     if (cancel && ++events % kCancelCheckEvents == 0) throw_if_cancelled(cancel);
-    // Deliver what is due at time t.
-    deliver_arrivals();
     deliver_transfers();
-    // Start an iteration on every idle replica that has work.
+    // A replica whose iteration ended now starts the next with the work it holds: an
+    // engine's loop goes from one step to the next without waiting for the clients its
+    // completions release, so their requests reach the step after.
     bool started = false;
     for (size_t i = 0; i < reps_.size(); ++i)
       if (start_iteration(i)) started = true;
+    if (deliver_arrivals()) started = true;
     // Advance to the next event.
     const double next = next_event();
     if (!std::isfinite(next)) {
@@ -312,7 +314,14 @@ void EventLoop::run(const std::atomic<bool>* cancel) {
   }
 }
 
-void EventLoop::deliver_arrivals() {
+bool EventLoop::deliver_arrivals() {
+  // Online clients' requests reach the engine one by one, however close together: an idle
+  // engine starts a step on the first it receives (vLLM's and SGLang's engine loops and
+  // TurboMind's LlamaBatch block on an empty queue and run as soon as it holds a request)
+  // and the others wait for the next step. An offline run queues every request before the
+  // engine's first step (vLLM LLM.generate adds them all, then runs the engine).
+  const bool online = w_.mode != ServingWorkload::Mode::offline;
+  bool started = false;
   while (next_arrival_ < issued_ && out_.requests[next_arrival_].arrival + out_.engine.request_overhead_s <= t_) {
     const RequestResult& r = out_.requests[next_arrival_];
     Seq q;
@@ -326,9 +335,15 @@ void EventLoop::deliver_arrivals() {
           q.prefilled = std::min(q.prompt - 1, (std::min(tr.prefix_tokens, q.prompt) / bs_) * bs_);
       }
     }
-    reps_[router_.route(false)].enqueue(q, t_);
+    const size_t rep = router_.route(false);
+    reps_[rep].enqueue(q, t_);
     ++next_arrival_;
+    if (online && start_iteration(rep)) started = true;
   }
+  if (!online)
+    for (size_t i = 0; i < reps_.size(); ++i)
+      if (start_iteration(i)) started = true;
+  return started;
 }
 
 void EventLoop::deliver_transfers() {
