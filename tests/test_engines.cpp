@@ -413,6 +413,58 @@ TEST(AttentionDp, AutoConsidersItOnlyWhereTheEngineHasIt) {
   EXPECT_TRUE(simulate_serving(s, cost).attention_dp);
 }
 
+/// The roofline, except that the tile model's GEMM compute takes a second a call.
+class SlowTiledGemm : public CostModel {
+ public:
+  explicit SlowTiledGemm(const SystemSpec& sys) : base_(sys) {}
+  Seconds gemm(int64_t m, int64_t n, int64_t k, DType d, int64_t b) const override { return base_.gemm(m, n, k, d, b); }
+  Seconds gemm_compute(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(1.0); }
+  Seconds attention(const AttentionShape& a, bool bwd) const override { return base_.attention(a, bwd); }
+  Seconds memory_bound(Bytes b) const override { return base_.memory_bound(b); }
+  Seconds collective(CollectiveKind k, Bytes b, const Group& g) const override { return base_.collective(k, b, g); }
+  Seconds p2p(Bytes b, bool cross_node) const override { return base_.p2p(b, cross_node); }
+  std::vector<std::pair<std::string, std::string>> provenance() const override { return base_.provenance(); }
+
+ private:
+  hw::RooflineCostModel base_;
+};
+
+// Block-FP8 linear layers: SGLang runs DeepGEMM, whose per-shape tiles fill the SMs, so its
+// GEMMs never take the tile model's time; vLLM's fixed-tile CUTLASS kernel does. Each of
+// DeepSeek-V3's 61 layers has five MLA projections priced by the kernel.
+TEST(BlockFp8Gemm, DeepGemmIsBoundByItsRateAndTheStreamNotTheTileModel) {
+  Scenario s;
+  s.model = io::load_model("deepseek-v3");
+  s.system.gpu = io::load_gpu("h200-sxm-141gb");
+  s.system.num_gpus = 8;
+  s.system.gpus_per_node = 8;
+  InferencePlan p;
+  p.tp = 8;
+  p.weight_dtype = DType::fp8;
+  p.activation_dtype = DType::fp8;
+  p.profile = io::select_engine_profile("sglang", "0.5.7", "/e");
+  ASSERT_TRUE(p.profile.knobs.block_fp8_gemm_fills_sms);
+  EXPECT_FALSE(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.block_fp8_gemm_fills_sms);
+  s.inference = p;
+  IterationBatch b;
+  b.decodes = 64;
+  b.decode_context = 64 * 1024;
+  const SlowTiledGemm slow(s.system);
+  // The output head (16-bit) is the one tile-model GEMM left: one second.
+  const double deepgemm = IterationModel(s.model, s.system, *s.inference, slow).gpu_seconds(b);
+  EXPECT_GT(deepgemm, 1.0);
+  EXPECT_LT(deepgemm, 1.1);
+  s.inference->profile.knobs.block_fp8_gemm_fills_sms = false;
+  EXPECT_GT(IterationModel(s.model, s.system, *s.inference, slow).gpu_seconds(b), 61.0 * 5.0);
+  // With the real cost model, at one decode row both stream the same weights.
+  const hw::RooflineCostModel cost(s.system);
+  b.decodes = 1;
+  b.decode_context = 1024;
+  const double fixed_one = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
+  s.inference->profile.knobs.block_fp8_gemm_fills_sms = true;
+  EXPECT_NEAR(IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b), fixed_one, 0.02 * fixed_one);
+}
+
 // Under attention DP a prompt runs on one rank and gets at most that rank's budget a step.
 // SGLang divides --chunked-prefill-size among its DP ranks (the group's budget stays
 // 8192, a rank prefills 8192 / 4); an engine whose every rank has the whole budget

@@ -292,6 +292,17 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownMemoryBase) {
   EXPECT_EQ(got, want);
 }
 
+// And which kernel runs block-FP8 linear layers.
+TEST(HostileDataFile, EngineProfileWithAnUnknownBlockFp8Kernel) {
+  nlohmann::json e = shipped("engines", "sglang-0.5");
+  e["knobs"]["block_fp8_gemm"]["value"] = "cublas";
+  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
+  const std::vector<std::string> want = {
+      "engine.json#/knobs/block_fp8_gemm/value: must be \"fixed_tile\" or \"deepgemm\" (got \"cublas\")",
+  };
+  EXPECT_EQ(got, want);
+}
+
 // A GPU rule of a knob: every broken field is reported at its place, all at once.
 TEST(HostileDataFile, EngineProfileWithBrokenGpuRules) {
   nlohmann::json e = shipped("engines", "vllm-v1");

@@ -125,7 +125,11 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
        // ~12% more touched experts than the mean (binomial spread), so the DeepSeek-R1 EP8
        // runs' TPOT moved from -3..-5% to +4..+7% (vLLM) and TensorRT-LLM's, already slow,
        // further; their TTFT, prefill at the router's measured skew, came closer.
-       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.06}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.08}, {"tpot_p50_ms", 0.055},
+       // ITL mean 0.06 and TPOT P50 0.055 until SGLang's block-FP8 linear layers ran on
+       // DeepGEMM (profile knob block_fp8_gemm): its DP-attention DeepSeek-R1 runs, whose
+       // per-GPU projections read whole weights at a few rows, decode 8-11% faster than
+       // measured, while SGLang 0.4.5.post3 (+17% -> +3%) and 0.5.7 (+50% -> +31%) came closer.
+       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.07}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.08}, {"tpot_p50_ms", 0.07},
         {"tpot_p99_ms", 0.165}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.07},
         // TTFT P50 rose from 0.19 when engines one batch ahead (SGLang 0.4+, TensorRT-LLM)
         // began admitting a request that arrives mid-step to the batch after next: the
@@ -137,7 +141,8 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // Both came down again (0.185 -> 0.175, 0.28 -> 0.26) with the router's skew.
         // TTFT mean 0.175 -> 0.13 when an idle engine began its first step on the first
         // client's request instead of the whole simultaneous burst.
-        {"ttft_mean_ms", 0.13}, {"ttft_p50_ms", 0.26}, {"ttft_p99_ms", 0.34}}},
+        // With DeepGEMM: 0.13 -> 0.12 and P99 0.34 -> 0.30.
+        {"ttft_mean_ms", 0.12}, {"ttft_p50_ms", 0.26}, {"ttft_p99_ms", 0.30}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
@@ -147,8 +152,10 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
     }
   // Per source family (all metrics pooled): every family of five cases or more within 25%,
   // and each within its recorded figure.
-  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.35}, {"llmie", 0.075},  {"lmdeploy", 0.08},
-                                                       {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.075}};
+  // vllmspot 0.075 -> 0.085 when SGLang's block-FP8 layers ran on DeepGEMM (its DP-attention
+  // runs read 8-11% fast); inferencex870 0.35 -> 0.32 and llmie 0.075 -> 0.06 with it.
+  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.32}, {"llmie", 0.06},  {"lmdeploy", 0.08},
+                                                       {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.085}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
   for (const auto& c : r["cases"]) ++cases_of[c["groups"]["source"].get<std::string>()];

@@ -65,9 +65,17 @@ double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
   if (math_ == DType::fp8 && fp8_block_) {
     // Block-scaled FP8: the blockwise kernel's measured rate, and the per-token-group
     // activation quantization ahead of it (read 16-bit, write 8-bit values and fp32 scales
-    // per 128).
-    const double block = sys_.gpu.efficiency.gemm_fp8_block.value;
-    if (block > 0) compute = std::max(compute, 2.0 * dbl(m) * dbl(n) * dbl(k) / (sys_.gpu.peak(DType::fp8).value * block));
+    // per 128). A fixed-tile kernel also pays the cost model's tile and wave losses; DeepGEMM
+    // picks its tile width per shape to fill the SMs (its README's M = 64/128 rows run at
+    // the weight stream, which gemm_tail_us was fitted to), so only its rate bounds it: the
+    // DeepGEMM rate of DeepSeek's own trace where the GPU has it.
+    const GpuEfficiency& ge = sys_.gpu.efficiency;
+    const double flops = 2.0 * dbl(m) * dbl(n) * dbl(k);
+    const double fp8_peak = sys_.gpu.peak(DType::fp8).value;
+    if (engine_.block_fp8_gemm_fills_sms && ge.gemm_fp8_block_large_m.value > 0)
+      compute = flops / (fp8_peak * ge.gemm_fp8_block_large_m.value);
+    else if (ge.gemm_fp8_block.value > 0)
+      compute = std::max(compute, flops / (fp8_peak * ge.gemm_fp8_block.value));
     quantize = cost_.memory_bound(Bytes(dbl(m) * dbl(k) * (2.0 + 1.0 + 4.0 / 128.0))).value;
   }
   if (p_.sparse_24) {

@@ -388,6 +388,9 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   // What the capture size is when the scenario leaves it: the engine's default, or the
   // batch cap the launcher runs with.
   optional_rule("cuda_graph_max_tokens_auto", "default", "max_num_seqs", d.cuda_graphs_follow_max_num_seqs);
+  // The kernel of block-scaled FP8 linear layers: a fixed tile shape, or DeepGEMM's per-shape
+  // choice.
+  optional_rule("block_fp8_gemm", "fixed_tile", "deepgemm", d.block_fp8_gemm_fills_sms);
   d.swap_space_bytes = swap_gib * 1024.0 * 1024.0 * 1024.0;
   if (d.gpu_memory_utilization > 1.0)
     issues.push_back({origin + "#/knobs/gpu_memory_utilization/value", std::to_string(d.gpu_memory_utilization),

@@ -111,6 +111,13 @@ struct EngineDefaults {
   /// max_batch_size, with padding), so that steps up to max_num_seqs decode tokens replay a
   /// graph unless the scenario gives its own capture size.
   bool cuda_graphs_follow_max_num_seqs = false;
+  /// Which kernel runs the block-scaled FP8 linear layers (1x128 activation, 128x128 weight
+  /// scales): false, a fixed-tile kernel (vLLM's CUTLASS blockwise GEMM, one 128x128 tile
+  /// shape), whose few tiles leave SMs idle at decode sizes as the cost model's tile model
+  /// says; true, DeepGEMM, whose launcher picks the tile width per shape to fill the SMs
+  /// (SGLang's default on Hopper), so that only its measured rate and the weight stream
+  /// bound it.
+  bool block_fp8_gemm_fills_sms = false;
   int64_t block_size = 16;                ///< KV-cache page, tokens
   double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
   /// What gpu_memory_utilization is a fraction of: the GPU's whole memory, from which the
