@@ -465,6 +465,44 @@ TEST(BlockFp8Gemm, DeepGemmIsBoundByItsRateAndTheStreamNotTheTileModel) {
   EXPECT_NEAR(IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b), fixed_one, 0.02 * fixed_one);
 }
 
+// SGLang fuses DeepSeek's shared expert into the routed-expert kernel as expert 257, which
+// every token picks: a decode step streams one more expert's weights instead of running a
+// separate MLP. Under expert parallelism the shared expert stays separate.
+TEST(SharedExpertFusion, FusedSharedExpertIsOneMoreExpertEveryTokenPicks) {
+  Scenario s;
+  s.model = io::load_model("deepseek-v3");
+  s.system.gpu = io::load_gpu("h200-sxm-141gb");
+  s.system.num_gpus = 8;
+  s.system.gpus_per_node = 8;
+  InferencePlan p;
+  p.tp = 8;
+  p.weight_dtype = DType::fp8;
+  p.activation_dtype = DType::fp8;
+  p.profile = io::select_engine_profile("sglang", "0.5.7", "/e");
+  ASSERT_TRUE(p.profile.knobs.fused_shared_expert);
+  EXPECT_FALSE(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.fused_shared_expert);
+  s.inference = p;
+  const hw::RooflineCostModel cost(s.system);
+  const double bytes_per_s = s.system.gpu.hbm_bandwidth().value * s.system.gpu.efficiency.moe_kernel_hbm.value;
+  // One decode row touches its 8 routed experts; fused, the shared one streams with them
+  // at the MoE kernel's rate: 3 x 7168 x 2048 / 8 fp8 bytes a layer, 58 layers with experts.
+  IterationBatch b;
+  b.decodes = 1;
+  b.decode_context = 1024;
+  const double fused = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
+  s.inference->profile.knobs.fused_shared_expert = false;
+  const double separate = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
+  EXPECT_LT(fused, separate);
+  // What fusing adds is the shared expert's weight stream, far less than the MLP it removes.
+  const double added = 58.0 * 3.0 * 7168.0 * 2048.0 / 8.0 / bytes_per_s;
+  EXPECT_GT(separate - fused, added);
+  // Under expert parallelism nothing changes.
+  s.inference->ep = 8;
+  const double ep_separate = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
+  s.inference->profile.knobs.fused_shared_expert = true;
+  EXPECT_DOUBLE_EQ(IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b), ep_separate);
+}
+
 // Under attention DP a prompt runs on one rank and gets at most that rank's budget a step.
 // SGLang divides --chunked-prefill-size among its DP ranks (the group's budget stays
 // 8192, a rank prefills 8192 / 4); an engine whose every rank has the whole budget

@@ -303,6 +303,17 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownBlockFp8Kernel) {
   EXPECT_EQ(got, want);
 }
 
+// And where a shared expert runs.
+TEST(HostileDataFile, EngineProfileWithAnUnknownSharedExpertPlace) {
+  nlohmann::json e = shipped("engines", "sglang-0.5");
+  e["knobs"]["shared_expert"]["value"] = true;
+  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
+  const std::vector<std::string> want = {
+      "engine.json#/knobs/shared_expert/value: must be \"separate\" or \"fused\" (got true)",
+  };
+  EXPECT_EQ(got, want);
+}
+
 // A GPU rule of a knob: every broken field is reported at its place, all at once.
 TEST(HostileDataFile, EngineProfileWithBrokenGpuRules) {
   nlohmann::json e = shipped("engines", "vllm-v1");

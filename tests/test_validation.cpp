@@ -130,7 +130,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
        // case schema records as plain TP8, decode 8-11% faster than measured, while SGLang
        // 0.4.5.post3 (+17% -> +3%) and 0.5.7 (+50% -> +31%) came closer.
        {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.07}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.08}, {"tpot_p50_ms", 0.07},
-        {"tpot_p99_ms", 0.165}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.07},
+        // TPOT P99 0.165 -> 0.14 when SGLang 0.5 fused DeepSeek's shared expert into the
+        // routed-expert kernel (profile knob shared_expert).
+        {"tpot_p99_ms", 0.14}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.07},
         // TTFT P50 rose from 0.19 when engines one batch ahead (SGLang 0.4+, TensorRT-LLM)
         // began admitting a request that arrives mid-step to the batch after next: the
         // median of 20 cases sits between two SGLang DeepSeek-R1 cases at 0.21 and 0.29.
@@ -154,8 +156,8 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // and each within its recorded figure.
   // vllmspot 0.075 -> 0.085 when SGLang's block-FP8 layers ran on DeepGEMM (its DP-attention
   // runs, recorded as plain TP8, read 8-11% fast); inferencex870 0.35 -> 0.32 and llmie
-  // 0.075 -> 0.06 with it.
-  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.32}, {"llmie", 0.06},  {"lmdeploy", 0.08},
+  // 0.075 -> 0.06 with it; inferencex870 0.32 -> 0.28 with SGLang's fused shared expert.
+  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.28}, {"llmie", 0.06},  {"lmdeploy", 0.08},
                                                        {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.085}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;

@@ -190,6 +190,12 @@ double IterationModel::experts_seconds(int64_t tokens) const {
   // or combine follows): it holds `imbalance` times the mean routed tokens
   // (ep_rank_imbalance: the router's measured skew plus the sampling spread).
   const double imbalance = ep > 1 ? ep_rank_imbalance(e, dbl(tokens), ep, ep_max_z_) : 1.0;
+  // A shared expert the engine fuses into the routed kernel (EngineDefaults::
+  // fused_shared_expert; one shared expert as wide as a routed one, no expert parallel) is
+  // one more expert every token picks: its weights stream with the touched experts' and
+  // each token brings one more routed row.
+  const bool fused_shared = engine_.fused_shared_expert && ep == 1 && e.shared_experts == 1 &&
+                            e.shared_intermediate == e.expert_intermediate;
   // Experts one iteration touches: with T tokens choosing top-k of E uniformly, each
   // expert is touched with probability p = 1 - (1 - k/E)^T, E p of them in all.
   const double p_touched = 1.0 - std::pow(1.0 - dbl(e.top_k) / dbl(e.num_experts), dbl(tokens));
@@ -200,9 +206,9 @@ double IterationModel::experts_seconds(int64_t tokens) const {
   const double per_rank = dbl(e.num_experts) / dbl(ep);
   const double local_experts =
       ep > 1 ? std::min(per_rank, per_rank * p_touched + ep_max_z_ * std::sqrt(per_rank * p_touched * (1.0 - p_touched)))
-             : dbl(e.num_experts) * p_touched;
+             : dbl(e.num_experts) * p_touched + (fused_shared ? 1.0 : 0.0);
   const double inner = dbl(e.expert_intermediate) / (ep > 1 ? 1.0 : dbl(tp));
-  const double routed_tokens = dbl(tokens * e.top_k) / (ep > 1 ? dbl(ep) : 1.0) * imbalance;
+  const double routed_tokens = dbl(tokens * (e.top_k + (fused_shared ? 1 : 0))) / (ep > 1 ? dbl(ep) : 1.0) * imbalance;
   const double per_expert = routed_tokens / std::max(1.0, local_experts);
   const auto pe = static_cast<int64_t>(std::ceil(per_expert));
   const auto inner_i = static_cast<int64_t>(inner);
@@ -242,7 +248,7 @@ double IterationModel::experts_seconds(int64_t tokens) const {
   // The fused kernel hides part of the shorter of the two behind the longer.
   double experts = std::max(compute, weights) + ge.moe_kernel_unhidden.value * std::min(compute, weights);
   experts += gemm(tokens, e.num_experts, h);  // router
-  if (e.shared_experts > 0) experts += dense_ffn_seconds(tokens, e.shared_experts * e.shared_intermediate);
+  if (e.shared_experts > 0 && !fused_shared) experts += dense_ffn_seconds(tokens, e.shared_experts * e.shared_intermediate);
   // Expert parallel behind tensor-parallel attention: every rank of the group already holds
   // every token, picks those routed to its own experts, and the partial outputs are summed
   // by the layer's second all-reduce (attention_layer_seconds), as vLLM's FusedMoE does

@@ -391,6 +391,8 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   // The kernel of block-scaled FP8 linear layers: a fixed tile shape, or DeepGEMM's per-shape
   // choice.
   optional_rule("block_fp8_gemm", "fixed_tile", "deepgemm", d.block_fp8_gemm_fills_sms);
+  // Where a single shared expert runs: its own MLP, or inside the routed-expert kernel.
+  optional_rule("shared_expert", "separate", "fused", d.fused_shared_expert);
   d.swap_space_bytes = swap_gib * 1024.0 * 1024.0 * 1024.0;
   if (d.gpu_memory_utilization > 1.0)
     issues.push_back({origin + "#/knobs/gpu_memory_utilization/value", std::to_string(d.gpu_memory_utilization),

@@ -118,6 +118,10 @@ struct EngineDefaults {
   /// (SGLang's default on Hopper), so that only its measured rate and the weight stream
   /// bound it.
   bool block_fp8_gemm_fills_sms = false;
+  /// Whether a model's one shared expert runs inside the routed-expert kernel as one more
+  /// expert every token picks (SGLang's shared-experts fusion for DeepSeek V3/R1 without
+  /// expert parallelism: E+1 experts, top-(k+1)), instead of as a separate dense MLP.
+  bool fused_shared_expert = false;
   int64_t block_size = 16;                ///< KV-cache page, tokens
   double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
   /// What gpu_memory_utilization is a fraction of: the GPU's whole memory, from which the
