@@ -413,6 +413,22 @@ TEST(AttentionDp, AutoConsidersItOnlyWhereTheEngineHasIt) {
   EXPECT_TRUE(simulate_serving(s, cost).attention_dp);
 }
 
+/// DeepSeek-V3 with its FP8 checkpoint on one H200 node at TP8, served by SGLang 0.5.7.
+Scenario deepseek_v3_on_sglang() {
+  Scenario s;
+  s.model = io::load_model("deepseek-v3");
+  s.system.gpu = io::load_gpu("h200-sxm-141gb");
+  s.system.num_gpus = 8;
+  s.system.gpus_per_node = 8;
+  InferencePlan p;
+  p.tp = 8;
+  p.weight_dtype = DType::fp8;
+  p.activation_dtype = DType::fp8;
+  p.profile = io::select_engine_profile("sglang", "0.5.7", "/e");
+  s.inference = p;
+  return s;
+}
+
 /// The roofline, except that the tile model's GEMM compute takes a second a call.
 class SlowTiledGemm : public CostModel {
  public:
@@ -433,19 +449,9 @@ class SlowTiledGemm : public CostModel {
 // GEMMs never take the tile model's time; vLLM's fixed-tile CUTLASS kernel does. Each of
 // DeepSeek-V3's 61 layers has five MLA projections priced by the kernel.
 TEST(BlockFp8Gemm, DeepGemmIsBoundByItsRateAndTheStreamNotTheTileModel) {
-  Scenario s;
-  s.model = io::load_model("deepseek-v3");
-  s.system.gpu = io::load_gpu("h200-sxm-141gb");
-  s.system.num_gpus = 8;
-  s.system.gpus_per_node = 8;
-  InferencePlan p;
-  p.tp = 8;
-  p.weight_dtype = DType::fp8;
-  p.activation_dtype = DType::fp8;
-  p.profile = io::select_engine_profile("sglang", "0.5.7", "/e");
-  ASSERT_TRUE(p.profile.knobs.block_fp8_gemm_fills_sms);
+  Scenario s = deepseek_v3_on_sglang();
+  ASSERT_TRUE(s.inference->profile.knobs.block_fp8_gemm_fills_sms);
   EXPECT_FALSE(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.block_fp8_gemm_fills_sms);
-  s.inference = p;
   IterationBatch b;
   b.decodes = 64;
   b.decode_context = 64 * 1024;
@@ -469,19 +475,9 @@ TEST(BlockFp8Gemm, DeepGemmIsBoundByItsRateAndTheStreamNotTheTileModel) {
 // every token picks: a decode step streams one more expert's weights instead of running a
 // separate MLP. Under expert parallelism the shared expert stays separate.
 TEST(SharedExpertFusion, FusedSharedExpertIsOneMoreExpertEveryTokenPicks) {
-  Scenario s;
-  s.model = io::load_model("deepseek-v3");
-  s.system.gpu = io::load_gpu("h200-sxm-141gb");
-  s.system.num_gpus = 8;
-  s.system.gpus_per_node = 8;
-  InferencePlan p;
-  p.tp = 8;
-  p.weight_dtype = DType::fp8;
-  p.activation_dtype = DType::fp8;
-  p.profile = io::select_engine_profile("sglang", "0.5.7", "/e");
-  ASSERT_TRUE(p.profile.knobs.fused_shared_expert);
+  Scenario s = deepseek_v3_on_sglang();
+  ASSERT_TRUE(s.inference->profile.knobs.fused_shared_expert);
   EXPECT_FALSE(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.fused_shared_expert);
-  s.inference = p;
   const hw::RooflineCostModel cost(s.system);
   const double bytes_per_s = s.system.gpu.hbm_bandwidth().value * s.system.gpu.efficiency.moe_kernel_hbm.value;
   // One decode row touches its 8 routed experts; fused, the shared one streams with them
