@@ -15,6 +15,7 @@
 #include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
+#include "serving_scenarios.hpp"
 
 namespace capsim {
 namespace {
@@ -415,17 +416,8 @@ TEST(AttentionDp, AutoConsidersItOnlyWhereTheEngineHasIt) {
 
 /// DeepSeek-V3 with its FP8 checkpoint on one H200 node at TP8, served by SGLang 0.5.7.
 Scenario deepseek_v3_on_sglang() {
-  Scenario s;
-  s.model = io::load_model("deepseek-v3");
-  s.system.gpu = io::load_gpu("h200-sxm-141gb");
-  s.system.num_gpus = 8;
-  s.system.gpus_per_node = 8;
-  InferencePlan p;
-  p.tp = 8;
-  p.weight_dtype = DType::fp8;
-  p.activation_dtype = DType::fp8;
-  p.profile = io::select_engine_profile("sglang", "0.5.7", "/e");
-  s.inference = p;
+  Scenario s = testing::deepseek_on_h200();
+  s.inference->profile = io::select_engine_profile("sglang", "0.5.7", "/e");
   return s;
 }
 

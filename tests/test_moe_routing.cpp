@@ -16,9 +16,12 @@
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
+#include "serving_scenarios.hpp"
 
 namespace capsim {
 namespace {
+
+using testing::deepseek_on_h200;
 
 // Closed forms: the largest of two standard normals has mean 1/sqrt(pi), of three
 // 3/(2 sqrt(pi)); of eight 1.42360 (order-statistics tables, e.g. Harter 1961).
@@ -90,21 +93,6 @@ TEST(EpRankImbalance, MeasuredSkewByExpertParallelSize) {
   // Models with no published skew route as uniformly as chance allows.
   EXPECT_TRUE(io::load_model("qwen3-30b-a3b").moe->rank_imbalance.empty());
   EXPECT_TRUE(io::load_model("mixtral-8x7b").moe->rank_imbalance.empty());
-}
-
-/// DeepSeek-V3 in FP8 on one 8-GPU H200 node, tensor-parallel 8 (EP as the test sets it).
-Scenario deepseek_on_h200() {
-  Scenario s;
-  s.model = io::load_model("deepseek-v3");
-  s.system.gpu = io::load_gpu("h200-sxm-141gb");
-  s.system.num_gpus = 8;
-  s.system.gpus_per_node = 8;
-  InferencePlan p;
-  p.tp = 8;
-  p.weight_dtype = DType::fp8;
-  p.activation_dtype = DType::fp8;
-  s.inference = p;
-  return s;
 }
 
 // Expert parallelism waits for the busiest rank: a prefill of 8192 tokens, compute-bound
