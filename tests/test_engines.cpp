@@ -614,6 +614,31 @@ TEST(ServingEngines, OverlappedHostAdmitsOneBatchLate) {
   EXPECT_DOUBLE_EQ(ahead_lone.requests[1].ttft(), serial_lone.requests[1].ttft());
 }
 
+// A request that arrives at the very instant a step starts reached the engine after the
+// engine launched that step: an engine one batch ahead has already prepared the next batch
+// without it, so its prompt runs two steps later, as for any arrival mid-step.
+TEST(ServingEngines, ArrivalAsAStepStartsMissesTheBatchPreparedWithIt) {
+  Scenario s = llama8b();
+  s.inference->workload.mode = ServingWorkload::Mode::trace;
+  s.inference->workload.trace = {{0.0, 100, 400, "", 0}};
+  s.inference->profile.knobs.step_overhead_s = 0;
+  s.inference->profile.knobs.step_overhead_per_seq_s = 0;
+  s.inference->profile.knobs.host_overlaps_gpu = true;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult alone = simulate_serving(s, cost, 20261201, true);
+  ASSERT_GT(alone.timeline.size(), 20u);
+  const double t = alone.timeline[10].start;
+  s.inference->workload.trace = {{0.0, 100, 400, "", 0}, {t, 1000, 5, "", 0}};
+  const ServingResult r = simulate_serving(s, cost, 20261201, true);
+  size_t k = 0;
+  while (k < r.timeline.size() && r.timeline[k].start < t) ++k;
+  ASSERT_LT(k + 2, r.timeline.size());
+  EXPECT_DOUBLE_EQ(r.timeline[k].start, t);
+  EXPECT_EQ(r.timeline[k].prefill_tokens, 0);
+  EXPECT_EQ(r.timeline[k + 1].prefill_tokens, 0);  // prepared while step k ran
+  EXPECT_EQ(r.timeline[k + 2].prefill_tokens, 1000);
+}
+
 // TurboMind up to 0.1.0a1 prefills every admitted prompt before the step's decode: a
 // burst of equal prompts gets its first tokens together, one step after the whole
 // burst's prefill; an engine that stops at its token budget hands them out one budget at

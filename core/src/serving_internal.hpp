@@ -4,10 +4,12 @@
 // replicas' scheduling and routing) share.
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "capsim/core/cost_model.hpp"
@@ -101,9 +103,11 @@ class ReplicaScheduler {
   /// Fraction of the replica's KV blocks in use.
   double kv_utilization() const { return 1.0 - dbl(free_blocks_) / dbl(ctx_.total_blocks); }
 
-  /// Queues a new request, arrived at `now`, behind the waiting ones.
+  /// Queues a new request, arrived at `now`, behind the waiting ones. One that arrives as
+  /// the step in flight starts reached the engine after it launched that step, so an engine
+  /// one batch ahead has already scheduled the next batch without it.
   void enqueue(Seq q, double now) {
-    q.queued_at = now;
+    q.queued_at = busy_ && now == last_start_ ? std::nextafter(now, std::numeric_limits<double>::infinity()) : now;
     waiting_.push_back(q);
   }
   /// Queues a preempted sequence ahead of the waiting ones.
