@@ -259,59 +259,35 @@ TEST(HostileDataFile, EngineProfileWithMistypedNames) {
   EXPECT_EQ(got, want);
 }
 
-// What "auto" runs for max_num_seqs is one of two words.
-TEST(HostileDataFile, EngineProfileWithAnUnknownAutoRule) {
-  nlohmann::json e = shipped("engines", "trtllm");
-  e["knobs"]["max_num_seqs_auto"]["value"] = "largest";
-  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
-  const std::vector<std::string> want = {
-      "engine.json#/knobs/max_num_seqs_auto/value: must be \"default\" or \"fastest\" (got \"largest\")",
+// A knob that names one of two rules takes only those two words: what "auto" runs for
+// max_num_seqs, the capture size a scenario leaves, what the memory fraction is a fraction
+// of, the kernel of block-FP8 linear layers, where a shared expert runs.
+TEST(HostileDataFile, EngineProfileWithAnUnknownRuleWord) {
+  struct Case {
+    const char* profile;
+    const char* knob;
+    nlohmann::json value;
+    const char* want;
   };
-  EXPECT_EQ(got, want);
-}
-
-// So is what the capture size is when a scenario leaves it.
-TEST(HostileDataFile, EngineProfileWithAnUnknownCaptureRule) {
-  nlohmann::json e = shipped("engines", "trtllm");
-  e["knobs"]["cuda_graph_max_tokens_auto"]["value"] = 512;
-  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
-  const std::vector<std::string> want = {
-      "engine.json#/knobs/cuda_graph_max_tokens_auto/value: must be \"default\" or \"max_num_seqs\" (got 512)",
+  const std::vector<Case> cases = {
+      {"trtllm", "max_num_seqs_auto", "largest",
+       "engine.json#/knobs/max_num_seqs_auto/value: must be \"default\" or \"fastest\" (got \"largest\")"},
+      {"trtllm", "cuda_graph_max_tokens_auto", 512,
+       "engine.json#/knobs/cuda_graph_max_tokens_auto/value: must be \"default\" or \"max_num_seqs\" (got 512)"},
+      {"trtllm", "gpu_memory_utilization_of", "weights",
+       "engine.json#/knobs/gpu_memory_utilization_of/value: must be \"total\" or \"free\" (got \"weights\")"},
+      {"sglang-0.5", "block_fp8_gemm", "cublas",
+       "engine.json#/knobs/block_fp8_gemm/value: must be \"fixed_tile\" or \"deepgemm\" (got \"cublas\")"},
+      {"sglang-0.5", "shared_expert", true,
+       "engine.json#/knobs/shared_expert/value: must be \"separate\" or \"fused\" (got true)"},
   };
-  EXPECT_EQ(got, want);
-}
-
-// And what the memory fraction is a fraction of.
-TEST(HostileDataFile, EngineProfileWithAnUnknownMemoryBase) {
-  nlohmann::json e = shipped("engines", "trtllm");
-  e["knobs"]["gpu_memory_utilization_of"]["value"] = "weights";
-  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
-  const std::vector<std::string> want = {
-      "engine.json#/knobs/gpu_memory_utilization_of/value: must be \"total\" or \"free\" (got \"weights\")",
-  };
-  EXPECT_EQ(got, want);
-}
-
-// And which kernel runs block-FP8 linear layers.
-TEST(HostileDataFile, EngineProfileWithAnUnknownBlockFp8Kernel) {
-  nlohmann::json e = shipped("engines", "sglang-0.5");
-  e["knobs"]["block_fp8_gemm"]["value"] = "cublas";
-  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
-  const std::vector<std::string> want = {
-      "engine.json#/knobs/block_fp8_gemm/value: must be \"fixed_tile\" or \"deepgemm\" (got \"cublas\")",
-  };
-  EXPECT_EQ(got, want);
-}
-
-// And where a shared expert runs.
-TEST(HostileDataFile, EngineProfileWithAnUnknownSharedExpertPlace) {
-  nlohmann::json e = shipped("engines", "sglang-0.5");
-  e["knobs"]["shared_expert"]["value"] = true;
-  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
-  const std::vector<std::string> want = {
-      "engine.json#/knobs/shared_expert/value: must be \"separate\" or \"fused\" (got true)",
-  };
-  EXPECT_EQ(got, want);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.knob);
+    nlohmann::json e = shipped("engines", c.profile);
+    e["knobs"][c.knob]["value"] = c.value;
+    const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
+    EXPECT_EQ(got, std::vector<std::string>{c.want});
+  }
 }
 
 // A GPU rule of a knob: every broken field is reported at its place, all at once.
