@@ -23,6 +23,12 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   engine_ = engine_defaults(p, sys.gpu, 0);
   fp8_block_ = p.fp8_block_scaling.value_or(m.fp8_weight_block > 0);
   for (int64_t i = 0; i < m.layers; ++i) moe_layers_ += m.is_moe_layer(i) ? 1 : 0;
+  // A shared expert the engine fuses into the routed kernel (EngineDefaults::
+  // fused_shared_expert; one shared expert as wide as a routed one, no expert parallel) is
+  // one more expert every token picks: its weights stream with the touched experts' and
+  // each token brings one more routed row.
+  fused_shared_expert_ = engine_.fused_shared_expert && m.moe && p.ep.value_or(1) == 1 &&
+                         m.moe->shared_experts == 1 && m.moe->shared_intermediate == m.moe->expert_intermediate;
   ep_max_z_ = expected_max_standard_normal(p.ep.value_or(1));
   eager_host_s_ = engine_.eager_host_s_per_layer
                       ? *engine_.eager_host_s_per_layer * dbl(m.layers)
@@ -190,12 +196,6 @@ double IterationModel::experts_seconds(int64_t tokens) const {
   // or combine follows): it holds `imbalance` times the mean routed tokens
   // (ep_rank_imbalance: the router's measured skew plus the sampling spread).
   const double imbalance = ep > 1 ? ep_rank_imbalance(e, dbl(tokens), ep, ep_max_z_) : 1.0;
-  // A shared expert the engine fuses into the routed kernel (EngineDefaults::
-  // fused_shared_expert; one shared expert as wide as a routed one, no expert parallel) is
-  // one more expert every token picks: its weights stream with the touched experts' and
-  // each token brings one more routed row.
-  const bool fused_shared = engine_.fused_shared_expert && ep == 1 && e.shared_experts == 1 &&
-                            e.shared_intermediate == e.expert_intermediate;
   // Experts one iteration touches: with T tokens choosing top-k of E uniformly, each
   // expert is touched with probability p = 1 - (1 - k/E)^T, E p of them in all.
   const double p_touched = 1.0 - std::pow(1.0 - dbl(e.top_k) / dbl(e.num_experts), dbl(tokens));
@@ -206,9 +206,9 @@ double IterationModel::experts_seconds(int64_t tokens) const {
   const double per_rank = dbl(e.num_experts) / dbl(ep);
   const double local_experts =
       ep > 1 ? std::min(per_rank, per_rank * p_touched + ep_max_z_ * std::sqrt(per_rank * p_touched * (1.0 - p_touched)))
-             : dbl(e.num_experts) * p_touched + (fused_shared ? 1.0 : 0.0);
+             : dbl(e.num_experts) * p_touched + (fused_shared_expert_ ? 1.0 : 0.0);
   const double inner = dbl(e.expert_intermediate) / (ep > 1 ? 1.0 : dbl(tp));
-  const double routed_tokens = dbl(tokens * (e.top_k + (fused_shared ? 1 : 0))) / (ep > 1 ? dbl(ep) : 1.0) * imbalance;
+  const double routed_tokens = dbl(tokens * (e.top_k + (fused_shared_expert_ ? 1 : 0))) / (ep > 1 ? dbl(ep) : 1.0) * imbalance;
   const double per_expert = routed_tokens / std::max(1.0, local_experts);
   const auto pe = static_cast<int64_t>(std::ceil(per_expert));
   const auto inner_i = static_cast<int64_t>(inner);
@@ -248,7 +248,7 @@ double IterationModel::experts_seconds(int64_t tokens) const {
   // The fused kernel hides part of the shorter of the two behind the longer.
   double experts = std::max(compute, weights) + ge.moe_kernel_unhidden.value * std::min(compute, weights);
   experts += gemm(tokens, e.num_experts, h);  // router
-  if (e.shared_experts > 0 && !fused_shared) experts += dense_ffn_seconds(tokens, e.shared_experts * e.shared_intermediate);
+  if (e.shared_experts > 0 && !fused_shared_expert_) experts += dense_ffn_seconds(tokens, e.shared_experts * e.shared_intermediate);
   // Expert parallel behind tensor-parallel attention: every rank of the group already holds
   // every token, picks those routed to its own experts, and the partial outputs are summed
   // by the layer's second all-reduce (attention_layer_seconds), as vLLM's FusedMoE does

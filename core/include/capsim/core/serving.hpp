@@ -78,6 +78,7 @@ class IterationModel {
   double stream_bytes_per_s_ = 1;  ///< the cost model's achievable HBM streaming rate
   EngineDefaults engine_;  ///< CUDA graphs and per-step host overhead
   int64_t moe_layers_ = 0;  ///< layers with routed experts
+  bool fused_shared_expert_ = false;  ///< the shared expert runs inside the routed kernel
   double ep_max_z_ = 0;     ///< expected_max_standard_normal(ep): the busiest rank's spread
   bool fp8_block_ = false;  ///< block-scaled FP8 (the plan's, or the checkpoint's)
   double eager_host_s_ = 0;  ///< host time an eager step adds (all layers)
