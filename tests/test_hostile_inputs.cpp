@@ -270,8 +270,8 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownRuleWord) {
     const char* want;
   };
   const std::vector<Case> cases = {
-      {"trtllm", "max_num_seqs_auto", "largest",
-       "engine.json#/knobs/max_num_seqs_auto/value: must be \"default\" or \"fastest\" (got \"largest\")"},
+      {"trtllm", "batch_limits_auto", "largest",
+       "engine.json#/knobs/batch_limits_auto/value: must be \"default\" or \"trtllm-bench\" (got \"largest\")"},
       {"trtllm", "cuda_graph_max_tokens_auto", 512,
        "engine.json#/knobs/cuda_graph_max_tokens_auto/value: must be \"default\" or \"max_num_seqs\" (got 512)"},
       {"trtllm", "gpu_memory_utilization_of", "weights",

@@ -37,7 +37,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   if (p.activation_dtype == DType::fp8 && p.weight_dtype == DType::fp8) math_ = DType::fp8;
   else if (p.activation_dtype == DType::int8 && p.weight_dtype == DType::int8) math_ = DType::int8;
   else math_ = DType::bf16;
-  const DType kv = p.kv_dtype.value_or(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16);
+  const DType kv = p.resolved_kv_dtype();
   dp_ = p.attention_dp_degree();
   attn_tp_ = dp_ > 1 ? 1 : p.tp;
   const double tp = dbl(p.tp);

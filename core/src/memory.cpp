@@ -390,7 +390,7 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   /// maintainers in pytorch/pytorch#107667.
   out.non_torch_bytes = 300.0 * 1024 * 1024;
 
-  const DType kv = p.kv_dtype.value_or(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16);
+  const DType kv = p.resolved_kv_dtype();
   double kv_per_token = kv_cache_bytes_per_token(m, kv) / pp;
   // KV heads split over tp; MLA's latent and GQA with fewer KV heads than tp are replicated.
   if (!m.mla) kv_per_token /= std::min(attn_tp, dbl(m.kv_heads));

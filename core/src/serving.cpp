@@ -74,13 +74,15 @@ void throw_if_cancelled(const std::atomic<bool>* cancel) {
 
 namespace {
 
-/// The scenario with the choices a first run made for "auto" (max_num_seqs, ep) written in,
-/// so that every replication runs the same engine.
+/// The scenario with the choices a first run made for "auto" (max_num_seqs, ep, the
+/// launcher's step budget) written in, so that every replication runs the same engine.
 Scenario with_choices_of(const Scenario& s, const ServingResult& first) {
   Scenario same = s;
   same.inference->engine.max_num_seqs = first.engine.max_num_seqs;
   same.inference->ep = first.ep;
   same.inference->attention_dp = first.attention_dp;
+  if (first.launcher_max_num_batched_tokens > 0)
+    same.inference->engine.max_num_batched_tokens = first.launcher_max_num_batched_tokens;
   return same;
 }
 
@@ -507,37 +509,84 @@ double output_tokens_per_s(const ServingResult& r) {
 
 namespace {
 
-/// The run with max_num_seqs resolved: as given; the engine's default; or, for "auto" on an
-/// engine whose launcher picks it per workload (EngineDefaults::max_num_seqs_auto_fastest),
-/// the fastest setting, from 256 doubling while the output throughput still rises by more
-/// than 0.1% (the KV cache or the step time caps it).
-ServingResult simulate_seqs_resolved(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
-                                     bool record_token_gaps, const std::atomic<bool>* cancel) {
-  if (!s.inference->engine.max_num_seqs_auto || s.inference->engine.max_num_seqs ||
-      !s.inference->profile.knobs.max_num_seqs_auto_fastest)
-    return simulate_once(s, cost, seed, record_timeline, record_token_gaps, cancel);
-  Scenario probe = s;
-  ServingResult best;
-  double best_rate = -1;
-  for (int64_t seqs = 256; seqs <= 16384; seqs *= 2) {
-    probe.inference->engine.max_num_seqs = seqs;
-    ServingResult r;
-    try {
-      r = simulate_once(probe, cost, seed, record_timeline, record_token_gaps, cancel);
-    } catch (const ServingCancelled&) {
-      throw;
-    } catch (const std::runtime_error&) {
-      // A larger cap reserves more activation memory; once it leaves a prompt no KV room,
-      // the last cap that ran is the fastest.
-      if (best_rate < 0) throw;
-      break;
-    }
-    const double rate = output_tokens_per_s(r);
-    if (best_rate >= 0 && rate <= best_rate * 1.001) break;
-    best = std::move(r);
-    best_rate = rate;
+/// The batch limits trtllm-bench runs with when its user sets neither (TensorRT-LLM
+/// tensorrt_llm/bench/build/tuning.py calc_engine_setting and finetune_setting, called by
+/// bench/benchmark/utils/general.py get_settings): the KV room of every GPU (NVML's total
+/// memory less the weights at 1 byte a parameter for FP8, 0.5 for FP4, 2 unquantized,
+/// times the KV fraction it hands the engine) over a request of the dataset's mean prompt
+/// plus mean output, at 2 x layers x max(tp, KV heads) x head size bytes a token; the batch
+/// cap is that count (at most 4096, over pp) rounded up to 32, 128 or 256, the token budget
+/// the cap times 1 + ISL/OSL (at most 32768) rounded up to 256, 512 or 1024 and at least
+/// 2048, and without chunked prefill at least the longest prompt plus the cap. Other
+/// quantizations take the library's defaults (get_benchmark_engine_settings), as does a
+/// model that leaves no KV room (trtllm-bench stops there; the memory check says why).
+/// Under attention DP every rank's executor runs with these limits.
+struct BatchLimits {
+  int64_t max_num_seqs = 0, max_num_batched_tokens = 0;
+};
+std::optional<BatchLimits> trtllm_bench_batch_limits(const Scenario& s, const EngineDefaults& d,
+                                                     const std::vector<RequestResult>& dataset) {
+  const InferencePlan& p = *s.inference;
+  const ModelSpec& m = s.model;
+  double weight_bytes = 0;
+  switch (p.weight_dtype) {
+    case DType::fp8: weight_bytes = 1.0; break;
+    case DType::fp4: weight_bytes = 0.5; break;
+    case DType::bf16:
+    case DType::fp16: weight_bytes = 2.0; break;
+    default: return std::nullopt;
   }
-  return best;
+  if (dataset.empty()) return std::nullopt;
+  const DType kv = p.resolved_kv_dtype();
+  const double kv_bytes = kv == DType::fp8 ? 1.0 : (kv == DType::fp4 ? 0.5 : 2.0);
+  double isl = 0, osl = 0;
+  int64_t max_isl = 0;
+  for (const auto& r : dataset) {
+    isl += dbl(r.input);
+    osl += dbl(r.output);
+    max_isl = std::max(max_isl, r.input);
+  }
+  isl /= dbl(static_cast<int64_t>(dataset.size()));
+  osl /= dbl(static_cast<int64_t>(dataset.size()));
+  const double bytes_per_token = 2.0 * dbl(m.layers) * dbl(std::max(p.tp, m.kv_heads)) * dbl(m.head_dim) * kv_bytes;
+  const double room = (s.system.gpu.hbm_capacity_bytes * dbl(p.tp * p.pp) - dbl(count_params(m).total) * weight_bytes) *
+                      d.gpu_memory_utilization;
+  const double requests = room / (bytes_per_token * (isl + osl));
+  if (!(requests >= 1.0) || osl <= 0) return std::nullopt;
+  const double raw_seqs = std::min(requests, 4096.0) / dbl(p.pp);
+  const double raw_tokens = std::min(raw_seqs * (1.0 + isl / osl), 32768.0);
+  auto round_up = [](double v, int64_t step) { return static_cast<int64_t>(std::ceil(v / dbl(step))) * step; };
+  BatchLimits out;
+  out.max_num_seqs = raw_seqs < 256    ? std::max<int64_t>(64, round_up(raw_seqs, 32))
+                     : raw_seqs < 1024 ? round_up(raw_seqs, 128)
+                                       : round_up(raw_seqs, 256);
+  out.max_num_batched_tokens = raw_tokens < 4096   ? std::max<int64_t>(2048, round_up(raw_tokens, 256))
+                               : raw_tokens < 8192 ? round_up(raw_tokens, 512)
+                                                   : round_up(raw_tokens, 1024);
+  if (!d.chunked_prefill) out.max_num_batched_tokens = std::max(out.max_num_batched_tokens, max_isl + out.max_num_seqs);
+  out.max_num_seqs *= p.attention_dp_degree();
+  return out;
+}
+
+/// The run with the batch limits resolved: as given; the engine's defaults; or, for
+/// max_num_seqs "auto" on an engine whose launcher sizes them for the workload
+/// (EngineDefaults::batch_limits_from_trtllm_bench), the launcher's.
+ServingResult simulate_limits_resolved(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
+                                       bool record_token_gaps, const std::atomic<bool>* cancel) {
+  const InferencePlan& p = *s.inference;
+  if (!p.engine.max_num_seqs_auto || p.engine.max_num_seqs || !p.profile.knobs.batch_limits_from_trtllm_bench)
+    return simulate_once(s, cost, seed, record_timeline, record_token_gaps, cancel);
+  const DrawnWorkload drawn = detail::generate_requests(p.workload, seed);
+  const EngineDefaults d = engine_defaults(p, s.system.gpu, drawn.longest);
+  const std::optional<BatchLimits> limits = trtllm_bench_batch_limits(s, d, drawn.requests);
+  if (!limits) return simulate_once(s, cost, seed, record_timeline, record_token_gaps, cancel);
+  Scenario sized = s;
+  sized.inference->engine.max_num_seqs = limits->max_num_seqs;
+  if (p.engine.max_num_batched_tokens) return simulate_once(sized, cost, seed, record_timeline, record_token_gaps, cancel);
+  sized.inference->engine.max_num_batched_tokens = limits->max_num_batched_tokens;
+  ServingResult r = simulate_once(sized, cost, seed, record_timeline, record_token_gaps, cancel);
+  r.launcher_max_num_batched_tokens = limits->max_num_batched_tokens;
+  return r;
 }
 
 }  // namespace
@@ -550,7 +599,7 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
   if (!ep_choice) {
     Scenario fixed = s;
     fixed.inference->attention_dp = p.attention_dp.value_or(false);
-    return simulate_seqs_resolved(fixed, cost, seed, record_timeline, record_token_gaps, cancel);
+    return simulate_limits_resolved(fixed, cost, seed, record_timeline, record_token_gaps, cancel);
   }
   // ep "auto" (SCHEMA.md: what the people who ran it did, the fastest setting that fits):
   // experts split inside each expert over the tp group, or whole experts spread over it
@@ -574,7 +623,7 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
     probe.inference->attention_dp = l.dp;
     ServingResult r;
     try {
-      r = simulate_seqs_resolved(probe, cost, seed, record_timeline, record_token_gaps, cancel);
+      r = simulate_limits_resolved(probe, cost, seed, record_timeline, record_token_gaps, cancel);
     } catch (const ServingDoesNotFit&) {
       none_fit = std::current_exception();
       continue;

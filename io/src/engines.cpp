@@ -380,9 +380,9 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
         out = *v == second;
     }
   };
-  // What max_num_seqs "auto" runs: the engine's default unless the profile says its
-  // launcher picks the value for each workload.
-  optional_rule("max_num_seqs_auto", "default", "fastest", d.max_num_seqs_auto_fastest);
+  // What max_num_seqs "auto" runs: the engine's default, or the batch limits its
+  // benchmark launcher computes for the workload.
+  optional_rule("batch_limits_auto", "default", "trtllm-bench", d.batch_limits_from_trtllm_bench);
   // What the memory fraction is a fraction of.
   optional_rule("gpu_memory_utilization_of", "total", "free", d.memory_fraction_of_free);
   // What the capture size is when the scenario leaves it: the engine's default, or the

@@ -246,7 +246,7 @@ json inference_memory_json(const Scenario& s, const InferenceMemory& mem) {
                 {"params_active", count_params(s.model).active}};
   j["layout"] = {{"tp", p.tp}, {"pp", p.pp}, {"ep", p.ep.value_or(1)}, {"replicas", p.replicas},
                  {"weight_dtype", std::string(to_string(p.weight_dtype))},
-                 {"kv_dtype", std::string(to_string(p.kv_dtype.value_or(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16)))}};
+                 {"kv_dtype", std::string(to_string(p.resolved_kv_dtype()))}};
   json resolved = json::object();
   if (!p.ep) resolved["ep"] = 1;
   if (!p.kv_dtype) resolved["kv_dtype"] = j["layout"]["kv_dtype"];

@@ -102,10 +102,12 @@ struct EngineDefaults {
   /// A prompt runs on one rank, so its chunk is at most that rank's share either way.
   bool dp_attention_divides_batched_tokens = false;
   /// What a scenario's `max_num_seqs: "auto"` runs: the engine's default at that release
-  /// (false: vLLM, SGLang and LMDeploy run theirs unless told), or, when true, the fastest
-  /// setting, because the engine's launcher picks it for each workload (trtllm-bench
-  /// computes the max batch size from the dataset).
-  bool max_num_seqs_auto_fastest = false;
+  /// (false: vLLM, SGLang and LMDeploy run theirs unless told), or, when true, the batch
+  /// limits trtllm-bench computes for the model, the GPUs and the dataset when its user sets
+  /// none (tensorrt_llm/bench/build/tuning.py calc_engine_setting): the max batch size from
+  /// the KV-cache room for requests of the dataset's mean length, and the token budget from
+  /// it (also for `max_num_batched_tokens` unless the scenario gives one).
+  bool batch_limits_from_trtllm_bench = false;
   /// Whether the engine's launcher captures CUDA graphs for every batch up to the batch cap
   /// it runs with (trtllm-bench: get_settings sets cuda_graph_max_batch_size to its
   /// max_batch_size, with padding), so that steps up to max_num_seqs decode tokens replay a

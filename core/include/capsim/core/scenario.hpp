@@ -204,9 +204,8 @@ struct LengthDist {
 struct EngineOptions {
   std::optional<int64_t> max_num_seqs;
   /// max_num_seqs given as "auto": what the people who ran it did: the engine's default,
-  /// or, where its launcher sizes the batch per workload (EngineDefaults::
-  /// max_num_seqs_auto_fastest), the fastest setting (256, 512, ... while the output
-  /// throughput still rises).
+  /// or, where its launcher sizes the batch for the workload (EngineDefaults::
+  /// batch_limits_from_trtllm_bench), the launcher's choice.
   bool max_num_seqs_auto = false;
   std::optional<int64_t> max_num_batched_tokens;
   std::optional<int64_t> block_size;
@@ -279,6 +278,9 @@ struct InferencePlan {
   DType weight_dtype = DType::bf16;
   DType activation_dtype = DType::bf16;
   std::optional<DType> kv_dtype = DType::bf16;  ///< nullopt = auto
+  /// The KV-cache dtype in force: as given, or for "auto" the checkpoint's: FP8 beside FP8
+  /// weights (the FP8 checkpoints' kv_cache_quant_algo), else 16-bit.
+  DType resolved_kv_dtype() const { return kv_dtype.value_or(weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16); }
   EngineOptions engine;
   /// The serving engine's profile (data/engines/): the defaults of every knob `engine`
   /// leaves unset, its host time per step and its CUDA-graph capture.
