@@ -259,6 +259,28 @@ TEST(Serving, AutoBatchLimitsAreTrtllmBenchs) {
   EXPECT_EQ(r.engine.max_num_batched_tokens, std::max<int64_t>(8192, 2048));
 }
 
+// Under attention DP each rank's executor runs trtllm-bench's limits. Qwen3-30B-A3B FP8
+// (30,532,122,624 parameters; 2 x 48 layers x max(2, 4) KV heads x 128 x 1 B = 49,152 B a
+// token) on two H100s at 1000/1000: (2 x 85,520,809,984 - 30,532,122,624) x 0.9 B of KV room
+// hold 1286.4 requests: a cap of 1536 and a budget of 2816 a rank, 3072 and 5632 in all.
+TEST(Serving, AutoBatchLimitsApplyToEveryAttentionDpRank) {
+  Scenario s = serving_scenario("qwen3-30b-a3b", "h100-sxm5-80gb", 2, ServingWorkload::Mode::offline);
+  s.inference->profile = io::select_engine_profile("trtllm", "1.0", "/inference/engine");
+  ASSERT_EQ(count_params(s.model).total, 30532122624);
+  s.inference->weight_dtype = s.inference->activation_dtype = DType::fp8;
+  s.inference->kv_dtype.reset();
+  s.inference->ep = 2;
+  s.inference->attention_dp = true;
+  s.inference->engine.max_num_seqs_auto = true;
+  s.inference->workload.num_requests = 40;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 1000, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 1000, 0, 0};
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult r = simulate_serving(s, cost);
+  EXPECT_EQ(r.engine.max_num_seqs, 3072);
+  EXPECT_EQ(r.engine.max_num_batched_tokens, 5632);
+}
+
 // Elsewhere "auto" is what the engine runs when nobody sets it: its default for that
 // release and GPU (vLLM's V0 256 on this run).
 TEST(Serving, AutoMaxNumSeqsIsTheEngineDefaultWhereTheLauncherLeavesIt) {
