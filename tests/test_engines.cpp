@@ -167,7 +167,7 @@ TEST(ServingEngines, MoeKernelFamiliesLoadAndProfilesNameThem) {
   const MoeKernel dg = io::moe_kernel_family("deepgemm", "/k");
   const MoeKernelRates* hopper = dg.for_gpu("h200-sxm-141gb", "hopper");
   ASSERT_NE(hopper, nullptr);
-  EXPECT_TRUE(hopper->fp8_only);
+  EXPECT_TRUE(hopper->fp8_block_only);  // DeepGEMM computes block-scaled FP8 only
   // The weight-read rate of DeepGEMM's M = 64 FP8 GEMMs on the two expert shapes (README,
   // H800): the bytes each row moves over its published bandwidth, weights over that time.
   const double w1 = 4096.0 * 7168, w2 = 7168.0 * 2048;
@@ -214,6 +214,7 @@ TEST(ServingEngines, MoeKernelFamilyScalesTheDecodeWeightStreamByTheRateRatio) {
   InferencePlan p;
   p.weight_dtype = DType::fp8;
   p.activation_dtype = DType::fp8;
+  p.fp8_block_scaling = true;
   s.inference = p;
   GpuEfficiency& e = s.system.gpu.efficiency;
   e.moe_kernel_fixed_us.value = 0;
@@ -235,7 +236,21 @@ TEST(ServingEngines, MoeKernelFamilyScalesTheDecodeWeightStreamByTheRateRatio) {
   const double bytes = touched * static_cast<double>(s.model.hidden * moe.expert_intermediate) * 3.0;  // fp8
   const double stream = bytes / (s.system.gpu.hbm_bandwidth().value * e.moe_kernel_hbm.value);
   EXPECT_NEAR(triton - deepgemm, static_cast<double>(s.model.layers) * stream * (1.0 - e.moe_kernel_hbm.value / rate), 1e-12);
+  // Its figures are for block-scaled FP8 (fp8_block_only): per-tensor FP8 experts, and
+  // TensorRT-LLM's CUTLASS family with them, run the preset's rates.
+  s.inference->fp8_block_scaling = false;
+  const double per_tensor_deepgemm = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
+  s.inference->profile.knobs.moe_kernel = io::moe_kernel_family("trtllm-cutlass", "/k");
+  const double per_tensor_cutlass = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
+  s.inference->profile.knobs.moe_kernel = io::moe_kernel_family("triton", "/k");
+  const double per_tensor_triton = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
+  EXPECT_DOUBLE_EQ(per_tensor_deepgemm, per_tensor_triton);
+  EXPECT_DOUBLE_EQ(per_tensor_cutlass, per_tensor_triton);
+  s.inference->profile.knobs.moe_kernel = io::moe_kernel_family("trtllm-cutlass", "/k");
+  s.inference->fp8_block_scaling = true;
+  EXPECT_DOUBLE_EQ(IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b), deepgemm);
   // The same family on 16-bit experts holds no figure (fp8_only): the preset's rates apply.
+  s.inference->profile.knobs.moe_kernel = fam;
   s.inference->weight_dtype = DType::bf16;
   s.inference->activation_dtype = DType::bf16;
   const double bf16_family = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);

@@ -221,6 +221,7 @@ double IterationModel::experts_seconds(int64_t tokens) const {
   // weights), else the GPU preset's fused-MoE (Triton) figure.
   const MoeKernelRates* fam = engine_.moe_kernel.for_gpu(sys_.gpu.id, to_string(sys_.gpu.arch));
   if (fam && fam->fp8_only && math_ != DType::fp8) fam = nullptr;
+  if (fam && fam->fp8_block_only && !(math_ == DType::fp8 && fp8_block_)) fam = nullptr;
   auto rate = [&](std::optional<double> MoeKernelRates::*member, double preset) {
     return fam && ((*fam).*member).has_value() ? *((*fam).*member) : preset;
   };

@@ -142,10 +142,13 @@ MoeKernel moe_kernel_family(const std::string& name, const std::string& pointer)
       r.target = it.key();
       const json& g = it.value();
       const std::string gat = at + "/rates/" + r.target;
-      if (g.contains("fp8_only")) {
-        if (!g["fp8_only"].is_boolean()) issues.push_back({gat + "/fp8_only", brief(g["fp8_only"]), "must be true or false", {}});
-        else r.fp8_only = g["fp8_only"].get<bool>();
-      }
+      auto flag = [&](const char* key, bool& out_b) {
+        if (!g.contains(key)) return;
+        if (!g[key].is_boolean()) issues.push_back({gat + "/" + key, brief(g[key]), "must be true or false", {}});
+        else out_b = g[key].get<bool>();
+      };
+      flag("fp8_only", r.fp8_only);
+      flag("fp8_block_only", r.fp8_block_only);
       // Every figure: a value with the sources it comes from.
       auto figure = [&](const char* key, std::optional<double>& out_v, double min, double max) {
         if (!g.contains(key)) return;
@@ -170,9 +173,10 @@ MoeKernel moe_kernel_family(const std::string& name, const std::string& pointer)
       figure("compute_fp8", r.compute_fp8, 0, 1.0);
       figure("compute_bf16", r.compute_bf16, 0, 1.0);
       for (auto f = g.begin(); f != g.end(); ++f)
-        if (f.key() != "fp8_only" && f.key() != "hbm" && f.key() != "fixed_us" && f.key() != "compute_fp8" &&
-            f.key() != "compute_bf16" && f.key() != "note")
-          issues.push_back({gat + "/" + f.key(), "", "unknown figure (hbm, fixed_us, compute_fp8, compute_bf16, fp8_only)", {}});
+        if (f.key() != "fp8_only" && f.key() != "fp8_block_only" && f.key() != "hbm" && f.key() != "fixed_us" &&
+            f.key() != "compute_fp8" && f.key() != "compute_bf16" && f.key() != "note")
+          issues.push_back({gat + "/" + f.key(), "",
+                            "unknown figure (hbm, fixed_us, compute_fp8, compute_bf16, fp8_only, fp8_block_only)", {}});
       out.rates.push_back(std::move(r));
     }
   }

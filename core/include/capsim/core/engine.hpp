@@ -19,6 +19,10 @@ namespace capsim {
 struct MoeKernelRates {
   std::string target;         ///< GPU preset id or architecture name
   bool fp8_only = false;  ///< the figures hold for FP8 expert GEMMs only
+  /// The figures hold for block-scaled FP8 expert GEMMs only (1x128 activation and 128x128
+  /// weight scales, DeepSeek's recipe): a kernel for those scales says nothing of the
+  /// per-tensor FP8 path, which then takes the GPU preset's figures.
+  bool fp8_block_only = false;
   std::optional<double> hbm, fixed_us, compute_fp8, compute_bf16;
   bool operator==(const MoeKernelRates&) const = default;
 };
