@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "capsim/core/diagnostics.hpp"
+#include "capsim/io/engines.hpp"
 #include "capsim/core/model.hpp"
 #include "capsim/core/serving.hpp"
 #include "capsim/hw/roofline.hpp"
@@ -183,6 +184,34 @@ TEST(HostileDataFile, MoeRoutingWithBrokenEntries) {
       "moe_routing.json#/models/1/rank_imbalance: must be a non-empty list of {ep, max_over_mean} (got [])",
   };
   EXPECT_EQ(issues_of(d), want);
+}
+
+// So is the MoE kernel file: a flag that is not a boolean, a figure without a source or out
+// of range, and an unknown figure, each at its place, all at once.
+TEST(HostileDataFile, MoeKernelFamilyWithBrokenFigures) {
+  nlohmann::json d = io::read_json_file(io::data_dir() / "moe_kernels.json");
+  EXPECT_NO_THROW(io::moe_kernel_family_from_json(d, "moe_kernels.json", "trtllm-cutlass", "/k"));
+  nlohmann::json& h = d["families"]["trtllm-cutlass"]["rates"]["hopper"];
+  h["fp8_block_only"] = "yes";
+  h["hbm"]["source"] = nlohmann::json::array();
+  h["compute_fp8"] = {{"value", 1.5}, {"source", {"deepgemm_readme"}}};
+  h["tflops"] = 900;
+  std::vector<std::string> got;
+  try {
+    (void)io::moe_kernel_family_from_json(d, "moe_kernels.json", "trtllm-cutlass", "/k");
+  } catch (const InputError& e) {
+    for (const auto& i : e.issues())
+      got.push_back(i.pointer + ": " + i.rule + (i.value.empty() ? "" : " (got " + i.value + ")"));
+  }
+  const std::string at = "moe_kernels.json#/families/trtllm-cutlass/rates/hopper";
+  const std::vector<std::string> want = {
+      at + "/fp8_block_only: must be true or false (got \"yes\")",
+      at + "/hbm/source: every figure needs a source",
+      at + "/compute_fp8: must be {\"value\": a fraction in (0, 1], \"source\": [...]} (got "
+           "{\"source\":[\"deepgemm_readme\"],\"value\":1.5})",
+      at + "/tflops: unknown figure (hbm, fixed_us, compute_fp8, compute_bf16, fp8_only, fp8_block_only)",
+  };
+  EXPECT_EQ(got, want);
 }
 
 }  // namespace

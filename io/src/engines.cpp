@@ -116,15 +116,20 @@ std::vector<std::string> moe_kernel_family_names() {
 
 MoeKernel moe_kernel_family(const std::string& name, const std::string& pointer) {
   const fs::path path = data_dir() / "moe_kernels.json";
-  const std::string origin = path.string();
-  const json doc = read_json_file(path);
+  return moe_kernel_family_from_json(read_json_file(path), path.string(), name, pointer);
+}
+
+MoeKernel moe_kernel_family_from_json(const json& doc, const std::string& origin, const std::string& name,
+                                      const std::string& pointer) {
   if (!doc.is_object() || !doc.contains("schema") || doc["schema"] != "capsim-moe-kernels/1" || !doc.contains("families") ||
       !doc["families"].is_object())
     throw InputError({{origin, "", "not a capsim-moe-kernels/1 file (\"schema\" and \"families\" required)", {}}});
   const json& fams = doc["families"];
   if (!fams.contains(name)) {
     std::string list;
-    const std::vector<std::string> names = moe_kernel_family_names();
+    std::vector<std::string> names;
+    for (auto it = fams.begin(); it != fams.end(); ++it) names.push_back(it.key());
+    std::sort(names.begin(), names.end());
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
     const std::string near = nearest(name, names);
     throw InputError({{pointer, "\"" + name + "\"", "unknown MoE kernel family; valid: " + list,

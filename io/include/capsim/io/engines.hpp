@@ -21,6 +21,10 @@ std::vector<std::string> moe_kernel_family_names();
 /// `pointer` that lists the valid ones.
 MoeKernel moe_kernel_family(const std::string& name, const std::string& pointer);
 
+/// The same from a capsim-moe-kernels/1 document; `origin` names it in errors.
+MoeKernel moe_kernel_family_from_json(const nlohmann::json& doc, const std::string& origin, const std::string& name,
+                                      const std::string& pointer);
+
 /// Read one profile document; `origin` names it in errors. Every knob needs a value and a
 /// non-empty source list.
 EngineProfile engine_profile_from_json(const nlohmann::json& doc, const std::string& origin);
