@@ -280,6 +280,8 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownRuleWord) {
        "engine.json#/knobs/block_fp8_gemm/value: must be \"fixed_tile\" or \"deepgemm\" (got \"cublas\")"},
       {"sglang-0.5", "shared_expert", true,
        "engine.json#/knobs/shared_expert/value: must be \"separate\" or \"fused\" (got true)"},
+      {"lmdeploy-turbomind-0.1", "tp_all_reduce", "custom",
+       "engine.json#/knobs/tp_all_reduce/value: must be \"engine_kernel\" or \"nccl\" (got \"custom\")"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.knob);

@@ -430,8 +430,8 @@ TEST(Serving, CancelFlagStopsOneLongRun) {
 }
 
 // Tensor-parallel all-reduces inside a node take the faster of NCCL and the engine's own
-// kernel (H100: 13.2 us + 16.4 us/MiB); a GPU without that measurement, or a group that
-// spans nodes, uses NCCL.
+// kernel (H100: 13.2 us + 16.4 us/MiB); a GPU without that measurement, a group that spans
+// nodes, or an engine without such a kernel uses NCCL.
 TEST(Serving, TensorParallelAllReduceTakesTheFasterKernel) {
   Scenario s = serving_scenario("llama3-70b", "h100-sxm5-80gb", 8, ServingWorkload::Mode::offline);
   IterationBatch b;
@@ -449,6 +449,13 @@ TEST(Serving, TensorParallelAllReduceTakesTheFasterKernel) {
   EXPECT_NEAR(step(a, 1.0) - step(a, 0.0), 2.0 * 80 * 1.0, 1e-9);  // not measured on A100
   s.system.gpus_per_node = 4;  // TP 8 over two nodes
   EXPECT_NEAR(step(s, 1.0) - step(s, 0.0), 2.0 * 80 * 1.0, 1e-9);
+  // An engine without its own kernel (LMDeploy TurboMind 0.2: ftNcclAllReduceSum) runs NCCL
+  // inside the node too.
+  s.system.gpus_per_node = 8;
+  s.inference->profile = io::select_engine_profile("lmdeploy", "0.2.0", "/inference/engine");
+  ASSERT_TRUE(s.inference->profile.knobs.tp_all_reduce_nccl_only);
+  EXPECT_NEAR(step(s, 1.0) - step(s, 0.0), 2.0 * 80 * 1.0, 1e-9);
+  EXPECT_FALSE(io::select_engine_profile("lmdeploy", "0.7.3", "/inference/engine").knobs.tp_all_reduce_nccl_only);
 }
 
 // Goodput (vLLM benchmark_serving --goodput): requests whose TTFT and TPOT both meet the

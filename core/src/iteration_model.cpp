@@ -97,10 +97,10 @@ double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
 
 double IterationModel::tp_all_reduce(double bytes) const {
   const double nccl = cost_.collective(CollectiveKind::all_reduce, Bytes(bytes), tp_group_).value;
-  // Inside one NVLink domain the engine's own all-reduce kernel, where the GPU has it
-  // measured, when it beats NCCL.
+  // Inside one NVLink domain the engine's own all-reduce kernel, where the engine has one
+  // and the GPU has it measured, when it beats NCCL.
   const GpuEfficiency& e = sys_.gpu.efficiency;
-  if (tp_group_.nodes() > 1 || e.engine_allreduce_fixed_us.value <= 0) return nccl;
+  if (engine_.tp_all_reduce_nccl_only || tp_group_.nodes() > 1 || e.engine_allreduce_fixed_us.value <= 0) return nccl;
   const double custom = (e.engine_allreduce_fixed_us.value + bytes / (1024.0 * 1024.0) * e.engine_allreduce_us_per_mib.value) * 1e-6;
   return std::min(nccl, custom);
 }

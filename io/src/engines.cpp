@@ -402,6 +402,8 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   optional_rule("block_fp8_gemm", "fixed_tile", "deepgemm", d.block_fp8_gemm_fills_sms);
   // Where a single shared expert runs: its own MLP, or inside the routed-expert kernel.
   optional_rule("shared_expert", "separate", "fused", d.fused_shared_expert);
+  // The tensor-parallel all-reduce: the engine's own kernel where it beats NCCL, or NCCL.
+  optional_rule("tp_all_reduce", "engine_kernel", "nccl", d.tp_all_reduce_nccl_only);
   d.swap_space_bytes = swap_gib * 1024.0 * 1024.0 * 1024.0;
   if (d.gpu_memory_utilization > 1.0)
     issues.push_back({origin + "#/knobs/gpu_memory_utilization/value", std::to_string(d.gpu_memory_utilization),

@@ -128,6 +128,11 @@ struct EngineDefaults {
   /// expert every token picks (SGLang's shared-experts fusion for DeepSeek V3/R1 without
   /// expert parallelism: E+1 experts, top-(k+1)), instead of as a separate dense MLP.
   bool fused_shared_expert = false;
+  /// Whether the engine's tensor-parallel all-reduce is always NCCL's (LMDeploy TurboMind up
+  /// to 0.7.1: ftNcclAllReduceSum in every layer) or, inside one NVLink domain, the faster of
+  /// NCCL and its own one-shot kernel where the GPU has that measured (vLLM's custom
+  /// all-reduce, which SGLang runs too; TensorRT-LLM's own kernels).
+  bool tp_all_reduce_nccl_only = false;
   int64_t block_size = 16;                ///< KV-cache page, tokens
   double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
   /// What gpu_memory_utilization is a fraction of: the GPU's whole memory, from which the
