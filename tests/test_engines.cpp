@@ -206,16 +206,11 @@ TEST(ServingEngines, UnknownMoeKernelIsAnInputErrorNamingTheValidOnes) {
 // weight bytes / (rate x HBM peak), so the engine's kernel family changes the step by
 // exactly the layers' expert time times (1 - preset rate / family rate).
 TEST(ServingEngines, MoeKernelFamilyScalesTheDecodeWeightStreamByTheRateRatio) {
-  Scenario s;
-  s.model = io::load_model("qwen3-30b-a3b");
-  s.system.gpu = io::load_gpu("h200-sxm-141gb");
-  s.system.num_gpus = 1;
-  s.system.gpus_per_node = 8;
-  InferencePlan p;
+  Scenario s = testing::on_one_node("qwen3-30b-a3b", "h200-sxm-141gb", 1);
+  InferencePlan& p = *s.inference;
   p.weight_dtype = DType::fp8;
   p.activation_dtype = DType::fp8;
   p.fp8_block_scaling = true;
-  s.inference = p;
   GpuEfficiency& e = s.system.gpu.efficiency;
   e.moe_kernel_fixed_us.value = 0;
   e.moe_kernel_unhidden.value = 0;
@@ -259,17 +254,12 @@ TEST(ServingEngines, MoeKernelFamilyScalesTheDecodeWeightStreamByTheRateRatio) {
 }
 
 Scenario llama8b() {
-  Scenario s;
-  s.model = io::load_model("llama3-8b");
-  s.system.gpu = io::load_gpu("h100-sxm5-80gb");
-  s.system.num_gpus = 1;
-  s.system.gpus_per_node = 8;
-  InferencePlan p;
+  Scenario s = testing::on_one_node("llama3-8b", "h100-sxm5-80gb", 1);
+  InferencePlan& p = *s.inference;
   p.workload.mode = ServingWorkload::Mode::offline;
   p.workload.num_requests = 1;
   p.workload.input_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
   p.workload.output_tokens = {LengthDist::Kind::fixed, 20, 0, 0};
-  s.inference = p;
   return s;
 }
 
@@ -358,13 +348,8 @@ TEST(ServingEngines, ReservingToCompletionNeverPreempts) {
 // replica's blocks are the GPUs' together, and the weights grow by the attention and
 // dense weights no longer split over tp.
 TEST(AttentionDp, MemoryKeepsWholeAttentionAndKvPerGpu) {
-  Scenario s;
-  s.model = io::load_model("qwen3-235b-a22b");
-  s.system.gpu = io::load_gpu("h200-sxm-141gb");
-  s.system.num_gpus = 8;
-  s.system.gpus_per_node = 8;
-  InferencePlan p;
-  p.tp = 8;
+  Scenario s = testing::on_one_node("qwen3-235b-a22b", "h200-sxm-141gb", 8);
+  InferencePlan& p = *s.inference;
   p.ep = 8;
   p.weight_dtype = p.activation_dtype = DType::fp8;
   p.kv_dtype = DType::fp8;
@@ -406,20 +391,14 @@ TEST(AttentionDp, DenseDecodeStepIsOneGpuOnItsShare) {
 // "auto" layouts consider attention DP only with ep "auto" and where the engine has it;
 // a stated ep keeps it off unless the scenario turns it on.
 TEST(AttentionDp, AutoConsidersItOnlyWhereTheEngineHasIt) {
-  Scenario s;
-  s.model = io::load_model("qwen3-30b-a3b");
-  s.system.gpu = io::load_gpu("h100-sxm5-80gb");
-  s.system.num_gpus = 4;
-  s.system.gpus_per_node = 8;
-  InferencePlan p;
-  p.tp = 4;
+  Scenario s = testing::on_one_node("qwen3-30b-a3b", "h100-sxm5-80gb", 4);
+  InferencePlan& p = *s.inference;
   p.ep = std::nullopt;
   p.workload.mode = ServingWorkload::Mode::offline;
   p.workload.num_requests = 64;
   p.workload.input_tokens = {LengthDist::Kind::fixed, 512, 0, 0};
   p.workload.output_tokens = {LengthDist::Kind::fixed, 64, 0, 0};
   p.profile = io::select_engine_profile("sglang", "0.3.0", "/e");
-  s.inference = p;
   const hw::RooflineCostModel cost(s.system);
   EXPECT_FALSE(simulate_serving(s, cost).attention_dp);
   s.inference->ep = 4;
@@ -511,13 +490,8 @@ TEST(SharedExpertFusion, FusedSharedExpertIsOneMoreExpertEveryTokenPicks) {
 // 8192, a rank prefills 8192 / 4); an engine whose every rank has the whole budget
 // prefills a 6000-token prompt in one step, its group taking 4 x 8192.
 TEST(AttentionDp, EngineThatDividesTheBudgetChunksByTheRankShare) {
-  Scenario s;
-  s.model = io::load_model("qwen3-30b-a3b");
-  s.system.gpu = io::load_gpu("h100-sxm5-80gb");
-  s.system.num_gpus = 4;
-  s.system.gpus_per_node = 8;
-  InferencePlan p;
-  p.tp = 4;
+  Scenario s = testing::on_one_node("qwen3-30b-a3b", "h100-sxm5-80gb", 4);
+  InferencePlan& p = *s.inference;
   p.ep = 4;
   p.attention_dp = true;
   p.workload.mode = ServingWorkload::Mode::offline;
@@ -527,7 +501,6 @@ TEST(AttentionDp, EngineThatDividesTheBudgetChunksByTheRankShare) {
   p.profile = io::select_engine_profile("sglang", "0.5.7", "/e");
   ASSERT_TRUE(p.profile.knobs.dp_attention_divides_batched_tokens);
   ASSERT_EQ(p.profile.knobs.max_num_batched_tokens, 8192);
-  s.inference = p;
   const hw::RooflineCostModel cost(s.system);
   const ServingResult divided = simulate_serving(s, cost, 20261201, true);
   EXPECT_EQ(divided.engine.max_num_batched_tokens, 8192);
@@ -693,13 +666,8 @@ TEST(ServingEngines, WholeQueuePrefillReleasesFirstTokensTogether) {
 // 5x and 2x, which they were not fitted to (within 10%).
 TEST(ServingEngines, VllmV05HostModelMatchesTheV06Blog) {
   auto run = [](const char* model, int64_t tp, const char* version, int64_t steps, double qps) {
-    Scenario s;
-    s.model = io::load_model(model);
-    s.system.gpu = io::load_gpu("h100-sxm5-80gb");
-    s.system.num_gpus = tp;
-    s.system.gpus_per_node = 8;
-    InferencePlan p;
-    p.tp = tp;
+    Scenario s = testing::on_one_node(model, "h100-sxm5-80gb", tp);
+    InferencePlan& p = *s.inference;
     p.profile = io::select_engine_profile("vllm", version, "/inference/engine");
     p.engine.scheduler_steps = steps;
     p.workload.mode = qps > 0 ? ServingWorkload::Mode::poisson : ServingWorkload::Mode::offline;
@@ -707,7 +675,6 @@ TEST(ServingEngines, VllmV05HostModelMatchesTheV06Blog) {
     p.workload.num_requests = 500;
     p.workload.input_tokens = {LengthDist::Kind::sharegpt, 202, 0, 0};
     p.workload.output_tokens = {LengthDist::Kind::sharegpt, 179, 0, 0};
-    s.inference = p;
     const hw::RooflineCostModel cost(s.system);
     return io::serving_metrics(simulate_serving_runs(s, cost));
   };
