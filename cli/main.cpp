@@ -691,11 +691,18 @@ int run_validate(const ValidateArgs& a) {
   return 0;
 }
 
+/// A release range as the table writes it: "releases 0.8.4-0.9.0" (an open bound empty).
+std::string release_range_text(const json& versions) {
+  return "releases " + versions.value("from", std::string()) + "-" + versions.value("to", std::string());
+}
+
 /// A knob's value for the table: the value, the in-process LLM class's where it differs,
-/// and each GPU rule ("h100/h200, 0.8.4-0.9.0: 1024").
+/// each release range's ("releases -0.7.2: \"nccl\"") and each GPU rule ("h100/h200,
+/// releases 0.8.4-0.9.0: 1024").
 std::string knob_value_cell(const json& k) {
   std::string cell = k["value"].dump();
   if (k.contains("llm_class")) cell += " (LLM class " + k["llm_class"].dump() + ")";
+  for (const json& r : k.value("by_release", json::array())) cell += "; " + release_range_text(r["versions"]) + ": " + r["value"].dump();
   if (!k.contains("by_gpu")) return cell;
   for (const json& r : k["by_gpu"]) {
     std::vector<std::string> when;
@@ -706,10 +713,7 @@ std::string knob_value_cell(const json& k) {
     std::string except;
     for (const json& g : r.value("except", json::array())) except += (except.empty() ? "" : "/") + g.get<std::string>();
     if (!except.empty()) when.push_back("not " + except);
-    if (r.contains("versions")) {
-      const json& v = r["versions"];
-      when.push_back("releases " + v.value("from", std::string()) + "-" + v.value("to", std::string()));
-    }
+    if (r.contains("versions")) when.push_back(release_range_text(r["versions"]));
     std::string w;
     for (const auto& x : when) w += (w.empty() ? "" : ", ") + x;
     cell += "; " + (w.empty() ? std::string("every GPU") : w) + ": " + r["value"].dump();
@@ -726,14 +730,23 @@ std::string engines_table() {
     const json doc = io::read_json_file(io::data_dir() / "engines" / (id + ".json"));
     io::engine_profile_from_json(doc, id);  // checked: every knob sourced
     for (auto k = doc["knobs"].begin(); k != doc["knobs"].end(); ++k) {
+      // The knob's sources, then its release ranges' (each once).
+      std::vector<std::string> names;
+      auto add = [&](const json& list) {
+        for (const auto& src : list)
+          if (std::find(names.begin(), names.end(), src.get<std::string>()) == names.end()) names.push_back(src.get<std::string>());
+      };
+      add(k.value()["source"]);
+      for (const json& r : k.value().value("by_release", json::array())) add(r["source"]);
       std::string sources;
-      for (const auto& src : k.value()["source"]) {
-        const json& entry = doc["sources"][src.get<std::string>()];
-        const std::string url = entry.value("url", std::string());
-        sources += (sources.empty() ? "" : "; ") + (url.empty() ? src.get<std::string>() : "[" + src.get<std::string>() + "](" + url + ")");
+      for (const std::string& src : names) {
+        const std::string url = doc["sources"][src].value("url", std::string());
+        sources += (sources.empty() ? "" : "; ") + (url.empty() ? src : "[" + src + "](" + url + ")");
       }
-      out += fmt::format("| {} | {} | {} | {} | {} |\n", id, k.key(), knob_value_cell(k.value()), sources,
-                         k.value().value("note", std::string()));
+      std::string note = k.value().value("note", std::string());
+      for (const json& r : k.value().value("by_release", json::array()))
+        if (r.contains("note")) note += (note.empty() ? "" : "; ") + release_range_text(r["versions"]) + ": " + r["note"].get<std::string>();
+      out += fmt::format("| {} | {} | {} | {} | {} |\n", id, k.key(), knob_value_cell(k.value()), sources, note);
     }
   }
   // The MoE kernel families the profiles name, each figure with its sources

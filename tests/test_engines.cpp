@@ -106,6 +106,29 @@ TEST(ServingEngines, ReleaseOrderRanksTags) {
   EXPECT_TRUE(io::release_order("auto").empty());
 }
 
+// A knob's release ranges: the first range that holds the release gives the value, a
+// release in none keeps the knob's own, and a version that is not a release number takes
+// the first range without an upper bound (the newest release's value), else the knob's own.
+TEST(ServingEngines, ReleaseRangesOfAKnob) {
+  nlohmann::json e = io::read_json_file(io::data_dir() / "engines" / "vllm-v0.json");
+  const nlohmann::json src = nlohmann::json::array({"vllm_pr2192"});
+  e["knobs"]["block_size"]["value"] = 16;
+  e["knobs"]["block_size"]["by_release"] = nlohmann::json::array(
+      {{{"versions", {{"to", "0.3.0"}}}, {"value", 8}, {"source", src}},
+       {{"versions", {{"from", "0.3.0"}, {"to", "0.5.0"}}}, {"value", 32}, {"source", src}},
+       {{"versions", {{"from", "0.4.0"}}}, {"value", 64}, {"source", src}}});
+  auto block = [&](const std::string& release) { return io::engine_profile_from_json(e, "x.json", release).knobs.block_size; };
+  EXPECT_EQ(block("0.2.7"), 8);
+  EXPECT_EQ(block("0.3.0"), 32);
+  EXPECT_EQ(block("0.4.5"), 32);  // the first range that holds it
+  EXPECT_EQ(block("0.5.0"), 64);
+  EXPECT_EQ(block(""), 64);
+  EXPECT_EQ(block("main@abc"), 64);
+  e["knobs"]["block_size"]["by_release"].erase(2);
+  EXPECT_EQ(block("0.5.0"), 16);  // in no range
+  EXPECT_EQ(block(""), 16);       // no range without an upper bound
+}
+
 // A version picks the profile whose range holds it; other versions the nearest or newest.
 TEST(ServingEngines, VersionSelectsTheGeneration) {
   EXPECT_EQ(io::select_engine_profile("vllm", "0.5.3", "/e").id, "vllm-v0");

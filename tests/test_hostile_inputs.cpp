@@ -315,5 +315,30 @@ TEST(HostileDataFile, EngineProfileWithBrokenGpuRules) {
   EXPECT_EQ(got, want);
 }
 
+// A knob's release ranges (by_release): every broken entry is reported at its place, all at
+// once, and a wrongly typed value is reported whichever release is asked for.
+TEST(HostileDataFile, EngineProfileWithBrokenReleaseRanges) {
+  nlohmann::json e = shipped("engines", "vllm-v0");
+  e["knobs"]["block_size"]["by_release"] = nlohmann::json::array(
+      {{{"versions", {{"to", "0.3.0"}}}, {"value", "sixteen"}, {"source", {"vllm_pr2192"}}},
+       {{"versions", {{"until", "0.4.1"}}}, {"value", 32}, {"source", {"nowhere"}}, {"colour", "red"}},
+       {{"versions", nlohmann::json::object()}, {"source", nlohmann::json::array()}},
+       7});
+  e["knobs"]["chunked_prefill"]["by_release"] = true;
+  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json", "0.5.4"); });
+  const std::vector<std::string> want = {
+      "engine.json#/knobs/block_size/by_release/1/versions: must be {\"from\": release, \"to\": release} (either or both) (got {\"until\":\"0.4.1\"})",
+      "engine.json#/knobs/block_size/by_release/1/source: must name an entry of \"sources\" (got \"nowhere\")",
+      "engine.json#/knobs/block_size/by_release/1/colour: unknown key (versions, value, source, note)",
+      "engine.json#/knobs/block_size/by_release/2/versions: must be {\"from\": release, \"to\": release} (either or both) (got {})",
+      "engine.json#/knobs/block_size/by_release/2/source: every release range needs a source",
+      "engine.json#/knobs/block_size/by_release/2/value: is required",
+      "engine.json#/knobs/block_size/by_release/3: must be an object (got 7)",
+      "engine.json#/knobs/block_size/by_release/0/value: must be an integer >= 1 (got \"sixteen\")",
+      "engine.json#/knobs/chunked_prefill/by_release: must be a list of {\"versions\", \"value\", \"source\"} (got true)",
+  };
+  EXPECT_EQ(got, want);
+}
+
 }  // namespace
 }  // namespace capsim

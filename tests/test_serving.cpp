@@ -455,7 +455,18 @@ TEST(Serving, TensorParallelAllReduceTakesTheFasterKernel) {
   s.inference->profile = io::select_engine_profile("lmdeploy", "0.2.0", "/inference/engine");
   ASSERT_TRUE(s.inference->profile.knobs.tp_all_reduce_nccl_only);
   EXPECT_NEAR(step(s, 1.0) - step(s, 0.0), 2.0 * 80 * 1.0, 1e-9);
-  EXPECT_FALSE(io::select_engine_profile("lmdeploy", "0.7.3", "/inference/engine").knobs.tp_all_reduce_nccl_only);
+  // By release (the knob's by_release ranges): TurboMind's own kernels from 0.7.2 (PR #3163);
+  // vLLM's custom all-reduce from 0.3.0 (PR #2192), off by default from 0.3.1 (PR #2808) until
+  // 0.4.1 (PR #4040).
+  const std::vector<std::pair<std::string, std::string>> nccl = {
+      {"lmdeploy", "0.2.6"}, {"lmdeploy", "0.7.1"}, {"vllm", "0.2.7"}, {"vllm", "0.3.1"}, {"vllm", "0.4.0.post1"}};
+  const std::vector<std::pair<std::string, std::string>> own = {
+      {"lmdeploy", "0.7.2"}, {"lmdeploy", "0.7.3"}, {"lmdeploy", "main@abc (source build)"}, {"vllm", "0.3.0"},
+      {"vllm", "0.4.1"},     {"vllm", "0.5.4"}};
+  for (const auto& [engine, release] : nccl)
+    EXPECT_TRUE(io::select_engine_profile(engine, release, "/inference/engine").knobs.tp_all_reduce_nccl_only) << engine << release;
+  for (const auto& [engine, release] : own)
+    EXPECT_FALSE(io::select_engine_profile(engine, release, "/inference/engine").knobs.tp_all_reduce_nccl_only) << engine << release;
 }
 
 // Goodput (vLLM benchmark_serving --goodput): requests whose TTFT and TPOT both meet the

@@ -189,7 +189,7 @@ MoeKernel moe_kernel_family_from_json(const json& doc, const std::string& origin
   return out;
 }
 
-EngineProfile engine_profile_from_json(const json& doc, const std::string& origin) {
+EngineProfile engine_profile_from_json(const json& doc, const std::string& origin, const std::string& release) {
   std::vector<Issue> issues;
   ObjectReader top(doc, origin + "#", issues);
   std::string schema;
@@ -211,44 +211,99 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   }
   const json& k = doc["knobs"];
   std::vector<std::string> known;
-  // A knob's value, after checking that it has sources the file lists.
-  auto knob = [&](const char* key) -> const json* {
+  const std::vector<int> want = release_order(release);
+  // A source list: non-empty, every entry named in "sources".
+  auto check_sources = [&](const json& holder, const std::string& at, const char* what) {
+    const json& src = holder.contains("source") ? holder["source"] : json();
+    if (!src.is_array() || src.empty()) {
+      issues.push_back({at + "/source", "", what, {}});
+      return;
+    }
+    for (const json& s : src)
+      if (!s.is_string() || !sources.contains(s.get<std::string>()))
+        issues.push_back({at + "/source", brief(s), "must name an entry of \"sources\"", {}});
+  };
+  // A knob's values, after checking that each has sources the file lists: the profile's
+  // own value and those of its release ranges (`by_release`), every one to be checked,
+  // the one in force for `release` marked: the first range that holds it, else the
+  // knob's own value (for a version that is not a release number, the first range
+  // without an upper bound, as for the GPU rules).
+  struct KnobValue {
+    const json* value;
+    std::string at;  ///< JSON pointer of the value, for errors
+    bool in_force;
+  };
+  auto knob = [&](const char* key) -> std::vector<KnobValue> {
     known.emplace_back(key);
     const std::string at = origin + "#/knobs/" + key;
     if (!k.contains(key) || !k[key].is_object() || !k[key].contains("value")) {
       issues.push_back({at, "", "is required ({\"value\": ..., \"source\": [...]})", {}});
-      return nullptr;
+      return {};
     }
-    const json& src = k[key].contains("source") ? k[key]["source"] : json();
-    if (!src.is_array() || src.empty()) {
-      issues.push_back({at + "/source", "", "every knob needs a source", {}});
-    } else {
-      for (const json& s : src)
-        if (!s.is_string() || !sources.contains(s.get<std::string>()))
-          issues.push_back({at + "/source", brief(s), "must name an entry of \"sources\"", {}});
+    check_sources(k[key], at, "every knob needs a source");
+    std::vector<KnobValue> out{{&k[key]["value"], at + "/value", true}};
+    if (!k[key].contains("by_release")) return out;
+    const json& rel = k[key]["by_release"];
+    if (!rel.is_array()) {
+      issues.push_back({at + "/by_release", brief(rel), "must be a list of {\"versions\", \"value\", \"source\"}", {}});
+      return out;
     }
-    return &k[key]["value"];
+    bool chosen = false;
+    for (size_t i = 0; i < rel.size(); ++i) {
+      const json& r = rel[i];
+      const std::string rat = at + "/by_release/" + std::to_string(i);
+      if (!r.is_object()) {
+        issues.push_back({rat, brief(r), "must be an object", {}});
+        continue;
+      }
+      std::vector<int> from, to;
+      bool ok = r.contains("versions") && r["versions"].is_object() && !r["versions"].empty();
+      if (ok)
+        for (auto it = r["versions"].begin(); it != r["versions"].end(); ++it) {
+          const bool bound = it.key() == "from" || it.key() == "to";
+          if (!bound || !it.value().is_string() || release_order(it.value().get<std::string>()).empty()) ok = false;
+          else (it.key() == "from" ? from : to) = release_order(it.value().get<std::string>());
+        }
+      if (!ok)
+        issues.push_back({rat + "/versions", r.contains("versions") ? brief(r["versions"]) : "",
+                          "must be {\"from\": release, \"to\": release} (either or both)", {}});
+      check_sources(r, rat, "every release range needs a source");
+      for (auto it = r.begin(); it != r.end(); ++it)
+        if (it.key() != "versions" && it.key() != "value" && it.key() != "source" && it.key() != "note")
+          issues.push_back({rat + "/" + it.key(), "", "unknown key (versions, value, source, note)", {}});
+      if (!r.contains("value")) {
+        issues.push_back({rat + "/value", "", "is required", {}});
+        continue;
+      }
+      const bool holds = ok && (want.empty() ? to.empty() : in_release_range(want, from, to));
+      out.push_back({&r["value"], rat + "/value", holds && !chosen});
+      if (holds && !chosen) {
+        out.front().in_force = false;
+        chosen = true;
+      }
+    }
+    return out;
   };
   auto integer = [&](const char* key, int64_t& out, int64_t min) {
-    if (const json* v = knob(key)) {
-      if (!v->is_number_integer() || v->get<int64_t>() < min)
-        issues.push_back({origin + "#/knobs/" + key + "/value", brief(*v), "must be an integer >= " + std::to_string(min), {}});
-      else
-        out = v->get<int64_t>();
+    for (const KnobValue& v : knob(key)) {
+      if (!v.value->is_number_integer() || v.value->get<int64_t>() < min)
+        issues.push_back({v.at, brief(*v.value), "must be an integer >= " + std::to_string(min), {}});
+      else if (v.in_force)
+        out = v.value->get<int64_t>();
     }
   };
   auto number = [&](const char* key, double& out, double scale) {
-    if (const json* v = knob(key)) {
-      if (!v->is_number() || v->get<double>() < 0)
-        issues.push_back({origin + "#/knobs/" + key + "/value", brief(*v), "must be a number >= 0", {}});
-      else
-        out = v->get<double>() * scale;
+    for (const KnobValue& v : knob(key)) {
+      if (!v.value->is_number() || v.value->get<double>() < 0)
+        issues.push_back({v.at, brief(*v.value), "must be a number >= 0", {}});
+      else if (v.in_force)
+        out = v.value->get<double>() * scale;
     }
   };
   auto boolean = [&](const char* key, bool& out) {
-    if (const json* v = knob(key)) {
-      if (!v->is_boolean()) issues.push_back({origin + "#/knobs/" + key + "/value", brief(*v), "must be true or false", {}});
-      else out = v->get<bool>();
+    for (const KnobValue& v : knob(key)) {
+      if (!v.value->is_boolean()) issues.push_back({v.at, brief(*v.value), "must be true or false", {}});
+      else if (v.in_force) out = v.value->get<bool>();
     }
   };
   EngineDefaults& d = p.knobs;
@@ -338,11 +393,11 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   number("eager_host_us_dense_layer", d.eager_host_s_dense_layer, 1e-6);
   number("eager_host_us_moe_layer", d.eager_host_s_moe_layer, 1e-6);
   integer("scheduler_steps", d.scheduler_steps, 1);
-  if (const json* v = knob("preemption")) {
-    if (!v->is_string() || (*v != "recompute" && *v != "swap"))
-      issues.push_back({origin + "#/knobs/preemption/value", brief(*v), "must be \"recompute\" or \"swap\"", {}});
-    else
-      d.swap_preemption = *v == "swap";
+  for (const KnobValue& v : knob("preemption")) {
+    if (!v.value->is_string() || (*v.value != "recompute" && *v.value != "swap"))
+      issues.push_back({v.at, brief(*v.value), "must be \"recompute\" or \"swap\"", {}});
+    else if (v.in_force)
+      d.swap_preemption = *v.value == "swap";
   }
   double swap_gib = 0;
   number("swap_space_gib", swap_gib, 1.0);
@@ -359,12 +414,13 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   // The MoE kernel family (data/moe_kernels.json); a profile without one runs the GPU
   // presets' fused-MoE (Triton) figures.
   if (k.contains("moe_kernel")) {
-    if (const json* v = knob("moe_kernel")) {
-      if (!v->is_string()) {
-        issues.push_back({origin + "#/knobs/moe_kernel/value", brief(*v), "must be a string naming a MoE kernel family", {}});
+    for (const KnobValue& v : knob("moe_kernel")) {
+      if (!v.value->is_string()) {
+        issues.push_back({v.at, brief(*v.value), "must be a string naming a MoE kernel family", {}});
       } else {
         try {
-          d.moe_kernel = moe_kernel_family(v->get<std::string>(), origin + "#/knobs/moe_kernel/value");
+          MoeKernel family = moe_kernel_family(v.value->get<std::string>(), v.at);
+          if (v.in_force) d.moe_kernel = std::move(family);
         } catch (const InputError& e) {
           issues.insert(issues.end(), e.issues().begin(), e.issues().end());
         }
@@ -381,12 +437,11 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
       known.emplace_back(key);
       return;
     }
-    if (const json* v = knob(key)) {
-      if (!v->is_string() || (*v != first && *v != second))
-        issues.push_back({origin + "#/knobs/" + key + "/value", brief(*v),
-                          std::string("must be \"") + first + "\" or \"" + second + "\"", {}});
-      else
-        out = *v == second;
+    for (const KnobValue& v : knob(key)) {
+      if (!v.value->is_string() || (*v.value != first && *v.value != second))
+        issues.push_back({v.at, brief(*v.value), std::string("must be \"") + first + "\" or \"" + second + "\"", {}});
+      else if (v.in_force)
+        out = *v.value == second;
     }
   };
   // What max_num_seqs "auto" runs: the engine's default, or the batch limits its
@@ -483,7 +538,7 @@ EngineProfile select_engine_profile(const std::string& name_in, const std::strin
       match = "version " + version + " is outside every " + name + " profile's range: the nearest one";
     }
   }
-  EngineProfile p = engine_profile_from_json(pick->doc, (data_dir() / "engines" / (pick->id + ".json")).string());
+  EngineProfile p = engine_profile_from_json(pick->doc, (data_dir() / "engines" / (pick->id + ".json")).string(), version);
   keep_rules_for_release(p.knobs, version);
   p.version = version;
   p.match = match;

@@ -362,6 +362,7 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"eager_host_us_dense_layer", r.engine.eager_host_s_per_layer.value_or(r.engine.eager_host_s_dense_layer) * 1e6},
                  {"eager_host_us_moe_layer", r.engine.eager_host_s_per_layer.value_or(r.engine.eager_host_s_moe_layer) * 1e6},
                  {"moe_kernel", r.engine.moe_kernel.family},
+                 {"tp_all_reduce", r.engine.tp_all_reduce_nccl_only ? "nccl" : "engine_kernel"},
                  {"scheduler_steps", r.engine.scheduler_steps},
                  {"preemption", r.engine.swap_preemption ? "swap" : "recompute"},
                  {"swap_space_gib", r.engine.swap_space_bytes / (1024.0 * 1024.0 * 1024.0)}};

@@ -26,8 +26,13 @@ MoeKernel moe_kernel_family_from_json(const nlohmann::json& doc, const std::stri
                                       const std::string& pointer);
 
 /// Read one profile document; `origin` names it in errors. Every knob needs a value and a
-/// non-empty source list.
-EngineProfile engine_profile_from_json(const nlohmann::json& doc, const std::string& origin);
+/// non-empty source list. A knob may also give values for ranges of releases
+/// (`by_release`: [{"versions": {"from", "to"}, "value", "source"}], `from` inclusive,
+/// `to` exclusive), each sourced: the first range that holds `release` gives the knob's
+/// value; without one, the knob's own value holds. For a `release` that is not a release
+/// number ("" included), the first range without an upper bound holds (the newest
+/// release's value), as for the GPU rules.
+EngineProfile engine_profile_from_json(const nlohmann::json& doc, const std::string& origin, const std::string& release = "");
 
 /// The profile for engine `name` at `version`: the one whose version range holds it, else
 /// the nearest release, else (a version that is not a release number, or "auto") the
