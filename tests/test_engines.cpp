@@ -313,6 +313,7 @@ TEST(ServingEngines, HostTimeAddsOrOverlaps) {
 // The per-request host time delays every token of a lone request by exactly that much.
 TEST(ServingEngines, RequestOverheadDelaysTheFirstToken) {
   Scenario s = llama8b();
+  s.inference->profile.knobs.request_overhead_s = 0;
   const hw::RooflineCostModel cost(s.system);
   const ServingResult base = simulate_serving(s, cost);
   s.inference->profile.knobs.request_overhead_s = 0.041;
@@ -585,6 +586,7 @@ TEST(ServingEngines, OverlappedHostAdmitsOneBatchLate) {
   s.inference->workload.trace = {{0.0, 100, 400, "", 0}, {0.5, 1000, 5, "", 0}};
   s.inference->profile.knobs.step_overhead_s = 0;
   s.inference->profile.knobs.step_overhead_per_seq_s = 0;
+  s.inference->profile.knobs.request_overhead_s = 0;  // arrivals reach the scheduler as they come
   const hw::RooflineCostModel cost(s.system);
   const ServingResult serial = simulate_serving(s, cost, 20261201, true);
   s.inference->profile.knobs.host_overlaps_gpu = true;
@@ -634,6 +636,7 @@ TEST(ServingEngines, ArrivalAsAStepStartsMissesTheBatchPreparedWithIt) {
   s.inference->workload.trace = {{0.0, 100, 400, "", 0}};
   s.inference->profile.knobs.step_overhead_s = 0;
   s.inference->profile.knobs.step_overhead_per_seq_s = 0;
+  s.inference->profile.knobs.request_overhead_s = 0;  // arrivals reach the scheduler as they come
   s.inference->profile.knobs.host_overlaps_gpu = true;
   const hw::RooflineCostModel cost(s.system);
   const ServingResult alone = simulate_serving(s, cost, 20261201, true);

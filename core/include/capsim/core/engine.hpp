@@ -159,9 +159,10 @@ struct EngineDefaults {
   /// overlap scheduler, vLLM V1's async output processing): the step then takes the
   /// longer of the two instead of their sum.
   bool host_overlaps_gpu = false;
-  /// Host time on each request's path before it reaches the scheduler (HTTP, tokenising):
-  /// it delays the first token but occupies no GPU.
-  double request_overhead_s = 0;
+  /// Host time on each request's path outside the engine's steps (HTTP, tokenising, the
+  /// hand-offs between processes, the first streamed chunk): it delays the first token but
+  /// occupies no GPU.
+  double request_overhead_s = 7.0e-3;  // ms to s, as the profile reader converts it
   /// Host time per layer that a step not replayed as a CUDA graph adds to its GPU time
   /// (eager minus graphed time of the same step), for dense and routed-expert layers.
   double eager_host_s_dense_layer = 47e-6;
