@@ -124,7 +124,14 @@ TEST(ServingEngines, ReleaseRangesOfAKnob) {
   EXPECT_EQ(block("0.5.0"), 64);
   EXPECT_EQ(block(""), 64);
   EXPECT_EQ(block("main@abc"), 64);
+  // The profile says which knobs a range set (the serving report's engine.profile.release_values).
+  // (The shipped vllm-v0 profile's own tp_all_reduce ranges count too.)
+  EXPECT_EQ(io::engine_profile_from_json(e, "x.json", "0.2.7").release_values,
+            (std::vector<std::string>{"block_size (releases -0.3.0)", "tp_all_reduce (releases -0.3.0)"}));
+  EXPECT_EQ(io::engine_profile_from_json(e, "x.json", "").release_values,
+            std::vector<std::string>{"block_size (releases 0.4.0-)"});
   e["knobs"]["block_size"]["by_release"].erase(2);
+  EXPECT_TRUE(io::engine_profile_from_json(e, "x.json", "0.5.0").release_values.empty());
   EXPECT_EQ(block("0.5.0"), 16);  // in no range
   EXPECT_EQ(block(""), 16);       // no range without an upper bound
 }

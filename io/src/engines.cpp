@@ -280,6 +280,9 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
       if (holds && !chosen) {
         out.front().in_force = false;
         chosen = true;
+        const json& v = r["versions"];
+        p.release_values.push_back(std::string(key) + " (releases " + v.value("from", std::string()) + "-" +
+                                   v.value("to", std::string()) + ")");
       }
     }
     return out;

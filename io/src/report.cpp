@@ -367,7 +367,8 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"preemption", r.engine.swap_preemption ? "swap" : "recompute"},
                  {"swap_space_gib", r.engine.swap_space_bytes / (1024.0 * 1024.0 * 1024.0)}};
   j["engine"]["profile"] = {{"id", p.profile.id}, {"name", p.profile.name}, {"label", p.profile.label},
-                            {"version", p.profile.version}, {"match", p.profile.match}};
+                            {"version", p.profile.version}, {"match", p.profile.match},
+                            {"release_values", p.profile.release_values}};
   json resolved = json::object();
   resolved["engine_profile"] = p.profile.id;
   if (!p.engine.max_num_seqs) resolved["max_num_seqs"] = r.engine.max_num_seqs;

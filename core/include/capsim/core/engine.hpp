@@ -197,6 +197,9 @@ struct EngineProfile {
   /// How the profile was chosen: in its version range, the nearest one, or the newest
   /// one for a version that is not a release number.
   std::string match;
+  /// The knobs whose value came from one of their release ranges rather than the
+  /// profile's own value: "tp_all_reduce (releases -0.7.2)".
+  std::vector<std::string> release_values;
   EngineDefaults knobs;
   bool operator==(const EngineProfile&) const = default;
 };
