@@ -307,7 +307,7 @@ TEST(HostileDataFile, EngineProfileWithBrokenGpuRules) {
       "engine.json#/knobs/max_num_seqs/by_gpu/0/gpus: must be a list of GPU preset id parts (got \"h100\")",
       "engine.json#/knobs/max_num_seqs/by_gpu/1/min_hbm_gib: must be a number >= 0 (got -1)",
       "engine.json#/knobs/max_num_seqs/by_gpu/1/value: must be an integer >= 1 (got 1.5)",
-      "engine.json#/knobs/max_num_seqs/by_gpu/1/versions: must be {\"from\": release, \"to\": release} (got {\"from\":\"latest\"})",
+      "engine.json#/knobs/max_num_seqs/by_gpu/1/versions: must be {\"from\": release, \"to\": release} (either or both) (got {\"from\":\"latest\"})",
       "engine.json#/knobs/max_num_seqs/by_gpu/1/colour: unknown rule key (gpus, except, min_hbm_gib, value, llm_class, versions, note)",
       "engine.json#/knobs/max_num_seqs/by_gpu/2/value: is required",
       "engine.json#/knobs/max_num_batched_tokens/by_gpu: must be a list of rules (got 8192)",

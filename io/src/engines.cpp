@@ -97,6 +97,77 @@ double distance(const std::vector<int>& a, const std::vector<int>& b) {
   return d;
 }
 
+/// A release range, {"from": release, "to": release} with either bound left out but not
+/// both (`from` inclusive, `to` exclusive); false when `v` is not one.
+bool read_release_range(const json& v, std::string& from, std::string& to) {
+  if (!v.is_object() || v.empty()) return false;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if ((it.key() != "from" && it.key() != "to") || !it.value().is_string() ||
+        release_order(it.value().get<std::string>()).empty())
+      return false;
+    (it.key() == "from" ? from : to) = it.value().get<std::string>();
+  }
+  return true;
+}
+
+const char* const kReleaseRangeShape = "must be {\"from\": release, \"to\": release} (either or both)";
+
+/// A figure's or knob's source list: non-empty, every entry named in `sources`.
+void check_sources(const json& holder, const std::string& at, const char* missing, const json& sources,
+                   std::vector<Issue>& issues) {
+  const json& src = holder.contains("source") ? holder["source"] : json();
+  if (!src.is_array() || src.empty()) {
+    issues.push_back({at + "/source", "", missing, {}});
+    return;
+  }
+  for (const json& s : src)
+    if (!s.is_string() || !sources.contains(s.get<std::string>()))
+      issues.push_back({at + "/source", brief(s), "must name an entry of \"sources\"", {}});
+}
+
+/// One value a knob may take: its own, or one of its release ranges'.
+struct KnobValue {
+  const json* value;
+  std::string at;  ///< JSON pointer of the value, for errors
+  bool in_force;
+};
+
+/// The values of a knob's release ranges (`by_release`, at `at`), each checked for its
+/// shape and sources; the first range holding `want` is in force (for `want` empty, the
+/// first without an upper bound), and `chosen` names it ("releases 0.3.1-0.4.1").
+std::vector<KnobValue> release_range_values(const json& rel, const std::string& at, const std::vector<int>& want,
+                                            const json& sources, std::vector<Issue>& issues, std::string& chosen) {
+  std::vector<KnobValue> out;
+  if (!rel.is_array()) {
+    issues.push_back({at, brief(rel), "must be a list of {\"versions\", \"value\", \"source\"}", {}});
+    return out;
+  }
+  for (size_t i = 0; i < rel.size(); ++i) {
+    const json& r = rel[i];
+    const std::string rat = at + "/" + std::to_string(i);
+    if (!r.is_object()) {
+      issues.push_back({rat, brief(r), "must be an object", {}});
+      continue;
+    }
+    std::string from, to;
+    const bool ok = r.contains("versions") && read_release_range(r["versions"], from, to);
+    if (!ok) issues.push_back({rat + "/versions", r.contains("versions") ? brief(r["versions"]) : "", kReleaseRangeShape, {}});
+    check_sources(r, rat, "every release range needs a source", sources, issues);
+    for (auto it = r.begin(); it != r.end(); ++it)
+      if (it.key() != "versions" && it.key() != "value" && it.key() != "source" && it.key() != "note")
+        issues.push_back({rat + "/" + it.key(), "", "unknown key (versions, value, source, note)", {}});
+    if (!r.contains("value")) {
+      issues.push_back({rat + "/value", "", "is required", {}});
+      continue;
+    }
+    const bool holds = ok && chosen.empty() &&
+                       (want.empty() ? to.empty() : in_release_range(want, release_order(from), release_order(to)));
+    if (holds) chosen = "releases " + from + "-" + to;
+    out.push_back({&r["value"], rat + "/value", holds});
+  }
+  return out;
+}
+
 struct Candidate {
   std::string id;
   json doc;
@@ -165,12 +236,7 @@ MoeKernel moe_kernel_family_from_json(const json& doc, const std::string& origin
                                                     : "must be {\"value\": microseconds >= 0, \"source\": [...]}", {}});
           return;
         }
-        const json& src = f.contains("source") ? f["source"] : json();
-        if (!src.is_array() || src.empty()) issues.push_back({fat + "/source", "", "every figure needs a source", {}});
-        else
-          for (const json& s : src)
-            if (!s.is_string() || !sources.contains(s.get<std::string>()))
-              issues.push_back({fat + "/source", brief(s), "must name an entry of \"sources\"", {}});
+        check_sources(f, fat, "every figure needs a source", sources, issues);
         out_v = f["value"].get<double>();
       };
       figure("hbm", r.hbm, 0, 1.0);
@@ -212,27 +278,9 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   const json& k = doc["knobs"];
   std::vector<std::string> known;
   const std::vector<int> want = release_order(release);
-  // A source list: non-empty, every entry named in "sources".
-  auto check_sources = [&](const json& holder, const std::string& at, const char* what) {
-    const json& src = holder.contains("source") ? holder["source"] : json();
-    if (!src.is_array() || src.empty()) {
-      issues.push_back({at + "/source", "", what, {}});
-      return;
-    }
-    for (const json& s : src)
-      if (!s.is_string() || !sources.contains(s.get<std::string>()))
-        issues.push_back({at + "/source", brief(s), "must name an entry of \"sources\"", {}});
-  };
-  // A knob's values, after checking that each has sources the file lists: the profile's
-  // own value and those of its release ranges (`by_release`), every one to be checked,
-  // the one in force for `release` marked: the first range that holds it, else the
-  // knob's own value (for a version that is not a release number, the first range
-  // without an upper bound, as for the GPU rules).
-  struct KnobValue {
-    const json* value;
-    std::string at;  ///< JSON pointer of the value, for errors
-    bool in_force;
-  };
+  // A knob's values, after checking that each has sources the file lists: its own value
+  // and those of its release ranges, every one to be checked, the one in force for
+  // `release` marked (release_range_values; the knob's own where no range holds it).
   auto knob = [&](const char* key) -> std::vector<KnobValue> {
     known.emplace_back(key);
     const std::string at = origin + "#/knobs/" + key;
@@ -240,50 +288,15 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
       issues.push_back({at, "", "is required ({\"value\": ..., \"source\": [...]})", {}});
       return {};
     }
-    check_sources(k[key], at, "every knob needs a source");
+    check_sources(k[key], at, "every knob needs a source", sources, issues);
     std::vector<KnobValue> out{{&k[key]["value"], at + "/value", true}};
     if (!k[key].contains("by_release")) return out;
-    const json& rel = k[key]["by_release"];
-    if (!rel.is_array()) {
-      issues.push_back({at + "/by_release", brief(rel), "must be a list of {\"versions\", \"value\", \"source\"}", {}});
-      return out;
-    }
-    bool chosen = false;
-    for (size_t i = 0; i < rel.size(); ++i) {
-      const json& r = rel[i];
-      const std::string rat = at + "/by_release/" + std::to_string(i);
-      if (!r.is_object()) {
-        issues.push_back({rat, brief(r), "must be an object", {}});
-        continue;
-      }
-      std::vector<int> from, to;
-      bool ok = r.contains("versions") && r["versions"].is_object() && !r["versions"].empty();
-      if (ok)
-        for (auto it = r["versions"].begin(); it != r["versions"].end(); ++it) {
-          const bool bound = it.key() == "from" || it.key() == "to";
-          if (!bound || !it.value().is_string() || release_order(it.value().get<std::string>()).empty()) ok = false;
-          else (it.key() == "from" ? from : to) = release_order(it.value().get<std::string>());
-        }
-      if (!ok)
-        issues.push_back({rat + "/versions", r.contains("versions") ? brief(r["versions"]) : "",
-                          "must be {\"from\": release, \"to\": release} (either or both)", {}});
-      check_sources(r, rat, "every release range needs a source");
-      for (auto it = r.begin(); it != r.end(); ++it)
-        if (it.key() != "versions" && it.key() != "value" && it.key() != "source" && it.key() != "note")
-          issues.push_back({rat + "/" + it.key(), "", "unknown key (versions, value, source, note)", {}});
-      if (!r.contains("value")) {
-        issues.push_back({rat + "/value", "", "is required", {}});
-        continue;
-      }
-      const bool holds = ok && (want.empty() ? to.empty() : in_release_range(want, from, to));
-      out.push_back({&r["value"], rat + "/value", holds && !chosen});
-      if (holds && !chosen) {
-        out.front().in_force = false;
-        chosen = true;
-        const json& v = r["versions"];
-        p.release_values.push_back(std::string(key) + " (releases " + v.value("from", std::string()) + "-" +
-                                   v.value("to", std::string()) + ")");
-      }
+    std::string chosen;
+    for (KnobValue& v : release_range_values(k[key]["by_release"], at + "/by_release", want, sources, issues, chosen))
+      out.push_back(std::move(v));
+    if (!chosen.empty()) {
+      out.front().in_force = false;
+      p.release_values.push_back(std::string(key) + " (" + chosen + ")");
     }
     return out;
   };
@@ -361,16 +374,8 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
         count(r["llm_class"], rat + "/llm_class", v);
         if (v > 0) rule.llm_class = v;
       }
-      if (r.contains("versions")) {
-        const json& v = r["versions"];
-        bool ok = v.is_object();
-        for (const char* f : {"from", "to"})
-          if (ok && v.contains(f)) {
-            if (!v[f].is_string() || release_order(v[f].get<std::string>()).empty()) ok = false;
-            else (std::string(f) == "from" ? rule.from : rule.to) = v[f].get<std::string>();
-          }
-        if (!ok) issues.push_back({rat + "/versions", brief(v), "must be {\"from\": release, \"to\": release}", {}});
-      }
+      if (r.contains("versions") && !read_release_range(r["versions"], rule.from, rule.to))
+        issues.push_back({rat + "/versions", brief(r["versions"]), kReleaseRangeShape, {}});
       for (auto it = r.begin(); it != r.end(); ++it) {
         static const std::vector<std::string> keys{"gpus", "except", "min_hbm_gib", "value", "llm_class", "versions", "note"};
         if (std::find(keys.begin(), keys.end(), it.key()) == keys.end())
