@@ -660,6 +660,37 @@ TEST(ServingEngines, ArrivalAsAStepStartsMissesTheBatchPreparedWithIt) {
   EXPECT_EQ(r.timeline[k + 2].prefill_tokens, 1000);
 }
 
+// TGI's router (0.9-2.x) takes a new batch while sequences decode only when the queue
+// holds floor(running x waiting_served_ratio) requests, or once max_waiting_tokens decode
+// steps (counted from 1 after the last prefill) have run: a lone newcomer behind one
+// running sequence waits for the 19th decode after that sequence's prefill when the ratio
+// asks for two, and goes at once when it asks for none.
+TEST(ServingEngines, TgiPrefillWaitsForItsQueueOrItsSteps) {
+  Scenario s = llama8b();
+  s.inference->profile = io::select_engine_profile("tgi", "2.0.4", "/inference/engine");
+  s.inference->workload.mode = ServingWorkload::Mode::trace;
+  s.inference->workload.trace = {{0.0, 100, 400, "", 0}};
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult alone = simulate_serving(s, cost, 20261201, true);
+  ASSERT_GT(alone.timeline.size(), 30u);
+  ASSERT_GT(alone.timeline[0].prefill_tokens, 0);
+  // The newcomer arrives while the first decode runs.
+  const double t = alone.timeline[1].start;
+  s.inference->workload.trace = {{0.0, 100, 400, "", 0}, {t, 100, 5, "", 0}};
+  auto first_prefill_after = [&](double ratio) {
+    s.inference->profile.knobs.prefill_wait_ratio = ratio;
+    const ServingResult r = simulate_serving(s, cost, 20261201, true);
+    for (size_t i = 1; i < r.timeline.size(); ++i)
+      if (r.timeline[i].prefill_tokens > 0) return i;
+    return r.timeline.size();
+  };
+  EXPECT_EQ(first_prefill_after(2.0), 20u);  // the prefill, then decodes 1..19
+  EXPECT_EQ(first_prefill_after(0.5), 2u);   // floor(1 x 0.5) = 0 waiting are enough
+  // Without the policy the engine takes it at the next step too.
+  s.inference->profile.knobs.prefill_wait_steps = 0;
+  EXPECT_EQ(first_prefill_after(0.0), 2u);
+}
+
 // TurboMind up to 0.1.0a1 prefills every admitted prompt before the step's decode: a
 // burst of equal prompts gets its first tokens together, one step after the whole
 // burst's prefill; an engine that stops at its token budget hands them out one budget at

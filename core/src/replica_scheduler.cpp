@@ -34,11 +34,27 @@ IterationBatch ReplicaScheduler::plan(double now) {
     admit_cutoff_ = now;
     batch = plan_batch();
   }
+  if (admitted_) decodes_since_prefill_ = 0;
+  else if (batch.decodes > 0) ++decodes_since_prefill_;
   return batch;
+}
+
+bool ReplicaScheduler::prefill_due() const {
+  const EngineDefaults& e = ctx_.engine;
+  if (e.prefill_wait_ratio <= 0 && e.prefill_wait_steps <= 0) return true;
+  int64_t decoding = 0;
+  for (const Seq& q : running_) decoding += q.prefilled >= q.prompt ? 1 : 0;
+  if (decoding == 0) return true;
+  // TGI counts its waiting tokens from 1 after a prefill and tests before each decode.
+  if (e.prefill_wait_steps > 0 && decodes_since_prefill_ + 1 >= e.prefill_wait_steps) return true;
+  int64_t queued = 0;
+  for (const Seq& q : waiting_) queued += q.queued_at <= admit_cutoff_ ? 1 : 0;
+  return dbl(queued) >= std::floor(dbl(decoding) * e.prefill_wait_ratio);
 }
 
 IterationBatch ReplicaScheduler::plan_batch() {
   IterationBatch batch;
+  admitted_ = false;
   decoding_.clear();
   prefilling_.clear();
   chunk_of_.clear();
@@ -52,7 +68,8 @@ IterationBatch ReplicaScheduler::plan_batch() {
   // Without chunked prefill, whole prompts either join the decodes' step (TurboMind) or
   // run in a prompt-only step whenever they fit (vLLM V0).
   const bool unchunked_mixed = !chunked && ctx_.engine.unchunked_prefill_with_decodes;
-  const bool prefill_only = !chunked && !unchunked_mixed && can_prefill && !waiting_.empty() && prompts_fit(budget);
+  const bool due = can_prefill && prefill_due();
+  const bool prefill_only = !chunked && !unchunked_mixed && due && !waiting_.empty() && prompts_fit(budget);
   swap_in();
   // Multi-step scheduling (vLLM --num-scheduler-steps): with no prompt work to schedule,
   // the decodes run several forward passes per scheduling round, with blocks reserved
@@ -65,14 +82,14 @@ IterationBatch ReplicaScheduler::plan_batch() {
   // off) runs a prefill batch whenever it can form one, and the decodes wait for it.
   if (!ctx_.engine.mixed_prefill_decode && chunked && can_prefill && can_decode && steps_ == 1) {
     continue_prefills(batch, budget);
-    admit_prompts(batch, budget, chunked);
+    if (due) admit_prompts(batch, budget, chunked);
     if (!batch.prefills.empty()) return batch;
   }
   if (!prefill_only && can_decode) schedule_decodes(batch, budget);
   // A multi-step round runs decodes only: a sequence its block reservation preempts waits
   // for the round to end.
   if (!prefill_only && chunked && can_prefill && steps_ == 1) continue_prefills(batch, budget);
-  if ((chunked || prefill_only || unchunked_mixed) && can_prefill && steps_ == 1) admit_prompts(batch, budget, chunked);
+  if ((chunked || prefill_only || unchunked_mixed) && due && steps_ == 1) admit_prompts(batch, budget, chunked);
   return batch;
 }
 
@@ -189,6 +206,7 @@ void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, boo
     const int64_t need = ctx_.engine.reserve_to_completion ? completion_blocks(q) : ceil_div(q.prefilled + c + (ends ? 1 : 0), bs);
     if (need > free_blocks_) break;
     waiting_.pop_front();
+    admitted_ = true;
     free_blocks_ -= need;
     q.blocks = need;
     batch.prefills.push_back({c, q.prefilled, ends});

@@ -141,6 +141,9 @@ class ReplicaScheduler {
   IterationBatch plan_batch();
   /// Whether whole waiting prompts fit a prefill-only iteration (no chunked prefill).
   bool prompts_fit(int64_t budget) const;
+  /// Whether the engine takes new prompts now: always, unless it makes a prefill batch wait
+  /// while sequences decode (EngineDefaults::prefill_wait_ratio / prefill_wait_steps).
+  bool prefill_due() const;
   /// Blocks reserved up front for a sequence under reserve_to_completion: its prompt and
   /// every output token (at least the next one).
   int64_t completion_blocks(const Seq& q) const;
@@ -175,6 +178,8 @@ class ReplicaScheduler {
   double last_start_ = 0;        ///< when the last iteration started
   double last_end_ = 0;          ///< when it ended
   double admit_cutoff_ = 0;      ///< requests queued later than this wait for the next batch
+  int64_t decodes_since_prefill_ = 0;  ///< decode iterations since prompts were last admitted
+  bool admitted_ = false;              ///< the planned iteration admits waiting prompts
   // The iteration in flight.
   std::vector<size_t> decoding_;    ///< running sequences decoding
   std::vector<size_t> prefilling_;  ///< running sequences prefilling

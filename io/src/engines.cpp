@@ -414,6 +414,11 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
     if (k.contains(key)) boolean(key, out);
     else known.emplace_back(key);
   };
+  // A prefill batch that waits while sequences decode (TGI's router); absent: none waits.
+  if (k.contains("prefill_wait_ratio")) number("prefill_wait_ratio", d.prefill_wait_ratio, 1.0);
+  else known.emplace_back("prefill_wait_ratio");
+  if (k.contains("prefill_wait_steps")) integer("prefill_wait_steps", d.prefill_wait_steps, 0);
+  else known.emplace_back("prefill_wait_steps");
   optional_boolean("unchunked_prefill_unbounded", d.unchunked_prefill_unbounded);
   optional_boolean("unchunked_prefill_with_decodes", d.unchunked_prefill_with_decodes);
   optional_boolean("reserve_to_completion", d.reserve_to_completion);

@@ -355,6 +355,8 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"unchunked_prefill_unbounded", r.engine.unchunked_prefill_unbounded},
                  {"unchunked_prefill_with_decodes", r.engine.unchunked_prefill_with_decodes},
                  {"reserve_to_completion", r.engine.reserve_to_completion},
+                 {"prefill_wait_ratio", r.engine.prefill_wait_ratio},
+                 {"prefill_wait_steps", r.engine.prefill_wait_steps},
                  {"step_overhead_ms", r.engine.step_overhead_s * 1e3},
                  {"step_overhead_us_per_seq", r.engine.step_overhead_per_seq_s * 1e6},
                  {"host_overlaps_gpu", r.engine.host_overlaps_gpu},

@@ -133,6 +133,14 @@ struct EngineDefaults {
   /// NCCL and its own one-shot kernel where the GPU has that measured (vLLM's custom
   /// all-reduce, which SGLang runs too; TensorRT-LLM's own kernels).
   bool tp_all_reduce_nccl_only = false;
+  /// While sequences decode, whether a new prefill batch waits for a queue long enough or
+  /// for enough decode steps (Hugging Face TGI's router before prefill chunking,
+  /// router/src/infer.rs batching_task: a batch is added only if the queue holds at least
+  /// floor(running x waiting_served_ratio) requests, or once max_waiting_tokens decode
+  /// steps counted from 1 after the last prefill have run). 0 turns either test off; both
+  /// 0 (the default) prefill as soon as a prompt fits.
+  double prefill_wait_ratio = 0;
+  int64_t prefill_wait_steps = 0;
   int64_t block_size = 16;                ///< KV-cache page, tokens
   double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
   /// What gpu_memory_utilization is a fraction of: the GPU's whole memory, from which the
