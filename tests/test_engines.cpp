@@ -150,6 +150,19 @@ TEST(ServingEngines, VersionSelectsTheGeneration) {
   EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.1.0", "/e").id, "lmdeploy-turbomind-0.1");
   EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.2.0", "/e").id, "lmdeploy-turbomind-0.1");
   EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.2.6", "/e").id, "lmdeploy-turbomind");
+  EXPECT_EQ(io::select_engine_profile("tgi", "1.4.5", "/e").id, "tgi-1");
+  EXPECT_EQ(io::select_engine_profile("tgi", "2.0.4", "/e").id, "tgi-2");
+  EXPECT_EQ(io::select_engine_profile("tgi", "3.0.1", "/e").id, "tgi-3");
+  // TGI's waiting prefill batches by release: ratio 1.2 up to 2.0.x, 0.3 from 2.1.0, none
+  // once prompts are chunked (3.x); the KV share of free memory 1.0, 0.95, 0.90 from 2.4.0.
+  EXPECT_DOUBLE_EQ(io::select_engine_profile("tgi", "2.0.4", "/e").knobs.prefill_wait_ratio, 1.2);
+  EXPECT_DOUBLE_EQ(io::select_engine_profile("tgi", "2.1.0", "/e").knobs.prefill_wait_ratio, 0.3);
+  EXPECT_EQ(io::select_engine_profile("tgi", "3.0.1", "/e").knobs.prefill_wait_steps, 0);
+  EXPECT_DOUBLE_EQ(io::select_engine_profile("tgi", "1.4.5", "/e").knobs.gpu_memory_utilization, 1.0);
+  EXPECT_DOUBLE_EQ(io::select_engine_profile("tgi", "2.3.0", "/e").knobs.gpu_memory_utilization, 0.95);
+  EXPECT_DOUBLE_EQ(io::select_engine_profile("tgi", "2.4.1", "/e").knobs.gpu_memory_utilization, 0.9);
+  EXPECT_EQ(io::select_engine_profile("tgi", "2.2.0", "/e").knobs.block_size, 16);
+  EXPECT_EQ(io::select_engine_profile("tgi", "2.3.0", "/e").knobs.block_size, 1);
   const EngineProfile main = io::select_engine_profile("trtllm", "main@2e669133 (source build, 2025-04-15)", "/e");
   EXPECT_EQ(main.id, "trtllm");
   EXPECT_EQ(main.match, "version \"main@2e669133 (source build, 2025-04-15)\" is not a release number: the newest trtllm profile");
