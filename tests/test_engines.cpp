@@ -704,6 +704,36 @@ TEST(ServingEngines, TgiPrefillWaitsForItsQueueOrItsSteps) {
   EXPECT_EQ(first_prefill_after(0.0), 2u);
 }
 
+// TGI 3's launcher sizes the prefill budget when its user gives none (launcher/src/main.rs
+// compute_optimal / vram_maximum). Llama-3-8B by its own count: (2 x 32 x 128 x 4096 x 3
+// + 2 x 8 x 128 x 4096 x 2 + 2 x 3 x 4096 x 14336) x 32 = 15,032,385,536 FLOP a token, so
+// 900e12 / that = 59,870 tokens on an H100 and 65,791 on an H200 (989, in the table from
+// 3.1.0), capped by 8,192 positions; 2 x (32 x 192,944,128 + 2 x 4096 x 128256) =
+// 14,449,770,496 bytes of weights and 260,096 a token cap it where memory binds.
+TEST(ServingEngines, TgiLauncherPrefillBudget) {
+  auto budget = [](const char* gpu, const char* release, int64_t positions, double memory) {
+    Scenario s = llama8b();
+    s.system.gpu = io::load_gpu(gpu);
+    if (memory > 0) s.system.gpu.hbm_capacity_bytes = memory;
+    s.model.max_position = positions;
+    s.inference->profile = io::select_engine_profile("tgi", release, "/inference/engine");
+    const hw::RooflineCostModel cost(s.system);
+    return simulate_serving(s, cost).engine.max_num_batched_tokens;
+  };
+  EXPECT_EQ(budget("h100-sxm5-80gb", "3.0.1", 8192, 0), 8192);
+  EXPECT_EQ(budget("h100-sxm5-80gb", "3.0.1", 131072, 0), 59870);
+  EXPECT_EQ(budget("h200-sxm-141gb", "3.0.1", 131072, 0), 4096);  // not in 3.0's table
+  EXPECT_EQ(budget("h200-sxm-141gb", "3.1.0", 131072, 0), 65791);
+  // floor((floor(20e9 x 0.95) - 14,449,770,496) / 260,096)
+  EXPECT_EQ(budget("h100-sxm5-80gb", "3.0.1", 131072, 20e9), 17494);
+  // A budget the scenario gives wins.
+  Scenario s = llama8b();
+  s.inference->profile = io::select_engine_profile("tgi", "3.0.1", "/inference/engine");
+  s.inference->engine.max_num_batched_tokens = 2048;
+  const hw::RooflineCostModel cost(s.system);
+  EXPECT_EQ(simulate_serving(s, cost).engine.max_num_batched_tokens, 2048);
+}
+
 // TurboMind up to 0.1.0a1 prefills every admitted prompt before the step's decode: a
 // burst of equal prompts gets its first tokens together, one step after the whole
 // burst's prefill; an engine that stops at its token budget hands them out one budget at

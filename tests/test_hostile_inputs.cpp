@@ -282,6 +282,8 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownRuleWord) {
        "engine.json#/knobs/shared_expert/value: must be \"separate\" or \"fused\" (got true)"},
       {"lmdeploy-turbomind-0.1", "tp_all_reduce", "custom",
        "engine.json#/knobs/tp_all_reduce/value: must be \"engine_kernel\" or \"nccl\" (got \"custom\")"},
+      {"tgi-3", "max_num_batched_tokens_auto", "compute",
+       "engine.json#/knobs/max_num_batched_tokens_auto/value: must be \"default\" or \"tgi-launcher\" (got \"compute\")"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.knob);

@@ -28,8 +28,10 @@ EngineDefaults EngineDefaults::for_deployment(const std::string& gpu_id, double 
   EngineDefaults d = *this;
   d.max_num_seqs = max_num_seqs_by.resolve(max_num_seqs, gpu_id, hbm_bytes, llm_class_context);
   d.max_num_batched_tokens = max_num_batched_tokens_by.resolve(max_num_batched_tokens, gpu_id, hbm_bytes, llm_class_context);
+  d.launcher_card_tflops = launcher_card_tflops_by.resolve(launcher_card_tflops, gpu_id, hbm_bytes, llm_class_context);
   d.max_num_seqs_by = {};
   d.max_num_batched_tokens_by = {};
+  d.launcher_card_tflops_by = {};
   return d;
 }
 

@@ -568,12 +568,59 @@ std::optional<BatchLimits> trtllm_bench_batch_limits(const Scenario& s, const En
   return out;
 }
 
+/// The prefill budget Hugging Face TGI 3's launcher sets when its user gives no
+/// --max-batch-prefill-tokens (launcher/src/main.rs, v3.0.0-v3.3): compute_optimal, the
+/// card's fp16 FLOP/s from its own table times the GPUs over its own FLOP count a token
+/// (Config::flop: 2 x heads x head_dim x hidden for q, o and the attention term, 2 x KV heads
+/// x head_dim x hidden for k and v, 2 x 3 x hidden x intermediate for the MLP, times layers),
+/// where that exceeds 100 tokens, else 4096; at most max_position_embeddings; and at most the
+/// tokens its memory estimate allows (vram_maximum: the GPUs' memory x 0.95 less
+/// Config::model_vram, 2 bytes x (layers x (3 x intermediate x hidden + (heads + 2 x KV heads)
+/// x head_dim + heads x head_dim x hidden) + 2 x hidden x vocab), over Config::token_vram,
+/// the KV bytes a token plus (intermediate + intermediate / 2) x 2 x 3), which it skips for a
+/// quantized checkpoint. MoE sizes come from config keys the model spec does not keep
+/// (num_local_experts, n_shared_experts), so a MoE model keeps the engine's default, as does
+/// a card the table lacks.
+std::optional<int64_t> tgi_launcher_prefill_budget(const Scenario& s, const EngineDefaults& d) {
+  const ModelSpec& m = s.model;
+  const InferencePlan& p = *s.inference;
+  if (m.moe || d.launcher_card_tflops <= 0) return std::nullopt;
+  const auto count = static_cast<double>(p.tp);
+  const double h = dbl(m.hidden), heads = dbl(m.heads), kv = dbl(m.kv_heads), hd = dbl(m.head_dim);
+  const double inter = dbl(m.intermediate), layers = dbl(m.layers);
+  const double attn_flops = 2.0 * heads * hd * h * 3.0 + 2.0 * kv * hd * h * 2.0;  // q, attention, o; k, v
+  const double flop = (attn_flops + 2.0 * 3.0 * h * inter) * layers;
+  const double optimal = std::floor(dbl(d.launcher_card_tflops) * 1e12 * count / flop);
+  double value = optimal > 100.0 ? optimal : 4096.0;
+  if (m.max_position > 0) value = std::min(value, dbl(m.max_position));
+  const bool quantized = p.weight_dtype != DType::bf16 && p.weight_dtype != DType::fp16;
+  if (!quantized) {
+    const double available = std::floor(s.system.gpu.hbm_capacity_bytes * count * 0.95);
+    const double model = 2.0 * (layers * (3.0 * inter * h + (heads + 2.0 * kv) * hd + heads * hd * h) + 2.0 * h * dbl(m.vocab));
+    const double token = kv * 2.0 * hd * 2.0 * layers + (inter + std::floor(inter / 2.0)) * 2.0 * 3.0;
+    if (available >= model) value = std::min(value, std::floor((available - model) / token));
+  }
+  return static_cast<int64_t>(value);
+}
+
 /// The run with the batch limits resolved: as given; the engine's defaults; or, for
 /// max_num_seqs "auto" on an engine whose launcher sizes them for the workload
-/// (EngineDefaults::batch_limits_from_trtllm_bench), the launcher's.
+/// (EngineDefaults::batch_limits_from_trtllm_bench), the launcher's; or, for an absent
+/// max_num_batched_tokens on an engine whose launcher sizes the prefill budget
+/// (EngineDefaults::prefill_budget_from_tgi_launcher), that.
 ServingResult simulate_limits_resolved(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
                                        bool record_token_gaps, const std::atomic<bool>* cancel) {
   const InferencePlan& p = *s.inference;
+  if (!p.engine.max_num_batched_tokens && p.profile.knobs.prefill_budget_from_tgi_launcher) {
+    const EngineDefaults d = engine_defaults(p, s.system.gpu, 0);
+    if (const std::optional<int64_t> budget = tgi_launcher_prefill_budget(s, d)) {
+      Scenario sized = s;
+      sized.inference->engine.max_num_batched_tokens = *budget;
+      ServingResult r = simulate_once(sized, cost, seed, record_timeline, record_token_gaps, cancel);
+      r.launcher_max_num_batched_tokens = *budget;
+      return r;
+    }
+  }
   if (!p.engine.max_num_seqs_auto || p.engine.max_num_seqs || !p.profile.knobs.batch_limits_from_trtllm_bench)
     return simulate_once(s, cost, seed, record_timeline, record_token_gaps, cancel);
   const DrawnWorkload drawn = detail::generate_requests(p.workload, seed);

@@ -386,6 +386,13 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   };
   deployment("max_num_seqs", d.max_num_seqs_by);
   deployment("max_num_batched_tokens", d.max_num_batched_tokens_by);
+  // The card figure of an engine whose launcher sizes the prefill budget (TGI 3).
+  if (k.contains("launcher_card_tflops")) {
+    integer("launcher_card_tflops", d.launcher_card_tflops, 0);
+    deployment("launcher_card_tflops", d.launcher_card_tflops_by);
+  } else {
+    known.emplace_back("launcher_card_tflops");
+  }
   integer("unchunked_min_batched_tokens", d.unchunked_min_batched_tokens, 1);
   integer("block_size", d.block_size, 1);
   number("gpu_memory_utilization", d.gpu_memory_utilization, 1.0);
@@ -470,6 +477,8 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   optional_rule("block_fp8_gemm", "fixed_tile", "deepgemm", d.block_fp8_gemm_fills_sms);
   // Where a single shared expert runs: its own MLP, or inside the routed-expert kernel.
   optional_rule("shared_expert", "separate", "fused", d.fused_shared_expert);
+  // What an absent max_num_batched_tokens runs: the default, or TGI 3's launcher budget.
+  optional_rule("max_num_batched_tokens_auto", "default", "tgi-launcher", d.prefill_budget_from_tgi_launcher);
   // The tensor-parallel all-reduce: the engine's own kernel where it beats NCCL, or NCCL.
   optional_rule("tp_all_reduce", "engine_kernel", "nccl", d.tp_all_reduce_nccl_only);
   d.swap_space_bytes = swap_gib * 1024.0 * 1024.0 * 1024.0;
@@ -487,7 +496,7 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
 
 void keep_rules_for_release(EngineDefaults& knobs, const std::string& version) {
   const std::vector<int> want = release_order(version);
-  for (DeploymentKnob* dk : {&knobs.max_num_seqs_by, &knobs.max_num_batched_tokens_by})
+  for (DeploymentKnob* dk : {&knobs.max_num_seqs_by, &knobs.max_num_batched_tokens_by, &knobs.launcher_card_tflops_by})
     std::erase_if(dk->by_gpu, [&](const GpuKnobRule& r) {
       if (want.empty()) return !r.to.empty();
       return !in_release_range(want, release_order(r.from), release_order(r.to));

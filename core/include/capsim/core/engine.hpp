@@ -188,8 +188,17 @@ struct EngineDefaults {
   /// and that family's measured rates; a rate it lacks for a GPU is the GPU preset's
   /// fused-MoE (Triton) figure.
   MoeKernel moe_kernel;
-  /// GPU- and context-dependent defaults of max_num_seqs and max_num_batched_tokens.
-  DeploymentKnob max_num_seqs_by, max_num_batched_tokens_by;
+  /// What a scenario's absent `max_num_batched_tokens` runs: the engine's default, or, when
+  /// true, the prefill budget Hugging Face TGI 3's launcher computes for the model and the
+  /// card (launcher/src/main.rs, see tgi_launcher_prefill_budget in serving.cpp), which
+  /// needs the card in `launcher_card_tflops`.
+  bool prefill_budget_from_tgi_launcher = false;
+  /// The fp16 TFLOP/s the engine's launcher assigns the GPU (TGI's own card table; 0 for a
+  /// card it does not know), resolved per GPU by `launcher_card_tflops_by`.
+  int64_t launcher_card_tflops = 0;
+  /// GPU- and context-dependent defaults of max_num_seqs and max_num_batched_tokens, and
+  /// the launcher's card figure.
+  DeploymentKnob max_num_seqs_by, max_num_batched_tokens_by, launcher_card_tflops_by;
   /// These knobs for one deployment: the two batch limits resolved for the GPU (preset
   /// id, device memory) and the usage context, their rules cleared.
   EngineDefaults for_deployment(const std::string& gpu_id, double hbm_bytes, bool llm_class_context) const;
