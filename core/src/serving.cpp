@@ -611,16 +611,17 @@ std::optional<int64_t> tgi_launcher_prefill_budget(const Scenario& s, const Engi
 ServingResult simulate_limits_resolved(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
                                        bool record_token_gaps, const std::atomic<bool>* cancel) {
   const InferencePlan& p = *s.inference;
-  if (!p.engine.max_num_batched_tokens && p.profile.knobs.prefill_budget_from_tgi_launcher) {
-    const EngineDefaults d = engine_defaults(p, s.system.gpu, 0);
-    if (const std::optional<int64_t> budget = tgi_launcher_prefill_budget(s, d)) {
-      Scenario sized = s;
-      sized.inference->engine.max_num_batched_tokens = *budget;
-      ServingResult r = simulate_once(sized, cost, seed, record_timeline, record_token_gaps, cancel);
-      r.launcher_max_num_batched_tokens = *budget;
-      return r;
-    }
-  }
+  // The run with the launcher's step budget, unless the scenario gives one.
+  auto run_with_budget = [&](Scenario sized, int64_t budget) {
+    if (p.engine.max_num_batched_tokens) return simulate_once(sized, cost, seed, record_timeline, record_token_gaps, cancel);
+    sized.inference->engine.max_num_batched_tokens = budget;
+    ServingResult r = simulate_once(sized, cost, seed, record_timeline, record_token_gaps, cancel);
+    r.launcher_max_num_batched_tokens = budget;
+    return r;
+  };
+  if (!p.engine.max_num_batched_tokens && p.profile.knobs.prefill_budget_from_tgi_launcher)
+    if (const std::optional<int64_t> budget = tgi_launcher_prefill_budget(s, engine_defaults(p, s.system.gpu, 0)))
+      return run_with_budget(s, *budget);
   if (!p.engine.max_num_seqs_auto || p.engine.max_num_seqs || !p.profile.knobs.batch_limits_from_trtllm_bench)
     return simulate_once(s, cost, seed, record_timeline, record_token_gaps, cancel);
   const DrawnWorkload drawn = detail::generate_requests(p.workload, seed);
@@ -629,11 +630,7 @@ ServingResult simulate_limits_resolved(const Scenario& s, const CostModel& cost,
   if (!limits) return simulate_once(s, cost, seed, record_timeline, record_token_gaps, cancel);
   Scenario sized = s;
   sized.inference->engine.max_num_seqs = limits->max_num_seqs;
-  if (p.engine.max_num_batched_tokens) return simulate_once(sized, cost, seed, record_timeline, record_token_gaps, cancel);
-  sized.inference->engine.max_num_batched_tokens = limits->max_num_batched_tokens;
-  ServingResult r = simulate_once(sized, cost, seed, record_timeline, record_token_gaps, cancel);
-  r.launcher_max_num_batched_tokens = limits->max_num_batched_tokens;
-  return r;
+  return run_with_budget(std::move(sized), limits->max_num_batched_tokens);
 }
 
 }  // namespace

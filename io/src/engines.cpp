@@ -300,6 +300,13 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
     }
     return out;
   };
+  // Whether a knob only some engines have is in the file; one left out is still a known
+  // name (not an "unknown knob").
+  auto has_knob = [&](const char* key) {
+    if (k.contains(key)) return true;
+    known.emplace_back(key);
+    return false;
+  };
   auto integer = [&](const char* key, int64_t& out, int64_t min) {
     for (const KnobValue& v : knob(key)) {
       if (!v.value->is_number_integer() || v.value->get<int64_t>() < min)
@@ -387,11 +394,9 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   deployment("max_num_seqs", d.max_num_seqs_by);
   deployment("max_num_batched_tokens", d.max_num_batched_tokens_by);
   // The card figure of an engine whose launcher sizes the prefill budget (TGI 3).
-  if (k.contains("launcher_card_tflops")) {
+  if (has_knob("launcher_card_tflops")) {
     integer("launcher_card_tflops", d.launcher_card_tflops, 0);
     deployment("launcher_card_tflops", d.launcher_card_tflops_by);
-  } else {
-    known.emplace_back("launcher_card_tflops");
   }
   integer("unchunked_min_batched_tokens", d.unchunked_min_batched_tokens, 1);
   integer("block_size", d.block_size, 1);
@@ -418,14 +423,11 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   number("swap_space_gib", swap_gib, 1.0);
   // Behaviours only some engines have: a profile may leave them out (false).
   auto optional_boolean = [&](const char* key, bool& out) {
-    if (k.contains(key)) boolean(key, out);
-    else known.emplace_back(key);
+    if (has_knob(key)) boolean(key, out);
   };
   // A prefill batch that waits while sequences decode (TGI's router); absent: none waits.
-  if (k.contains("prefill_wait_ratio")) number("prefill_wait_ratio", d.prefill_wait_ratio, 1.0);
-  else known.emplace_back("prefill_wait_ratio");
-  if (k.contains("prefill_wait_steps")) integer("prefill_wait_steps", d.prefill_wait_steps, 0);
-  else known.emplace_back("prefill_wait_steps");
+  if (has_knob("prefill_wait_ratio")) number("prefill_wait_ratio", d.prefill_wait_ratio, 1.0);
+  if (has_knob("prefill_wait_steps")) integer("prefill_wait_steps", d.prefill_wait_steps, 0);
   optional_boolean("unchunked_prefill_unbounded", d.unchunked_prefill_unbounded);
   optional_boolean("unchunked_prefill_with_decodes", d.unchunked_prefill_with_decodes);
   optional_boolean("reserve_to_completion", d.reserve_to_completion);
@@ -433,7 +435,8 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   optional_boolean("dp_attention_divides_batched_tokens", d.dp_attention_divides_batched_tokens);
   // The MoE kernel family (data/moe_kernels.json); a profile without one runs the GPU
   // presets' fused-MoE (Triton) figures.
-  if (k.contains("moe_kernel")) {
+  d.moe_kernel = MoeKernel{"triton", {}};
+  if (has_knob("moe_kernel")) {
     for (const KnobValue& v : knob("moe_kernel")) {
       if (!v.value->is_string()) {
         issues.push_back({v.at, brief(*v.value), "must be a string naming a MoE kernel family", {}});
@@ -446,17 +449,11 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
         }
       }
     }
-  } else {
-    known.emplace_back("moe_kernel");
-    d.moe_kernel = MoeKernel{"triton", {}};
   }
   // Optional knobs that name one of two rules: absent is the first (the engine's own
   // default), `out` is whether the profile names the second.
   auto optional_rule = [&](const char* key, const char* first, const char* second, bool& out) {
-    if (!k.contains(key)) {
-      known.emplace_back(key);
-      return;
-    }
+    if (!has_knob(key)) return;
     for (const KnobValue& v : knob(key)) {
       if (!v.value->is_string() || (*v.value != first && *v.value != second))
         issues.push_back({v.at, brief(*v.value), std::string("must be \"") + first + "\" or \"" + second + "\"", {}});

@@ -124,9 +124,10 @@ struct ServingResult {
   EngineDefaults engine;                ///< the engine knobs in force (defaults resolved)
   int64_t ep = 1;                       ///< expert parallelism the run used ("auto" resolved)
   bool attention_dp = false;            ///< attention data-parallel ("auto" resolved)
-  /// The step budget the engine's launcher sized for the workload (a scenario's
-  /// max_num_seqs "auto" on TensorRT-LLM: trtllm-bench's), before any attention-DP
-  /// multiple; 0 where the scenario or the engine's default set it.
+  /// The step budget the engine's launcher sized (a scenario's max_num_seqs "auto" on
+  /// TensorRT-LLM: trtllm-bench's for the workload; an absent budget on TGI 3: its
+  /// launcher's for the model and card), before any attention-DP multiple; 0 where the
+  /// scenario or the engine's default set it.
   int64_t launcher_max_num_batched_tokens = 0;
   bool chunked_prefill = true;
   double slo_ttft_s = 0.5, slo_tpot_s = 0.05;  ///< the plan's goodput objectives
