@@ -316,6 +316,7 @@ TEST(ServingEngines, HostTimeAddsOrOverlaps) {
   const double gpu = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
   s.inference->profile.knobs.step_overhead_s = 2e-3;
   s.inference->profile.knobs.step_overhead_per_seq_s = 50e-6;
+  s.inference->profile.knobs.host_overlaps_gpu = false;  // vLLM before 0.14, SGLang 0.3
   const IterationModel serial(s.model, s.system, *s.inference, cost);
   EXPECT_DOUBLE_EQ(serial.host_seconds(b), 2e-3 + 8 * 50e-6);
   EXPECT_DOUBLE_EQ(serial.seconds(b), gpu + 2.4e-3);
@@ -607,6 +608,7 @@ TEST(ServingEngines, OverlappedHostAdmitsOneBatchLate) {
   s.inference->profile.knobs.step_overhead_s = 0;
   s.inference->profile.knobs.step_overhead_per_seq_s = 0;
   s.inference->profile.knobs.request_overhead_s = 0;  // arrivals reach the scheduler as they come
+  s.inference->profile.knobs.host_overlaps_gpu = false;
   const hw::RooflineCostModel cost(s.system);
   const ServingResult serial = simulate_serving(s, cost, 20261201, true);
   s.inference->profile.knobs.host_overlaps_gpu = true;

@@ -120,6 +120,9 @@ TEST(Serving, AnIdleEngineStartsOnTheFirstClientRequest) {
     s.inference->workload.num_requests = 8;
     s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 1024, 0, 0};
     s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 4, 0, 0};
+    // An engine that schedules when a step ends (ServingEngines.OverlappedHostAdmitsOneBatchLate
+    // has the one that prepares the next batch during the step).
+    s.inference->profile.knobs.host_overlaps_gpu = false;
     const hw::RooflineCostModel cost(s.system);
     const ServingResult r = simulate_serving(s, cost);
     ASSERT_EQ(r.requests.size(), 8u);
@@ -174,6 +177,7 @@ TEST(Serving, BatchOneDecodeIsBandwidthBound) {
 // 3 dense + 58 MoE layers), or the user's measured figure for every layer.
 TEST(Serving, EagerStepAddsHostTimePerLayer) {
   Scenario s = serving_scenario("gpt2", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->profile.knobs.host_overlaps_gpu = false;  // the step host time adds, hidden by nothing
   const hw::RooflineCostModel cost(s.system);
   IterationBatch b;
   b.decodes = 2;

@@ -164,9 +164,10 @@ struct EngineDefaults {
   double step_overhead_s = 0.9 * 1e-3;  // ms to s, as the profile reader converts it
   double step_overhead_per_seq_s = 0;
   /// Whether that host work runs while the GPU computes the previous step (SGLang's
-  /// overlap scheduler, vLLM V1's async output processing): the step then takes the
-  /// longer of the two instead of their sum.
-  bool host_overlaps_gpu = false;
+  /// overlap scheduler, TensorRT-LLM's overlap scheduler, vLLM's asynchronous scheduling,
+  /// on by default from 0.14.0): the step then takes the longer of the two instead of
+  /// their sum, and a request arriving mid-step joins the step after next.
+  bool host_overlaps_gpu = true;
   /// Host time on each request's path outside the engine's steps (HTTP, tokenising, the
   /// hand-offs between processes, the first streamed chunk): it delays the first token but
   /// occupies no GPU.
