@@ -403,9 +403,9 @@ TEST(ContextParallel, RingMergeTrafficPerFramework) {
   t.framework = Framework::pytorch;
   const double pytorch = analytical_step(m, sys, t, cost).microbatch_s;
   const double elements = 1.0 * (4096.0 / 2.0) * 32.0 * 128.0;  // (cp - 1) x tokens x heads x v_dim
-  // Besides the merges, the PyTorch loss's eager kernels: 22 + 26 bytes a logit against the
-  // fused 6 + 12, over the rank's tokens.
-  const double loss = (22.0 + 26.0 - 18.0) * dbl(m.vocab) * (4096.0 / 2.0) * 1e-12;
+  // Besides the merges, the PyTorch loss's eager kernels: 22 + 26 bytes a logit against
+  // Megatron's fused 26 + 14, over the rank's tokens.
+  const double loss = (22.0 + 26.0 - 40.0) * dbl(m.vocab) * (4096.0 / 2.0) * 1e-12;
   expect_rel(pytorch - megatron, 32.0 * 3.0 * elements * (42.0 - 10.0) * 1e-12 + loss, 1e-9, "merge traffic");
 }
 
@@ -523,10 +523,11 @@ TEST(Bubble, UnevenStagesFillAndDrain) {
                                      " vpp " + std::to_string(v) + " m " + std::to_string(mb);
             expect_rel(s.bubble_s, (whole.microbatch_s - s.microbatch_s) / vd, 1e-9, what);
             // Against the slowest stage (what microbatch_s is) the ratio is at most the
-            // closed form, and here within 15% of it (the head adds ~1/8 to the last stage).
+            // closed form, and here within 20% of it (the head and its loss add up to a
+            // fifth to the last of 8 stages).
             const double ratio = s.bubble_s / (md * s.microbatch_s);
             EXPECT_LE(ratio, (pd - 1) / (vd * md) * (1 + 1e-12)) << what;
-            EXPECT_GE(ratio, 0.85 * (pd - 1) / (vd * md)) << what;
+            EXPECT_GE(ratio, 0.8 * (pd - 1) / (vd * md)) << what;
           }
 }
 
@@ -1045,8 +1046,9 @@ TEST(Lora, AdapterDropoutKeepsItsMask) {
 // The PyTorch stacks' loss is F.cross_entropy on fp32 logits, kernel by kernel (torchtitan
 // leaves it uncompiled): 22 bytes a logit forward (cast 2 + 4, log_softmax three reads and a
 // write of fp32) and 26 backward (nll_loss's zeroed gradient 4, log_softmax backward 16, the
-// cast back 4 + 2); Megatron's fused vocab-parallel cross entropy moves 6 and 12. Only the
-// step time changes, by exactly that traffic over every token of the step.
+// cast back 4 + 2); Megatron-Core's fused vocab-parallel cross entropy moves 26 and 14
+// (fused_cross_entropy.py). Only the step time changes, by exactly that traffic over every
+// token of the step.
 TEST(Loss, PytorchCrossEntropyRunsEagerKernels) {
   const ModelSpec& m = model("llama2-7b");
   TrainingPlan t;
@@ -1067,8 +1069,8 @@ TEST(Loss, PytorchCrossEntropyRunsEagerKernels) {
   };
   const double V = dbl(m.vocab);
   const Op fused = loss(lower_head(m, mo)), eager = loss(lower_head(m, po));
-  EXPECT_DOUBLE_EQ(fused.bytes_per_token, 6.0 * V);
-  EXPECT_LT(fused.bwd_bytes_per_token, 0.0);  // twice the forward
+  EXPECT_DOUBLE_EQ(fused.bytes_per_token, 26.0 * V);
+  EXPECT_DOUBLE_EQ(fused.bwd_bytes_per_token, 14.0 * V);
   EXPECT_DOUBLE_EQ(eager.bytes_per_token, 22.0 * V);
   EXPECT_DOUBLE_EQ(eager.bwd_bytes_per_token, 26.0 * V);
   // What the loss keeps is the framework's business (memory.cpp), not the kernels'.
@@ -1085,7 +1087,8 @@ TEST(Loss, PytorchCrossEntropyRunsEagerKernels) {
   const double tokens = 2.0 * 2048;
   const double extra = cost.memory_bound(Bytes(22.0 * V * tokens)).value +
                        cost.memory_bound(Bytes(26.0 * V * tokens)).value -
-                       3.0 * cost.memory_bound(Bytes(6.0 * V * tokens)).value;
+                       cost.memory_bound(Bytes(26.0 * V * tokens)).value -
+                       cost.memory_bound(Bytes(14.0 * V * tokens)).value;
   EXPECT_GT(extra, 0.0);
   expect_rel(head_eager - head_fused, extra, 1e-9, "eager minus fused loss");
 }
@@ -1627,9 +1630,11 @@ TEST(MultiTokenPrediction, CostsItsBlockAndASecondHeadOnTheLastStage) {
 // no longer keeps and DualPipe's in-flight microbatches per direction, DualPipe fits (as the
 // report ran it) and is chosen. Its block-FP8 GEMM rate and quantization traffic come from
 // DeepSeek's own training trace (deepseek-ai/profile-data), whose DualPipe chunk pair of 4
-// MoE layers each way the model then times at 130 ms against the trace's 129 ms. Recorded
-// bound: the model's figure (151K, -16%; the trace's balanced routing and missing pipeline
-// sends are what is left) plus a margin; the target is 15%.
+// MoE layers each way the model then times at 130 ms against the trace's 129 ms. 151K (-16%)
+// until the last stage's two losses (the head's and the MTP module's) moved Megatron-Core's
+// fused cross-entropy traffic over the 129,280-entry vocabulary; now 155K, 157K as the
+// budget counts it (-13%; the trace's balanced routing and missing pipeline sends are what
+// is left): within the 15% the report's run is held to.
 TEST(DeepSeekV3Report, FitsAndCostsAboutWhatTheReportSays) {
   const Scenario s = io::load_scenario(std::filesystem::path(CAPSIM_TEST_SOURCE_DIR) / "scenarios" / "deepseek-v3-report.json");
   const hw::RooflineCostModel cost(s.system);
@@ -1642,13 +1647,13 @@ TEST(DeepSeekV3Report, FitsAndCostsAboutWhatTheReportSays) {
   EXPECT_LE(ev.memory.peak().total_bytes, 66.0 * 1024 * 1024 * 1024);
   ASSERT_TRUE(ev.step.has_value());
   const double gpu_hours_per_trillion = 1e12 / ev.step->tokens_per_s / 3600.0 * 2048.0;
-  EXPECT_NEAR(gpu_hours_per_trillion / 180e3, 1.0, 0.19) << gpu_hours_per_trillion;
+  EXPECT_NEAR(gpu_hours_per_trillion / 180e3, 1.0, 0.15) << gpu_hours_per_trillion;
   // The report's figure is wall-clock GPU-hours: the budget adds the interruptions 2,048
-  // GPUs expect (1.4%), 153K against 180K.
+  // GPUs expect (1.4%), 157K against 180K.
   const nlohmann::json report = io::train_report(s, ev);
   const double budget_hours = report["budget"]["gpu_hours"].get<double>();
   EXPECT_NEAR(budget_hours, gpu_hours_per_trillion / effective_training_fraction(2048), 1e-6 * budget_hours);
-  EXPECT_NEAR(budget_hours / 180e3, 1.0, 0.17) << budget_hours;
+  EXPECT_NEAR(budget_hours / 180e3, 1.0, 0.15) << budget_hours;
 }
 
 // "auto" vpp under the PyTorch stack is what torchtitan's pipelining generates without

@@ -48,7 +48,9 @@ TEST(Validation, TrainingErrorBounds) {
   // Per source family, step time: every family of five cases or more within 20%, and each
   // within its recorded figure (a ratchet, lowered as the model improves).
   const std::map<std::string, double> family_bounds = {
-      {"dgxc2411", 0.09}, {"korthikanti22", 0.075}, {"llmfoundry", 0.11},
+      // korthikanti22 0.075 until each tensor-parallel rank ran the loss over its own
+      // vocabulary shard only (its TP8 runs read 0.4 points faster).
+      {"dgxc2411", 0.09}, {"korthikanti22", 0.076}, {"llmfoundry", 0.11},
       // mcore24 0.03 and narayanan21 0.145 until a cross-node send took one network hop at
       // the NIC's rate instead of the many-node all-reduce curve (2 MiB: 726 -> 55 us): the
       // pipeline sends of their 70B-462B and PP runs got cheaper, and those runs already read
@@ -266,10 +268,11 @@ TEST(Validation, PostTrainingErrorBounds) {
   // per-tensor pageable rate (1.8 GB/s, NVIDIA-NeMo/RL#3976) instead of the PCIe line rate:
   // every on-policy run gained 7-40 s a step (Llama-3.1-8B -17.8% -> -10.6%, Qwen3-235B
   // -8..-16% -> -2..-8%, DeepSeek-V3 -18..-19% -> -1..+10%). 10.6% until the NeMo RL v0.6
-  // rollouts (vLLM 0.17.1) scheduled asynchronously, vLLM's default from 0.14.0: their step
-  // host time hides behind the GPU. Issue-level bar: 15%.
-  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.10);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.12);
+  // rollouts (vLLM 0.17.1) scheduled asynchronously, vLLM's default from 0.14.0 (their step
+  // host time hides behind the GPU), and the training and log-prob passes moved Megatron-
+  // Core's fused cross-entropy traffic (12.0% -> 11.4% tokens/s). Issue-level bar: 15%.
+  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.102);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.117);
   // The tail too (today 33.3% and 50.1%: Qwen3-30B-A3B's v0.6 runs, 31% fast, read 33% fast
   // once vLLM 0.17.1 overlaps its host time, 31.4% and 46.6% before; 36.6% and 49.5% before
   // the published refit

@@ -36,6 +36,15 @@ constexpr double kEagerRmsNormBytes = 36.0, kEagerRotaryBytes = 20.0, kEagerGluB
 /// Bytes per logit of PyTorch's eager fp32 cross entropy, forward and backward
 /// (LoweringOptions::eager_loss).
 constexpr double kEagerLossFwdBytes = 2.0 + 4.0 + 3.0 * 4.0 + 4.0, kEagerLossBwdBytes = 4.0 + 3.0 * 4.0 + 4.0 + 4.0 + 2.0;
+/// Bytes per logit of Megatron-Core's vocab-parallel cross entropy with its fused kernels
+/// (megatron/core/fusions/fused_cross_entropy.py, the cross_entropy_loss_fusion path NeMo
+/// and Megatron-Bridge recipes turn on). Forward: the fp32 copy and its row max (read 2,
+/// write 4), exp(logits - max) in place (4 + 4), the row sum (4), the division by it in
+/// place, which leaves the softmax kept for backward (4 + 4). Backward: the softmax scaled
+/// in place by the loss gradient (4 + 4), then cast to the logits' 16-bit type for the
+/// output layer (4 + 2). The unfused default (tensor_parallel/cross_entropy.py) reads the
+/// fp32 copy once more for the max and subtracts in a pass of its own: 38 forward bytes.
+constexpr double kMegatronLossFwdBytes = 2.0 + 4.0 + 8.0 + 4.0 + 8.0, kMegatronLossBwdBytes = 8.0 + 6.0;
 
 Op norm(std::string name, int64_t width, const LoweringOptions& o, Shard shard = Shard::sequence) {
   Op op;
@@ -388,11 +397,11 @@ std::vector<Op> lower_head(const ModelSpec& m, const LoweringOptions& o) {
   Op ce;
   ce.name = "cross_entropy";
   ce.kind = OpKind::logits;
-  ce.bytes_per_token = d(m.vocab) * (o.act_bytes + 4.0);
-  if (o.eager_loss) {
-    ce.bytes_per_token = d(m.vocab) * kEagerLossFwdBytes;
-    ce.bwd_bytes_per_token = d(m.vocab) * kEagerLossBwdBytes;
-  }
+  // Every rank holds its vocabulary shard of every token's logits (Megatron-LM's
+  // vocab-parallel loss, torchtitan's loss_parallel under TP).
+  ce.work = Shard::tensor;
+  ce.bytes_per_token = d(m.vocab) * (o.eager_loss ? kEagerLossFwdBytes : kMegatronLossFwdBytes);
+  ce.bwd_bytes_per_token = d(m.vocab) * (o.eager_loss ? kEagerLossBwdBytes : kMegatronLossBwdBytes);
   // Megatron-LM's vocab-parallel cross entropy keeps fp32 softmax of the logits shard.
   ce.saved.push_back({d(m.vocab) * 4.0, Shard::tensor, false});
   ops.push_back(ce);
