@@ -16,6 +16,7 @@
 
 #include "capsim/core/layout.hpp"
 #include "capsim/core/memory.hpp"
+#include "capsim/core/search.hpp"
 #include "capsim/core/step.hpp"
 #include "capsim/core/train.hpp"
 #include "capsim/core/workload.hpp"
@@ -1721,6 +1722,29 @@ TEST(DeepSeekV3Report, ChunkPairComputeAsDeepSeeksTraceTimesIt) {
   ASSERT_EQ(mid.layers, 4);
   const double compute = mid.fwd_s + mid.bwd_s + mid.wgrad_s - mid.ep_s;
   EXPECT_NEAR(compute / 124.3e-3, 1.0, 0.10) << compute;
+}
+
+// The layout search over the report's model, GPUs and batch (`capsim search --schedules`)
+// finds layouts that fit in 80 GB; its best is DualPipe, as the report trained, and at
+// least as fast as the report's own layout (PP16, EP64, which the space holds).
+TEST(DeepSeekV3Report, SearchWithSchedulesFindsLayoutsThatFit) {
+  const Scenario s = io::load_scenario(std::filesystem::path(CAPSIM_TEST_SOURCE_DIR) / "scenarios" / "deepseek-v3-report.json");
+  const hw::RooflineCostModel cost(s.system);
+  SearchOptions opt;
+  opt.schedules = true;
+  opt.threads = 2;
+  opt.top_k = 5;
+  const SearchResult r = search_training(s, cost, opt);
+  ASSERT_FALSE(r.top.empty());
+  EXPECT_GT(r.feasible, 0);
+  for (const SearchCandidate& c : r.top) {
+    EXPECT_LE(c.peak_memory_bytes, c.capacity_bytes);
+    EXPECT_EQ(c.num_gpus, 2048);
+  }
+  EXPECT_EQ(r.top.front().plan.schedule, Schedule::dualpipe);
+  const TrainEvaluation report = evaluate_training(s, &cost);
+  ASSERT_TRUE(report.step.has_value());
+  EXPECT_LE(r.top.front().step_s, report.step->step_s * (1 + 1e-12));
 }
 
 }  // namespace
