@@ -163,6 +163,11 @@ TEST(ServingEngines, VersionSelectsTheGeneration) {
   EXPECT_DOUBLE_EQ(io::select_engine_profile("tgi", "2.4.1", "/e").knobs.gpu_memory_utilization, 0.9);
   EXPECT_EQ(io::select_engine_profile("tgi", "2.2.0", "/e").knobs.block_size, 16);
   EXPECT_EQ(io::select_engine_profile("tgi", "2.3.0", "/e").knobs.block_size, 1);
+  // vLLM schedules the next step while the current one runs by default from 0.14.0.
+  EXPECT_FALSE(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.host_overlaps_gpu);
+  EXPECT_FALSE(io::select_engine_profile("vllm", "0.13.0", "/e").knobs.host_overlaps_gpu);
+  EXPECT_TRUE(io::select_engine_profile("vllm", "0.14.0", "/e").knobs.host_overlaps_gpu);
+  EXPECT_TRUE(io::select_engine_profile("vllm", "0.17.1", "/e").knobs.host_overlaps_gpu);
   const EngineProfile main = io::select_engine_profile("trtllm", "main@2e669133 (source build, 2025-04-15)", "/e");
   EXPECT_EQ(main.id, "trtllm");
   EXPECT_EQ(main.match, "version \"main@2e669133 (source build, 2025-04-15)\" is not a release number: the newest trtllm profile");
