@@ -301,7 +301,8 @@ TEST(HostileDataFile, EngineProfileWithBrokenGpuRules) {
   e["knobs"]["max_num_seqs"]["by_gpu"] = nlohmann::json::array(
       {{{"gpus", "h100"}, {"value", 1024}},
        {{"min_hbm_gib", -1}, {"versions", {{"from", "latest"}}}, {"value", 1.5}, {"colour", "red"}},
-       {{"llm_class", 16384}}});
+       {{"llm_class", 16384}},
+       {{"versions", {{"from", "0.9.0"}, {"to", "0.8.5"}}}, {"value", 256}}});
   e["knobs"]["max_num_batched_tokens"]["by_gpu"] = 8192;
   const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
   const std::vector<std::string> want = {
@@ -312,9 +313,26 @@ TEST(HostileDataFile, EngineProfileWithBrokenGpuRules) {
       "engine.json#/knobs/max_num_seqs/by_gpu/1/versions: must be {\"from\": release, \"to\": release} (either or both) (got {\"from\":\"latest\"})",
       "engine.json#/knobs/max_num_seqs/by_gpu/1/colour: unknown rule key (gpus, except, min_hbm_gib, value, llm_class, versions, note)",
       "engine.json#/knobs/max_num_seqs/by_gpu/2/value: is required",
+      "engine.json#/knobs/max_num_seqs/by_gpu/3/versions: holds no release: \"from\" must come before \"to\" "
+      "(\"to\" is excluded) (got {\"from\":\"0.9.0\",\"to\":\"0.8.5\"})",
       "engine.json#/knobs/max_num_batched_tokens/by_gpu: must be a list of rules (got 8192)",
   };
   EXPECT_EQ(got, want);
+}
+
+// The releases a profile covers: a bound that is not a release, or a range that holds none.
+TEST(HostileDataFile, EngineProfileWithBrokenVersionRange) {
+  nlohmann::json e = shipped("engines", "vllm-v1");
+  e["versions"] = {{"from", "0.9.0"}, {"to", "0.8.0"}};
+  EXPECT_EQ(issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); }),
+            std::vector<std::string>{"engine.json#/versions: holds no release: \"from\" must come before \"to\" "
+                                     "(\"to\" is excluded) (got {\"from\":\"0.9.0\",\"to\":\"0.8.0\"})"});
+  e["versions"] = {{"from", "latest"}, {"to", nullptr}};
+  EXPECT_EQ(issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); }),
+            std::vector<std::string>{"engine.json#/versions: must be {\"from\": release, \"to\": release} (either "
+                                     "or both) (got {\"from\":\"latest\",\"to\":null})"});
+  e["versions"] = {{"from", "0.8.0"}, {"to", nullptr}};  // as shipped: open above
+  EXPECT_NO_THROW((void)io::engine_profile_from_json(e, "engine.json"));
 }
 
 // A knob's release ranges (by_release): every broken entry is reported at its place, all at
@@ -325,7 +343,8 @@ TEST(HostileDataFile, EngineProfileWithBrokenReleaseRanges) {
       {{{"versions", {{"to", "0.3.0"}}}, {"value", "sixteen"}, {"source", {"vllm_pr2192"}}},
        {{"versions", {{"until", "0.4.1"}}}, {"value", 32}, {"source", {"nowhere"}}, {"colour", "red"}},
        {{"versions", nlohmann::json::object()}, {"source", nlohmann::json::array()}},
-       7});
+       7,
+       {{"versions", {{"from", "0.4.1"}, {"to", "0.4.1"}}}, {"value", 16}, {"source", {"vllm_pr2192"}}}});
   e["knobs"]["chunked_prefill"]["by_release"] = true;
   const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json", "0.5.4"); });
   const std::vector<std::string> want = {
@@ -336,6 +355,8 @@ TEST(HostileDataFile, EngineProfileWithBrokenReleaseRanges) {
       "engine.json#/knobs/block_size/by_release/2/source: every release range needs a source",
       "engine.json#/knobs/block_size/by_release/2/value: is required",
       "engine.json#/knobs/block_size/by_release/3: must be an object (got 7)",
+      "engine.json#/knobs/block_size/by_release/4/versions: holds no release: \"from\" must come before \"to\" "
+      "(\"to\" is excluded) (got {\"from\":\"0.4.1\",\"to\":\"0.4.1\"})",
       "engine.json#/knobs/block_size/by_release/0/value: must be an integer >= 1 (got \"sixteen\")",
       "engine.json#/knobs/chunked_prefill/by_release: must be a list of {\"versions\", \"value\", \"source\"} (got true)",
   };

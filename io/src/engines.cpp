@@ -99,18 +99,23 @@ double distance(const std::vector<int>& a, const std::vector<int>& b) {
 
 /// A release range, {"from": release, "to": release} with either bound left out but not
 /// both (`from` inclusive, `to` exclusive); false when `v` is not one.
-bool read_release_range(const json& v, std::string& from, std::string& to) {
-  if (!v.is_object() || v.empty()) return false;
+const char* const kReleaseRangeShape = "must be {\"from\": release, \"to\": release} (either or both)";
+
+/// Reads a release range into `from` and `to`; what is wrong with it, or null. A range
+/// whose lower bound is not below its upper one holds no release, which a data file never
+/// means.
+const char* read_release_range(const json& v, std::string& from, std::string& to) {
+  if (!v.is_object() || v.empty()) return kReleaseRangeShape;
   for (auto it = v.begin(); it != v.end(); ++it) {
     if ((it.key() != "from" && it.key() != "to") || !it.value().is_string() ||
         release_order(it.value().get<std::string>()).empty())
-      return false;
+      return kReleaseRangeShape;
     (it.key() == "from" ? from : to) = it.value().get<std::string>();
   }
-  return true;
+  if (!from.empty() && !to.empty() && compare(release_order(from), release_order(to)) >= 0)
+    return "holds no release: \"from\" must come before \"to\" (\"to\" is excluded)";
+  return nullptr;
 }
-
-const char* const kReleaseRangeShape = "must be {\"from\": release, \"to\": release} (either or both)";
 
 /// A figure's or knob's source list: non-empty, every entry named in `sources`.
 void check_sources(const json& holder, const std::string& at, const char* missing, const json& sources,
@@ -150,8 +155,9 @@ std::vector<KnobValue> release_range_values(const json& rel, const std::string& 
       continue;
     }
     std::string from, to;
-    const bool ok = r.contains("versions") && read_release_range(r["versions"], from, to);
-    if (!ok) issues.push_back({rat + "/versions", r.contains("versions") ? brief(r["versions"]) : "", kReleaseRangeShape, {}});
+    const char* problem = r.contains("versions") ? read_release_range(r["versions"], from, to) : kReleaseRangeShape;
+    const bool ok = problem == nullptr;
+    if (!ok) issues.push_back({rat + "/versions", r.contains("versions") ? brief(r["versions"]) : "", problem, {}});
     check_sources(r, rat, "every release range needs a source", sources, issues);
     for (auto it = r.begin(); it != r.end(); ++it)
       if (it.key() != "versions" && it.key() != "value" && it.key() != "source" && it.key() != "note")
@@ -270,6 +276,16 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   top.string("label", p.label);
   if (p.id.empty()) issues.push_back({origin + "#/id", "", "is required", {}});
   if (p.name.empty()) issues.push_back({origin + "#/name", "", "is required", {}});
+  if (doc.contains("versions")) {
+    // The releases the profile covers; a null bound is open.
+    json range = doc["versions"];
+    if (range.is_object())
+      for (const char* bound : {"from", "to"})
+        if (range.contains(bound) && range[bound].is_null()) range.erase(bound);
+    std::string from, to;
+    if (const char* problem = range.is_object() && range.empty() ? nullptr : read_release_range(range, from, to))
+      issues.push_back({origin + "#/versions", brief(doc["versions"]), problem, {}});
+  }
   const json sources = doc.contains("sources") && doc["sources"].is_object() ? doc["sources"] : json::object();
   if (!doc.contains("knobs") || !doc["knobs"].is_object()) {
     issues.push_back({origin + "#/knobs", "", "is required (an object of knobs, each {value, source})", {}});
@@ -381,8 +397,9 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
         count(r["llm_class"], rat + "/llm_class", v);
         if (v > 0) rule.llm_class = v;
       }
-      if (r.contains("versions") && !read_release_range(r["versions"], rule.from, rule.to))
-        issues.push_back({rat + "/versions", brief(r["versions"]), kReleaseRangeShape, {}});
+      if (r.contains("versions"))
+        if (const char* problem = read_release_range(r["versions"], rule.from, rule.to))
+          issues.push_back({rat + "/versions", brief(r["versions"]), problem, {}});
       for (auto it = r.begin(); it != r.end(); ++it) {
         static const std::vector<std::string> keys{"gpus", "except", "min_hbm_gib", "value", "llm_class", "versions", "note"};
         if (std::find(keys.begin(), keys.end(), it.key()) == keys.end())
