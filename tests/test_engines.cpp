@@ -741,6 +741,34 @@ TEST(ServingEngines, TgiLauncherPrefillBudget) {
   EXPECT_EQ(simulate_serving(s, cost).engine.max_num_batched_tokens, 2048);
 }
 
+// The launcher reads a MoE config's keys as they stand. Mixtral-8x7B states
+// num_local_experts 8 and two experts a token: (2 x 32 x 128 x 4096 x 3 + 2 x 8 x 128 x 4096
+// x 2 + 2 x 3 x 4096 x 14336 x 2) x 32 = 26,306,674,688 FLOP a token, 2 x 900e12 / that =
+// 68,423 on two H100s, where memory binds first: (floor(2 x 85,520,809,984 x 0.95) -
+// 91,792,736,256 bytes of weights with all 8 experts) / 1,163,264 bytes a token = 60,774;
+// at its own 32,768 positions those cap it. Qwen3-235B-A22B names its experts num_experts,
+// which the launcher does not read (one expert), and its MLP intermediate_size 12,288 is
+// counted 8 times a token: (2 x 64 x 128 x 4096 x 3 + 2 x 4 x 128 x 4096 x 2 + 2 x 3 x 4096
+// x 12288 x 8) x 94 = 246,809,624,576 FLOP, 8 x 989e12 / that = 32,057 on eight H200s.
+TEST(ServingEngines, TgiLauncherPrefillBudgetOfMoeModels) {
+  auto budget = [](const char* model, const char* gpu, int64_t tp, const char* release, int64_t positions) {
+    Scenario s = testing::on_one_node(model, gpu, tp);
+    InferencePlan& p = *s.inference;
+    p.workload.mode = ServingWorkload::Mode::offline;
+    p.workload.num_requests = 1;
+    p.workload.input_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
+    p.workload.output_tokens = {LengthDist::Kind::fixed, 4, 0, 0};
+    p.weight_dtype = p.activation_dtype = DType::bf16;
+    if (positions > 0) s.model.max_position = positions;
+    p.profile = io::select_engine_profile("tgi", release, "/inference/engine");
+    const hw::RooflineCostModel cost(s.system);
+    return simulate_serving(s, cost).engine.max_num_batched_tokens;
+  };
+  EXPECT_EQ(budget("mixtral-8x7b", "h100-sxm5-80gb", 2, "3.0.1", 131072), 60774);
+  EXPECT_EQ(budget("mixtral-8x7b", "h100-sxm5-80gb", 2, "3.0.1", 0), 32768);
+  EXPECT_EQ(budget("qwen3-235b-a22b", "h200-sxm-141gb", 8, "3.1.0", 0), 32057);
+}
+
 // TurboMind up to 0.1.0a1 prefills every admitted prompt before the step's decode: a
 // burst of equal prompts gets its first tokens together, one step after the whole
 // burst's prefill; an engine that stops at its token budget hands them out one budget at

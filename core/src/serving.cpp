@@ -569,35 +569,50 @@ std::optional<BatchLimits> trtllm_bench_batch_limits(const Scenario& s, const En
 }
 
 /// The prefill budget Hugging Face TGI 3's launcher sets when its user gives no
-/// --max-batch-prefill-tokens (launcher/src/main.rs, v3.0.0-v3.3): compute_optimal, the
-/// card's fp16 FLOP/s from its own table times the GPUs over its own FLOP count a token
-/// (Config::flop: 2 x heads x head_dim x hidden for q, o and the attention term, 2 x KV heads
-/// x head_dim x hidden for k and v, 2 x 3 x hidden x intermediate for the MLP, times layers),
-/// where that exceeds 100 tokens, else 4096; at most max_position_embeddings; and at most the
+/// --max-batch-prefill-tokens (launcher/src/main.rs, v3.0.0-v3.3), from the config's keys as
+/// they stand (ModelSpec::ConfigKeys; Config::from reads an absent num_experts_per_tok as 1,
+/// n_shared_experts as 0, num_local_experts as 1, num_key_value_heads as the heads, head_dim
+/// as hidden / heads): compute_optimal, the card's fp16 FLOP/s from its own table times the
+/// GPUs over its own FLOP count a token (Config::flop: 2 x heads x head_dim x hidden for q, o
+/// and the attention term, 2 x KV heads x head_dim x hidden for k and v, 2 x 3 x hidden x
+/// intermediate_size x (experts a token + shared experts) for the MLP, times layers), where
+/// that exceeds 100 tokens, else 4096; at most max_position_embeddings; and at most the
 /// tokens its memory estimate allows (vram_maximum: the GPUs' memory x 0.95 less
-/// Config::model_vram, 2 bytes x (layers x (3 x intermediate x hidden + (heads + 2 x KV heads)
-/// x head_dim + heads x head_dim x hidden) + 2 x hidden x vocab), over Config::token_vram,
-/// the KV bytes a token plus (intermediate + intermediate / 2) x 2 x 3), which it skips for a
-/// quantized checkpoint. MoE sizes come from config keys the model spec does not keep
-/// (num_local_experts, n_shared_experts), so a MoE model keeps the engine's default, as does
-/// a card the table lacks.
+/// Config::model_vram, 2 bytes x (layers x (3 x intermediate_size x experts x hidden + (heads
+/// + 2 x KV heads) x head_dim + heads x head_dim x hidden) + 2 x hidden x vocab), over
+/// Config::token_vram, the KV bytes a token plus (intermediate_size + intermediate_size / 2)
+/// x experts x 2 x 3), which it skips for a quantized checkpoint. Without heads, layers,
+/// intermediate_size or a head size the launcher estimates nothing and the budget is 4096
+/// (capped by the positions); a card the table lacks keeps the engine's default.
 std::optional<int64_t> tgi_launcher_prefill_budget(const Scenario& s, const EngineDefaults& d) {
   const ModelSpec& m = s.model;
+  const ModelSpec::ConfigKeys& k = m.config_keys;
   const InferencePlan& p = *s.inference;
-  if (m.moe || d.launcher_card_tflops <= 0) return std::nullopt;
+  if (d.launcher_card_tflops <= 0) return std::nullopt;
   const auto count = static_cast<double>(p.tp);
-  const double h = dbl(m.hidden), heads = dbl(m.heads), kv = dbl(m.kv_heads), hd = dbl(m.head_dim);
-  const double inter = dbl(m.intermediate), layers = dbl(m.layers);
-  const double attn_flops = 2.0 * heads * hd * h * 3.0 + 2.0 * kv * hd * h * 2.0;  // q, attention, o; k, v
-  const double flop = (attn_flops + 2.0 * 3.0 * h * inter) * layers;
-  const double optimal = std::floor(dbl(d.launcher_card_tflops) * 1e12 * count / flop);
-  double value = optimal > 100.0 ? optimal : 4096.0;
+  const double h = dbl(m.hidden), heads = dbl(k.num_attention_heads), layers = dbl(k.num_hidden_layers);
+  const double kv = k.num_key_value_heads > 0 ? dbl(k.num_key_value_heads) : heads;
+  const double hd = k.head_dim > 0                                                       ? dbl(k.head_dim)
+                    : k.num_attention_heads > 0 && m.hidden % k.num_attention_heads == 0 ? h / heads
+                                                                                         : 0.0;
+  const double inter = dbl(k.intermediate_size);
+  const double per_token = dbl(k.num_experts_per_tok > 0 ? k.num_experts_per_tok : 1) + dbl(k.n_shared_experts);
+  const double experts = dbl(k.num_local_experts > 0 ? k.num_local_experts : 1);
+  const bool sized = heads > 0 && layers > 0 && inter > 0 && hd > 0;
+  double value = 4096.0;
+  if (sized) {
+    const double attn_flops = 2.0 * heads * hd * h * 3.0 + 2.0 * kv * hd * h * 2.0;  // q, attention, o; k, v
+    const double flop = (attn_flops + 2.0 * 3.0 * h * inter * per_token) * layers;
+    const double optimal = std::floor(dbl(d.launcher_card_tflops) * 1e12 * count / flop);
+    if (optimal > 100.0) value = optimal;
+  }
   if (m.max_position > 0) value = std::min(value, dbl(m.max_position));
   const bool quantized = p.weight_dtype != DType::bf16 && p.weight_dtype != DType::fp16;
-  if (!quantized) {
+  if (sized && !quantized) {
     const double available = std::floor(s.system.gpu.hbm_capacity_bytes * count * 0.95);
-    const double model = 2.0 * (layers * (3.0 * inter * h + (heads + 2.0 * kv) * hd + heads * hd * h) + 2.0 * h * dbl(m.vocab));
-    const double token = kv * 2.0 * hd * 2.0 * layers + (inter + std::floor(inter / 2.0)) * 2.0 * 3.0;
+    const double model =
+        2.0 * (layers * (3.0 * inter * experts * h + (heads + 2.0 * kv) * hd + heads * hd * h) + 2.0 * h * dbl(m.vocab));
+    const double token = kv * 2.0 * hd * 2.0 * layers + (inter + std::floor(inter / 2.0)) * experts * 2.0 * 3.0;
     if (available >= model) value = std::min(value, std::floor((available - model) / token));
   }
   return static_cast<int64_t>(value);

@@ -595,6 +595,16 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
       m.moe->rank_imbalance = e->points;
       m.moe->rank_imbalance_source = e->source;
     }
+  // The literal keys (ModelSpec::ConfigKeys); one that is not a whole number from 1 to 2^24
+  // (the model size limits) is taken as absent.
+  auto stated = [&](const char* key) -> int64_t {
+    if (!c.contains(key) || !c[key].is_number_integer()) return 0;
+    const auto v = c[key].get<int64_t>();
+    return v >= 1 && v <= (int64_t{1} << 24) ? v : 0;
+  };
+  m.config_keys = {stated("intermediate_size"), stated("num_attention_heads"), stated("num_key_value_heads"),
+                   stated("num_hidden_layers"), stated("head_dim"), stated("num_experts_per_tok"),
+                   stated("n_shared_experts"), stated("num_local_experts")};
   return m;
 }
 

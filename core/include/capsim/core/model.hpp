@@ -112,6 +112,15 @@ struct ModelSpec {
   /// state and of the next token's embedding, a 2h -> h projection, one transformer block
   /// and the shared output head). Training only: serving and parameter counts leave them out.
   int64_t mtp_layers = 0;
+  /// Keys as the Hugging Face config states them (0 where it has none), for launchers that
+  /// read the config literally rather than by model family: TGI's (launcher/src/main.rs,
+  /// RawConfig) sizes its prefill budget from these.
+  struct ConfigKeys {
+    int64_t intermediate_size = 0, num_attention_heads = 0, num_key_value_heads = 0, num_hidden_layers = 0;
+    int64_t head_dim = 0, num_experts_per_tok = 0, n_shared_experts = 0, num_local_experts = 0;
+    bool operator==(const ConfigKeys&) const = default;
+  };
+  ConfigKeys config_keys;
 
   bool operator==(const ModelSpec&) const = default;
 
