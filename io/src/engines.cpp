@@ -97,13 +97,12 @@ double distance(const std::vector<int>& a, const std::vector<int>& b) {
   return d;
 }
 
-/// A release range, {"from": release, "to": release} with either bound left out but not
-/// both (`from` inclusive, `to` exclusive); false when `v` is not one.
 const char* const kReleaseRangeShape = "must be {\"from\": release, \"to\": release} (either or both)";
 
-/// Reads a release range into `from` and `to`; what is wrong with it, or null. A range
-/// whose lower bound is not below its upper one holds no release, which a data file never
-/// means.
+/// Reads a release range, {"from": release, "to": release} with either bound left out but
+/// not both (`from` inclusive, `to` exclusive), into `from` and `to`; returns what is wrong
+/// with it, or null. A range whose lower bound is not below its upper one holds no release,
+/// which a data file never means.
 const char* read_release_range(const json& v, std::string& from, std::string& to) {
   if (!v.is_object() || v.empty()) return kReleaseRangeShape;
   for (auto it = v.begin(); it != v.end(); ++it) {
