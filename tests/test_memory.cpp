@@ -270,6 +270,24 @@ TEST(Pipeline, Zero3AccumulatesUnshardedGradientsInTheReduceDtype) {
   EXPECT_DOUBLE_EQ(pytorch.weights_bytes, megatron.weights_bytes);
 }
 
+// FSDP2 keeps its root unit gathered from forward to the end of backward (it never
+// reshards the root after forward), and the PyTorch stacks leave the embedding, final
+// norm and head to the root: the ZeRO-3 buffers hold them in 16 bits beside two gathered
+// layers and one layer's fp32 gradients. Megatron's conventions gather the layers only.
+TEST(ModelStates, Fsdp2KeepsItsRootUnitGathered) {
+  const ModelSpec m = io::load_model("llama3-8b");
+  TrainingPlan t = plan(8, 3);
+  t.precision = DType::bf16;
+  const double layer = static_cast<double>(count_params(m).total - 2 * m.vocab * m.hidden - m.hidden) /
+                       static_cast<double>(m.layers);
+  const double root = 2.0 * static_cast<double>(m.vocab * m.hidden) + static_cast<double>(m.hidden);
+  EXPECT_DOUBLE_EQ(training_memory(m, system_of("h100-sxm5-80gb", 8), t).peak().comm_buffer_bytes,
+                   layer * (2.0 + 2.0 + 4.0) + root * 2.0);
+  t.framework = Framework::megatron;
+  EXPECT_DOUBLE_EQ(training_memory(m, system_of("h100-sxm5-80gb", 8), t).peak().comm_buffer_bytes,
+                   layer * (2.0 + 2.0 + 4.0));
+}
+
 TEST(Pipeline, InflightMicrobatches) {
   for (int64_t p : {2, 4, 8, 16}) {
     EXPECT_EQ(inflight_chunks(p, 1, 0, 64), p);

@@ -40,11 +40,13 @@ TEST(Validation, TrainingErrorBounds) {
   EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.275);
   // Memory 12.6% / 22.7% until torchtitan's interleaved 405B run took its framework's two
   // stages per rank (+22.6% -> +0.5%, step -27.7% -> -9.5%); 11.5% until the matmul
-  // outputs above (Llama 3.1 8B selective rows -13.2% -> -10.8%).
-  EXPECT_LE(s["peak_memory_gib"]["median_abs_error"].get<double>(), 0.11);
+  // outputs above (Llama 3.1 8B selective rows -13.2% -> -10.8%); 11% until FSDP2's root
+  // unit (embedding, final norm, head) stayed gathered through the peak (8B rows -10.8% ->
+  // -8.4%, their torch.compile rows -4.5% -> -2.0%).
+  EXPECT_LE(s["peak_memory_gib"]["median_abs_error"].get<double>(), 0.09);
   // p90 0.23 until PyTorch's loss parallel held its four fp32 logit-shard buffers
   // (torchtitan's 70B TP8 rows -27.5% -> -16.6%, -22.9% -> -11.3%).
-  EXPECT_LE(s["peak_memory_gib"]["p90_abs_error"].get<double>(), 0.18);
+  EXPECT_LE(s["peak_memory_gib"]["p90_abs_error"].get<double>(), 0.175);
   // Per source family, step time: every family of five cases or more within 20%, and each
   // within its recorded figure (a ratchet, lowered as the model improves).
   const std::map<std::string, double> family_bounds = {

@@ -219,6 +219,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
       act_own += dbl(rk.n_own[k]) * per_layer;
       if (rc != Recompute::none) working = std::max(working, kc.act_full);
     }
+    const double layers_dense = dense;  // what follows is the stage's embedding, final norm and head
     const bool dual = t.schedule == Schedule::dualpipe;
     const bool first = r == 0 || (dual && r == t.pp - 1), last = r == t.pp - 1 || (dual && r == 0);
     if (first) {
@@ -322,6 +323,14 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
       // ZeRO-3/FSDP: the current and the prefetched layer gathered in full, plus one
       // layer's gradients before reduce-scatter.
       s.comm_buffer_bytes = max_layer_local * (2.0 * w_bytes + g_bytes);
+      // FSDP2 never reshards its root unit after forward ("the parameters would be freed
+      // and all-gathered immediately", FSDPState._lazy_init in torch/distributed/
+      // _composable/fsdp/_fsdp_state.py), and the PyTorch stacks wrap each transformer
+      // block, leaving the embedding, final norm and head to the root (torchtitan 9dec370,
+      // parallelize_llama.py apply_fsdp): those stay gathered in 16 bits from the first
+      // forward to the end of the backward, through the loss's peak. Under pipeline
+      // parallelism the whole stage is gathered already (above).
+      if (fw == Framework::pytorch && t.pp == 1) s.comm_buffer_bytes += (dense - layers_dense) * w_bytes;
     } else if (zero == 2) {
       s.comm_buffer_bytes = 2.0 * grad_bucket_elements(t.dp) * g_bytes;
     }
