@@ -104,6 +104,28 @@ TEST(TrainingKeys, Fp8RecipeNeedsFp8AndMomentsAreListed) {
   EXPECT_TRUE(s.training->bf16_moments);
 }
 
+// The gradient reduction dtype is fp32 or the training's own 16-bit dtype; "auto" leaves
+// the default (fp32 unless the run trains in fp16).
+TEST(TrainingKeys, GradReduceDtypeIsFp32OrTheTrainingDtype) {
+  json doc = good_scenario();
+  EXPECT_FALSE(io::scenario_from_json(doc).training->grad_reduce_fp32);
+  EXPECT_EQ(grad_bytes(*io::scenario_from_json(doc).training), 4.0);
+  doc["training"]["grad_reduce_dtype"] = "bf16";
+  EXPECT_EQ(io::scenario_from_json(doc).training->grad_reduce_fp32, false);
+  EXPECT_EQ(grad_bytes(*io::scenario_from_json(doc).training), 2.0);
+  doc["training"]["grad_reduce_dtype"] = "fp16";
+  auto issues = issues_of(doc);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0], (Issue{"/training/grad_reduce_dtype", "\"fp16\"",
+                               "must be \"fp32\" or \"bf16\" with precision \"bf16\"", {}}));
+  doc["training"]["precision"] = "fp16";
+  EXPECT_EQ(grad_bytes(*io::scenario_from_json(doc).training), 2.0);
+  doc["training"]["grad_reduce_dtype"] = "fp32";
+  EXPECT_EQ(grad_bytes(*io::scenario_from_json(doc).training), 4.0);
+  doc["training"]["grad_reduce_dtype"] = "auto";
+  EXPECT_EQ(grad_bytes(*io::scenario_from_json(doc).training), 2.0);
+}
+
 // Rule: unknown keys are rejected, with the nearest valid key of that object as a hint.
 // TP overlap: a share in [0, 1] or "auto" (the default, left unset); anything else is an
 // issue at its pointer.

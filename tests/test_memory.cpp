@@ -113,6 +113,21 @@ TEST(ModelStates, Bf16KeepsFp32Gradients) {
   }
 }
 
+// Gradients reduced in the 16-bit dtype (NeMo 2's performance recipes set
+// grad_reduce_in_fp32 = False) keep a 2-byte main-gradient buffer instead of the fp32 one.
+TEST(ModelStates, SixteenBitGradientReductionHalvesTheGradientBuffer) {
+  const ModelSpec m = io::load_model("llama2-7b");
+  const double psi = static_cast<double>(count_params(m).total);
+  TrainingPlan t = plan(8, 1);
+  t.precision = DType::bf16;
+  const StageMemory fp32 = training_memory(m, system_of("h100-sxm5-80gb", 8), t).peak();
+  t.grad_reduce_fp32 = false;
+  const StageMemory half = training_memory(m, system_of("h100-sxm5-80gb", 8), t).peak();
+  EXPECT_DOUBLE_EQ(fp32.gradients_bytes, 4.0 * psi);
+  EXPECT_DOUBLE_EQ(half.gradients_bytes, 2.0 * psi);
+  EXPECT_DOUBLE_EQ(half.optimizer_bytes, fp32.optimizer_bytes);
+}
+
 // ZeRO (Rajbhandari et al. 2020, Fig. 1): per-GPU model states over N data-parallel ranks.
 TEST(ModelStates, ZeroStagesShardAsThePaperStates) {
   const ModelSpec m = io::load_model("llama2-7b");

@@ -457,6 +457,23 @@ TEST(ContextParallel, PytorchAllGatherHidesBehindTheFirstBlockOnly) {
   expect_rel(analytical_step(m, sys, t, cost).exposed_cp_s, 32.0 * (2.0 * fwd + bwd), 1e-9, "recompute");
 }
 
+// The data-parallel reduction moves each gradient in its reduction dtype: under ZeRO-1 a
+// reduce-scatter of fp32 (4 B) or 16-bit (2 B) gradients and an all-gather of the 16-bit
+// parameters, whatever the buckets.
+TEST(DataParallel, GradientsReduceInTheirDtype) {
+  const ModelSpec& m = model("llama2-7b");
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
+  const FixedRateCost cost(0.0, 1e-12, 1.0, false);  // collectives only, 1 ps a byte
+  TrainingPlan t = pipeline_plan(1, 1, 8);
+  t.dp = 8;
+  t.zero = 1;
+  t.precision = DType::bf16;
+  const double psi = static_cast<double>(count_params(m).total);
+  expect_rel(analytical_step(m, sys, t, cost).total_dp_s, psi * (4.0 + 2.0) * 1e-12, 1e-9, "fp32 gradients");
+  t.grad_reduce_fp32 = false;
+  expect_rel(analytical_step(m, sys, t, cost).total_dp_s, psi * (2.0 + 2.0) * 1e-12, 1e-9, "bf16 gradients");
+}
+
 // Under FP8 Transformer Engine all-gathers the sequence-parallel activations in FP8 (the
 // norm's FP8 output before QKV and FC1, the row-parallel output gradients in the
 // backward), one byte an element; the reduce-scatters stay 16-bit. PyTorch's stack

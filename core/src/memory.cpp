@@ -118,7 +118,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   // Gradients: fp16 training keeps fp16 gradients (the ZeRO paper's 2 bytes); bf16 and fp8
   // training accumulate fp32 main gradients (Megatron-LM's main_grad buffer, PyTorch FSDP
   // mixed precision with an fp32 reduce dtype).
-  const double g_bytes = t.precision == DType::fp16 ? 2.0 : 4.0;
+  const double g_bytes = grad_bytes(t);
   // ZeRO-3 keeps (2 + 2 + K) bytes per parameter over the data-parallel group (Rajbhandari
   // et al. 2020, Sec. 5.3): 16-bit parameter and gradient shards beside the optimizer's K.
   // PyTorch FSDP2's fp32 shards with fp32 gradients and Adam's two moments come to the same

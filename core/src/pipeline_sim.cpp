@@ -332,7 +332,7 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
   const bool blocking_p2p = out.schedule == PipelineSchedule::one_f_one_b || out.schedule == PipelineSchedule::gpipe;
   const int zero = t.zero.value_or(0);
   const LayoutGroups groups = layout_groups(t, sys.gpus_per_node);
-  const double grad_bytes = t.precision == DType::fp16 ? 2.0 : 4.0;
+  const double g_bytes = grad_bytes(t);
 
   des::Simulation& sim = out.sim;
   std::vector<int32_t> compute(static_cast<size_t>(pp)), send(static_cast<size_t>(pp)), dpst(static_cast<size_t>(pp));
@@ -456,11 +456,11 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
         prog.push_back(id);
         if (comm == Comm::sharded && op.kind == TaskKind::backward) {
           const int32_t rs = dp_task(r, TaskKind::reduce,
-                                     collective(CollectiveKind::reduce_scatter, grad_bytes, ch.params / np, ch.expert_params / np), task.chunk);
+                                     collective(CollectiveKind::reduce_scatter, g_bytes, ch.params / np, ch.expert_params / np), task.chunk);
           sim.add_edge(id, rs);
         } else if (comm == Comm::reduce) {
-          double sec = zero == 0 ? collective(CollectiveKind::all_reduce, grad_bytes, ch.params / np, ch.expert_params / np)
-                                 : collective(CollectiveKind::reduce_scatter, grad_bytes, ch.params / np, ch.expert_params / np);
+          double sec = zero == 0 ? collective(CollectiveKind::all_reduce, g_bytes, ch.params / np, ch.expert_params / np)
+                                 : collective(CollectiveKind::reduce_scatter, g_bytes, ch.params / np, ch.expert_params / np);
           const int32_t rd = dp_task(r, TaskKind::reduce, sec, task.chunk);
           sim.add_edge(id, rd);
         }
@@ -522,8 +522,8 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
       cast += ch.weight_cast_s;
     }
     if (dp_active && !fsdp && !opt.overlap_dp) {
-      double sec = zero == 0 ? collective(CollectiveKind::all_reduce, grad_bytes, params, experts)
-                             : collective(CollectiveKind::reduce_scatter, grad_bytes, params, experts) +
+      double sec = zero == 0 ? collective(CollectiveKind::all_reduce, g_bytes, params, experts)
+                             : collective(CollectiveKind::reduce_scatter, g_bytes, params, experts) +
                                    collective(CollectiveKind::all_gather, 2.0, params, experts);
       const int32_t rd = dp_task(r, TaskKind::reduce, sec, -1);
       sim.add_edge(prog.back(), rd);

@@ -40,6 +40,10 @@ std::string_view to_string(Framework f) {
   return "?";
 }
 
+double grad_bytes(const TrainingPlan& t) {
+  return t.grad_reduce_fp32.value_or(t.precision != DType::fp16) ? 4.0 : 2.0;
+}
+
 Framework framework_of(const TrainingPlan& t) {
   if (t.framework) return *t.framework;
   // Sharded gradients (ZeRO-2) or parameters (ZeRO-3, FSDP) are the PyTorch and DeepSpeed

@@ -367,14 +367,16 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
 
 }  // namespace
 
-/// Bytes per parameter a fused optimizer step reads and writes: AdamW reads the fp32
-/// gradient, master weight, m and v (16 B) and writes master, m, v (12 B) and the bf16
-/// weight (2 B); SGD and Lion have one moment (22 B); 8-bit Adam one-byte moments
-/// (18 B); Adafactor's factored moments are negligible (14 B).
 double pcie_bytes_per_s(const SystemSpec& sys) {
   return sys.pcie_gbps_per_gpu.value_or(sys.gpu.pcie_bw_unidir_gbps) * 1e9;
 }
 
+/// Bytes per parameter a fused optimizer step reads and writes: AdamW reads the fp32
+/// gradient, master weight, m and v (16 B) and writes master, m, v (12 B) and the bf16
+/// weight (2 B); SGD and Lion have one moment (22 B); 8-bit Adam one-byte moments
+/// (18 B); Adafactor's factored moments are negligible (14 B). The gradient it reads is
+/// fp32 whatever the reduction dtype: Megatron's optimizers step on fp32 copies of 16-bit
+/// gradients (main_param.grad = model_grad.float()).
 double optimizer_traffic(Optimizer o, bool bf16_moments) {
   // BF16 moments read and write 2 B less per moment.
   const double saved = bf16_moments ? 4.0 : 0.0;
@@ -551,13 +553,14 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.bwd_s += k.emb.bwd - k.emb.wgrad;
       ch.wgrad_s += k.emb.wgrad;
       ch.activation_bytes += emb_act;
-      if (!lora) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
+      if (!lora) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp) + dbl(input_embedding_params(m) - m.vocab * m.hidden);
     }
     if (j == stages - 1) {
       ch.fwd_s += k.head.fwd;
       ch.bwd_s += k.head.bwd - k.head.wgrad;
       ch.wgrad_s += k.head.wgrad;
       ch.activation_bytes += head_act;
+      if (!lora) ch.params += dbl(final_norm_params(m));
       if (!lora && (!m.tied_embeddings || t.pp > 1)) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp);
       if (m.mtp_layers > 0) {
         const double n = dbl(m.mtp_layers);
@@ -671,12 +674,14 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       st.fwd += emb.fwd;
       st.bwd += emb.bwd;
       st.compute += emb.fwd + emb.bwd;
-      params += dbl(m.vocab * m.hidden) / dbl(t.tp);
+      // The token embedding (vocab-parallel) and any replicated position table.
+      params += dbl(m.vocab * m.hidden) / dbl(t.tp) + dbl(input_embedding_params(m) - m.vocab * m.hidden);
     }
     if (r == t.pp - 1 || (dual && r == 0)) {
       st.fwd += head.fwd;
       st.bwd += head.bwd;
       st.compute += head.fwd + head.bwd;
+      params += dbl(final_norm_params(m));
       if (!m.tied_embeddings || (t.pp > 1 && !dual)) params += dbl(m.vocab * m.hidden) / dbl(t.tp);
       if (m.mtp_layers > 0) {
         // Multi-token prediction modules after the last layer (see training_memory).
@@ -769,7 +774,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   }
 
   // Data parallel: gradients and (ZeRO >= 1) parameters of the critical stage.
-  const double grad_bytes = t.precision == DType::fp16 ? 2.0 : 4.0;  // fp32 main grads with bf16/fp8
+  const double g_bytes = grad_bytes(t);
   double expert_params = 0;
   const RankKinds& crit_rank = ranks[static_cast<size_t>(out.slowest_stage)];
   for (int k = 0; k < 2; ++k)
@@ -808,18 +813,18 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       // backward and reduce-scatters its gradients, prefetched behind layer compute.
       const double layer = params / stage_layers;
       dp.ag += cost.collective(CollectiveKind::all_gather, Bytes(layer * 2.0), grp).value;
-      dp.rs += cost.collective(CollectiveKind::reduce_scatter, Bytes(layer * grad_bytes), grp).value;
+      dp.rs += cost.collective(CollectiveKind::reduce_scatter, Bytes(layer * g_bytes), grp).value;
       return;
     }
     // Megatron-LM DDP buckets of max(40M, 1M x dp) elements (at most one per layer), each
     // its own collective; the last one cannot overlap.
     const double piece = params / dbl(dp_buckets);
     if (zero == 0) {
-      const double one = cost.collective(CollectiveKind::all_reduce, Bytes(piece * grad_bytes), grp).value;
+      const double one = cost.collective(CollectiveKind::all_reduce, Bytes(piece * g_bytes), grp).value;
       dp.grads += one * dbl(dp_buckets);
       dp.last += one;
     } else {
-      const double rs = cost.collective(CollectiveKind::reduce_scatter, Bytes(piece * grad_bytes), grp).value;
+      const double rs = cost.collective(CollectiveKind::reduce_scatter, Bytes(piece * g_bytes), grp).value;
       const double ag = cost.collective(CollectiveKind::all_gather, Bytes(piece * 2.0), grp).value;
       dp.grads += rs * dbl(dp_buckets);
       dp.gather += ag * dbl(dp_buckets);

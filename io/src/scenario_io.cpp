@@ -479,6 +479,16 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
       (t.recompute_fraction <= 0.0 || t.recompute_fraction > 1.0))
     issues.push_back({r.at("recompute_fraction"), std::to_string(t.recompute_fraction), "must be in (0, 1]", {}});
   if (r.choice("precision", s, {"fp16", "bf16", "fp8"})) parse_dtype(s, t.precision);
+  if (r.choice("grad_reduce_dtype", s, {"fp32", "bf16", "fp16"}, false, true)) {
+    // The 16-bit choice is the training dtype's: bf16 under bf16 and fp8, fp16 under fp16.
+    const std::string half = t.precision == DType::fp16 ? "fp16" : "bf16";
+    if (s == "auto") t.grad_reduce_fp32.reset();
+    else if (s == "fp32" || s == half) t.grad_reduce_fp32 = s == "fp32";
+    else
+      issues.push_back({r.at("grad_reduce_dtype"), "\"" + s + "\"",
+                        "must be \"fp32\" or \"" + half + "\" with precision \"" + std::string(to_string(t.precision)) + "\"",
+                        {}});
+  }
   if (r.choice("schedule", s, {"1f1b", "gpipe", "zb-h1", "dualpipe"}, false, true)) {
     t.schedule_auto = s == "auto";
     t.schedule = s == "gpipe"      ? Schedule::gpipe

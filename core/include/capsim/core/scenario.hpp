@@ -147,6 +147,13 @@ struct TrainingPlan {
   /// Adam/Lion/SGD moments kept in BF16 instead of FP32 (DeepSeek-V3 report Sec. 3.3.2);
   /// master weights and gradients stay FP32.
   bool bf16_moments = false;
+  /// Gradients accumulated and reduced in fp32 (Megatron-LM forces it for bf16,
+  /// `--accumulate-allreduce-grads-in-fp32`; Megatron-Core DDP's main_grad buffer follows
+  /// `grad_reduce_in_fp32`, True in Megatron-Bridge's and NeMo 2's bf16_mixed; FSDP2's
+  /// reduce_dtype float32 in torchtitan) or in the 16-bit training dtype (NeMo 2's
+  /// performance recipes set grad_reduce_in_fp32 = False). nullopt = auto: fp32 unless the
+  /// run trains in fp16. Scenario key "grad_reduce_dtype"; grad_bytes().
+  std::optional<bool> grad_reduce_fp32;
   TrainMode mode = TrainMode::pretrain;
   std::optional<LoraSpec> lora;
   /// Explicit transformer layers per virtual pipeline stage (size pp*vpp); empty = split
@@ -175,6 +182,10 @@ struct TrainingPlan {
 
 /// The framework in force: the plan's, or the auto rule on its ZeRO stage and adapters.
 Framework framework_of(const TrainingPlan& t);
+
+/// Bytes of one gradient element as accumulated and reduced across data-parallel ranks:
+/// 4 in fp32, 2 in the 16-bit training dtype (TrainingPlan::grad_reduce_fp32).
+double grad_bytes(const TrainingPlan& t);
 
 /// LoRA rank and targets a framework uses when a run does not set them.
 /// Megatron-LM stacks (NeMo 2.0 and Megatron-Bridge `LoRA`): dim 32 on linear_qkv,
