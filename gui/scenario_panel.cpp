@@ -508,10 +508,13 @@ QWidget* ScenarioPanel::build_training_tab() {
   add("Schedule", "schedule", combo(choices({"auto", "1f1b", "gpipe", "zb-h1", "dualpipe"})), "1f1b",
       "Pipeline schedule");
   add("Framework", "framework", combo(choices({"auto", "megatron", "pytorch"})), "auto", "Training framework");
-  add("Attention", "attention", combo(choices({"auto", "fused", "flash2", "unfused"})), "auto", "Attention kernel");
+  add("Attention", "attention", combo(choices({"auto", "fused", "cudnn", "flash2", "unfused"})), "auto", "Attention kernel");
   add("Optimizer", "optimizer", combo(choices({"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit"})), "adamw",
       "Optimizer");
   add("Moments", "optimizer_moments", combo(choices({"fp32", "bf16"})), "fp32", "Optimizer moment precision");
+  add("Grad reduce", "grad_reduce_dtype", combo(choices({"auto", "fp32", "bf16", "fp16"})), "auto",
+      "Dtype gradients accumulate and reduce in: fp32, or the training's 16-bit dtype (bf16 under bf16 and fp8, "
+      "fp16 under fp16); auto: fp32 unless training in fp16");
   add("Mode", "mode",
       combo(choices({"pretrain", "sft", "lora", "qlora", "ppo", "grpo", "dpo", "simpo", "orpo", "distill"})),
       "pretrain", "Training mode");

@@ -932,6 +932,10 @@ class GuiTest : public QObject {
     check("training.optimizer=sgd");
     field<QComboBox>(w, "/training/optimizer_moments")->setCurrentText(QStringLiteral("bf16"));
     check("training.optimizer_moments=bf16");
+    field<QComboBox>(w, "/training/grad_reduce_dtype")->setCurrentText(QStringLiteral("bf16"));
+    check("training.grad_reduce_dtype=bf16");
+    field<QComboBox>(w, "/training/attention")->setCurrentText(QStringLiteral("cudnn"));
+    check("training.attention=cudnn");
     field<QComboBox>(w, "/training/mode")->setCurrentText(QStringLiteral("sft"));
     check("training.mode=sft");
     field<QCheckBox>(w, "/training/offload_optimizer")->setChecked(true);
