@@ -505,6 +505,10 @@ QWidget* ScenarioPanel::build_training_tab() {
   add("Precision", "precision", combo(choices({"bf16", "fp16", "fp8"})), "bf16", "Mixed precision");
   add("FP8 recipe", "fp8_recipe", combo(choices({"auto", "tensorwise", "blockwise"})), "auto",
       "FP8 scaling recipe (precision fp8 only)");
+  add("FP8 params", "fp8_param_gather", tri_state(), "",
+      "GEMM weights kept and gathered in FP8 (Megatron fp8_param_gather); default: on for per-tensor FP8 on the "
+      "Megatron stack",
+      true);
   add("Schedule", "schedule", combo(choices({"auto", "1f1b", "gpipe", "zb-h1", "dualpipe"})), "1f1b",
       "Pipeline schedule");
   add("Framework", "framework", combo(choices({"auto", "megatron", "pytorch"})), "auto", "Training framework");

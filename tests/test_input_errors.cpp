@@ -126,6 +126,38 @@ TEST(TrainingKeys, GradReduceDtypeIsFp32OrTheTrainingDtype) {
   EXPECT_EQ(grad_bytes(*io::scenario_from_json(doc).training), 2.0);
 }
 
+// FP8 parameters belong to per-tensor FP8 full-parameter training on the Megatron stack;
+// "auto" turns them on there, as the NVIDIA FP8 recipes do, and off elsewhere.
+TEST(TrainingKeys, Fp8ParamGatherOnlyUnderMegatronFp8) {
+  json doc = good_scenario();  // ZeRO-1: the Megatron stack
+  EXPECT_FALSE(fp8_params(*io::scenario_from_json(doc).training));
+  doc["training"]["precision"] = "fp8";
+  EXPECT_TRUE(fp8_params(*io::scenario_from_json(doc).training));
+  doc["training"]["fp8_param_gather"] = false;
+  EXPECT_FALSE(fp8_params(*io::scenario_from_json(doc).training));
+  doc["training"]["fp8_param_gather"] = "auto";
+  EXPECT_TRUE(fp8_params(*io::scenario_from_json(doc).training));
+  doc["training"]["fp8_recipe"] = "blockwise";
+  EXPECT_FALSE(fp8_params(*io::scenario_from_json(doc).training));
+  const Issue wrong{"/training/fp8_param_gather", "true",
+                    "applies only to per-tensor FP8 (precision \"fp8\") full-parameter training on the Megatron stack",
+                    "remove it or set it to false"};
+  doc["training"]["fp8_param_gather"] = true;
+  auto issues = issues_of(doc);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0], wrong);
+  doc["training"].erase("fp8_recipe");
+  doc["training"]["zero"] = 3;  // FSDP: the PyTorch stack
+  issues = issues_of(doc);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0], wrong);
+  doc["training"]["zero"] = 1;
+  doc["training"]["precision"] = "bf16";
+  issues = issues_of(doc);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0], wrong);
+}
+
 // Rule: unknown keys are rejected, with the nearest valid key of that object as a hint.
 // TP overlap: a share in [0, 1] or "auto" (the default, left unset); anything else is an
 // issue at its pointer.

@@ -128,6 +128,22 @@ TEST(ModelStates, SixteenBitGradientReductionHalvesTheGradientBuffer) {
   EXPECT_DOUBLE_EQ(half.optimizer_bytes, fp32.optimizer_bytes);
 }
 
+// Per-tensor FP8 on the Megatron stack: FP8 parameters hold each GEMM weight as FP8 data and
+// its cached transpose (2 B, the 16-bit size); 16-bit weights add Transformer Engine's FP8
+// copy and transpose, cached over the microbatches (2 B more per GEMM weight).
+TEST(ModelStates, SixteenBitFp8WeightsKeepTheirFp8Copies) {
+  const ModelSpec m = io::load_model("llama2-7b");
+  const double psi = static_cast<double>(count_params(m).total);
+  const LayerParams lp = layer_params(m, 0);
+  const double gemm = static_cast<double>(m.layers) * static_cast<double>(lp.attention + lp.dense_mlp);
+  TrainingPlan t = plan(8, 1);
+  t.precision = DType::fp8;
+  ASSERT_TRUE(fp8_params(t));
+  EXPECT_DOUBLE_EQ(training_memory(m, system_of("h100-sxm5-80gb", 8), t).peak().weights_bytes, 2.0 * psi);
+  t.fp8_param_gather = false;
+  EXPECT_DOUBLE_EQ(training_memory(m, system_of("h100-sxm5-80gb", 8), t).peak().weights_bytes, 2.0 * psi + 2.0 * gemm);
+}
+
 // ZeRO (Rajbhandari et al. 2020, Fig. 1): per-GPU model states over N data-parallel ranks.
 TEST(ModelStates, ZeroStagesShardAsThePaperStates) {
   const ModelSpec m = io::load_model("llama2-7b");

@@ -472,6 +472,15 @@ TEST(DataParallel, GradientsReduceInTheirDtype) {
   expect_rel(analytical_step(m, sys, t, cost).total_dp_s, psi * (4.0 + 2.0) * 1e-12, 1e-9, "fp32 gradients");
   t.grad_reduce_fp32 = false;
   expect_rel(analytical_step(m, sys, t, cost).total_dp_s, psi * (2.0 + 2.0) * 1e-12, 1e-9, "bf16 gradients");
+  // Per-tensor FP8 gathers its FP8 GEMM weights in one byte, the rest in two.
+  t.grad_reduce_fp32.reset();
+  t.precision = DType::fp8;
+  ASSERT_TRUE(fp8_params(t));
+  const LayerParams lp = layer_params(m, 0);
+  const double gemm = 32.0 * static_cast<double>(lp.attention + lp.dense_mlp);
+  expect_rel(analytical_step(m, sys, t, cost).total_dp_s, (psi * (4.0 + 2.0) - gemm) * 1e-12, 1e-9, "fp8 weights");
+  t.fp8_param_gather = false;
+  expect_rel(analytical_step(m, sys, t, cost).total_dp_s, psi * (4.0 + 2.0) * 1e-12, 1e-9, "16-bit weights");
 }
 
 // Under FP8 Transformer Engine all-gathers the sequence-parallel activations in FP8 (the
@@ -816,12 +825,15 @@ TEST(StepInvariants, SingleGpuIsTheSumOfOperatorCosts) {
     expect_rel(s.microbatch_s, own, 1e-9, what);
 
     // Optimizer: one fused AdamW pass (30 B per parameter) over every parameter, and with
-    // Transformer Engine's fp8 one cast of every layer's weights (4 B per element).
+    // Transformer Engine's fp8 one cast of every layer's weights: 4 B per element from
+    // 16-bit weights; with FP8 parameters (Megatron's default for per-tensor FP8) the
+    // master copy's cast to FP8 (5 B, one shard on one GPU) and the transpose (2 B).
     const double params = dbl(count_params(m).total);
     double cast = 0;
     if (t.precision == DType::fp8 && framework_of(t) == Framework::megatron) {
       const LayerParams lp = layer_params(m, 0);
-      cast = dbl(m.layers) * cost.memory_bound(Bytes(dbl(lp.attention + lp.dense_mlp) * 4.0)).value;
+      const double per = fp8_params(t) ? 2.0 + 5.0 : 4.0;
+      cast = dbl(m.layers) * cost.memory_bound(Bytes(dbl(lp.attention + lp.dense_mlp) * per)).value;
     }
     expect_rel(s.optimizer_s, cost.memory_bound(Bytes(params * 30.0)).value + cast, 1e-3, what);
   }

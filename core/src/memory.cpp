@@ -114,7 +114,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   const double tp = dbl(t.tp);
   const double dense_group = dbl(t.dp * t.cp);
   const double expert_group = dbl(t.dp * t.cp * t.tp) / dbl(t.ep * etp);
-  const double w_bytes = 2.0;  // fp16/bf16 weights; fp8 training keeps bf16 weights (TE)
+  const double w_bytes = 2.0;  // 16-bit weights; FP8 parameters: the FP8 data and its cached transpose
   // Gradients: fp16 training keeps fp16 gradients (the ZeRO paper's 2 bytes); bf16 and fp8
   // training accumulate fp32 main gradients (Megatron-LM's main_grad buffer, PyTorch FSDP
   // mixed precision with an fp32 reduce dtype).
@@ -279,6 +279,12 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
                         (trainable_dense + trainable_expert) * w_bytes;
     } else {
       s.weights_bytes = shard(dense, dense_group, zw) * w_bytes + shard(expert, expert_group, zw) * w_bytes;
+      // Transformer Engine keeps each 16-bit GEMM weight's FP8 copy and its transpose (1 B
+      // each) over the step's microbatches (te.pytorch.Linear, is_first_microbatch: "caching
+      // of the FP8 versions of the weights"). FP8 parameters are those copies, data and
+      // transpose in the 2 bytes above (fp8_params()).
+      if (t.precision == DType::fp8 && fw == Framework::megatron && !t.fp8_blockwise.value_or(false) && !fp8_params(t))
+        s.weights_bytes += linear * 2.0;
     }
     if (t.memory.reference_weights)
       s.reference_weights_bytes = shard(dense, dense_group, zw) * w_bytes + shard(expert, expert_group, zw) * w_bytes;

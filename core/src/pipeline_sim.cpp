@@ -355,6 +355,12 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
     return cost.collective(kind, Bytes(params * bytes_per_param), groups.dp).value +
            cost.collective(kind, Bytes(experts * bytes_per_param), groups.dp_expert).value;
   };
+  // Parameter all-gathers: 16-bit, FP8 weights one byte (fp8_params()).
+  const bool fp8 = fp8_params(t);
+  auto gather = [&](double params, double fp8_params, double experts) {
+    return cost.collective(CollectiveKind::all_gather, Bytes(param_gather_bytes(fp8, params, fp8_params, 0.0)), groups.dp).value +
+           cost.collective(CollectiveKind::all_gather, Bytes(param_gather_bytes(fp8, 0.0, 0.0, experts)), groups.dp_expert).value;
+  };
   const bool fsdp = zero >= 3 && pp == 1;
   const bool dp_active = groups.dp.size > 1 || groups.dp_expert.size > 1;
 
@@ -443,12 +449,12 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
         const int32_t id = sim.add_task(task);
         if (comm == Comm::sharded) {
           // Gather this layer's weights, one layer ahead of the compute that needs them.
-          const int32_t ag = dp_task(r, TaskKind::gather, collective(CollectiveKind::all_gather, 2.0, ch.params / np, ch.expert_params / np),
+          const int32_t ag = dp_task(r, TaskKind::gather, gather(ch.params / np, ch.fp8_params / np, ch.expert_params / np),
                                      task.chunk);
           if (prog.size() >= 2) sim.add_edge(prog[prog.size() - 2], ag);
           sim.add_edge(ag, id);
         } else if (comm == Comm::gather) {
-          const int32_t ag = dp_task(r, TaskKind::gather, collective(CollectiveKind::all_gather, 2.0, ch.params / np, ch.expert_params / np),
+          const int32_t ag = dp_task(r, TaskKind::gather, gather(ch.params / np, ch.fp8_params / np, ch.expert_params / np),
                                      task.chunk);
           sim.add_edge(ag, id);
         }
@@ -515,16 +521,17 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
   // computation; then the optimizer runs over this rank's shard.
   for (int64_t r = 0; r < pp; ++r) {
     const auto& prog = program[static_cast<size_t>(r)];
-    double params = 0, experts = 0, cast = 0;
+    double params = 0, experts = 0, fp8_dense = 0, cast = 0;
     for (const ChunkCost& ch : pc.chunks[static_cast<size_t>(r)]) {
       params += ch.params;
       experts += ch.expert_params;
+      fp8_dense += ch.fp8_params;
       cast += ch.weight_cast_s;
     }
     if (dp_active && !fsdp && !opt.overlap_dp) {
       double sec = zero == 0 ? collective(CollectiveKind::all_reduce, g_bytes, params, experts)
                              : collective(CollectiveKind::reduce_scatter, g_bytes, params, experts) +
-                                   collective(CollectiveKind::all_gather, 2.0, params, experts);
+                                   gather(params, fp8_dense, experts);
       const int32_t rd = dp_task(r, TaskKind::reduce, sec, -1);
       sim.add_edge(prog.back(), rd);
     }

@@ -44,6 +44,11 @@ double grad_bytes(const TrainingPlan& t) {
   return t.grad_reduce_fp32.value_or(t.precision != DType::fp16) ? 4.0 : 2.0;
 }
 
+bool fp8_params(const TrainingPlan& t) {
+  if (t.precision != DType::fp8 || trains_adapters(t.mode)) return false;
+  return t.fp8_param_gather.value_or(framework_of(t) == Framework::megatron && !t.fp8_blockwise.value_or(false));
+}
+
 Framework framework_of(const TrainingPlan& t) {
   if (t.framework) return *t.framework;
   // Sharded gradients (ZeRO-2) or parameters (ZeRO-3, FSDP) are the PyTorch and DeepSpeed

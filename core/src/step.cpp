@@ -392,11 +392,25 @@ double optimizer_traffic(Optimizer o, bool bf16_moments) {
 
 double fp8_weight_cast_bytes(const TrainingPlan& t, const LayerParams& lp) {
   if (t.precision != DType::fp8 || framework_of(t) == Framework::pytorch) return 0.0;
-  // Transformer Engine casts each fp8 GEMM weight (read 2 B, write the fp8 copy and its
-  // transpose, 1 B each) on the first microbatch and reuses it for the rest of the step.
+  const int64_t etp = t.etp.value_or(1);
   const double dense = dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / dbl(t.tp);
-  const double routed = dbl(lp.routed_experts) / dbl(t.ep * t.etp.value_or(1));
-  return (dense + routed) * 4.0;
+  const double routed = dbl(lp.routed_experts) / dbl(t.ep * etp);
+  if (!fp8_params(t)) {
+    // Transformer Engine casts each fp8 GEMM weight (read 2 B, write the fp8 copy and its
+    // transpose, 1 B each) on the first microbatch and reuses it for the rest of the step.
+    return (dense + routed) * 4.0;
+  }
+  // FP8 parameters: the optimizer casts its fp32 master shard to FP8 (read 4 B, write 1;
+  // Transformer Engine's cast_master_weights_to_fp8), the shards are gathered, and each
+  // weight's transpose is made once for the step's backward passes (read 1, write 1).
+  const int zero = t.zero.value_or(0);
+  const double dense_shards = zero >= 1 ? dbl(t.dp * t.cp) : 1.0;
+  const double expert_shards = zero >= 1 ? dbl(std::max<int64_t>(1, t.tp * t.cp * t.dp / (t.ep * etp))) : 1.0;
+  return dense * (2.0 + 5.0 / dense_shards) + routed * (2.0 + 5.0 / expert_shards);
+}
+
+double fp8_gemm_weight_params(const LayerParams& lp, int64_t tp) {
+  return dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / dbl(tp);
 }
 
 namespace {
@@ -545,6 +559,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
         const LayerParams lp = layer_params(m, next);
         ch.params += (dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router);
         ch.expert_params += dbl(lp.routed_experts) / dbl(t.ep * c.etp);
+        if (fp8_params(t)) ch.fp8_params += fp8_gemm_weight_params(lp, t.tp);
       }
       ++ch.layers;
     }
@@ -640,7 +655,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   double crit_p2p = 0, sum_p2p = 0;
   double worst = -1, worst_key = -1, sum_stage = 0;
   struct StageTime {
-    double fwd, bwd, compute, recompute, tp, cp, ep, tp_total, cp_total, ep_total, params, wgrad;
+    double fwd, bwd, compute, recompute, tp, cp, ep, tp_total, cp_total, ep_total, params, fp8_params, wgrad;
   } crit{};
   for (int64_t r = 0; r < t.pp; ++r) {
     StageTime st{};
@@ -666,6 +681,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       st.ep_total += n * (lc.ep_fwd + lc.ep_bwd);
       const LayerParams& lp = lk.params[k];
       params += n * ((dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router));
+      if (fp8_params(t)) st.fp8_params += n * fp8_gemm_weight_params(lp, t.tp);
     }
     // DualPipe's end ranks each hold the first stage of one direction and the last of the
     // other: both ends of the model.
@@ -806,13 +822,14 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   const int64_t dp_buckets =
       vpp * std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(chunk_layers),
                                                    static_cast<int64_t>(std::ceil(chunk_params / bucket_elems))));
-  auto dp_group_cost = [&](double params, const Group& grp) {
+  // Bytes a parameter moves in the parameter all-gathers: 16-bit, FP8 weights one byte.
+  auto dp_group_cost = [&](double params, double gather_bytes, const Group& grp) {
     if (grp.size <= 1 || params <= 0) return;
     if (zero >= 3) {
       // ZeRO-3 / FSDP: every microbatch gathers each layer's weights for forward and
       // backward and reduce-scatters its gradients, prefetched behind layer compute.
       const double layer = params / stage_layers;
-      dp.ag += cost.collective(CollectiveKind::all_gather, Bytes(layer * 2.0), grp).value;
+      dp.ag += cost.collective(CollectiveKind::all_gather, Bytes(layer * gather_bytes), grp).value;
       dp.rs += cost.collective(CollectiveKind::reduce_scatter, Bytes(layer * g_bytes), grp).value;
       return;
     }
@@ -825,14 +842,16 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       dp.last += one;
     } else {
       const double rs = cost.collective(CollectiveKind::reduce_scatter, Bytes(piece * g_bytes), grp).value;
-      const double ag = cost.collective(CollectiveKind::all_gather, Bytes(piece * 2.0), grp).value;
+      const double ag = cost.collective(CollectiveKind::all_gather, Bytes(piece * gather_bytes), grp).value;
       dp.grads += rs * dbl(dp_buckets);
       dp.gather += ag * dbl(dp_buckets);
       dp.last += rs + ag;
     }
   };
-  dp_group_cost(dense_params, c.g.dp);
-  dp_group_cost(expert_params, c.g.dp_expert);
+  const bool fp8 = fp8_params(t);
+  dp_group_cost(dense_params, dense_params > 0 ? param_gather_bytes(fp8, dense_params, crit.fp8_params, 0.0) / dense_params : 2.0,
+                c.g.dp);
+  dp_group_cost(expert_params, fp8 ? 1.0 : 2.0, c.g.dp_expert);
   double dp_total = 0, dp_exposed = 0;
   if (zero >= 3 && t.pp > 1) {
     // Under pipeline parallelism the stage's parameters stay gathered across microbatches

@@ -948,6 +948,8 @@ class GuiTest : public QObject {
     check("training.moe_imbalance=1.5");
     field<QComboBox>(w, "/training/precision")->setCurrentText(QStringLiteral("fp8"));
     check("training.precision=fp8");
+    field<QComboBox>(w, "/training/fp8_param_gather")->setCurrentText(QStringLiteral("off"));
+    check("training.fp8_param_gather=false");
     field<QComboBox>(w, "/training/fp8_recipe")->setCurrentText(QStringLiteral("blockwise"));
     check("training.fp8_recipe=blockwise");
     // The command line on the saved file prints the window's bytes.

@@ -140,6 +140,7 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"optimizer", std::string(to_string(t.optimizer))},
                  {"optimizer_moments", t.bf16_moments ? "bf16" : "fp32"},
                  {"grad_reduce_dtype", grad_bytes(t) == 4.0 ? "fp32" : t.precision == DType::fp16 ? "fp16" : "bf16"},
+                 {"fp8_param_gather", fp8_params(t)},
                  {"fp8_recipe", t.precision != DType::fp8 ? "none" : t.fp8_blockwise.value_or(false) ? "blockwise" : "tensorwise"},
                  {"mode", std::string(to_string(t.mode))},
                  {"framework", std::string(to_string(framework_of(t)))},

@@ -526,6 +526,17 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
              : s == "orpo"    ? TrainMode::orpo
              : s == "distill" ? TrainMode::distill
                               : TrainMode::pretrain;
+  if (r.has("fp8_param_gather") && r.get("fp8_param_gather")->is_string() && *r.get("fp8_param_gather") == "auto") {
+    t.fp8_param_gather.reset();
+  } else if (bool b = false; r.boolean("fp8_param_gather", b)) {
+    t.fp8_param_gather = b;
+    // FP8 weights belong to full-parameter FP8 training on the Megatron stack.
+    const bool pytorch = t.framework ? *t.framework == Framework::pytorch : t.zero.value_or(0) >= 2;
+    if (b && (t.precision != DType::fp8 || trains_adapters(t.mode) || pytorch || t.fp8_blockwise.value_or(false)))
+      issues.push_back({r.at("fp8_param_gather"), "true",
+                        "applies only to per-tensor FP8 (precision \"fp8\") full-parameter training on the Megatron stack",
+                        "remove it or set it to false"});
+  }
   if (is_preference(t.mode)) read_preference(r.get("preference"), r.at("preference"), t, sc.preference, issues);
   else if (r.get("preference"))
     issues.push_back({r.at("preference"), "", "is read only when mode is \"dpo\", \"simpo\" or \"orpo\"", {}});

@@ -154,6 +154,15 @@ struct TrainingPlan {
   /// performance recipes set grad_reduce_in_fp32 = False). nullopt = auto: fp32 unless the
   /// run trains in fp16. Scenario key "grad_reduce_dtype"; grad_bytes().
   std::optional<bool> grad_reduce_fp32;
+  /// FP8 training keeps the transformer layers' GEMM weights as FP8 tensors and gathers
+  /// them in FP8 across data-parallel ranks (Megatron-Core `fp8_param_gather`, NeMo
+  /// `fp8_params`), instead of 16-bit weights that Transformer Engine casts once a step.
+  /// nullopt = auto: on for per-tensor FP8 under the Megatron stack, as the FP8 recipes of
+  /// NeMo 2 (`bf16_with_fp8_mixed`: fp8_params = True), Megatron-Bridge
+  /// (`bf16_with_fp8_*_mixed`: fp8_param_gather = True) and NVIDIA's DGX Cloud benchmarks
+  /// (+model.fp8_params=True) set it; off otherwise. Scenario key "fp8_param_gather";
+  /// fp8_params().
+  std::optional<bool> fp8_param_gather;
   TrainMode mode = TrainMode::pretrain;
   std::optional<LoraSpec> lora;
   /// Explicit transformer layers per virtual pipeline stage (size pp*vpp); empty = split
@@ -186,6 +195,9 @@ Framework framework_of(const TrainingPlan& t);
 /// Bytes of one gradient element as accumulated and reduced across data-parallel ranks:
 /// 4 in fp32, 2 in the 16-bit training dtype (TrainingPlan::grad_reduce_fp32).
 double grad_bytes(const TrainingPlan& t);
+
+/// Whether the transformer layers' GEMM weights are FP8 tensors (TrainingPlan::fp8_param_gather).
+bool fp8_params(const TrainingPlan& t);
 
 /// LoRA rank and targets a framework uses when a run does not set them.
 /// Megatron-LM stacks (NeMo 2.0 and Megatron-Bridge `LoRA`): dim 32 on linear_qkv,

@@ -79,6 +79,7 @@ struct ChunkCost {
   double activation_bytes = 0;  ///< kept for backward per microbatch (as training_memory)
   double params = 0;         ///< dense parameters on this GPU
   double expert_params = 0;  ///< routed-expert parameters on this GPU
+  double fp8_params = 0;     ///< of `params`, the GEMM weights kept in FP8 (fp8_params())
   /// Seconds to cast this chunk's fp8 GEMM weights once per step (Transformer Engine).
   double weight_cast_s = 0;
   int64_t layers = 0;
@@ -111,6 +112,15 @@ double optimizer_traffic(Optimizer o, bool bf16_moments = false);
 /// Bytes Transformer Engine moves to cast one layer's fp8 GEMM weights (on this GPU) once
 /// per step; 0 unless the plan trains in fp8 with Megatron-LM conventions.
 double fp8_weight_cast_bytes(const TrainingPlan& t, const LayerParams& lp);
+
+/// A layer's dense GEMM weights on one tensor-parallel rank: what fp8_params() keeps in FP8.
+double fp8_gemm_weight_params(const LayerParams& lp, int64_t tp);
+
+/// Bytes the data-parallel parameter all-gather moves: 16-bit parameters, of which
+/// `fp8_dense` dense and every routed-expert one are one byte under fp8_params().
+inline double param_gather_bytes(bool fp8, double dense, double fp8_dense, double experts) {
+  return fp8 ? 2.0 * dense - fp8_dense + experts : 2.0 * (dense + experts);
+}
 
 /// Step time of a fully resolved plan.
 StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
