@@ -117,7 +117,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   const double w_bytes = 2.0;  // 16-bit weights; FP8 parameters: the FP8 data and its cached transpose
   // Gradients: fp16 training keeps fp16 gradients (the ZeRO paper's 2 bytes); bf16 and fp8
   // training accumulate fp32 main gradients (Megatron-LM's main_grad buffer, PyTorch FSDP
-  // mixed precision with an fp32 reduce dtype).
+  // mixed precision with an fp32 reduce dtype) unless grad_reduce_dtype says 16-bit.
   const double g_bytes = grad_bytes(t);
   // ZeRO-3 keeps (2 + 2 + K) bytes per parameter over the data-parallel group (Rajbhandari
   // et al. 2020, Sec. 5.3): 16-bit parameter and gradient shards beside the optimizer's K.

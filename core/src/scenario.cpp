@@ -45,8 +45,12 @@ double grad_bytes(const TrainingPlan& t) {
 }
 
 bool fp8_params(const TrainingPlan& t) {
-  if (t.precision != DType::fp8 || trains_adapters(t.mode)) return false;
-  return t.fp8_param_gather.value_or(framework_of(t) == Framework::megatron && !t.fp8_blockwise.value_or(false));
+  // A Megatron-stack feature for full-parameter per-tensor FP8; a layout "auto" resolves
+  // to the PyTorch stack (ZeRO-2/3) runs without it, as the report's layout says.
+  if (t.precision != DType::fp8 || trains_adapters(t.mode) || framework_of(t) != Framework::megatron ||
+      t.fp8_blockwise.value_or(false))
+    return false;
+  return t.fp8_param_gather.value_or(true);
 }
 
 Framework framework_of(const TrainingPlan& t) {

@@ -390,10 +390,14 @@ double optimizer_traffic(Optimizer o, bool bf16_moments) {
   return 30.0;
 }
 
+double fp8_gemm_weight_params(const LayerParams& lp, int64_t tp) {
+  return dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / dbl(tp);
+}
+
 double fp8_weight_cast_bytes(const TrainingPlan& t, const LayerParams& lp) {
   if (t.precision != DType::fp8 || framework_of(t) == Framework::pytorch) return 0.0;
   const int64_t etp = t.etp.value_or(1);
-  const double dense = dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / dbl(t.tp);
+  const double dense = fp8_gemm_weight_params(lp, t.tp);
   const double routed = dbl(lp.routed_experts) / dbl(t.ep * etp);
   if (!fp8_params(t)) {
     // Transformer Engine casts each fp8 GEMM weight (read 2 B, write the fp8 copy and its
@@ -407,10 +411,6 @@ double fp8_weight_cast_bytes(const TrainingPlan& t, const LayerParams& lp) {
   const double dense_shards = zero >= 1 ? dbl(t.dp * t.cp) : 1.0;
   const double expert_shards = zero >= 1 ? dbl(std::max<int64_t>(1, t.tp * t.cp * t.dp / (t.ep * etp))) : 1.0;
   return dense * (2.0 + 5.0 / dense_shards) + routed * (2.0 + 5.0 / expert_shards);
-}
-
-double fp8_gemm_weight_params(const LayerParams& lp, int64_t tp) {
-  return dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / dbl(tp);
 }
 
 namespace {
@@ -557,7 +557,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
         ch.expert_params += lora_layer_params(m, lora_spec, moe, true) / dbl(t.ep * c.etp);
       } else {
         const LayerParams lp = layer_params(m, next);
-        ch.params += (dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router);
+        ch.params += fp8_gemm_weight_params(lp, t.tp) + dbl(lp.norms + lp.router);
         ch.expert_params += dbl(lp.routed_experts) / dbl(t.ep * c.etp);
         if (fp8_params(t)) ch.fp8_params += fp8_gemm_weight_params(lp, t.tp);
       }
@@ -680,7 +680,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       st.cp_total += n * (lc.cp_fwd + lc.cp_bwd);
       st.ep_total += n * (lc.ep_fwd + lc.ep_bwd);
       const LayerParams& lp = lk.params[k];
-      params += n * ((dbl(lp.attention) + dbl(lp.dense_mlp) + dbl(lp.shared_experts)) / dbl(t.tp) + dbl(lp.norms + lp.router));
+      params += n * (fp8_gemm_weight_params(lp, t.tp) + dbl(lp.norms + lp.router));
       if (fp8_params(t)) st.fp8_params += n * fp8_gemm_weight_params(lp, t.tp);
     }
     // DualPipe's end ranks each hold the first stage of one direction and the last of the

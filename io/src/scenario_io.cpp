@@ -531,8 +531,8 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
   } else if (bool b = false; r.boolean("fp8_param_gather", b)) {
     t.fp8_param_gather = b;
     // FP8 weights belong to full-parameter FP8 training on the Megatron stack.
-    const bool pytorch = t.framework ? *t.framework == Framework::pytorch : t.zero.value_or(0) >= 2;
-    if (b && (t.precision != DType::fp8 || trains_adapters(t.mode) || pytorch || t.fp8_blockwise.value_or(false)))
+    if (b && (t.precision != DType::fp8 || trains_adapters(t.mode) || framework_of(t) == Framework::pytorch ||
+              t.fp8_blockwise.value_or(false)))
       issues.push_back({r.at("fp8_param_gather"), "true",
                         "applies only to per-tensor FP8 (precision \"fp8\") full-parameter training on the Megatron stack",
                         "remove it or set it to false"});

@@ -113,7 +113,7 @@ double optimizer_traffic(Optimizer o, bool bf16_moments = false);
 /// per step; 0 unless the plan trains in fp8 with Megatron-LM conventions.
 double fp8_weight_cast_bytes(const TrainingPlan& t, const LayerParams& lp);
 
-/// A layer's dense GEMM weights on one tensor-parallel rank: what fp8_params() keeps in FP8.
+/// A layer's dense GEMM weights on one tensor-parallel rank (what fp8_params() keeps in FP8).
 double fp8_gemm_weight_params(const LayerParams& lp, int64_t tp);
 
 /// Bytes the data-parallel parameter all-gather moves: 16-bit parameters, of which
