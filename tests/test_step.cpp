@@ -70,7 +70,7 @@ std::string describe(const TrainingPlan& t, const SystemSpec& s, const std::stri
     << " pp " << t.pp << " vpp " << t.vpp.value_or(-1) << " dp " << t.dp << " cp " << t.cp << " sp " << t.sp
     << " mb " << t.micro_batch.value_or(-1) << " gb " << t.global_batch << " seq " << t.seq_len << " rc "
     << to_string(t.recompute.value_or(Recompute::none)) << " zero " << t.zero.value_or(-1) << " "
-    << to_string(t.precision);
+    << to_string(t.precision) << " grads " << grad_bytes(t) << " B" << (fp8_params(t) ? " fp8 params" : "");
   return o.str();
 }
 
@@ -594,6 +594,9 @@ Case random_case(std::mt19937_64& rng) {
   t.zero = static_cast<int>(rng() % 4);
   const int64_t prec = static_cast<int64_t>(rng() % 3);
   t.precision = prec == 0 ? DType::bf16 : prec == 1 ? DType::fp16 : (hopper ? DType::fp8 : DType::bf16);
+  // The gradient dtype and FP8 parameters either way (left at auto half the time).
+  if (rng() % 2) t.grad_reduce_fp32 = rng() % 2 == 0;
+  if (rng() % 2) t.fp8_param_gather = false;
   c.sys = system_of(hopper ? "h100-sxm5-80gb" : "a100-sxm4-80gb", t.tp * t.pp * t.dp * t.cp,
                     static_cast<double>(pick({100, 200, 400})));
   return c;
