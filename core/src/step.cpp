@@ -528,6 +528,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
                          : kept;
   }
   const double emb_act = layer_activation_bytes(lower_embedding(m, lo), lo, m, sc_none);
+  const bool fp8_weights = fp8_params(t);
   const double head_act = layer_activation_bytes(lower_head(m, lo), lo, m, sc_none);
 
   const int64_t stages = t.pp * vpp;
@@ -559,7 +560,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
         const LayerParams lp = layer_params(m, next);
         ch.params += fp8_gemm_weight_params(lp, t.tp) + dbl(lp.norms + lp.router);
         ch.expert_params += dbl(lp.routed_experts) / dbl(t.ep * c.etp);
-        if (fp8_params(t)) ch.fp8_params += fp8_gemm_weight_params(lp, t.tp);
+        if (fp8_weights) ch.fp8_params += fp8_gemm_weight_params(lp, t.tp);
       }
       ++ch.layers;
     }
@@ -619,6 +620,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   const int64_t vpp = t.vpp.value_or(1);
   const int64_t mb = num_microbatches(t);
   const int zero = t.zero.value_or(0);
+  const bool fp8 = fp8_params(t);
   KindCosts kc_local;
   const KindCosts* kcp = nullptr;
   if (cache) {
@@ -681,7 +683,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       st.ep_total += n * (lc.ep_fwd + lc.ep_bwd);
       const LayerParams& lp = lk.params[k];
       params += n * (fp8_gemm_weight_params(lp, t.tp) + dbl(lp.norms + lp.router));
-      if (fp8_params(t)) st.fp8_params += n * fp8_gemm_weight_params(lp, t.tp);
+      if (fp8) st.fp8_params += n * fp8_gemm_weight_params(lp, t.tp);
     }
     // DualPipe's end ranks each hold the first stage of one direction and the last of the
     // other: both ends of the model.
@@ -848,7 +850,6 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       dp.last += rs + ag;
     }
   };
-  const bool fp8 = fp8_params(t);
   dp_group_cost(dense_params, dense_params > 0 ? param_gather_bytes(fp8, dense_params, crit.fp8_params, 0.0) / dense_params : 2.0,
                 c.g.dp);
   dp_group_cost(expert_params, fp8 ? 1.0 : 2.0, c.g.dp_expert);
