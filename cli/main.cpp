@@ -98,6 +98,14 @@ std::string model_table(const json& r) {
   return s;
 }
 
+/// What the layout's precision keeps apart from its default: FP8 weights, 16-bit gradients.
+std::string precision_notes(const json& l) {
+  std::vector<std::string> notes;
+  if (l.value("fp8_param_gather", false)) notes.emplace_back("fp8 weights");
+  if (const std::string g = l.value("grad_reduce_dtype", "fp32"); g != "fp32") notes.push_back(g + " gradients");
+  return notes.empty() ? "" : fmt::format(" ({})", fmt::join(notes, ", "));
+}
+
 std::string train_table(const json& r) {
   std::string s;
   const json& l = r["layout"];
@@ -109,11 +117,11 @@ std::string train_table(const json& r) {
                    r["system"]["gpu"].get<std::string>(), r["system"]["gpus_per_node"].get<int64_t>());
   s += fmt::format(
       "  layout   tp {} pp {} vpp {} dp {} cp {} ep {} etp {} sp {} zero {}  micro_batch {} x {} microbatches  "
-      "seq {}  {}  recompute {}\n",
+      "seq {}  {}{}  recompute {}\n",
       l["tp"].get<int64_t>(), l["pp"].get<int64_t>(), l["vpp"].get<int64_t>(), l["dp"].get<int64_t>(),
       l["cp"].get<int64_t>(), l["ep"].get<int64_t>(), l["etp"].get<int64_t>(), l["sp"].get<bool>() ? "on" : "off",
       l["zero"].get<int64_t>(), l["micro_batch"].get<int64_t>(), l["num_microbatches"].get<int64_t>(),
-      l["seq_len"].get<int64_t>(), l["precision"].get<std::string>(), l["recompute"].get<std::string>());
+      l["seq_len"].get<int64_t>(), l["precision"].get<std::string>(), precision_notes(l), l["recompute"].get<std::string>());
   if (!r["resolved"].empty()) {
     s += "  resolved";
     for (auto it = r["resolved"].begin(); it != r["resolved"].end(); ++it)
