@@ -462,7 +462,7 @@ TEST(WrongType, ScheduleAutoAndRecomputeModules) {
   EXPECT_EQ(s.training->recompute_modules, kRecomputeLayernorm | kRecomputeMlaUpProj);
   doc["training"]["recompute_modules"] = {"layernorms"};
   EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/recompute_modules/0", "\"layernorms\"",
-                                                 "must be one of core_attn, layernorm, mla_up_proj, moe_act",
+                                                 "must be one of core_attn, layernorm, mla_up_proj, moe_act, mlp",
                                                  "did you mean \"layernorm\"?"}}));
 }
 

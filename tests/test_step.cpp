@@ -1420,6 +1420,45 @@ TEST(RecomputeModules, DropWhatTheyName) {
                    static_cast<double>(m.moe->top_k * m.moe->expert_intermediate) * 2.0);
 }
 
+// The "mlp" module checkpoints the dense MLP: it keeps the block's input (fc1's) and drops
+// the activation's input (gate and up, 2 x inner) and fc2's (inner), 16-bit each, and its
+// backward reruns fc1, the activation and fc2 forward.
+TEST(RecomputeModules, MlpDropsTheBlocksInnerActivationsAndRerunsIt) {
+  const ModelSpec m = io::load_model("llama3-8b");
+  TrainingPlan t;
+  t.precision = DType::bf16;
+  t.recompute = Recompute::selective;
+  t.framework = Framework::megatron;
+  const LoweringOptions lo = lowering_options(m, t);
+  const auto ops = lower_layer(m, 0, lo);
+  ShardContext sc;
+  sc.micro_batch = 1;
+  sc.seq_len = 4096;
+  sc.recompute = Recompute::selective;
+  sc.recompute_modules = kRecomputeCoreAttn;
+  const double attn_only = layer_activation_bytes(ops, lo, m, sc) / 4096.0;
+  sc.recompute_modules = kRecomputeCoreAttn | kRecomputeMlp;
+  const double inner = static_cast<double>(m.intermediate);
+  EXPECT_DOUBLE_EQ(attn_only - layer_activation_bytes(ops, lo, m, sc) / 4096.0, (2.0 * inner + inner) * 2.0);
+
+  // The rerun is the MLP's forward: its GEMMs and activation at their forward cost.
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 1);
+  const hw::RooflineCostModel cost(sys);
+  t.micro_batch = 1;
+  t.global_batch = 1;
+  t.seq_len = 4096;
+  const double before = analytical_step(m, sys, t, cost).recompute_s;
+  t.recompute_modules = kRecomputeCoreAttn | kRecomputeMlp;
+  const double after = analytical_step(m, sys, t, cost).recompute_s;
+  // Between the two GEMMs alone (fc1 as one 2 x inner wide GEMM, fc2) and those plus a
+  // fifth for the activation's memory traffic.
+  const int64_t tokens = 4096, wide = 2 * m.intermediate;
+  const double gemms = cost.gemm(tokens, wide, m.hidden, DType::bf16, 1).value +
+                       cost.gemm(tokens, m.hidden, m.intermediate, DType::bf16, 1).value;
+  EXPECT_GT(after - before, static_cast<double>(m.layers) * gemms * 0.95);
+  EXPECT_LT(after - before, static_cast<double>(m.layers) * gemms * 1.2);
+}
+
 // Node-limited routing: with EP over 8 nodes a DeepSeek-V3 token crosses the network to at
 // most topk_group = 4 nodes instead of sending its 8 copies: the all-to-all gets cheaper, and
 // no cheaper than the same layout without the limit sending 4 copies.

@@ -153,6 +153,16 @@ void tag_recompute_modules(std::vector<Op>& ops, const ModelSpec& m) {
     if (op.work == Shard::expert && op.kind == OpKind::elementwise) op.rerun = kRecomputeMoeAct;
     if (n == "expert_down_proj" && !op.saved.empty()) op.saved[0].module |= kRecomputeMoeAct;
   }
+  // The dense MLP block (add_ffn without a prefix): fc1 keeps the block's input, the
+  // checkpoint's; the activation's and fc2's inputs are dropped and all three rerun.
+  for (size_t i = 0; i + 2 < ops.size(); ++i) {
+    if (ops[i].name != "gate_up_proj" && ops[i].name != "up_proj") continue;
+    ops[i].rerun |= kRecomputeMlp;
+    for (size_t j : {i + 1, i + 2}) {
+      ops[j].rerun |= kRecomputeMlp;
+      for (Saved& s : ops[j].saved) s.module |= kRecomputeMlp;
+    }
+  }
 }
 
 enum LoraBit : unsigned { kQ = 1, kK = 2, kV = 4, kO = 8, kGate = 16, kUp = 32, kDown = 64 };

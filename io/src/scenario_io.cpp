@@ -450,7 +450,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
                                      : std::optional<Recompute>(Recompute::full);
   }
   if (const json* rm = r.get("recompute_modules")) {
-    static const std::vector<std::string> names = {"core_attn", "layernorm", "mla_up_proj", "moe_act"};
+    static const std::vector<std::string> names = {"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp"};
     if (!rm->is_array()) {
       issues.push_back({r.at("recompute_modules"), brief(*rm), "must be an array of module names", {}});
     } else {
@@ -462,7 +462,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
         if (it == names.end()) {
           const std::string n = nearest(name, names);
           issues.push_back({r.at("recompute_modules") + "/" + std::to_string(i), brief(v),
-                            "must be one of core_attn, layernorm, mla_up_proj, moe_act",
+                            "must be one of core_attn, layernorm, mla_up_proj, moe_act, mlp",
                             n.empty() ? "" : "did you mean \"" + n + "\"?"});
         } else {
           t.recompute_modules |= 1u << static_cast<unsigned>(it - names.begin());

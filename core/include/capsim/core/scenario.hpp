@@ -106,14 +106,18 @@ struct TrainingBudget {
 };
 
 /// What Megatron-LM's selective recompute reruns (TransformerConfig.recompute_modules):
-/// core attention (its default), the two RMSNorms, MLA's up-projections with RoPE, and the
-/// routed experts' activation function. The last three discard their outputs and rerun
-/// them in the backward (DeepSeek-V3 report, Sec. 3.2.3 and 3.3).
+/// core attention (its default), the two RMSNorms, MLA's up-projections with RoPE, the
+/// routed experts' activation function, and the dense MLP. The norms, up-projections and
+/// expert activation discard their outputs and rerun them in the backward (DeepSeek-V3
+/// report, Sec. 3.2.3 and 3.3); "mlp" checkpoints the dense MLP block, keeping its input
+/// and rerunning fc1, the activation and fc2 (MaxText's save_dot_except_mlp policy keeps
+/// the same).
 enum RecomputeModule : unsigned {
   kRecomputeCoreAttn = 1,
   kRecomputeLayernorm = 2,
   kRecomputeMlaUpProj = 4,
   kRecomputeMoeAct = 8,
+  kRecomputeMlp = 16,
 };
 
 struct TrainingPlan {
