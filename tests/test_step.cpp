@@ -1457,6 +1457,14 @@ TEST(RecomputeModules, MlpDropsTheBlocksInnerActivationsAndRerunsIt) {
                        cost.gemm(tokens, m.hidden, m.intermediate, DType::bf16, 1).value;
   EXPECT_GT(after - before, static_cast<double>(m.layers) * gemms * 0.95);
   EXPECT_LT(after - before, static_cast<double>(m.layers) * gemms * 1.2);
+
+  // The report names them.
+  Scenario sn;
+  sn.model = m;
+  sn.system = sys;
+  sn.training = t;
+  EXPECT_EQ(io::train_report(sn, evaluate_training(sn, &cost))["layout"]["recompute_modules"],
+            nlohmann::json::array({"core_attn", "mlp"}));
 }
 
 // Node-limited routing: with EP over 8 nodes a DeepSeek-V3 token crosses the network to at

@@ -150,6 +150,14 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"tp_comm_overlap", t.tp_comm_overlap ? json(*t.tp_comm_overlap)
                                      : userbuffers_tp_overlap(s.system, t) ? json("userbuffers")
                                                                            : json("none")}};
+  if (t.recompute.value_or(Recompute::none) == Recompute::selective && framework_of(t) == Framework::megatron) {
+    // What Megatron's selective recompute reruns (RecomputeModule bits, in their order).
+    json modules = json::array();
+    int bit = 0;
+    for (const char* name : {"core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp"})
+      if (t.recompute_modules & (1u << bit++)) modules.push_back(name);
+    layout["recompute_modules"] = modules;
+  }
   if (trains_adapters(t.mode)) {
     const LoraSpec l = resolved_lora(t);
     layout["lora"] = {{"rank", l.rank.value_or(0)},
