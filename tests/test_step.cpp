@@ -1392,6 +1392,17 @@ TEST(Determinism, SameScenarioTwiceIsIdentical) {
 namespace capsim {
 namespace {
 
+/// One 4,096-token sequence under selective recompute of `modules` (per-token activation
+/// checks divide by 4096).
+ShardContext selective_context(unsigned modules) {
+  ShardContext sc;
+  sc.micro_batch = 1;
+  sc.seq_len = 4096;
+  sc.recompute = Recompute::selective;
+  sc.recompute_modules = modules;
+  return sc;
+}
+
 // Megatron-LM's selective recompute modules drop exactly what they name: MLA's up-projected
 // q, k, v (kept by attention), the norms' outputs (kept by the GEMMs that read them) and the
 // experts' activation output (kept by the down projection), per token of one layer.
@@ -1402,11 +1413,7 @@ TEST(RecomputeModules, DropWhatTheyName) {
   t.recompute = Recompute::selective;
   const LoweringOptions lo = lowering_options(m, t);
   const auto ops = lower_layer(m, 3, lo);
-  ShardContext sc;
-  sc.micro_batch = 1;
-  sc.seq_len = 4096;
-  sc.recompute = Recompute::selective;
-  sc.recompute_modules = 0;
+  ShardContext sc = selective_context(0);
   const double none = layer_activation_bytes(ops, lo, m, sc) / 4096.0;
   const double h = static_cast<double>(m.hidden);
   const auto& a = *m.mla;
@@ -1431,11 +1438,7 @@ TEST(RecomputeModules, MlpDropsTheBlocksInnerActivationsAndRerunsIt) {
   t.framework = Framework::megatron;
   const LoweringOptions lo = lowering_options(m, t);
   const auto ops = lower_layer(m, 0, lo);
-  ShardContext sc;
-  sc.micro_batch = 1;
-  sc.seq_len = 4096;
-  sc.recompute = Recompute::selective;
-  sc.recompute_modules = kRecomputeCoreAttn;
+  ShardContext sc = selective_context(kRecomputeCoreAttn);
   const double attn_only = layer_activation_bytes(ops, lo, m, sc) / 4096.0;
   sc.recompute_modules = kRecomputeCoreAttn | kRecomputeMlp;
   const double inner = static_cast<double>(m.intermediate);
