@@ -122,6 +122,9 @@ std::string train_table(const json& r) {
       l["cp"].get<int64_t>(), l["ep"].get<int64_t>(), l["etp"].get<int64_t>(), l["sp"].get<bool>() ? "on" : "off",
       l["zero"].get<int64_t>(), l["micro_batch"].get<int64_t>(), l["num_microbatches"].get<int64_t>(),
       l["seq_len"].get<int64_t>(), l["precision"].get<std::string>(), precision_notes(l), l["recompute"].get<std::string>());
+  if (l.contains("moe_dispatcher") && l["ep"].get<int64_t>() > 1)
+    s += fmt::format("  experts  {} dispatch{}\n", l["moe_dispatcher"].get<std::string>(),
+                     l.value("ep_overlap", false) ? ", all-to-all overlapped with another microbatch's computation" : "");
   if (!r["resolved"].empty()) {
     s += "  resolved";
     for (auto it = r["resolved"].begin(); it != r["resolved"].end(); ++it)

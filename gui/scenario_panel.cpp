@@ -545,6 +545,15 @@ QWidget* ScenarioPanel::build_training_tab() {
       true);
   add("MoE skew", "moe_imbalance", dspin(1, 64, 2, 0.05), 1.0,
       "Tokens at the busiest expert over the mean (1: balanced)");
+  add("Dispatcher", "moe_dispatcher", combo(choices({"auto", "alltoall", "hierarchical"})), "auto",
+      "How routed tokens cross expert-parallel ranks: alltoall (every copy, Megatron-Core's alltoall) or "
+      "hierarchical (once per destination node, then NVLink: DeepEP, HybridEP); auto: hierarchical for "
+      "node-limited routing",
+      true);
+  add("EP overlap", "ep_overlap", tri_state(), "",
+      "Expert-parallel all-to-all hidden behind another microbatch's computation (Megatron-Core "
+      "overlap_moe_expert_parallel_comm); default: off",
+      true);
   add("Train tokens", "train_tokens", dspin(0, 1e16, 0, 1e9, "none"), "auto",
       "Tokens to train on: the report adds the days, GPU-hours, cost and energy", true);
   add("$/GPU-hour", "usd_per_gpu_hour", dspin(0, 1000, 2, 0.1, "none"), "auto",

@@ -197,6 +197,46 @@ TEST(Schedules, PeakActivationsMatchTheMemoryModel) {
       }
 }
 
+// Megatron-Core's batch-level expert-parallel overlap without a pipeline: a forward alone,
+// m - 1 forwards each run with the previous microbatch's backward, the last backward alone.
+// A pair hides its all-to-all E behind the rest and runs the overlapped computation on the
+// SMs the all-to-all leaves (20 of the H100's 132).
+TEST(Schedules, EpOverlapPairsForwardsWithEarlierBackwards) {
+  const SystemSpec sys = one_node(8);
+  const hw::RooflineCostModel cost(sys);
+  for (int64_t m : {1, 2, 8}) {
+    const double f = 1.0, b = 1.5, w = 0.5, e = 0.4;
+    PipelineCosts pc = equal_stages(1, 1, f, b, w);
+    pc.chunks[0][0].ep_s = e;
+    TrainingPlan t = pipe_plan(1, 1, m, Schedule::one_f_one_b);
+    t.ep = 2;
+    t.ep_overlap = true;
+    const double pair = f + b + w - e * (1.0 - 20.0 / 132.0);
+    EXPECT_NEAR(simulate_pipeline(pc, sys, t, cost).step.step_s, f + b + w + static_cast<double>(m - 1) * pair, 1e-12)
+        << "m " << m;
+  }
+}
+
+// With the overlap each rank holds one chunk's activations more than its schedule's own
+// warm-up (the extra forward), as the memory model counts.
+TEST(Schedules, EpOverlapPeakActivationsMatchTheMemoryModel) {
+  const SystemSpec sys = one_node(8);
+  const hw::RooflineCostModel cost(sys);
+  for (int64_t p : {1, 2, 4})
+    for (int64_t v : {1, 2, 4})
+      for (int64_t m : {4, 8}) {
+        if ((p > 1) != (v > 1)) continue;  // interleaving needs a pipeline, the overlap under one interleaving
+        TrainingPlan t = pipe_plan(p, v, m, Schedule::one_f_one_b);
+        t.ep = 2;
+        t.ep_overlap = true;
+        const DesStep d = simulate_pipeline(equal_stages(p, v, 1.0, 1.0, 1.0, 1.0), sys, t, cost);
+        for (int64_t r = 0; r < p; ++r)
+          EXPECT_DOUBLE_EQ(d.peak_activation_bytes[static_cast<size_t>(r)],
+                           static_cast<double>(std::min(ep_overlap_warmup(p, v, r, m) + 1, m * v)))
+              << "p " << p << " v " << v << " m " << m << " rank " << r;
+      }
+}
+
 // ---------------------------------------------------------------------------------------
 // Real models.
 
@@ -235,6 +275,42 @@ TEST(Engines, AgreeWithinAPercentAndAQuarter) {
     ++checked;
   }
   EXPECT_GT(checked, 20);
+}
+
+// The same with Megatron-Core's batch-level expert-parallel overlap on a small MoE
+// (Qwen3-30B-A3B, 48 layers) inside one node: the engines pair the same passes.
+TEST(Engines, AgreeWithTheExpertParallelOverlap) {
+  const ModelSpec m = io::load_model("qwen3-30b-a3b");
+  std::mt19937_64 rng(20261203);
+  int checked = 0;
+  for (int i = 0; i < 40; ++i) {
+    TrainingPlan t;
+    t.tp = int64_t{1} << (rng() % 2);
+    t.pp = int64_t{1} << (rng() % 3);
+    t.dp = 8 / (t.tp * t.pp);
+    t.vpp = t.pp > 1 ? int64_t{2} << (rng() % 2) : 1;
+    t.ep = std::max<int64_t>(2, t.dp * t.tp >> (rng() % 2));
+    t.sp = t.tp > 1;
+    t.zero = 1;
+    t.micro_batch = 1;
+    t.seq_len = 4096;
+    t.global_batch = t.dp * t.pp * (2 + static_cast<int64_t>(rng() % 4) * 2);
+    t.recompute = rng() % 2 ? Recompute::selective : Recompute::none;
+    t.ep_overlap = true;
+    SystemSpec sys = one_node(8);
+    Scenario sc;
+    sc.model = m;
+    sc.system = sys;
+    sc.training = t;
+    if (!check_training_layout(sc).empty() || !ep_overlap_on(t)) continue;
+    const hw::RooflineCostModel cost(sys);
+    const double a = analytical_step(m, sys, t, cost).step_s;
+    const double d = des_step(m, sys, t, cost).step.step_s;
+    EXPECT_NEAR(d / a, 1.0, 0.0125) << "tp " << t.tp << " pp " << t.pp << " vpp " << *t.vpp << " dp " << t.dp
+                                  << " ep " << t.ep << " m " << num_microbatches(t);
+    ++checked;
+  }
+  EXPECT_GT(checked, 15);
 }
 
 TEST(Engines, Deterministic) {

@@ -158,6 +158,42 @@ TEST(TrainingKeys, Fp8ParamGatherOnlyUnderMegatronFp8) {
   EXPECT_EQ(issues[0], wrong);
 }
 
+// Megatron-Core's batch-level expert-parallel overlap needs expert parallelism, the
+// Megatron stack, no full recompute and, under a pipeline, the interleaved schedule: each
+// rule broken is one issue naming it. The dispatcher takes its listed names or "auto".
+TEST(TrainingKeys, EpOverlapNeedsWhatMegatronCoreChecks) {
+  json doc = good_scenario();
+  doc["model"] = "qwen3-30b-a3b";
+  doc["training"]["ep"] = 8;
+  doc["training"]["ep_overlap"] = true;
+  EXPECT_TRUE(ep_overlap_on(*io::scenario_from_json(doc).training));
+  doc["training"]["ep_overlap"] = "auto";
+  EXPECT_FALSE(ep_overlap_on(*io::scenario_from_json(doc).training));
+  auto rejected = [&](const json& patch, const std::string& why) {
+    json bad = doc;
+    bad["training"].update(patch);
+    const auto issues = issues_of(bad);
+    ASSERT_EQ(issues.size(), 1u) << patch.dump();
+    EXPECT_EQ(issues[0], (Issue{"/training/ep_overlap", "true", "Megatron-Core's batch-level expert-parallel overlap " + why,
+                                "remove it or set it to false"}));
+  };
+  doc["training"]["ep_overlap"] = true;
+  rejected({{"ep", 1}}, "needs expert parallelism (ep > 1)");
+  rejected({{"recompute", "full"}}, "does not run with full recompute");
+  rejected({{"framework", "pytorch"}}, "is Megatron-Core's (framework \"megatron\")");
+  rejected({{"pp", 2}, {"dp", 4}, {"ep", 4}}, "needs the interleaved schedule (vpp > 1) under a pipeline");
+  rejected({{"schedule", "zb-h1"}}, "runs on Megatron-Core's 1F1B schedules");
+  doc["training"]["moe_dispatcher"] = "hierarchical";
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_EQ(dispatcher_of(*s.training, s.model), MoeDispatcher::hierarchical);
+  doc["training"]["moe_dispatcher"] = "auto";
+  EXPECT_EQ(dispatcher_of(*io::scenario_from_json(doc).training, s.model), MoeDispatcher::alltoall);
+  doc["training"]["moe_dispatcher"] = "deepep";
+  const auto issues = issues_of(doc);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].pointer, "/training/moe_dispatcher");
+}
+
 // Rule: unknown keys are rejected, with the nearest valid key of that object as a hint.
 // TP overlap: a share in [0, 1] or "auto" (the default, left unset); anything else is an
 // issue at its pointer.

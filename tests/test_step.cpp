@@ -1497,6 +1497,136 @@ TEST(NodeLimitedRouting, CrossNodeCopiesCappedAtTopkGroup) {
   EXPECT_GE(limited, 0.999 * analytical_step(free, sys, t, cost).total_ep_s);
 }
 
+/// Collectives whose group spans nodes cost 1 ps a byte, those inside a node a tenth of
+/// that; everything else is free.
+class NodeAwareCost final : public CostModel {
+ public:
+  Seconds gemm(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(0); }
+  Seconds gemm_compute(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(0); }
+  Seconds attention(const AttentionShape&, bool) const override { return Seconds(0); }
+  Seconds memory_bound(Bytes) const override { return Seconds(0); }
+  Seconds collective(CollectiveKind, Bytes b, const Group& g) const override {
+    return Seconds(b.value * (g.nodes() > 1 ? 1e-12 : 1e-13));
+  }
+  Seconds p2p(Bytes, bool) const override { return Seconds(0); }
+  std::vector<std::pair<std::string, std::string>> provenance() const override { return {}; }
+};
+
+// A hierarchical dispatcher sends a token across the network once per node its top-k
+// experts reach, on average nodes x (1 - (1 - 1/nodes)^k) of them; the all-to-all
+// dispatcher sends every copy. Qwen3-30B-A3B (48 MoE layers, top 8, hidden 2048) with EP 16
+// over two nodes: four all-to-alls a layer (dispatch and combine each way).
+TEST(MoeDispatcher, HierarchicalCrossesTheNetworkOncePerNodeReached) {
+  const ModelSpec& m = model("qwen3-30b-a3b");
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 16);
+  TrainingPlan t = pipeline_plan(1, 1, 1);
+  t.dp = t.ep = 16;
+  t.global_batch = 16;
+  t.seq_len = 4096;
+  const NodeAwareCost cost;
+  const double copy = 4096.0 * 2048.0 * 2.0;  // one copy of the microbatch's tokens, bf16
+  t.moe_dispatcher = MoeDispatcher::alltoall;
+  expect_rel(analytical_step(m, sys, t, cost).total_ep_s, 48.0 * 4.0 * copy * 8.0 * 1e-12, 1e-9, "alltoall");
+  t.moe_dispatcher = MoeDispatcher::hierarchical;
+  const double reached = 2.0 * (1.0 - std::pow(0.5, 8.0));
+  expect_rel(analytical_step(m, sys, t, cost).total_ep_s, 48.0 * 4.0 * copy * reached * 1e-12, 1e-9, "hierarchical");
+  // Inside one node there is no network leg: both send every copy over NVLink.
+  const SystemSpec one = system_of("h100-sxm5-80gb", 8);
+  t.dp = t.ep = 8;
+  t.global_batch = 8;
+  const double nvlink = analytical_step(m, one, t, cost).total_ep_s;
+  t.moe_dispatcher = MoeDispatcher::alltoall;
+  EXPECT_DOUBLE_EQ(analytical_step(m, one, t, cost).total_ep_s, nvlink);
+}
+
+// Auto follows the model's routing: hierarchical where it is node-limited (DeepSeek-V3),
+// the all-to-all dispatcher otherwise; the node limit saves bytes only when tokens cross
+// the network once per node.
+TEST(MoeDispatcher, AutoIsHierarchicalForNodeLimitedRouting) {
+  const ModelSpec& dsv3 = model("deepseek-v3");
+  TrainingPlan t;
+  EXPECT_EQ(dispatcher_of(t, dsv3), MoeDispatcher::hierarchical);
+  EXPECT_EQ(dispatcher_of(t, model("qwen3-30b-a3b")), MoeDispatcher::alltoall);
+  const SystemSpec sys = system_of("h800-sxm5-80gb", 64);
+  t.ep = t.dp = 64;
+  t.micro_batch = 1;
+  t.global_batch = 64;
+  t.seq_len = 4096;
+  t.zero = 1;
+  t.moe_dispatcher = MoeDispatcher::alltoall;
+  ModelSpec free = dsv3;
+  free.moe->n_group = free.moe->topk_group = 0;
+  EXPECT_DOUBLE_EQ(step_of(dsv3, sys, t).total_ep_s, step_of(free, sys, t).total_ep_s);
+  t.moe_dispatcher.reset();
+  EXPECT_LT(step_of(dsv3, sys, t).total_ep_s, step_of(free, sys, t).total_ep_s);
+}
+
+// Megatron-Core's batch-level overlap without a pipeline: one forward alone, then m - 1
+// forwards each run with the previous microbatch's backward, then the last backward. With
+// attention the only computation (1 ms forward, 2.5 ms backward a layer) and the
+// all-to-all (four a layer) shorter than it, each pair hides its all-to-all and pays its
+// time on 20 of the H100's 132 SMs.
+TEST(EpOverlap, PairsHideTheAllToAllBehindTheOtherMicrobatch) {
+  const ModelSpec& m = model("qwen3-30b-a3b");
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
+  const FixedRateCost cost(1e-3, 1e-14, 1.0, false);
+  TrainingPlan t = pipeline_plan(1, 1, 8);
+  t.dp = t.ep = 8;
+  t.global_batch = 64;  // 8 microbatches
+  const StepBreakdown plain = analytical_step(m, sys, t, cost);
+  t.ep_overlap = true;
+  const StepBreakdown paired = analytical_step(m, sys, t, cost);
+  const double ep = plain.total_ep_s / 8.0;  // a microbatch's all-to-all
+  ASSERT_GT(ep, 0.0);
+  ASSERT_LT(ep, 48.0 * 3.5e-3);
+  const double hidden = 7.0 / 8.0 * ep;  // per microbatch, on average
+  expect_rel(paired.microbatch_s, plain.microbatch_s - hidden * (1.0 - 20.0 / 132.0), 1e-9, "microbatch");
+  expect_rel(paired.exposed_ep_s, ep, 1e-9, "exposed: the first forward's and the last backward's");
+  expect_rel(paired.compute_s - plain.compute_s, 7.0 * ep * 20.0 / 132.0, 1e-9, "slowed computation");
+  EXPECT_DOUBLE_EQ(paired.total_ep_s, plain.total_ep_s);
+}
+
+// Over random layouts of a small MoE on two nodes: the overlap never lengthens a step nor
+// changes the traffic, and the hierarchical dispatcher never moves more than the all-to-all.
+TEST(EpOverlap, NeverSlowerAndHierarchicalNeverMoreTraffic) {
+  const ModelSpec& m = model("qwen3-30b-a3b");
+  std::mt19937_64 rng(20261203);
+  int checked = 0;
+  for (int i = 0; i < 60; ++i) {
+    TrainingPlan t;
+    t.tp = int64_t{1} << (rng() % 2);
+    t.pp = int64_t{1} << (rng() % 3);
+    t.dp = 16 / (t.tp * t.pp);
+    t.vpp = t.pp > 1 ? int64_t{2} << (rng() % 2) : 1;
+    t.ep = std::max<int64_t>(2, (t.dp * t.tp) >> (rng() % 3));
+    t.sp = t.tp > 1;
+    t.zero = 1;
+    t.micro_batch = 1 + static_cast<int64_t>(rng() % 2);
+    t.seq_len = 4096;
+    t.global_batch = t.dp * *t.micro_batch * (1 + static_cast<int64_t>(rng() % 8));
+    t.recompute = rng() % 2 ? Recompute::selective : Recompute::none;
+    t.precision = rng() % 2 ? DType::fp8 : DType::bf16;
+    const SystemSpec sys = system_of("h100-sxm5-80gb", 16, rng() % 2 ? 400 : 100);
+    Scenario sc;
+    sc.model = m;
+    sc.system = sys;
+    sc.training = t;
+    if (!check_training_layout(sc).empty()) continue;
+    const std::string what = describe(t, sys, "qwen3-30b-a3b") + " ep " + std::to_string(t.ep);
+    const StepBreakdown plain = step_of(m, sys, t);
+    t.ep_overlap = true;
+    ASSERT_TRUE(ep_overlap_on(t)) << what;
+    const StepBreakdown paired = step_of(m, sys, t);
+    EXPECT_LE(paired.step_s, plain.step_s * (1.0 + 1e-12)) << what;
+    EXPECT_LE(paired.exposed_ep_s, plain.exposed_ep_s * (1.0 + 1e-12)) << what;
+    expect_rel(paired.total_ep_s, plain.total_ep_s, 1e-12, what);
+    t.moe_dispatcher = MoeDispatcher::hierarchical;
+    EXPECT_LE(step_of(m, sys, t).total_ep_s, plain.total_ep_s * (1.0 + 1e-12)) << what;
+    ++checked;
+  }
+  EXPECT_GT(checked, 30);
+}
+
 }  // namespace
 }  // namespace capsim
 

@@ -88,13 +88,15 @@ struct StepKey {
   bool fp8_blockwise;
   int moe_permute_passes;  ///< LoweringOptions::moe_permute_passes
   bool eager_elementwise;
+  bool hierarchical_ep;  ///< MoeDispatcher::hierarchical in force
   bool operator==(const StepKey&) const = default;
   template <class F>
   void visit(F f) const {
     f(model), f(cost), f(tp), f(cp), f(etp), f(ep), f(micro_batch), f(seq_len), f(gpus_per_node), f(sp),
         f(recompute), f(recompute_fraction), f(recompute_modules), f(precision), f(attention), f(framework), f(tp_overlap),
         f(moe_imbalance),
-        f(lora_rank), f(lora_targets), f(fp8_blockwise), f(moe_permute_passes), f(eager_elementwise);
+        f(lora_rank), f(lora_targets), f(fp8_blockwise), f(moe_permute_passes), f(eager_elementwise),
+        f(hierarchical_ep);
   }
 };
 

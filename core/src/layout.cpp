@@ -195,6 +195,13 @@ int64_t inflight_chunks(int64_t pp, int64_t vpp, int64_t rank, int64_t microbatc
   return std::min(warmup + 1, microbatches * vpp);
 }
 
+int64_t ep_overlap_warmup(int64_t pp, int64_t vpp, int64_t rank, int64_t microbatches) {
+  const int64_t total = microbatches * vpp;
+  if (pp <= 1) return std::min<int64_t>(1, total);
+  const int64_t own = vpp > 1 ? 2 * (pp - rank - 1) + (vpp - 1) * pp : pp - rank - 1;
+  return std::min(own + 1, total);
+}
+
 int64_t num_microbatches(const TrainingPlan& t) {
   const int64_t mb = t.micro_batch.value_or(1);
   return t.global_batch / (mb * t.dp);

@@ -310,9 +310,12 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
     // Activations: chunks in flight times the average chunk's kept bytes.
     // GPipe runs every forward before any backward: all microbatches are in flight.
     // DualPipe holds pp + 1 microbatches of one chunk (DeepSeek-V3 report, Table 2).
+    // Megatron-Core's batch-level expert-parallel overlap warms up one chunk further and
+    // builds a forward while the backward it is paired with releases an older one.
     s.inflight_microbatches = t.schedule == Schedule::gpipe      ? microbatches
                               : t.schedule == Schedule::dualpipe ? std::min(t.pp + 1, microbatches)
-                                                                 : inflight_chunks(t.pp, vpp, r, microbatches);
+                              : ep_overlap_on(t) ? std::min(ep_overlap_warmup(t.pp, vpp, r, microbatches) + 1, microbatches * vpp)
+                                                 : inflight_chunks(t.pp, vpp, r, microbatches);
     if (t.schedule == Schedule::dualpipe) {
       // DualPipe's PP + 1 (DeepSeek-V3 report, Table 2) split by direction: like 1F1B, the
       // chunk of stage r of its own direction holds pp - r microbatches and the reverse

@@ -88,7 +88,8 @@ std::vector<DualOp> dualpipe_order(int64_t pp, int64_t rank, int64_t m) {
   return ops;
 }
 
-std::vector<PipeOp> schedule_order(PipelineSchedule s, int64_t pp, int64_t vpp, int64_t rank, int64_t m) {
+std::vector<PipeOp> schedule_order(PipelineSchedule s, int64_t pp, int64_t vpp, int64_t rank, int64_t m,
+                                   int64_t extra_warmup) {
   std::vector<PipeOp> ops;
   const TaskKind F = TaskKind::forward, B = TaskKind::backward, W = TaskKind::weight_grad;
   switch (s) {
@@ -98,7 +99,7 @@ std::vector<PipeOp> schedule_order(PipelineSchedule s, int64_t pp, int64_t vpp, 
       break;
     }
     case PipelineSchedule::one_f_one_b: {
-      const int64_t warm = std::min(pp - rank - 1, m);
+      const int64_t warm = std::min(pp - rank - 1 + extra_warmup, m);
       for (int64_t i = 0; i < warm; ++i) ops.push_back({F, 0, i});
       for (int64_t i = 0; i < m - warm; ++i) {
         ops.push_back({F, 0, warm + i});
@@ -143,7 +144,7 @@ std::vector<PipeOp> schedule_order(PipelineSchedule s, int64_t pp, int64_t vpp, 
       auto bwd = [&](int64_t k) {
         return PipeOp{B, vpp - 1 - (k / pp) % vpp, (k / (pp * vpp)) * pp + k % pp};
       };
-      const int64_t warm = std::min(2 * (pp - rank - 1) + (vpp - 1) * pp, total);
+      const int64_t warm = std::min(2 * (pp - rank - 1) + (vpp - 1) * pp + extra_warmup, total);
       for (int64_t k = 0; k < warm; ++k) ops.push_back(fwd(k));
       for (int64_t k = 0; k < total - warm; ++k) {
         ops.push_back(fwd(warm + k));
@@ -367,7 +368,11 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
   // Which operation of each chunk is its first forward and its last backward-side pass
   // (gradients of the whole step are ready after it).
   std::vector<std::vector<PipeOp>> orders(static_cast<size_t>(pp));
-  for (int64_t r = 0; r < pp; ++r) orders[static_cast<size_t>(r)] = schedule_order(out.schedule, pp, vpp, r, mb);
+  // Megatron-Core's batch-level expert-parallel overlap warms up one forward further and
+  // runs each steady-state backward together with the forward before it.
+  const bool ep_pairs = ep_overlap_on(t);
+  for (int64_t r = 0; r < pp; ++r)
+    orders[static_cast<size_t>(r)] = schedule_order(out.schedule, pp, vpp, r, mb, ep_pairs ? 1 : 0);
   auto is_last_backward = [&](const PipeOp& op, int64_t r) {
     if (op.kind == TaskKind::forward || (split_w && op.kind == TaskKind::backward)) return false;
     const auto& ord = orders[static_cast<size_t>(r)];
@@ -402,6 +407,10 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
   };
   for (int64_t r = 0; r < pp; ++r) {
     auto& prog = program[static_cast<size_t>(r)];
+    // Steady-state backwards follow a forward after the warm-up's ones.
+    const PipeOp* prev_op = nullptr;
+    const int64_t warm = ep_pairs ? ep_overlap_warmup(pp, vpp, r, mb) : 0;
+    int64_t forwards = 0;
     for (const PipeOp& op : orders[static_cast<size_t>(r)]) {
       const int64_t j = op.chunk * pp + r;
       const ChunkCost& ch = pc.chunks[static_cast<size_t>(r)][static_cast<size_t>(op.chunk)];
@@ -409,9 +418,17 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
       if (op.kind == TaskKind::forward) {
         seconds = ch.fwd_s + (blocking_p2p && j < stages - 1 ? pc.p2p_s : 0.0);
         alloc = ch.activation_bytes;
+        ++forwards;
       } else if (op.kind == TaskKind::backward) {
         seconds = ch.bwd_s + (split_w ? 0.0 : ch.wgrad_s) + (blocking_p2p && j > 0 ? pc.p2p_s : 0.0);
         if (!split_w) free = ch.activation_bytes;
+        if (ep_pairs && prev_op && prev_op->kind == TaskKind::forward && forwards > warm) {
+          // Paired with the forward just before it: the pair's time less that forward's. The
+          // all-to-all splits evenly between a chunk's forward and backward (dispatch and
+          // combine each way; the overlap rules out full recompute).
+          const ChunkCost& cf = pc.chunks[static_cast<size_t>(r)][static_cast<size_t>(prev_op->chunk)];
+          seconds = paired_passes(cf.fwd_s + seconds, (cf.ep_s + ch.ep_s) / 2.0, sys.gpu.sm_count).seconds - cf.fwd_s;
+        }
       } else {
         seconds = ch.wgrad_s;
         free = ch.activation_bytes;
@@ -484,6 +501,7 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
         Ws[at] = first;
         We[at] = last;
       }
+      prev_op = &op;
     }
   }
   // Data dependencies between virtual stages, through sends where they are asynchronous.

@@ -40,6 +40,33 @@ std::string_view to_string(Framework f) {
   return "?";
 }
 
+std::string_view to_string(MoeDispatcher d) {
+  switch (d) {
+    case MoeDispatcher::alltoall: return "alltoall";
+    case MoeDispatcher::hierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+MoeDispatcher dispatcher_of(const TrainingPlan& t, const ModelSpec& m) {
+  if (t.moe_dispatcher) return *t.moe_dispatcher;
+  const bool node_limited = m.moe && m.moe->n_group > 0 && m.moe->topk_group > 0;
+  return node_limited ? MoeDispatcher::hierarchical : MoeDispatcher::alltoall;
+}
+
+std::string ep_overlap_blocker(const TrainingPlan& t) {
+  if (t.ep <= 1) return "needs expert parallelism (ep > 1)";
+  if (framework_of(t) != Framework::megatron) return "is Megatron-Core's (framework \"megatron\")";
+  if (t.recompute && *t.recompute == Recompute::full) return "does not run with full recompute";
+  if (t.pp > 1 && t.schedule == Schedule::dualpipe) return "is DualPipe's own under schedule \"dualpipe\"";
+  if (t.pp > 1 && t.vpp && *t.vpp <= 1) return "needs the interleaved schedule (vpp > 1) under a pipeline";
+  if (t.vpp.value_or(1) <= 1 && (t.schedule == Schedule::gpipe || t.schedule == Schedule::zb_h1))
+    return "runs on Megatron-Core's 1F1B schedules";
+  return {};
+}
+
+bool ep_overlap_on(const TrainingPlan& t) { return t.ep_overlap.value_or(false) && ep_overlap_blocker(t).empty(); }
+
 double grad_bytes(const TrainingPlan& t) {
   return t.grad_reduce_fp32.value_or(t.precision != DType::fp16) ? 4.0 : 2.0;
 }

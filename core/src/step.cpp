@@ -14,10 +14,11 @@ namespace {
 
 double dbl(int64_t v) { return static_cast<double>(v); }
 
-/// SMs DualPipe's cross-node all-to-all kernels occupy while they overlap computation: "only
-/// 20 SMs are sufficient to fully utilize the bandwidths of IB and NVLink" (DeepSeek-V3
-/// technical report, arXiv 2412.19437, Sec. 3.2.2, on H800's 132 SMs).
-constexpr double kDualPipeCommSms = 20.0;
+/// SMs the all-to-all kernels occupy while they overlap another microbatch's computation:
+/// "only 20 SMs are sufficient to fully utilize the bandwidths of IB and NVLink" (DeepSeek-V3
+/// technical report, arXiv 2412.19437, Sec. 3.2.2, on H800's 132 SMs); DeepEP's default
+/// (deep_ep/buffer.py, Buffer.num_sms = 20).
+constexpr double kA2aOverlapSms = 20.0;
 
 /// Bytes per parameter of the gradients and of the parameters an offloaded optimizer moves
 /// over PCIe: 16-bit each way (Ren et al. 2021, ZeRO-Offload, Sec. 4.1: fp16 gradients
@@ -113,6 +114,7 @@ struct Ctx {
   /// Block-scaled FP8 GEMMs run at most at this rate (FLOP/s); 0 = tensorwise scaling.
   double fp8_block_rate = 0;
   bool fp8_blockwise = false;  ///< block-scaled FP8 recipe (its quantization: kBlockwiseCastBytes)
+  bool hierarchical_ep = false;  ///< tokens cross the network once per node (MoeDispatcher)
 };
 
 double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& wgrad_out, double& flops_out) {
@@ -345,14 +347,20 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
     const double per_copy = c.tokens / tp * dbl(c.m.hidden) * 2.0;
     double a2a = c.cost.collective(CollectiveKind::all_to_all, Bytes(per_copy * dbl(e.top_k)), c.g.ep).value;
     const int64_t nodes = c.g.ep.nodes();
-    if (nodes > 1 && e.n_group > 0 && e.topk_group > 0) {
-      // Node-limited routing (DeepSeek-V3 report, Sec. 2.1.2 and 3.2.2): a token's copies
-      // cross the network once per destination node, at most topk_group nodes (groups per
-      // node when the EP group spans fewer nodes than groups), then fan out over NVLink
-      // inside the node; the two legs run at once, the slower one sets the time.
-      const int64_t group_reach = nodes <= e.n_group ? e.topk_group : e.topk_group * (nodes / e.n_group);
-      const int64_t dests = std::min({e.top_k, nodes, group_reach});
-      const double network = c.cost.collective(CollectiveKind::all_to_all, Bytes(per_copy * dbl(dests)), c.g.ep).value;
+    if (nodes > 1 && c.hierarchical_ep) {
+      // A hierarchical dispatcher (DeepSeek-V3 report, Sec. 3.2.2; DeepEP, HybridEP) sends a
+      // token's copies across the network once per destination node, then fans them out
+      // over NVLink inside the node; the two legs run at once, the slower one sets the time.
+      // Nodes a token reaches: with top_k experts drawn uniformly over the EP group's nodes,
+      // nodes x (1 - (1 - 1/nodes)^top_k) on average (occupancy of `nodes` bins by top_k
+      // balls); node-limited routing (Sec. 2.1.2) caps it at topk_group nodes (groups per
+      // node when the EP group spans fewer nodes than groups).
+      double dests = dbl(nodes) * (1.0 - std::pow(1.0 - 1.0 / dbl(nodes), dbl(e.top_k)));
+      if (e.n_group > 0 && e.topk_group > 0) {
+        const int64_t group_reach = nodes <= e.n_group ? e.topk_group : e.topk_group * (nodes / e.n_group);
+        dests = std::min(dests, dbl(group_reach));
+      }
+      const double network = c.cost.collective(CollectiveKind::all_to_all, Bytes(per_copy * dests), c.g.ep).value;
       Group node = c.g.ep;
       node.size = std::min(c.g.ep.per_node, c.g.ep.size);
       node.per_node = node.size;
@@ -366,6 +374,16 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
 }
 
 }  // namespace
+
+PairedPasses paired_passes(double both, double ep, int sm_count) {
+  PairedPasses p;
+  const double busy = both - ep;
+  p.exposed = std::max(0.0, ep - busy);
+  const double sms = dbl(std::max(1, sm_count));
+  p.slowed = (ep - p.exposed) * std::min(kA2aOverlapSms, sms - 1.0) / sms;
+  p.seconds = busy + p.exposed + p.slowed;
+  return p;
+}
 
 double pcie_bytes_per_s(const SystemSpec& sys) {
   return sys.pcie_gbps_per_gpu.value_or(sys.gpu.pcie_bw_unidir_gbps) * 1e9;
@@ -463,6 +481,7 @@ Ctx make_ctx(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, c
   const GpuEfficiency& ge = sys.gpu.efficiency;
   const double block = ge.gemm_fp8_block_large_m.value > 0 ? ge.gemm_fp8_block_large_m.value : ge.gemm_fp8_block.value;
   c.fp8_blockwise = t.precision == DType::fp8 && t.fp8_blockwise.value_or(false);
+  c.hierarchical_ep = dispatcher_of(t, m) == MoeDispatcher::hierarchical;
   if (c.fp8_blockwise && block > 0) c.fp8_block_rate = sys.gpu.peak(DType::fp8).value * block;
   return c;
 }
@@ -629,7 +648,8 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
                       static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules,
                       static_cast<int>(t.precision), static_cast<int>(attention_of(t)), static_cast<int>(framework_of(t)),
                       opt.tp_overlap.value_or(-1.0), opt.moe_imbalance, trains_adapters(t.mode) ? std::max<int64_t>(1, lo.lora_rank) : 0,
-                      lo.lora_targets, t.fp8_blockwise.value_or(false), lo.moe_permute_passes, t.eager_elementwise};
+                      lo.lora_targets, t.fp8_blockwise.value_or(false), lo.moe_permute_passes, t.eager_elementwise,
+                      c.hierarchical_ep};
     auto& entries = cache->impl().step;
     auto it = entries.find(key);
     if (it == entries.end()) it = entries.emplace(key, cost_kinds(c, lo)).first;
@@ -746,23 +766,28 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     out.bubble_s *= std::max(0.0, worst - 2.0 * crit.wgrad) / worst;
   }
   double per_mb_scale = dbl(mb);
+  if (ep_overlap_on(t) && crit.ep > 0) {
+    // Megatron-Core's batch-level overlap: forwards paired with earlier microbatches'
+    // backwards through the steady state; the warm-up forwards and the cool-down backwards
+    // run alone with their all-to-all exposed. The critical rank's share of paired passes.
+    const int64_t total = mb * vpp;
+    const double paired = dbl(total - ep_overlap_warmup(t.pp, vpp, out.slowest_stage, mb)) / dbl(total);
+    const PairedPasses pair = paired_passes(worst, crit.ep, sys.gpu.sm_count);
+    out.microbatch_s -= paired * (worst - pair.seconds);
+    crit.compute += paired * pair.slowed;
+    crit.ep -= paired * (crit.ep - pair.exposed);
+  }
   if (t.schedule == Schedule::dualpipe && t.pp > 1) {
     // DualPipe: each microbatch crosses one of the rank's two chunks, so a microbatch costs
     // half the rank's two-chunk time; the all-to-all hides inside overlapped
     // forward-backward pairs; bubble (PP/2 - 1)(F&B + B - 3W) (DeepSeek-V3 report, Table 2).
     // The all-to-all hides behind the other microbatch's computation only as far as that
     // lasts (the report sizes both about equal, Sec. 3.2.1); beyond it, it is exposed.
-    const double busy = worst - crit.ep;
-    const double exposed = std::max(0.0, crit.ep - busy);
-    // The all-to-all kernels run on SMs of their own while the other microbatch computes
-    // (report Sec. 3.2.2: 20 SMs suffice to saturate IB and NVLink); the computation they
-    // overlap runs on the rest. A fixed amount of work of which the overlapped span E runs at
-    // (S - c)/S of the rate lasts E c/S longer.
-    const double sms = dbl(std::max(1, sys.gpu.sm_count));
-    const double slowed = (crit.ep - exposed) * std::min(kDualPipeCommSms, sms - 1.0) / sms;
+    const PairedPasses pair = paired_passes(worst, crit.ep, sys.gpu.sm_count);
+    const double exposed = pair.exposed, slowed = pair.slowed;
     const double f = crit.fwd / 2.0, b = crit.bwd / 2.0, w = crit.wgrad / 2.0, ep = (crit.ep - exposed) / 2.0;
     const double fb = f + b - ep + slowed / 2.0;
-    out.microbatch_s = (busy + slowed + exposed) / 2.0;
+    out.microbatch_s = pair.seconds / 2.0;
     crit.compute += slowed;
     out.bubble_s = dbl(t.pp / 2 - 1) * std::max(0.0, fb + b - 3.0 * w);
     per_mb_scale = dbl(mb) / 2.0;

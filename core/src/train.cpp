@@ -122,6 +122,8 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     base.attention = attention_of(base);
   }
   if (!base.tp_comm_overlap) ev.auto_fields.push_back("tp_comm_overlap");
+  if (m.moe && !base.moe_dispatcher) ev.auto_fields.push_back("moe_dispatcher");
+  if (m.moe && !base.ep_overlap) ev.auto_fields.push_back("ep_overlap");
   if (base.precision == DType::fp8 && !base.fp8_blockwise) {
     ev.auto_fields.push_back("fp8_recipe");
     base.fp8_blockwise = false;  // the frameworks' default: tensorwise scaling

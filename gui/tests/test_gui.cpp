@@ -946,6 +946,10 @@ class GuiTest : public QObject {
     check("training.tp_comm_overlap=0.5");
     field<QDoubleSpinBox>(w, "/training/moe_imbalance")->setValue(1.5);
     check("training.moe_imbalance=1.5");
+    field<QComboBox>(w, "/training/moe_dispatcher")->setCurrentText(QStringLiteral("hierarchical"));
+    check("training.moe_dispatcher=hierarchical");
+    field<QComboBox>(w, "/training/ep_overlap")->setCurrentText(QStringLiteral("off"));
+    check("training.ep_overlap=false");
     field<QComboBox>(w, "/training/precision")->setCurrentText(QStringLiteral("fp8"));
     check("training.precision=fp8");
     field<QComboBox>(w, "/training/fp8_param_gather")->setCurrentText(QStringLiteral("off"));

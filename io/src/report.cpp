@@ -150,6 +150,10 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"tp_comm_overlap", t.tp_comm_overlap ? json(*t.tp_comm_overlap)
                                      : userbuffers_tp_overlap(s.system, t) ? json("userbuffers")
                                                                            : json("none")}};
+  if (s.model.moe) {
+    layout["moe_dispatcher"] = std::string(to_string(dispatcher_of(t, s.model)));
+    layout["ep_overlap"] = ep_overlap_on(t);
+  }
   if (t.recompute.value_or(Recompute::none) == Recompute::selective && framework_of(t) == Framework::megatron) {
     // What Megatron's selective recompute reruns (RecomputeModule bits, in their order).
     json modules = json::array();

@@ -537,6 +537,18 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
                         "applies only to per-tensor FP8 (precision \"fp8\") full-parameter training on the Megatron stack",
                         "remove it or set it to false"});
   }
+  if (r.choice("moe_dispatcher", s, {"alltoall", "hierarchical"}, false, true))
+    t.moe_dispatcher = s == "auto"       ? std::optional<MoeDispatcher>()
+                       : s == "alltoall" ? std::optional<MoeDispatcher>(MoeDispatcher::alltoall)
+                                         : std::optional<MoeDispatcher>(MoeDispatcher::hierarchical);
+  if (r.has("ep_overlap") && r.get("ep_overlap")->is_string() && *r.get("ep_overlap") == "auto") {
+    t.ep_overlap.reset();
+  } else if (bool b = false; r.boolean("ep_overlap", b)) {
+    t.ep_overlap = b;
+    if (const std::string why = ep_overlap_blocker(t); b && !why.empty())
+      issues.push_back({r.at("ep_overlap"), "true", "Megatron-Core's batch-level expert-parallel overlap " + why,
+                        "remove it or set it to false"});
+  }
   if (is_preference(t.mode)) read_preference(r.get("preference"), r.at("preference"), t, sc.preference, issues);
   else if (r.get("preference"))
     issues.push_back({r.at("preference"), "", "is read only when mode is \"dpo\", \"simpo\" or \"orpo\"", {}});

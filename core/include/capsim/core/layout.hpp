@@ -34,6 +34,12 @@ std::vector<int64_t> split_layers(int64_t layers, int64_t stages, int64_t mtp = 
 /// capped at m*vpp.
 int64_t inflight_chunks(int64_t pp, int64_t vpp, int64_t rank, int64_t microbatches);
 
+/// Forward chunk passes a pipeline rank runs before its first backward under Megatron-Core's
+/// batch-level expert-parallel overlap (TrainingPlan::ep_overlap): one more than the
+/// schedule's own, since combined_1f1b.py pairs each forward with an earlier microbatch's
+/// backward; one without a pipeline. Capped at m*vpp.
+int64_t ep_overlap_warmup(int64_t pp, int64_t vpp, int64_t rank, int64_t microbatches);
+
 /// Microbatches per step per data-parallel replica: global / (micro * dp).
 int64_t num_microbatches(const TrainingPlan& t);
 

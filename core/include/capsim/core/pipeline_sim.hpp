@@ -44,8 +44,11 @@ std::vector<DualOp> dualpipe_order(int64_t pp, int64_t rank, int64_t microbatche
 
 /// The order of compute operations on `rank` (Huang et al. 2019 GPipe; Narayanan et al.
 /// 2021 1F1B and Megatron-LM's interleaved 1F1B; Qi et al. 2023 ZB-H1, weight gradients of
-/// rank r delayed by r microbatches).
-std::vector<PipeOp> schedule_order(PipelineSchedule s, int64_t pp, int64_t vpp, int64_t rank, int64_t microbatches);
+/// rank r delayed by r microbatches). `extra_warmup` forwards run ahead of the 1F1B and
+/// interleaved schedules' own warm-up (Megatron-Core's batch-level expert-parallel overlap
+/// adds one, ep_overlap_warmup()).
+std::vector<PipeOp> schedule_order(PipelineSchedule s, int64_t pp, int64_t vpp, int64_t rank, int64_t microbatches,
+                                   int64_t extra_warmup = 0);
 
 struct DesStep {
   StepBreakdown step;              ///< same keys as the analytical engine; step_s from the run

@@ -36,12 +36,19 @@ inline bool is_preference(TrainMode m) {
 /// cross entropy) or PyTorch-native FSDP stacks such as torchtitan (op-level selective
 /// checkpointing, F.cross_entropy on fp32 logits).
 enum class Framework { megatron, pytorch };
+/// How routed tokens travel between expert-parallel ranks. alltoall: every routed copy on
+/// its own in one all-to-all (Megatron-Core's `alltoall` dispatcher over NCCL, DeepSpeed-MoE,
+/// torchtitan). hierarchical: a token crosses the network once per destination node and
+/// fans out to that node's experts over NVLink (DeepEP's normal kernels and HybridEP behind
+/// Megatron-Core's `flex` dispatcher; DeepSeek-V3 report, arXiv 2412.19437, Sec. 3.2.2).
+enum class MoeDispatcher { alltoall, hierarchical };
 
 std::string_view to_string(Recompute r);
 std::string_view to_string(Schedule s);
 std::string_view to_string(Optimizer o);
 std::string_view to_string(TrainMode m);
 std::string_view to_string(Framework f);
+std::string_view to_string(MoeDispatcher d);
 
 /// The cluster the scenario runs on.
 struct SystemSpec {
@@ -180,6 +187,18 @@ struct TrainingPlan {
   std::optional<double> tp_comm_overlap;
   /// Tokens at the busiest expert over the mean; 1 = balanced routing.
   double moe_imbalance = 1.0;
+  /// nullopt = auto: hierarchical where the model's routing is node-limited (n_group and
+  /// topk_group, designed with it: DeepSeek-V3 report Sec. 2.1.2), else alltoall
+  /// (Megatron-Core's `alltoall` dispatcher). Scenario key "moe_dispatcher"; dispatcher_of().
+  std::optional<MoeDispatcher> moe_dispatcher;
+  /// Expert-parallel all-to-all of one microbatch overlapped with the computation of
+  /// another: Megatron-Core's batch-level overlap (`overlap_moe_expert_parallel_comm`,
+  /// megatron/core/pipeline_parallel/combined_1f1b.py, v0.14), which pairs each forward with
+  /// the backward of an earlier microbatch layer by layer, one unpaired forward and backward
+  /// at the ends (PP 1) or the interleaved schedule's warm-up and cool-down (PP > 1 with
+  /// vpp > 1). nullopt = auto: off, as in Megatron-Core's TransformerConfig. Scenario key
+  /// "ep_overlap"; ep_overlap_possible().
+  std::optional<bool> ep_overlap;
   /// Gradient reduction and parameter gathering overlapped with compute.
   bool overlap_dp = true;
   /// nullopt = auto: PyTorch-native under ZeRO-3 (FSDP) and for adapters on a 4-bit base
@@ -202,6 +221,17 @@ double grad_bytes(const TrainingPlan& t);
 
 /// Whether the transformer layers' GEMM weights are FP8 tensors (TrainingPlan::fp8_param_gather).
 bool fp8_params(const TrainingPlan& t);
+
+/// The dispatcher in force: the plan's, or the auto rule on the model's routing.
+MoeDispatcher dispatcher_of(const TrainingPlan& t, const ModelSpec& m);
+
+/// Why Megatron-Core's batch-level expert-parallel overlap cannot run with this plan (its
+/// TransformerConfig checks: expert parallelism, no full recompute, vpp > 1 under a
+/// pipeline; the Megatron stack; not DualPipe, which overlaps on its own), or empty.
+std::string ep_overlap_blocker(const TrainingPlan& t);
+
+/// Whether the batch-level expert-parallel overlap runs (TrainingPlan::ep_overlap).
+bool ep_overlap_on(const TrainingPlan& t);
 
 /// LoRA rank and targets a framework uses when a run does not set them.
 /// Megatron-LM stacks (NeMo 2.0 and Megatron-Bridge `LoRA`): dim 32 on linear_qkv,
