@@ -425,6 +425,7 @@ json candidate_json(const SearchCandidate& c) {
             {"etp", t.etp.value_or(1)}, {"sp", t.sp}, {"zero", t.zero.value_or(0)}, {"micro_batch", t.micro_batch.value_or(1)},
             {"recompute", std::string(to_string(t.recompute.value_or(Recompute::none)))},
             {"schedule", std::string(to_string(t.schedule))},
+            {"ep_overlap", ep_overlap_on(t)},
             {"framework", std::string(to_string(framework_of(t)))},
             {"attention", std::string(to_string(attention_of(t)))}}},
           {"step_s", c.step_s},
@@ -461,7 +462,9 @@ int run_search(const SearchArgs& a) {
                 {"micro_batch", "1.." + std::to_string(opt.max_micro_batch)},
                 {"zero", opt.zero},
                 {"recompute", {"none", "selective", "full"}},
-                {"schedules", a.schedules ? json{"1f1b", "zb-h1", "dualpipe"} : json{"1f1b"}}};
+                {"schedules", a.schedules ? json{"1f1b", "zb-h1", "dualpipe"} : json{"1f1b"}},
+                {"ep_overlap", a.schedules && s.model.moe && !s.training->ep_overlap ? json{false, true}
+                                                                                      : json{ep_overlap_on(*s.training)}}};
   j["counts"] = {{"enumerated", r.enumerated},
                  {"pruned_divisibility", r.pruned_divisibility},
                  {"pruned_memory", r.pruned_memory},
@@ -881,7 +884,7 @@ int main(int argc, char** argv) {
   search->add_option("--top", search_args.top, "How many layouts to list");
   search->add_option("--rank", search_args.rank, "step (time per step) or cost (GPU-seconds per step)")
       ->check(CLI::IsMember({"step", "cost"}));
-  search->add_flag("--schedules", search_args.schedules, "Also try ZB-H1 and DualPipe pipeline schedules");
+  search->add_flag("--schedules", search_args.schedules, "Also try ZB-H1 and DualPipe pipeline schedules and, for MoE models, Megatron-Core's expert-parallel overlap");
   search->add_option("--threads", search_args.threads, "Worker threads, at most 1024 (default: all cores)")
       ->check(CLI::Range(0u, cli::kMaxThreads));
   search->add_option("--des-recheck", search_args.des_recheck, "Re-check the best N with the discrete-event engine");

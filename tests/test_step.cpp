@@ -1309,6 +1309,27 @@ TEST(EvaluateTraining, ResolvesAutoFieldsToTheFastestFittingCandidate) {
   }
 }
 
+// With "auto" schedules a MoE layout also tries Megatron-Core's batch-level expert-parallel
+// overlap, a schedule of its own, and keeps it where it is the fastest; left alone it is
+// off, Megatron-Core's default.
+TEST(EvaluateTraining, AutoScheduleTriesTheExpertParallelOverlap) {
+  Scenario s = auto_scenario("qwen3-30b-a3b", "h100-sxm5-80gb", 1, 1, 16, 1024, 4096);
+  s.training->ep = 16;
+  s.training->zero = 1;
+  s.training->micro_batch = 1;
+  s.training->recompute = Recompute::none;
+  s.training->precision = DType::fp8;  // FP8 weights leave room for the extra microbatch in flight
+  const hw::RooflineCostModel cost(s.system);
+  const TrainEvaluation plain = evaluate_training(s, &cost);
+  EXPECT_FALSE(plain.plan.ep_overlap.value_or(false));
+  s.training->schedule_auto = true;
+  const TrainEvaluation chosen = evaluate_training(s, &cost);
+  ASSERT_TRUE(chosen.step && plain.step);
+  EXPECT_TRUE(ep_overlap_on(chosen.plan));
+  EXPECT_LT(chosen.step->step_s, plain.step->step_s);
+  EXPECT_NE(std::find(chosen.auto_fields.begin(), chosen.auto_fields.end(), "ep_overlap"), chosen.auto_fields.end());
+}
+
 TEST(EvaluateTraining, NothingFitsReturnsTheSmallestCandidate) {
   // GPT-3 175B on one node of 8 x A100 80GB: 175e9 x 16 B / 8 GPUs is 350 GB per GPU even
   // with ZeRO-3 (dp = 1 shards nothing).

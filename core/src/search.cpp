@@ -28,6 +28,7 @@ struct Job {
   int zero;
   Recompute recompute;
   Schedule schedule;
+  bool ep_overlap = false;
   void apply(TrainingPlan& t) const {
     t.tp = tp;
     t.cp = cp;
@@ -42,10 +43,11 @@ struct Job {
     t.recompute = recompute;
     t.recompute_fraction = 1.0;
     t.schedule = schedule;
+    t.ep_overlap = ep_overlap;
   }
   auto key() const {
     return std::make_tuple(tp, pp, vpp, dp, cp, ep, etp, zero, micro_batch, static_cast<int>(recompute),
-                           static_cast<int>(schedule));
+                           static_cast<int>(schedule), ep_overlap);
   }
 };
 
@@ -121,7 +123,15 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
                   for (int z : opt.zero)
                     for (Recompute rc : opt.recompute)
                       for (Schedule sch : schedules) {
-                        jobs.push_back({n, tp, cp, pp, dp, v, ep, etp, mb, z, rc, sch});
+                        jobs.push_back({n, tp, cp, pp, dp, v, ep, etp, mb, z, rc, sch, false});
+                        // With the schedules: Megatron-Core's batch-level expert-parallel
+                        // overlap (combined 1F1B) where it can run.
+                        if (opt.schedules && m.moe && !b.ep_overlap) {
+                          TrainingPlan probe = b;
+                          jobs.back().apply(probe);
+                          probe.ep_overlap = true;
+                          if (ep_overlap_on(probe)) jobs.push_back({n, tp, cp, pp, dp, v, ep, etp, mb, z, rc, sch, true});
+                        }
                       }
                 }
             }

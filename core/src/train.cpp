@@ -124,6 +124,11 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   if (!base.tp_comm_overlap) ev.auto_fields.push_back("tp_comm_overlap");
   if (m.moe && !base.moe_dispatcher) ev.auto_fields.push_back("moe_dispatcher");
   if (m.moe && !base.ep_overlap) ev.auto_fields.push_back("ep_overlap");
+  // Megatron-Core's batch-level expert-parallel overlap is a schedule of its own (combined
+  // 1F1B): with "auto" schedules it is a candidate where it can run; otherwise off, as in
+  // Megatron-Core's TransformerConfig.
+  std::vector<bool> ep_overlaps = {base.ep_overlap.value_or(false)};
+  if (base.schedule_auto && m.moe && !base.ep_overlap) ep_overlaps = {false, true};
   if (base.precision == DType::fp8 && !base.fp8_blockwise) {
     ev.auto_fields.push_back("fp8_recipe");
     base.fp8_blockwise = false;  // the frameworks' default: tensorwise scaling
@@ -215,6 +220,7 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   double smallest_bytes = std::numeric_limits<double>::infinity();
 
   for (Schedule sch : schedules)
+  for (bool overlap : ep_overlaps)
   for (int64_t mb : mbs)
     for (const auto& [rc, rc_fraction] : rcs)
       for (int64_t v : vpps)
@@ -222,6 +228,8 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
           for (int64_t e : etps) {
             TrainingPlan t = base;
             t.schedule = sch;
+            t.ep_overlap = overlap;
+            if (overlap && !ep_overlap_on(t)) continue;
             t.micro_batch = mb;
             t.recompute = rc;
             t.recompute_fraction = rc_fraction;
