@@ -183,6 +183,8 @@ TEST(TrainingKeys, EpOverlapNeedsWhatMegatronCoreChecks) {
   rejected({{"framework", "pytorch"}}, "is Megatron-Core's (framework \"megatron\")");
   rejected({{"pp", 2}, {"dp", 4}, {"ep", 4}}, "needs the interleaved schedule (vpp > 1) under a pipeline");
   rejected({{"schedule", "zb-h1"}}, "runs on Megatron-Core's 1F1B schedules");
+  rejected({{"ep", 1}, {"recompute", "full"}},
+           "needs expert parallelism (ep > 1); it does not run with full recompute");
   doc["training"]["moe_dispatcher"] = "hierarchical";
   const Scenario s = io::scenario_from_json(doc);
   EXPECT_EQ(dispatcher_of(*s.training, s.model), MoeDispatcher::hierarchical);

@@ -55,14 +55,16 @@ MoeDispatcher dispatcher_of(const TrainingPlan& t, const ModelSpec& m) {
 }
 
 std::string ep_overlap_blocker(const TrainingPlan& t) {
-  if (t.ep <= 1) return "needs expert parallelism (ep > 1)";
-  if (framework_of(t) != Framework::megatron) return "is Megatron-Core's (framework \"megatron\")";
-  if (t.recompute && *t.recompute == Recompute::full) return "does not run with full recompute";
-  if (t.pp > 1 && t.schedule == Schedule::dualpipe) return "is DualPipe's own under schedule \"dualpipe\"";
-  if (t.pp > 1 && t.vpp && *t.vpp <= 1) return "needs the interleaved schedule (vpp > 1) under a pipeline";
+  std::string why;
+  auto add = [&](const char* reason) { why += (why.empty() ? "" : "; it ") + std::string(reason); };
+  if (t.ep <= 1) add("needs expert parallelism (ep > 1)");
+  if (framework_of(t) != Framework::megatron) add("is Megatron-Core's (framework \"megatron\")");
+  if (t.recompute && *t.recompute == Recompute::full) add("does not run with full recompute");
+  if (t.pp > 1 && t.schedule == Schedule::dualpipe) add("is DualPipe's own under schedule \"dualpipe\"");
+  else if (t.pp > 1 && t.vpp && *t.vpp <= 1) add("needs the interleaved schedule (vpp > 1) under a pipeline");
   if (t.vpp.value_or(1) <= 1 && (t.schedule == Schedule::gpipe || t.schedule == Schedule::zb_h1))
-    return "runs on Megatron-Core's 1F1B schedules";
-  return {};
+    add("runs on Megatron-Core's 1F1B schedules");
+  return why;
 }
 
 bool ep_overlap_on(const TrainingPlan& t) { return t.ep_overlap.value_or(false) && ep_overlap_blocker(t).empty(); }

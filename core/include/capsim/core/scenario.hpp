@@ -227,7 +227,8 @@ MoeDispatcher dispatcher_of(const TrainingPlan& t, const ModelSpec& m);
 
 /// Why Megatron-Core's batch-level expert-parallel overlap cannot run with this plan (its
 /// TransformerConfig checks: expert parallelism, no full recompute, vpp > 1 under a
-/// pipeline; the Megatron stack; not DualPipe, which overlaps on its own), or empty.
+/// pipeline; the Megatron stack; not DualPipe, which overlaps on its own), every reason
+/// that holds, or empty.
 std::string ep_overlap_blocker(const TrainingPlan& t);
 
 /// Whether the batch-level expert-parallel overlap runs (TrainingPlan::ep_overlap).
