@@ -25,6 +25,8 @@ struct LayerCost {
   double cp_fwd = 0, cp_bwd = 0;   ///< CP exchange before overlap
   double cp_exposed_fwd = 0, cp_exposed_bwd = 0;  ///< what of it the attention does not hide
   double ep_fwd = 0, ep_bwd = 0;
+  /// Of fwd and of bwd + recompute, the expert block's (Op::moe_block).
+  double moe_block_fwd = 0, moe_block_bwd = 0;
   double fwd_flops = 0, recompute_flops = 0;
 };
 

@@ -423,11 +423,10 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
         seconds = ch.bwd_s + (split_w ? 0.0 : ch.wgrad_s) + (blocking_p2p && j > 0 ? pc.p2p_s : 0.0);
         if (!split_w) free = ch.activation_bytes;
         if (ep_pairs && prev_op && prev_op->kind == TaskKind::forward && forwards > warm) {
-          // Paired with the forward just before it: the pair's time less that forward's. The
-          // all-to-all splits evenly between a chunk's forward and backward (dispatch and
-          // combine each way; the overlap rules out full recompute).
+          // Paired with the forward just before it: the pair saves half of what each chunk's
+          // own pairing does (ChunkCost::ep_pair_saved_s), taken off the backward.
           const ChunkCost& cf = pc.chunks[static_cast<size_t>(r)][static_cast<size_t>(prev_op->chunk)];
-          seconds = paired_passes(cf.fwd_s + seconds, (cf.ep_s + ch.ep_s) / 2.0, sys.gpu.sm_count).seconds - cf.fwd_s;
+          seconds -= (cf.ep_pair_saved_s + ch.ep_pair_saved_s) / 2.0;
         }
       } else {
         seconds = ch.wgrad_s;

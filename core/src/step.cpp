@@ -117,6 +117,60 @@ struct Ctx {
   bool hierarchical_ep = false;  ///< tokens cross the network once per node (MoeDispatcher)
 };
 
+/// Share of the SMs the all-to-all kernels hold while they overlap computation.
+double a2a_sm_share(int sm_count) {
+  const double sms = dbl(std::max(1, sm_count));
+  return std::min(kA2aOverlapSms, sms - 1.0) / sms;
+}
+
+/// One microbatch's forward run together with another's backward, each one's all-to-all
+/// hidden behind the other's computation as far as that lasts (DualPipe, DeepSeek-V3 report
+/// Sec. 3.2.1). `both` is the forward plus the backward with their all-to-all `ep` in it.
+/// The all-to-all kernels hold SMs of their own while the other microbatch computes, so
+/// the computation they overlap runs on the rest: an overlapped span E of a fixed amount of
+/// work lasts E c/S longer on S SMs.
+struct PairedPasses {
+  double seconds = 0;  ///< the pair's time
+  double exposed = 0;  ///< all-to-all beyond the computation it hides behind
+  double slowed = 0;   ///< computation lengthened by the SMs the all-to-all holds
+};
+PairedPasses paired_passes(double both, double ep, int sm_count) {
+  PairedPasses p;
+  const double busy = both - ep;
+  p.exposed = std::max(0.0, ep - busy);
+  p.slowed = (ep - p.exposed) * a2a_sm_share(sm_count);
+  p.seconds = busy + p.exposed + p.slowed;
+  return p;
+}
+
+/// One MoE layer's forward beside another microbatch's backward of it under Megatron-Core's
+/// batch-level overlap, in the three columns of its schedule (megatron/core/models/gpt/
+/// fine_grained_callables.py and model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run:
+/// communication "combine_bwd | dispatch_fwd->dispatch_bwd | combine_fwd" against computation
+/// "attn_fwd | mlp_bwd->mlp_bwd_dw->mlp_fwd | attn_bwd"): each column lasts the longer of
+/// its two sides, the overlapped part of it on the SMs the all-to-all leaves.
+struct EpPair {
+  double saved = 0;      ///< against running the two one after the other
+  double ep_hidden = 0;  ///< all-to-all time beside computation
+  double slowed = 0;     ///< computation lengthened by the SMs the all-to-all holds
+};
+EpPair ep_overlap_pair(const LayerCost& lc, int sm_count) {
+  EpPair p;
+  const double share = a2a_sm_share(sm_count);
+  auto column = [&](double comm, double comp) {
+    const double overlapped = std::min(comm, comp);
+    p.ep_hidden += overlapped;
+    p.slowed += overlapped * share;
+    return std::max(comm, comp) + overlapped * share;
+  };
+  // One all-to-all each way and direction: dispatch and combine cost alike.
+  const double a_f = lc.ep_fwd / 2.0, a_b = lc.ep_bwd / 2.0;
+  const double attn_f = lc.fwd - lc.moe_block_fwd, attn_b = lc.bwd + lc.recompute - lc.moe_block_bwd;
+  const double pair = column(a_b, attn_f) + column(a_f + a_b, lc.moe_block_bwd + lc.moe_block_fwd) + column(a_f, attn_b);
+  p.saved = lc.fwd + lc.bwd + lc.recompute + lc.ep_fwd + lc.ep_bwd - pair;
+  return p;
+}
+
 double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& wgrad_out, double& flops_out) {
   const int64_t tp = c.t.tp;
   int64_t n = op.n, k = op.k;
@@ -201,6 +255,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
   const double seq_div = c.t.sp ? tp : 1.0;
   int64_t mm_count = 0;  // op-level checkpointing counts the block's matrix multiplies
   for (const Op& op : ops) {
+    const double fwd_before = lc.fwd, bwd_before = lc.bwd + lc.recompute;
     switch (op.kind) {
       case OpKind::gemm:
       case OpKind::router: {
@@ -320,6 +375,10 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         break;
       }
     }
+    if (op.moe_block) {
+      lc.moe_block_fwd += lc.fwd - fwd_before;
+      lc.moe_block_bwd += lc.bwd + lc.recompute - bwd_before;
+    }
   }
   // Tensor-parallel collectives: two per layer each way (attention and MLP blocks);
   // all-reduce, or reduce-scatter + all-gather with SP, of the b*s*h activations. Under
@@ -374,16 +433,6 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
 }
 
 }  // namespace
-
-PairedPasses paired_passes(double both, double ep, int sm_count) {
-  PairedPasses p;
-  const double busy = both - ep;
-  p.exposed = std::max(0.0, ep - busy);
-  const double sms = dbl(std::max(1, sm_count));
-  p.slowed = (ep - p.exposed) * std::min(kA2aOverlapSms, sms - 1.0) / sms;
-  p.seconds = busy + p.exposed + p.slowed;
-  return p;
-}
 
 double pcie_bytes_per_s(const SystemSpec& sys) {
   return sys.pcie_gbps_per_gpu.value_or(sys.gpu.pcie_bw_unidir_gbps) * 1e9;
@@ -553,6 +602,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
   const int64_t stages = t.pp * vpp;
   const std::vector<int64_t> counts = t.stage_layers.empty() ? split_layers(m.layers, stages, m.mtp_layers) : t.stage_layers;
   const bool dual = t.schedule == Schedule::dualpipe;
+  const bool pair_layers = ep_overlap_on(t);
   const bool lora = trains_adapters(t.mode);
   const LoraSpec lora_spec = lora ? resolved_lora(t) : LoraSpec{};
   pc.chunks.assign(static_cast<size_t>(t.pp), std::vector<ChunkCost>(static_cast<size_t>(vpp)));
@@ -568,6 +618,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.bwd_s += lc.bwd - lc.wgrad + lc.recompute + tpx.exposed_bwd(lc) + cp_b + lc.ep_bwd;
       ch.wgrad_s += lc.wgrad;
       ch.ep_s += lc.ep_fwd + lc.ep_bwd;
+      if (pair_layers && m.is_moe_layer(next)) ch.ep_pair_saved_s += ep_overlap_pair(lc, sys.gpu.sm_count).saved;
       ch.activation_bytes += act_kind[m.is_moe_layer(next) ? 1 : 0];
       ch.weight_cast_s += cost.memory_bound(Bytes(fp8_weight_cast_bytes(t, layer_params(m, next)))).value;
       if (lora) {
@@ -772,10 +823,11 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     // run alone with their all-to-all exposed. The critical rank's share of paired passes.
     const int64_t total = mb * vpp;
     const double paired = dbl(total - ep_overlap_warmup(t.pp, vpp, out.slowest_stage, mb)) / dbl(total);
-    const PairedPasses pair = paired_passes(worst, crit.ep, sys.gpu.sm_count);
-    out.microbatch_s -= paired * (worst - pair.seconds);
-    crit.compute += paired * pair.slowed;
-    crit.ep -= paired * (crit.ep - pair.exposed);
+    const double moe_layers = dbl(ranks[static_cast<size_t>(out.slowest_stage)].n[1]);
+    const EpPair pair = ep_overlap_pair(kinds[1], sys.gpu.sm_count);
+    out.microbatch_s -= paired * moe_layers * pair.saved;
+    crit.compute += paired * moe_layers * pair.slowed;
+    crit.ep -= paired * moe_layers * pair.ep_hidden;
   }
   if (t.schedule == Schedule::dualpipe && t.pp > 1) {
     // DualPipe: each microbatch crosses one of the rank's two chunks, so a microbatch costs

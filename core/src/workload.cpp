@@ -379,6 +379,10 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
   } else {
     add_ffn(ops, m, m.intermediate, o, "", true);
   }
+  if (m.is_moe_layer(layer)) {
+    bool inside = false;
+    for (Op& op : ops) inside = op.moe_block = inside || op.name == "token_dispatch";
+  }
   ops.push_back(dropout("mlp_dropout", h, o));
   ops.push_back(residual("mlp_residual", h, o));
   tag_recompute_modules(ops, m);

@@ -73,6 +73,9 @@ struct ChunkCost {
   double bwd_s = 0;    ///< backward input gradients, recompute and exposed communication
   double wgrad_s = 0;  ///< weight-gradient GEMMs (split out by zero-bubble schedules)
   double ep_s = 0;     ///< expert-parallel all-to-all within fwd_s + bwd_s (DualPipe hides it)
+  /// Under Megatron-Core's batch-level expert-parallel overlap: what running this chunk's
+  /// forward beside another microbatch's backward of it saves (ep_overlap_pair).
+  double ep_pair_saved_s = 0;
   /// DualPipe: one forward overlapped with another microbatch's backward (F&B); 0 = the
   /// sum of both with this chunk's all-to-all hidden.
   double fb_s = 0;
@@ -116,20 +119,6 @@ double fp8_weight_cast_bytes(const TrainingPlan& t, const LayerParams& lp);
 /// A layer's dense GEMM weights on one tensor-parallel rank (what fp8_params() keeps in FP8).
 double fp8_gemm_weight_params(const LayerParams& lp, int64_t tp);
 
-/// Seconds of one microbatch's forward run together with another's backward, each one's
-/// expert-parallel all-to-all hidden behind the other's computation as far as that lasts
-/// (DualPipe, DeepSeek-V3 report Sec. 3.2.1; Megatron-Core's batch-level overlap,
-/// combined_1f1b.py: "EP A2A in forward step is hidden by the attention/mlp computation in
-/// the backward step, and vice versa"). `both` is the forward plus the backward with their
-/// all-to-all `ep` in it. The all-to-all kernels hold SMs of their own while the other
-/// microbatch computes (kA2aOverlapSms), so the computation they overlap runs on the rest:
-/// an overlapped span E of a fixed amount of work lasts E c/S longer on S SMs.
-struct PairedPasses {
-  double seconds = 0;  ///< the pair's time
-  double exposed = 0;  ///< all-to-all beyond the computation it hides behind
-  double slowed = 0;   ///< computation lengthened by the SMs the all-to-all holds
-};
-PairedPasses paired_passes(double both, double ep, int sm_count);
 
 /// Bytes the data-parallel parameter all-gather moves: 16-bit parameters, of which
 /// `fp8_dense` dense and every routed-expert one are one byte under fp8_params().

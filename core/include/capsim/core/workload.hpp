@@ -52,6 +52,10 @@ struct Op {
   int64_t adapter_rank = 0, adapter_out = 0;
   /// RecomputeModule whose selective recompute reruns this operator's forward (0: none).
   unsigned rerun = 0;
+  /// Part of a MoE layer's expert block, from the token dispatch through the shared
+  /// experts: what Megatron-Core's batch-level overlap runs against the all-to-all
+  /// (LayerCost::moe_block_fwd).
+  bool moe_block = false;
   // Attention: q heads, kv heads, head widths; keys attended is the sequence length.
   int64_t heads = 0, kv_heads = 0, qk_dim = 0, v_dim = 0;
   bool causal = true;
