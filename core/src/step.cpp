@@ -145,7 +145,8 @@ PairedPasses paired_passes(double both, double ep, int sm_count) {
 
 /// One MoE layer's forward beside another microbatch's backward of it under Megatron-Core's
 /// batch-level overlap, in the three columns of its schedule (Megatron-Core
-/// model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run: communication "combine_bwd | dispatch_fwd->dispatch_bwd | combine_fwd" against computation
+/// model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run: communication
+/// "combine_bwd | dispatch_fwd->dispatch_bwd | combine_fwd" against computation
 /// "attn_fwd | mlp_bwd->mlp_bwd_dw->mlp_fwd | attn_bwd"): each column lasts the longer of
 /// its two sides, the overlapped part of it on the SMs the all-to-all leaves.
 struct EpPair {
