@@ -203,6 +203,10 @@ void TrainingView::show_outcome(const TrainingOutcome& outcome) {
                .arg(p.micro_batch.value_or(1))
                .arg(QString::fromUtf8(to_string(p.recompute.value_or(Recompute::none)).data()))
                .arg(p.zero.value_or(0));
+  if (outcome.scenario.model.moe && p.ep > 1)
+    notes << tr("Experts: %1 dispatch%2")
+                 .arg(QString::fromUtf8(to_string(dispatcher_of(p, outcome.scenario.model)).data()))
+                 .arg(ep_overlap_on(p) ? tr(", all-to-all overlapped with another microbatch's computation") : QString());
   if (!ev.auto_fields.empty()) {
     QStringList names;
     for (const auto& f : ev.auto_fields) names << QString::fromStdString(f);
@@ -231,6 +235,10 @@ double TrainingView::capacity_line() const {
 
 QString TrainingView::verdict() const {
   return verdict_->text();
+}
+
+QString TrainingView::notes() const {
+  return notes_->text();
 }
 
 std::vector<double> TrainingView::step_values() const {

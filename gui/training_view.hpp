@@ -31,6 +31,8 @@ class TrainingView : public QWidget {
   double capacity_line() const;
   /// The verdict line under the memory chart ("fits ...", "does not fit ...").
   QString verdict() const;
+  /// The notes under the step chart: the layout, the MoE dispatch, what auto chose, warnings.
+  QString notes() const;
   /// The step-time bar's segments in seconds, in the order compute, recompute, exposed
   /// TP, CP, EP, PP, DP communication, bubble, optimizer; empty when nothing is drawn.
   std::vector<double> step_values() const;

@@ -251,6 +251,23 @@ class GuiTest : public QObject {
     QVERIFY(!w.current_report().isEmpty());  // "does not fit" is an answer with its breakdown
   }
 
+  /// A MoE layout with expert parallelism says how its tokens travel and whether the
+  /// all-to-all overlaps another microbatch, as the CLI's "experts" line does.
+  void moe_notes_name_the_dispatch() {
+    gui::MainWindow w;
+    field<QComboBox>(w, "/model")->setCurrentText(QStringLiteral("qwen3-30b-a3b"));
+    field<QSpinBox>(w, "/training/ep")->setValue(8);
+    field<QComboBox>(w, "/training/precision")->setCurrentText(QStringLiteral("fp8"));
+    QVERIFY2(w.panel()->issue_text().isEmpty(), qPrintable(w.panel()->issue_text()));
+    QVERIFY2(w.training_view()->notes().contains(QStringLiteral("Experts: alltoall dispatch\n")),
+             qPrintable(w.training_view()->notes()));
+    field<QComboBox>(w, "/training/ep_overlap")->setCurrentText(QStringLiteral("on"));
+    QVERIFY2(w.panel()->issue_text().isEmpty(), qPrintable(w.panel()->issue_text()));
+    QVERIFY2(w.training_view()->notes().contains(
+                 QStringLiteral("Experts: alltoall dispatch, all-to-all overlapped with another microbatch's computation")),
+             qPrintable(w.training_view()->notes()));
+  }
+
   /// The window's size and layout and the recent files outlive the window (QSettings): the
   /// next window opens at the same size with the file under File > Open recent.
   void window_state_and_recent_files_persist() {
