@@ -229,13 +229,14 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
             TrainingPlan t = base;
             t.schedule = sch;
             t.ep_overlap = overlap;
-            if (overlap && !ep_overlap_on(t)) continue;
             t.micro_batch = mb;
             t.recompute = rc;
             t.recompute_fraction = rc_fraction;
             t.vpp = v;
             t.zero = z;
             t.etp = e;
+            // Checked on the whole candidate: recompute and vpp decide whether it can run.
+            if (overlap && !ep_overlap_on(t)) continue;
             if (t.global_batch % (mb * t.dp) != 0) continue;
             if (v > 1 && num_microbatches(t) % t.pp != 0) continue;
             if (v > 1 && sch != Schedule::one_f_one_b) continue;
