@@ -312,3 +312,67 @@ TEST(RooflineP2p, CrossNodeSendIsOneHopThenTheNicRate) {
 
 }  // namespace
 }  // namespace capsim
+
+namespace capsim {
+namespace {
+
+// The default cost model against published nccl-tests logs of collectives that span nodes
+// (out-of-place times, every size from 8 KiB): NCCL's latency-bandwidth model with the
+// presets' bus bandwidths. Per log and collective, the median |relative error| and the
+// signed extremes are held to what the model reaches today (a ratchet). The all-reduce
+// busbw-by-size curve of 8-GPU nodes it replaced was off by a median 28-31 % on the 1-, 2-
+// and 4-GPU-a-node logs, up to +174 % at 32 MiB, and by +117 % at 1 MiB on the 2-node one.
+// What is left: 8 GPUs a node over 10 nodes reads 10-58 % fast at 32-256 MiB (the ring's
+// latency there is about 600 us, NCCL's own model says 150-370 us), and the 2-node log runs
+// NVLS trees at 469 GB/s, above the 370 GB/s ring figure.
+TEST(RooflineCollectives, AcrossNodesAgainstPublishedLogs) {
+  struct Log {
+    fs::path file;
+    CalOp op;
+    double median, low, high;  // bounds on the median |error| and the signed extremes
+  };
+  const fs::path more = fs::path(CAPSIM_TEST_SOURCE_DIR) / "data" / "nccl-tests-10node";
+  const std::vector<Log> logs = {
+      {kLogs / "hgx-h100-2node-ib-allreduce.txt", CalOp::all_reduce, 0.21, -0.36, 0.36},
+      {more / "h100-10node-10gpu-1pernode-5coll-ge32MB.txt", CalOp::all_reduce, 0.06, 0.0, 0.07},
+      {more / "h100-10node-10gpu-1pernode-5coll-ge32MB.txt", CalOp::all_gather, 0.04, 0.01, 0.10},
+      {more / "h100-10node-10gpu-1pernode-5coll-ge32MB.txt", CalOp::reduce_scatter, 0.05, 0.03, 0.11},
+      {more / "h100-10node-20gpu-2pernode-5coll-ge32MB.txt", CalOp::all_reduce, 0.07, 0.01, 0.07},
+      {more / "h100-10node-20gpu-2pernode-5coll-ge32MB.txt", CalOp::all_gather, 0.08, 0.05, 0.23},
+      {more / "h100-10node-20gpu-2pernode-5coll-ge32MB.txt", CalOp::reduce_scatter, 0.07, 0.01, 0.22},
+      {more / "h100-10node-40gpu-4pernode-5coll-ge32MB.txt", CalOp::all_reduce, 0.07, -0.39, 0.07},
+      {more / "h100-10node-40gpu-4pernode-5coll-ge32MB.txt", CalOp::all_gather, 0.09, 0.05, 0.20},
+      {more / "h100-10node-40gpu-4pernode-5coll-ge32MB.txt", CalOp::reduce_scatter, 0.09, 0.03, 0.20},
+      {kLogs / "h100-10node-80gpu-5coll-ge32MB.txt", CalOp::all_reduce, 0.15, -0.58, -0.04},
+      {kLogs / "h100-10node-80gpu-5coll-ge32MB.txt", CalOp::all_gather, 0.18, -0.38, -0.09},
+      {kLogs / "h100-10node-80gpu-5coll-ge32MB.txt", CalOp::reduce_scatter, 0.26, -0.40, -0.08},
+  };
+  for (const Log& l : logs) {
+    const RawFile r = io::import_nccl_tests(l.file);
+    std::vector<double> err;
+    for (const RawMeasurement& m : r.rows) {
+      if (m.coll != l.op || m.in_place || m.bytes < 8192) continue;
+      SystemSpec sys;
+      sys.gpu = io::load_gpu("h100-sxm5-80gb");
+      sys.gpus_per_node = 8;
+      sys.num_gpus = m.ranks;
+      sys.nic_gbps_per_gpu = 400;
+      const hw::RooflineCostModel cost(sys);
+      const CollectiveKind k = l.op == CalOp::all_reduce   ? CollectiveKind::all_reduce
+                               : l.op == CalOp::all_gather ? CollectiveKind::all_gather
+                                                           : CollectiveKind::reduce_scatter;
+      err.push_back(cost.collective(k, Bytes(m.bytes), Group{m.ranks, m.ranks / m.nodes}).value / m.time_s - 1.0);
+    }
+    const std::string what = l.file.filename().string() + " " + std::string(to_string(l.op));
+    ASSERT_GE(err.size(), 10u) << what;
+    std::vector<double> abs_err;
+    for (double e : err) abs_err.push_back(std::fabs(e));
+    std::sort(abs_err.begin(), abs_err.end());
+    EXPECT_LE(abs_err[abs_err.size() / 2], l.median) << what;
+    EXPECT_GE(*std::min_element(err.begin(), err.end()), l.low) << what;
+    EXPECT_LE(*std::max_element(err.begin(), err.end()), l.high) << what;
+  }
+}
+
+}  // namespace
+}  // namespace capsim

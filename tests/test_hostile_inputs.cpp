@@ -244,6 +244,20 @@ TEST(HostileDataFile, GpuPresetWithHalfA16BitMoeLine) {
   EXPECT_EQ(missing, std::vector<std::string>{"gpu.json#/efficiency/moe_kernel_hbm_bf16: is required"});
 }
 
+// Rule: an efficiency figure the model does not read is an input error at its place, not
+// a number silently left out; the retired cross-node size curve says what replaced it.
+TEST(HostileDataFile, GpuPresetWithUnknownEfficiencyFigures) {
+  nlohmann::json g = shipped("gpus", "h100-sxm5-80gb");
+  g["efficiency"]["gemm_bf17"] = g["efficiency"]["gemm_bf16"];
+  g["efficiency"]["busbw_curve_network"] = g["efficiency"]["busbw_curve_nvlink"];
+  const auto got = issues_of([&] { (void)io::gpu_from_json(g, "gpu.json"); });
+  const std::vector<std::string> want = {
+      "gpu.json#/efficiency/busbw_curve_network: is no longer read: collectives across nodes follow NCCL's "
+      "latency-bandwidth model (remove it; measured sweeps belong in a calibration profile, capsim calibrate fit)",
+      "gpu.json#/efficiency/gemm_bf17: unknown efficiency figure"};
+  EXPECT_EQ(got, want);
+}
+
 // Rule: an engine profile's id, name or label of another type is an input error, not a
 // type error escaping the reader.
 TEST(HostileDataFile, EngineProfileWithMistypedNames) {

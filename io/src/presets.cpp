@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "capsim/io/json_read.hpp"
 
@@ -126,6 +127,13 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     issues.push_back({origin + "#/efficiency", "", "is required (measured efficiencies with sources)", {}});
   } else {
     const json& e = j["efficiency"];
+    // Every figure read is recorded, so that one the model does not know is an error, not
+    // a number silently left out.
+    std::set<std::string> known;
+    auto figure = [&](const char* key) {
+      known.insert(key);
+      return member(e, key);
+    };
     // The source ids of an efficiency record, joined; a source that is not a string is an issue.
     auto src = [&](const json& rec, const std::string& at) {
       std::string s;
@@ -142,7 +150,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     };
     auto sourced = [&](const char* key, Sourced& out, bool nullable) {
       const std::string at = origin + "#/efficiency/" + key;
-      const json* rec = member(e, key);
+      const json* rec = figure(key);
       if (!rec || !rec->is_object()) {
         issues.push_back({at, "", "is required", {}});
         return;
@@ -158,7 +166,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
       if (out.source.empty()) issues.push_back({at + "/source", "", "every efficiency needs a source", {}});
     };
     auto shape = [&](const char* key, std::array<double, 3>& out) {
-      const json* rec = member(e, key);
+      const json* rec = figure(key);
       const json* sh = rec ? member(*rec, "shape") : nullptr;
       if (!sh || sh->is_null()) return;
       std::vector<double> v;
@@ -202,7 +210,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("alltoall_nic_efficiency", g.efficiency.alltoall_nic_efficiency, false);
     auto attention = [&](const char* key, AttentionEfficiency& out) {
       const std::string at = origin + "#/efficiency/" + key;
-      const json* t = member(e, key);
+      const json* t = figure(key);
       if (!t || !t->is_object()) {
         issues.push_back({at, "", "is required", {}});
         return;
@@ -235,7 +243,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
       out.source = src(*t, at);
     };
     auto curve = [&](const char* key, BusbwCurve& out) {
-      const json* rec = member(e, key);
+      const json* rec = figure(key);
       if (!rec || !rec->is_object() || !numbers(member(*rec, "size_bytes"), out.size_bytes) ||
           !numbers(member(*rec, "fraction"), out.fraction) || out.size_bytes.size() != out.fraction.size() ||
           out.size_bytes.empty()) {
@@ -259,7 +267,6 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
         out.fraction[i] = std::min(out.fraction[i], out.fraction[i - 1] * out.size_bytes[i] / out.size_bytes[i - 1]);
     };
     curve("busbw_curve_nvlink", g.efficiency.busbw_curve_nvlink);
-    curve("busbw_curve_network", g.efficiency.busbw_curve_network);
     attention("attention_fwd", g.efficiency.attention_fwd);
     attention("attention_bwd", g.efficiency.attention_bwd);
     attention("attention_fa2", g.efficiency.attention_fa2);
@@ -268,6 +275,15 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     if (e.contains("attention_cudnn_fwd") || e.contains("attention_cudnn_bwd")) {
       attention("attention_cudnn_fwd", g.efficiency.attention_cudnn_fwd);
       attention("attention_cudnn_bwd", g.efficiency.attention_cudnn_bwd);
+    }
+    for (const auto& [key, value] : e.items()) {
+      if (known.contains(key)) continue;
+      issues.push_back({origin + "#/efficiency/" + key, "",
+                        key == "busbw_curve_network"
+                            ? "is no longer read: collectives across nodes follow NCCL's latency-bandwidth model "
+                              "(remove it; measured sweeps belong in a calibration profile, capsim calibrate fit)"
+                            : "unknown efficiency figure",
+                        {}});
     }
   }
   if (g.peak_bf16_tflops <= 0) issues.push_back({origin + "#/facts/peak_bf16_tflops", "", "must be positive", {}});

@@ -94,8 +94,7 @@ struct GpuEfficiency {
   Sourced allreduce_nvls_busbw_gbps;
   Sourced nic_efficiency;  ///< achievable fraction of the scale-out NIC line rate
   Sourced alltoall_nic_efficiency;  ///< the same for all-to-all traffic
-  BusbwCurve busbw_curve_nvlink;   ///< inside a node
-  BusbwCurve busbw_curve_network;  ///< groups spanning nodes
+  BusbwCurve busbw_curve_nvlink;  ///< inside a node (across nodes: NCCL's latency-bandwidth model)
   bool operator==(const GpuEfficiency&) const = default;
 };
 

@@ -7,18 +7,29 @@
 
 namespace capsim::hw {
 
-/// NCCL's default tuning constants (src/graph/tuning.cc, "nccl_tuning" in hardware.json),
-/// microseconds. The latency floor is the LL protocol's, which NCCL picks for small
-/// messages: 8 H100s, ring LL all-reduce 6.6 + 14 x 0.6 = 15.0 us against 13.7-17 us
-/// measured below 4 KiB (dgx-h100-8gpu-allreduce-nvls nccl-tests log); 2 nodes of 8,
-/// 6.6 + 28 x 0.6 + 2 x 2.7 = 28.8 us against about 30 us (hgx-h100-2node-ib log).
+/// NCCL's default tuner constants for one protocol (NVIDIA/nccl src/graph/tuning.cc,
+/// ncclTunerConstantsDefaults; "nccl_tuning" in hardware.json), microseconds.
+struct NcclProtocol {
+  double ring_base_us;        ///< baseLatencies, ring
+  double tree_base_us;        ///< baseLatencies, tree
+  double nvlink_ring_hop_us;  ///< hwLatencies NVLINK, ring
+  double nvlink_tree_hop_us;  ///< hwLatencies NVLINK, tree
+  double net_ring_hop_us;     ///< hwLatencies NET, ring
+  double net_tree_hop_us;     ///< hwLatencies NET, tree
+};
+
+/// The two protocols NCCL's tuner weighs for collectives across nodes. LL, which it picks
+/// for small messages, is the latency floor everywhere: 8 H100s, ring LL all-reduce
+/// 6.6 + 14 x 0.6 = 15.0 us against 13.7-17 us measured below 4 KiB
+/// (dgx-h100-8gpu-allreduce-nvls nccl-tests log); 2 nodes of 8, 6.6 + 28 x 0.6 + 2 x 2.7 =
+/// 28.8 us against about 30 us (hgx-h100-2node-ib log). Simple carries large messages.
 struct NcclLatency {
-  double ring_base_us = 6.6;        ///< ring, LL
-  double tree_base_us = 6.8;        ///< tree, LL
-  double nvlink_ring_hop_us = 0.6;  ///< NVLink, ring, LL
-  double nvlink_tree_hop_us = 0.6;  ///< NVLink, tree, LL
-  double net_ring_hop_us = 2.7;     ///< network, ring, LL
-  double net_tree_hop_us = 5.0;     ///< network, tree, LL
+  NcclProtocol ll{6.6, 6.8, 0.6, 0.6, 2.7, 5.0};
+  NcclProtocol simple{8.4, 8.4, 3.4, 4.0, 14.0, 14.0};
+  /// LL's bus bandwidth across nodes is capped (llMaxBws, x86 Intel hosts): 39 GB/s over
+  /// two nodes, 20.4 GB/s over more; within that, half the link rate ("busBw * .5").
+  double ll_max_gbps_two_nodes = 39.0;
+  double ll_max_gbps_more_nodes = 20.4;
 };
 
 /// Every kernel occupies its stream for at least a host launch (3.25 us, see roofline.cpp),
@@ -42,8 +53,10 @@ class RooflineCostModel final : public CostModel {
   /// Bus bandwidth (B/s) a collective reaches on `group`: the NVLink figure inside a
   /// node; across nodes the smaller of it and per_node x NIC rate x NIC efficiency.
   double bus_bandwidth(CollectiveKind kind, const Group& group) const;
-  /// Latency term (s) from NCCL's model: min(ring, tree) for all-reduce, ring otherwise.
-  double latency(CollectiveKind kind, const Group& group) const;
+  /// Latency term (s) from NCCL's model for a protocol (LL by default, the floor):
+  /// min(ring, tree) for all-reduce, ring otherwise.
+  double latency(CollectiveKind kind, const Group& group) const { return latency(kind, group, nccl_.ll); }
+  double latency(CollectiveKind kind, const Group& group, const NcclProtocol& p) const;
   /// Sustained over rated tensor clock (1 when not measured).
   double clock_factor() const;
 
