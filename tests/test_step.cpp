@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "capsim/core/layout.hpp"
@@ -1261,6 +1262,31 @@ TEST(EvaluateTraining, FrameworkConventionsWhenAuto) {
   EXPECT_EQ(attention_of(*s.training), AttentionKernel::cudnn);
   s.training->attention = AttentionKernel::unfused;
   EXPECT_EQ(attention_of(*s.training), AttentionKernel::unfused);
+}
+
+// Transformer Engine prefers cuDNN's fused attention from compute capability 9.0 on and
+// FlashAttention below: an auto Megatron plan resolves to flash2 on Ampere, cudnn on Hopper
+// and Blackwell; PyTorch stacks run flash2 everywhere.
+TEST(EvaluateTraining, AutoAttentionFollowsTransformerEnginesChoiceByArchitecture) {
+  for (const auto& [gpu, zero, want] : std::vector<std::tuple<const char*, int, AttentionKernel>>{
+           {"a100-sxm4-80gb", 1, AttentionKernel::flash2},
+           {"h100-sxm5-80gb", 1, AttentionKernel::cudnn},
+           {"b200", 1, AttentionKernel::cudnn},
+           {"a100-sxm4-80gb", 3, AttentionKernel::flash2},
+           {"h100-sxm5-80gb", 3, AttentionKernel::flash2}}) {
+    Scenario s = auto_scenario("llama2-7b", gpu, 1, 4, 2, 64, 4096);
+    s.training->zero = zero;
+    const hw::RooflineCostModel cost(s.system);
+    const TrainEvaluation ev = evaluate_training(s, &cost);
+    ASSERT_TRUE(ev.plan.attention.has_value()) << gpu;
+    EXPECT_EQ(*ev.plan.attention, want) << gpu << " zero " << zero;
+    EXPECT_EQ(default_attention(*s.training, s.system.gpu.arch), want) << gpu;
+    SearchOptions opt;
+    opt.top_k = 2;
+    const SearchResult r = search_training(s, cost, opt);
+    ASSERT_FALSE(r.top.empty()) << gpu;
+    for (const SearchCandidate& c : r.top) EXPECT_EQ(*c.plan.attention, want) << gpu;
+  }
 }
 
 TEST(EvaluateTraining, ResolvesAutoFieldsToTheFastestFittingCandidate) {

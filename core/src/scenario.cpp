@@ -127,13 +127,20 @@ LoraSpec resolved_lora(const TrainingPlan& t) {
   return l;
 }
 
+AttentionKernel default_attention(const TrainingPlan& t, GpuArch arch) {
+  // Megatron-LM and NeMo run attention through Transformer Engine, whose DotProductAttention
+  // picks cuDNN's FusedAttention from compute capability 9.0 on and FlashAttention below
+  // (TransformerEngine v1.4 transformer_engine/pytorch/attention.py: "Select FusedAttention
+  // on sm90 and FlashAttention on others for performance"; at 2.x,
+  // attention/dot_product_attention/utils.py: device_compute_capability >= (9, 0)); PyTorch
+  // stacks call SDPA's FlashAttention-2.
+  if (framework_of(t) == Framework::pytorch || arch == GpuArch::ampere) return AttentionKernel::flash2;
+  return AttentionKernel::cudnn;
+}
+
 AttentionKernel attention_of(const TrainingPlan& t) {
   if (t.attention) return *t.attention;
-  // Megatron-LM and NeMo run attention through Transformer Engine, whose DotProductAttention
-  // picks cuDNN's FusedAttention on Hopper (TransformerEngine v1.4
-  // transformer_engine/pytorch/attention.py: "Select FusedAttention on sm90 and
-  // FlashAttention on others for performance"); PyTorch stacks call SDPA's FlashAttention-2.
-  return framework_of(t) == Framework::pytorch ? AttentionKernel::flash2 : AttentionKernel::cudnn;
+  return default_attention(t, GpuArch::hopper);
 }
 
 std::string_view to_string(TrainMode m) {

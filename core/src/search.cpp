@@ -66,7 +66,7 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
   // framework conventions (and with them attention kernel and recompute semantics).
   TrainingPlan b = *base.training;
   if (!b.framework) b.framework = framework_of(b);
-  if (!b.attention) b.attention = attention_of(b);
+  if (!b.attention) b.attention = default_attention(b, base.system.gpu.arch);
   std::vector<int64_t> counts = opt.gpu_counts.empty() ? std::vector<int64_t>{base.system.num_gpus} : opt.gpu_counts;
   const int64_t gpn = base.system.gpus_per_node;
   const int64_t max_tp = opt.max_tp > 0 ? opt.max_tp : gpn;

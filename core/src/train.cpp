@@ -119,7 +119,7 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   }
   if (!base.attention) {
     ev.auto_fields.push_back("attention");
-    base.attention = attention_of(base);
+    base.attention = default_attention(base, s.system.gpu.arch);
   }
   if (!base.tp_comm_overlap) ev.auto_fields.push_back("tp_comm_overlap");
   if (m.moe && !base.moe_dispatcher) ev.auto_fields.push_back("moe_dispatcher");

@@ -245,9 +245,13 @@ LoraSpec lora_defaults(Framework f);
 /// The plan's LoRA spec with auto fields replaced by `lora_defaults` of its framework.
 LoraSpec resolved_lora(const TrainingPlan& t);
 
-/// The attention kernel in force: the plan's, or the framework's: Transformer Engine's
-/// fused kernel (cuDNN, FlashAttention-3 class on Hopper) under Megatron-LM, PyTorch's
-/// scaled_dot_product_attention flash backend (FlashAttention-2) under PyTorch stacks.
+/// The attention kernel the framework runs on a GPU architecture: Transformer Engine's
+/// fused kernel (cuDNN) under Megatron-LM on Hopper and later, FlashAttention-2 before
+/// (Transformer Engine prefers FusedAttention from compute capability 9.0 on, FlashAttention
+/// below); PyTorch's scaled_dot_product_attention flash backend (FlashAttention-2) under
+/// PyTorch stacks. evaluate_training and search_training resolve an auto plan with it.
+AttentionKernel default_attention(const TrainingPlan& t, GpuArch arch);
+/// The attention kernel in force: the plan's (resolved), else default_attention on Hopper.
 AttentionKernel attention_of(const TrainingPlan& t);
 
 /// A token-length distribution for serving workloads.
