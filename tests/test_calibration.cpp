@@ -323,8 +323,9 @@ namespace {
 // busbw-by-size curve of 8-GPU nodes it replaced was off by a median 28-31 % on the 1-, 2-
 // and 4-GPU-a-node logs, up to +174 % at 32 MiB, and by +117 % at 1 MiB on the 2-node one.
 // What is left: 8 GPUs a node over 10 nodes reads 10-58 % fast at 32-256 MiB (the ring's
-// latency there is about 600 us, NCCL's own model says 150-370 us), and the 2-node log runs
-// NVLS trees at 469 GB/s, above the 370 GB/s ring figure.
+// latency there is about 600 us, NCCL's own model says 150-370 us), and the 2-node log reads
+// 15-35% fast from 8 KiB to 512 KiB and 8 MiB to 128 MiB, between NCCL's protocol switches
+// (its NVLS tree, 469 GB/s at 16 GiB, is within 2% at 512 KiB-2 MiB and 1-16 GiB).
 TEST(RooflineCollectives, AcrossNodesAgainstPublishedLogs) {
   struct Log {
     fs::path file;
@@ -333,7 +334,7 @@ TEST(RooflineCollectives, AcrossNodesAgainstPublishedLogs) {
   };
   const fs::path more = fs::path(CAPSIM_TEST_SOURCE_DIR) / "data" / "nccl-tests-10node";
   const std::vector<Log> logs = {
-      {kLogs / "hgx-h100-2node-ib-allreduce.txt", CalOp::all_reduce, 0.21, -0.36, 0.36},
+      {kLogs / "hgx-h100-2node-ib-allreduce.txt", CalOp::all_reduce, 0.19, -0.36, 0.0},
       {more / "h100-10node-10gpu-1pernode-5coll-ge32MB.txt", CalOp::all_reduce, 0.06, 0.0, 0.07},
       {more / "h100-10node-10gpu-1pernode-5coll-ge32MB.txt", CalOp::all_gather, 0.04, 0.01, 0.10},
       {more / "h100-10node-10gpu-1pernode-5coll-ge32MB.txt", CalOp::reduce_scatter, 0.05, 0.03, 0.11},

@@ -276,7 +276,8 @@ TEST(Collectives, RingInsideANode) {
 // over NVLink, 14 us a hop over the network (a tree all-reduce: 4.0 and 14 us), at the
 // full bus bandwidth; LL: the latency floor (6.6 / 0.6 / 2.7 us) at half the bus
 // bandwidth, capped at 39 GB/s over two nodes and 20.4 GB/s over more (llMaxBws, x86
-// Intel). With one GPU per node the NIC binds: busbw = nic_gbps / 8 x 1e9 x nic_efficiency.
+// Intel); for all-reduce over full NVLS nodes also the NVLS tree. With one GPU per node the
+// NIC binds: busbw = nic_gbps / 8 x 1e9 x nic_efficiency.
 TEST(Collectives, AcrossNodesNcclsLatencyBandwidthModel) {
   for (const char* id : {"h100-sxm5-80gb", "a100-sxm4-80gb"}) {
     for (double nic_gbps : {100.0, 200.0, 400.0}) {
@@ -307,14 +308,23 @@ TEST(Collectives, AcrossNodesNcclsLatencyBandwidthModel) {
             }
             expect_rel(cost.latency(k, g), ll * 1e-6, 1e-12, what);
             const double ll_bw = std::min(0.5 * busbw, (nodes == 2 ? 39.0 : 20.4) * 1e9);
+            // The NVLS tree, where the preset measured NVLS over a full node: 25 us + 2 log2(nodes)
+            // x 20.9 us, at the NVLS bus bandwidth capped by the NICs (both ways over 2 nodes).
+            const double nvls = e.allreduce_nvls_busbw_gbps.value * 1e9;
+            const bool tree = ar && nvls > 0 && per_node == 8;
+            const double nvls_bw =
+                std::min(nvls, (nodes == 2 ? 2.0 : 1.0) * pn * nic_gbps / 8.0 * 1e9 * e.nic_efficiency.value);
             for (double bytes : {1024.0, 1e6, 64.0 * 1024 * 1024, 2e9, 32 * kGiB}) {
               const double s = ring_factor(k, n) * bytes;
-              const double t = std::min(simple * 1e-6 + s / busbw, ll * 1e-6 + s / ll_bw);
+              double t = std::min(simple * 1e-6 + s / busbw, ll * 1e-6 + s / ll_bw);
+              if (tree) t = std::min(t, (25.0 + 2 * std::log2(nd) * 20.9) * 1e-6 + s / nvls_bw);
               expect_rel(cost.collective(k, Bytes(bytes), g).value, t, 1e-12, what + " " + std::to_string(bytes));
             }
             // Large messages run at the bus bandwidth after Simple's latency.
-            expect_rel(cost.collective(k, Bytes(32 * kGiB), g).value, simple * 1e-6 + ring_factor(k, n) * 32 * kGiB / busbw,
-                       1e-12, what);
+            if (!tree) {
+              expect_rel(cost.collective(k, Bytes(32 * kGiB), g).value,
+                         simple * 1e-6 + ring_factor(k, n) * 32 * kGiB / busbw, 1e-12, what);
+            }
           }
         }
       }

@@ -30,6 +30,11 @@ struct NcclLatency {
   /// two nodes, 20.4 GB/s over more; within that, half the link rate ("busBw * .5").
   double ll_max_gbps_two_nodes = 39.0;
   double ll_max_gbps_more_nodes = 20.4;
+  /// NVLS tree all-reduce (NVLink SHARP inside each node, a tree between nodes), Simple
+  /// protocol only: base 0, one NVLS step over NVLink (hwLatencies NVLINK NVLS_TREE 25 us),
+  /// then 2 log2(nodes) network hops (NET NVLS_TREE 20.9 us).
+  double nvls_tree_nvlink_us = 25.0;
+  double nvls_tree_net_hop_us = 20.9;
 };
 
 /// Every kernel occupies its stream for at least a host launch (3.25 us, see roofline.cpp),
