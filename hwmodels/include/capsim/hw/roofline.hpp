@@ -18,11 +18,12 @@ struct NcclProtocol {
   double net_tree_hop_us;     ///< hwLatencies NET, tree
 };
 
-/// The two protocols NCCL's tuner weighs for collectives across nodes. LL, which it picks
-/// for small messages, is the latency floor everywhere: 8 H100s, ring LL all-reduce
-/// 6.6 + 14 x 0.6 = 15.0 us against 13.7-17 us measured below 4 KiB
-/// (dgx-h100-8gpu-allreduce-nvls nccl-tests log); 2 nodes of 8, 6.6 + 28 x 0.6 + 2 x 2.7 =
-/// 28.8 us against about 30 us (hgx-h100-2node-ib log). Simple carries large messages.
+/// The protocols NCCL's tuner weighs for collectives across nodes (and, for all-reduce over
+/// NVLS nodes, the NVLS tree). LL, which it picks for small messages, is the latency floor
+/// everywhere: 8 H100s, ring LL all-reduce 6.6 + 14 x 0.6 = 15.0 us against 13.7-17 us
+/// measured below 4 KiB (dgx-h100-8gpu-allreduce-nvls nccl-tests log); 2 nodes of 8,
+/// 6.6 + 28 x 0.6 + 2 x 2.7 = 28.8 us against about 30 us (hgx-h100-2node-ib log). Simple
+/// carries large messages.
 struct NcclLatency {
   NcclProtocol ll{6.6, 6.8, 0.6, 0.6, 2.7, 5.0};
   NcclProtocol simple{8.4, 8.4, 3.4, 4.0, 14.0, 14.0};
