@@ -348,13 +348,14 @@ TEST(RooflineCollectives, AcrossNodesAgainstPublishedLogs) {
       {kLogs / "h100-10node-80gpu-5coll-ge32MB.txt", CalOp::all_gather, 0.18, -0.38, -0.09},
       {kLogs / "h100-10node-80gpu-5coll-ge32MB.txt", CalOp::reduce_scatter, 0.26, -0.40, -0.08},
   };
+  const GpuSpec h100 = io::load_gpu("h100-sxm5-80gb");
   for (const Log& l : logs) {
     const RawFile r = io::import_nccl_tests(l.file);
     std::vector<double> err;
     for (const RawMeasurement& m : r.rows) {
       if (m.coll != l.op || m.in_place || m.bytes < 8192) continue;
       SystemSpec sys;
-      sys.gpu = io::load_gpu("h100-sxm5-80gb");
+      sys.gpu = h100;
       sys.gpus_per_node = 8;
       sys.num_gpus = m.ranks;
       sys.nic_gbps_per_gpu = 400;
