@@ -386,7 +386,8 @@ QWidget* ScenarioPanel::build_shared_box() {
   auto* num_gpus = spin(1, 1 << 20);
   auto* per_node = spin(1, 1024);
   auto* nic = new QDoubleSpinBox;
-  nic->setRange(0, 10000);
+  nic->setRange(-1, 10000);  // -1: "auto", the GPU's reference node
+  nic->setSpecialValueText(QStringLiteral("auto"));
   nic->setDecimals(0);
   nic->setKeyboardTracking(false);
   auto* open_hf = new QPushButton(tr("Open HF config..."));
@@ -488,14 +489,15 @@ QWidget* ScenarioPanel::build_training_tab() {
                             .arg(QString::fromUtf8(key).replace(QLatin1Char('/'), QLatin1Char('.'))));
     f.push_back({std::string("/training/") + key, Scope::training, w, nullptr, std::move(fallback), erase, {}});
   };
-  add("tp", "tp", spin(1, 4096), 1, "Tensor parallel");
-  add("pp", "pp", spin(1, 4096), 1, "Pipeline parallel");
+  add("tp", "tp", spin(1, 4096, "auto"), 1, "Tensor parallel; auto: the fastest layout that fits");
+  add("pp", "pp", spin(1, 4096, "auto"), 1, "Pipeline parallel");
   add("vpp", "vpp", spin(1, 256, "auto"), 1, "Virtual pipeline stages per rank");
   add("dp", "dp", spin(1, 1 << 20, "auto"), "auto", "Data parallel; auto: GPUs / (tp x pp x cp)", true);
-  add("cp", "cp", spin(1, 1024), 1, "Context parallel");
-  add("ep", "ep", spin(1, 4096), 1, "Expert parallel");
+  add("cp", "cp", spin(1, 1024, "auto"), 1, "Context parallel");
+  add("ep", "ep", spin(1, 4096, "auto"), 1, "Expert parallel");
   add("etp", "etp", spin(1, 4096, "auto"), 1, "Expert tensor parallel");
-  add("sp", "sp", new QCheckBox, false, "Sequence parallel");
+  add("sp", "sp", combo({{QStringLiteral("off"), false}, {QStringLiteral("on"), true}, {QStringLiteral("auto"), QStringLiteral("auto")}}),
+      false, "Sequence parallel; auto: on with tp > 1");
   add("ZeRO", "zero", combo({{"auto", "auto"}, {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}}), 0, "ZeRO stage");
   add("Micro batch", "micro_batch", spin(1, 1 << 20, "auto"), "auto", "Micro batch (sequences)");
   add("Global batch", "global_batch", spin(1, 1 << 24), 1, "Global batch (sequences)");
@@ -513,7 +515,7 @@ QWidget* ScenarioPanel::build_training_tab() {
       "Pipeline schedule");
   add("Framework", "framework", combo(choices({"auto", "megatron", "pytorch"})), "auto", "Training framework");
   add("Attention", "attention", combo(choices({"auto", "fused", "cudnn", "flash2", "unfused"})), "auto", "Attention kernel");
-  add("Optimizer", "optimizer", combo(choices({"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit"})), "adamw",
+  add("Optimizer", "optimizer", combo(choices({"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit", "auto"})), "adamw",
       "Optimizer");
   add("Moments", "optimizer_moments", combo(choices({"fp32", "bf16"})), "fp32", "Optimizer moment precision");
   add("Grad reduce", "grad_reduce_dtype", combo(choices({"auto", "fp32", "bf16", "fp16"})), "auto",

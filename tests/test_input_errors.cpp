@@ -413,7 +413,7 @@ TEST(MalformedJson, NotAnObject) {
 TEST(WrongType, StringWhereIntegerExpected) {
   json doc = good_scenario();
   doc["training"]["tp"] = "4";
-  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/tp", "\"4\"", "must be an integer >= 1", ""}}));
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/tp", "\"4\"", "must be an integer >= 1 or \"auto\"", ""}}));
 }
 
 TEST(WrongType, SeveralAtOnce) {
@@ -430,8 +430,8 @@ TEST(WrongType, SeveralAtOnce) {
       (std::vector<Issue>{
           {"/system/gpu", "100", "must be a string", ""},
           {"/system/nic_gbps_per_gpu", "\"fast\"", "must be a number", ""},
-          {"/training/tp", "\"4\"", "must be an integer >= 1", ""},
-          {"/training/sp", "\"yes\"", "must be true or false", ""},
+          {"/training/tp", "\"4\"", "must be an integer >= 1 or \"auto\"", ""},
+          {"/training/sp", "\"yes\"", "must be true, false or \"auto\"", ""},
           {"/training/micro_batch", "\"1\"", "must be an integer >= 1 or \"auto\"", ""},
           {"/training/seq_len", "4096.5", "must be an integer >= 1", ""},
           {"/training/precision", "\"bf61\"", "must be one of \"fp16\", \"bf16\", \"fp8\"", "did you mean \"bf16\"?"},
@@ -596,7 +596,7 @@ TEST(WrongType, LayoutStillCheckedBesideOtherProblems) {
   EXPECT_EQ(issues_of(doc),
             (std::vector<Issue>{
                 {"/training/optimizer", "\"adamw8bit\"",
-                 "must be one of \"adamw\", \"adam\", \"sgd\", \"adafactor\", \"lion\", \"adam8bit\"",
+                 "must be one of \"adamw\", \"adam\", \"sgd\", \"adafactor\", \"lion\", \"adam8bit\", \"auto\"",
                  "did you mean \"adam8bit\"?"},
                 {"/training/tp", "3", "attention heads (32) must be divisible by tp", ""},
                 {"/training/tp", "3", "key/value heads (32) must be divisible by tp (or tp by them)", ""},
@@ -614,8 +614,8 @@ TEST(NegativeNumber, Rejected) {
   doc["system"]["nic_gbps_per_gpu"] = -1;
   EXPECT_EQ(issues_of(doc), (std::vector<Issue>{
                                 {"/system/nic_gbps_per_gpu", "-1", "must be a number >= 0", ""},
-                                {"/training/tp", "-2", "must be an integer >= 1", ""},
-                                {"/training/pp", "0", "must be an integer >= 1", ""},
+                                {"/training/tp", "-2", "must be an integer >= 1 or \"auto\"", ""},
+                                {"/training/pp", "0", "must be an integer >= 1 or \"auto\"", ""},
                                 {"/training/zero", "-1", "must be an integer >= 0 or \"auto\"", ""},
                                 {"/training/cuda_context_mib", "-5", "must be a number >= 0", ""},
                             }));
@@ -652,10 +652,43 @@ TEST(Auto, AbsentMicroBatchIsAuto) {
   EXPECT_FALSE(io::scenario_from_json(doc).training->micro_batch);
 }
 
-TEST(Auto, RejectedForTensorParallel) {
+TEST(Auto, LayoutFieldsAndOptimizerAccepted) {
   json doc = good_scenario();
+  for (const char* key : {"tp", "pp", "dp", "cp", "sp", "optimizer"}) doc["training"][key] = "auto";
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_EQ(s.training->auto_layout, unsigned{kAutoTp | kAutoPp | kAutoDp | kAutoCp | kAutoSp});
+  EXPECT_TRUE(s.training->optimizer_auto);
+  EXPECT_EQ(s.training->optimizer, Optimizer::adamw);
+}
+
+TEST(Auto, AbsentDpIsAutoBesideAutoTensorParallel) {
+  json doc = good_scenario();
+  doc["training"].erase("dp");
   doc["training"]["tp"] = "auto";
-  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/tp", "\"auto\"", "must be an integer >= 1", ""}}));
+  EXPECT_EQ(io::scenario_from_json(doc).training->auto_layout, unsigned{kAutoTp | kAutoDp});
+}
+
+TEST(Auto, LayoutWithNoCandidateIsOneIssue) {
+  json doc = good_scenario();  // 8 GPUs
+  doc["training"]["tp"] = "auto";
+  doc["training"]["dp"] = 3;
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training", "auto: tp",
+                                                 "no layout of 8 GPUs with the given fields satisfies the layout rules",
+                                                 ""}}));
+}
+
+TEST(Auto, NicRateTakesTheReferenceNodes) {
+  json doc = good_scenario();
+  doc["system"]["num_gpus"] = 16;
+  doc["system"]["nic_gbps_per_gpu"] = "auto";
+  doc["training"]["dp"] = 16;
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_TRUE(s.system.nic_auto);
+  EXPECT_EQ(s.system.nic_gbps_per_gpu, 400.0);  // DGX H100: 8x ConnectX-7 400 Gb/s
+  doc["system"]["gpu"] = "h100-pcie-80gb";
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/system/nic_gbps_per_gpu", "\"auto\"", "is required when the job spans several nodes",
+                                 "h100-pcie-80gb has no reference node to take it from; give the Gb/s per GPU"}}));
 }
 
 TEST(Auto, RejectedForPrecision) {

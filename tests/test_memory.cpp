@@ -351,6 +351,19 @@ TEST(Pipeline, GpipeHoldsAllMicrobatches) {
   EXPECT_DOUBLE_EQ(gpipe.stages[1].activations_bytes, 4.0 * one.stages[1].activations_bytes * 16.0 / (4.0 * 3.0));
 }
 
+TEST(Layout, DivisorsAscending) {
+  EXPECT_EQ(divisors(1), (std::vector<int64_t>{1}));
+  EXPECT_EQ(divisors(12), (std::vector<int64_t>{1, 2, 3, 4, 6, 12}));
+  EXPECT_EQ(divisors(49), (std::vector<int64_t>{1, 7, 49}));
+  for (int64_t n = 1; n <= 300; ++n) {
+    int64_t count = 0;
+    for (int64_t i = 1; i <= n; ++i) count += n % i == 0;
+    const std::vector<int64_t> d = divisors(n);
+    EXPECT_EQ(static_cast<int64_t>(d.size()), count) << n;
+    EXPECT_TRUE(std::is_sorted(d.begin(), d.end())) << n;
+  }
+}
+
 TEST(Pipeline, SplitsUnevenLayersAsMegatron) {
   // Llama-3.1-405B: 126 layers on 16 stages -> 7, 8 x 14, 7.
   std::vector<int64_t> expect(16, 8);

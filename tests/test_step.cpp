@@ -1344,6 +1344,69 @@ TEST(EvaluateTraining, ResolvesAutoFieldsToTheFastestFittingCandidate) {
   }
 }
 
+// Layout fields left "auto" (tp, pp, dp, cp, ep, sp) resolve to the fastest fitting layout:
+// no fixed layout the GPU count allows, with the other auto fields resolved the same way, is
+// faster; the fixed fields stay as given.
+TEST(EvaluateTraining, AutoLayoutIsTheFastestFittingLayout) {
+  struct Setup {
+    const char* model;
+    int64_t gpus;
+    unsigned auto_bits;
+    int64_t seq;
+  };
+  for (const Setup& x : {Setup{"llama2-13b", 16, kAutoTp | kAutoPp | kAutoDp | kAutoSp, 4096},
+                         Setup{"llama2-7b", 8, kAutoTp | kAutoDp | kAutoCp | kAutoSp, 16384},
+                         Setup{"qwen3-30b-a3b", 16, kAutoEp | kAutoPp | kAutoDp, 4096}}) {
+    Scenario s = auto_scenario(x.model, "h100-sxm5-80gb", 1, 1, x.gpus, 64, x.seq);
+    s.system.gpus_per_node = 8;
+    s.training->zero = 1;
+    s.training->etp = 1;
+    s.training->auto_layout = x.auto_bits;
+    const hw::RooflineCostModel cost(s.system);
+    const TrainEvaluation ev = evaluate_training(s, &cost);
+    const std::string what = x.model;
+    ASSERT_TRUE(ev.feasible) << what << ": " << ev.fail_reason;
+    ASSERT_TRUE(ev.step.has_value()) << what;
+    EXPECT_EQ(ev.plan.auto_layout, 0u) << what;
+    EXPECT_EQ(ev.plan.tp * ev.plan.pp * ev.plan.dp * ev.plan.cp, x.gpus) << what;
+    EXPECT_EQ(ev.plan.sp, ev.plan.tp > 1) << what;
+    if (!(x.auto_bits & kAutoCp)) EXPECT_EQ(ev.plan.cp, 1) << what;
+    if (!(x.auto_bits & kAutoTp)) EXPECT_EQ(ev.plan.tp, 1) << what;
+    // Oracle: every layout with the auto fields set by hand, each evaluated on its own.
+    double best = std::numeric_limits<double>::infinity();
+    int layouts = 0;
+    for (int64_t tp = 1; tp <= 8; tp *= 2)
+      for (int64_t cp = 1; cp <= 16; cp *= 2)
+        for (int64_t pp = 1; pp <= x.gpus; ++pp)
+          for (int64_t ep = 1; ep <= x.gpus; ++ep) {
+            if (!(x.auto_bits & kAutoTp) && tp != 1) continue;
+            if (!(x.auto_bits & kAutoCp) && cp != 1) continue;
+            if (!(x.auto_bits & kAutoPp) && pp != 1) continue;
+            if (!(x.auto_bits & kAutoEp) && ep != 1) continue;
+            if (x.gpus % (tp * cp * pp) != 0) continue;
+            Scenario f = s;
+            f.training->auto_layout = 0;
+            f.training->tp = tp;
+            f.training->cp = cp;
+            f.training->pp = pp;
+            f.training->dp = x.gpus / (tp * cp * pp);
+            f.training->ep = ep;
+            f.training->sp = tp > 1;
+            if (!check_training_layout(f).empty()) continue;
+            ++layouts;
+            const TrainEvaluation e = evaluate_training(f, &cost);
+            if (e.feasible) best = std::min(best, e.step->step_s);
+          }
+    EXPECT_GT(layouts, 2) << what;
+    EXPECT_EQ(ev.step->step_s, best) << what;
+    int bit = 0;
+    for (const char* name : {"tp", "pp", "dp", "cp", "ep", "sp"})
+      EXPECT_EQ(std::find(ev.auto_fields.begin(), ev.auto_fields.end(), name) != ev.auto_fields.end(),
+                (x.auto_bits & (1u << bit++)) != 0)
+          << what << " " << name;
+  }
+}
+
 // With "auto" schedules a MoE layout also tries Megatron-Core's batch-level expert-parallel
 // overlap, a schedule of its own, and keeps it where it is the fastest; left alone it is
 // off, Megatron-Core's default.

@@ -3,6 +3,7 @@
 // regression fails CI). README "Accuracy" shows the current table.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -26,6 +27,33 @@ TEST(Validation, TrainingCasesAllSimulated) {
   }
   EXPECT_GE(n, 124u);
   EXPECT_EQ(r["summary"]["training-public.json"]["step_time_s"]["unsupported"], 0);
+}
+
+// A source that does not publish the layout or the network writes "auto" (SCHEMA.md): every
+// training and post-training case still runs with its tp, pp, dp, cp, ep, sp, optimizer and
+// nic_gbps_per_gpu left to capsim.
+TEST(Validation, CasesRunWithTheirLayoutLeftAuto) {
+  const std::filesystem::path dir = kTraining.parent_path();
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path() / "capsim-auto-layout-cases.json";
+  nlohmann::json doc = {{"schema", "capsim-validation/1"}, {"cases", nlohmann::json::array()}};
+  for (const char* file : {"training-public.json", "posttraining-public.json"}) {
+    std::ifstream in(dir / file);
+    const nlohmann::json cases = nlohmann::json::parse(in)["cases"];
+    for (nlohmann::json c : cases) {
+      for (const char* key : {"tp", "pp", "dp", "cp", "ep", "sp", "optimizer"})
+        if (c["training"].contains(key)) c["training"][key] = "auto";
+      c["system"]["nic_gbps_per_gpu"] = "auto";
+      doc["cases"].push_back(c);
+    }
+  }
+  std::ofstream(tmp) << doc.dump();
+  const nlohmann::json r = io::run_validation({tmp});
+  std::filesystem::remove(tmp);
+  ASSERT_EQ(r["cases"].size(), doc["cases"].size());
+  for (const auto& c : r["cases"]) {
+    EXPECT_EQ(c["status"], "ok") << c["id"] << ": " << c.value("reason", std::string());
+    for (const char* key : {"tp", "pp", "dp"}) EXPECT_TRUE(c["resolved"].contains(key)) << c["id"] << " " << key;
+  }
 }
 
 TEST(Validation, TrainingErrorBounds) {

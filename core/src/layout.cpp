@@ -15,11 +15,69 @@ void need(std::vector<Issue>& out, bool ok, std::string pointer, std::string val
 
 }  // namespace
 
+std::vector<TrainingPlan> layout_candidates(const Scenario& s) {
+  const TrainingPlan& base = *s.training;
+  if (base.auto_layout == 0) return {base};
+  const ModelSpec& m = s.model;
+  const int64_t n = s.system.num_gpus;
+  auto powers = [](int64_t limit) {
+    std::vector<int64_t> out;
+    for (int64_t v = 1; v <= limit; v *= 2) out.push_back(v);
+    return out;
+  };
+  const unsigned a = base.auto_layout;
+  const std::vector<int64_t> tps = a & kAutoTp ? powers(std::min(n, s.system.gpus_per_node)) : std::vector<int64_t>{base.tp};
+  std::vector<TrainingPlan> out;
+  Scenario probe = s;
+  for (int64_t tp : tps) {
+    const std::vector<int64_t> cps = a & kAutoCp ? powers(std::max<int64_t>(1, base.seq_len / 1024)) : std::vector<int64_t>{base.cp};
+    for (int64_t cp : cps) {
+      if (n % (tp * cp) != 0) continue;
+      const std::vector<int64_t> pps = a & kAutoPp ? divisors(n / (tp * cp)) : std::vector<int64_t>{base.pp};
+      for (int64_t pp : pps) {
+        if (pp > m.layers || n % (tp * cp * pp) != 0) continue;
+        const int64_t dp = a & kAutoDp ? n / (tp * cp * pp) : base.dp;
+        std::vector<int64_t> eps = {base.ep};
+        if (a & kAutoEp) eps = m.moe ? divisors(m.moe->num_experts) : std::vector<int64_t>{1};
+        for (int64_t ep : eps) {
+          TrainingPlan t = base;
+          t.tp = tp;
+          t.cp = cp;
+          t.pp = pp;
+          t.dp = dp;
+          t.ep = ep;
+          if (a & kAutoSp) t.sp = tp > 1;
+          t.auto_layout = 0;
+          probe.training = t;
+          // Sequence-length rules aside: packed and padded sequences (the post-training
+          // updates' mean lengths) split over any tp*cp.
+          const std::vector<Issue> issues = check_training_layout(probe);
+          if (std::all_of(issues.begin(), issues.end(), [](const Issue& i) { return i.pointer == "/training/seq_len"; }))
+            out.push_back(t);
+        }
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<Issue> check_training_layout(const Scenario& s) {
   std::vector<Issue> out;
   if (!s.training) return out;
   const TrainingPlan& t = *s.training;
   const ModelSpec& m = s.model;
+  if (t.auto_layout != 0) {
+    // The rules hold for some layout the auto fields can take, or for none.
+    if (layout_candidates(s).empty()) {
+      std::string fields;
+      int bit = 0;
+      for (const char* name : {"tp", "pp", "dp", "cp", "ep", "sp"})
+        if (t.auto_layout & (1u << bit++)) fields += (fields.empty() ? "" : ", ") + std::string(name);
+      out.push_back({"/training", "auto: " + fields,
+                     "no layout of " + str(s.system.num_gpus) + " GPUs with the given fields satisfies the layout rules", {}});
+    }
+    return out;
+  }
   auto positive = [&](const char* key, int64_t v) {
     need(out, v >= 1, std::string("/training/") + key, str(v), "must be a positive integer");
   };
@@ -200,6 +258,17 @@ int64_t ep_overlap_warmup(int64_t pp, int64_t vpp, int64_t rank, int64_t microba
   if (pp <= 1) return std::min<int64_t>(1, total);
   const int64_t own = vpp > 1 ? 2 * (pp - rank - 1) + (vpp - 1) * pp : pp - rank - 1;
   return std::min(own + 1, total);
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> low, high;
+  for (int64_t i = 1; i * i <= n; ++i)
+    if (n % i == 0) {
+      low.push_back(i);
+      if (i != n / i) high.push_back(n / i);
+    }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 int64_t num_microbatches(const TrainingPlan& t) {

@@ -11,17 +11,6 @@ namespace capsim {
 
 namespace {
 
-std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> out;
-  for (int64_t i = 1; i * i <= n; ++i)
-    if (n % i == 0) {
-      out.push_back(i);
-      if (i != n / i) out.push_back(n / i);
-    }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 /// One layout to cost: the searched fields only, applied to the base plan when costed.
 struct Job {
   int64_t gpus, tp, cp, pp, dp, vpp, ep, etp, micro_batch;

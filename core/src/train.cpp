@@ -11,13 +11,6 @@ namespace capsim {
 
 namespace {
 
-std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> out;
-  for (int64_t i = 1; i <= n; ++i)
-    if (n % i == 0) out.push_back(i);
-  return out;
-}
-
 /// Relative work of a plan: forward+backward FLOPs factor with recompute (3 + extra
 /// forward), times the pipeline bubble 1 + (pp-1)/(vpp*m) (Narayanan et al. 2021, Eq. 2).
 double work_proxy(const TrainingPlan& t) {
@@ -144,71 +137,20 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     ev.warnings.push_back("seq_len " + std::to_string(base.seq_len) + " exceeds the model's max_position_embeddings " +
                           std::to_string(m.max_position) + " (long-context training extends RoPE)");
 
-  std::vector<int64_t> mbs, vpps, etps;
-  std::vector<std::pair<Recompute, double>> rcs;
-  std::vector<int> zeros;
-  const int64_t local_batch = base.global_batch / base.dp;
-  if (base.micro_batch) mbs = {*base.micro_batch};
-  else if (base.pp > 1 && framework_of(base) == Framework::pytorch && base.schedule != Schedule::dualpipe &&
-           local_batch % base.pp == 0) {
-    // torchtitan splits the local batch into as many microbatches as pipeline stages unless
-    // told otherwise (--experimental.pipeline_parallel_microbatches: "the default value
-    // will be the number of pipeline stages").
-    ev.auto_fields.push_back("micro_batch");
-    mbs = {local_batch / base.pp};
-  } else {
-    ev.auto_fields.push_back("micro_batch");
-    mbs = divisors(local_batch);
-    std::reverse(mbs.begin(), mbs.end());
-  }
-  if (base.recompute) rcs = {{*base.recompute, base.recompute_fraction}};
-  else {
+  // Auto fields, reported under `resolved`.
+  static const char* const kLayoutNames[] = {"tp", "pp", "dp", "cp", "ep", "sp"};
+  for (unsigned bit = 0; bit < 6; ++bit)
+    if (base.auto_layout & (1u << bit)) ev.auto_fields.push_back(kLayoutNames[bit]);
+  if (base.optimizer_auto) ev.auto_fields.push_back("optimizer");
+  if (!base.micro_batch) ev.auto_fields.push_back("micro_batch");
+  if (!base.recompute) {
     ev.auto_fields.push_back("recompute");
     ev.auto_fields.push_back("recompute_fraction");
-    // Full recompute of a quarter, half, three quarters or all of each stage's layers.
-    rcs = {{Recompute::none, 1.0}, {Recompute::selective, 1.0}, {Recompute::full, 0.25},
-           {Recompute::full, 0.5}, {Recompute::full, 0.75}, {Recompute::full, 1.0}};
   }
-  // Schedules to try: the plan's, or with "auto" 1F1B (interleaved too, when vpp is auto)
-  // and the zero-bubble ones.
-  std::vector<Schedule> schedules = {base.schedule};
-  if (base.schedule_auto) {
-    ev.auto_fields.push_back("schedule");
-    schedules = {Schedule::one_f_one_b};
-    if (base.pp > 1) schedules.insert(schedules.end(), {Schedule::zb_h1, Schedule::dualpipe});
-    base.schedule = Schedule::one_f_one_b;
-    base.schedule_auto = false;
-  }
-  if (base.vpp) vpps = {*base.vpp};
-  else if (!base.stage_layers.empty()) {
-    ev.auto_fields.push_back("vpp");
-    vpps = {std::max<int64_t>(1, static_cast<int64_t>(base.stage_layers.size()) / base.pp)};
-  } else {
-    ev.auto_fields.push_back("vpp");
-    const bool interleave = base.pp > 1 && (schedules.size() > 1 || base.schedule == Schedule::one_f_one_b);
-    if (framework_of(base) == Framework::pytorch) {
-      // PyTorch pipelining as torchtitan drives it: without split points a multi-stage
-      // schedule gets 2 stages per rank, the layers split as evenly as they go
-      // (torchtitan 9dec370, parallelisms/pipelining_utils.py generate_split_points:
-      // num_stages_per_rank = 2); more takes split points the user writes.
-      vpps = {1};
-      if (interleave && 2 * base.pp <= m.layers) vpps.push_back(2);
-    } else {
-      for (int64_t v : divisors(std::max<int64_t>(1, m.layers / base.pp)))
-        if (base.pp * v <= m.layers && (v == 1 || interleave)) vpps.push_back(v);
-    }
-  }
-  if (base.zero) zeros = {*base.zero};
-  else {
-    ev.auto_fields.push_back("zero");
-    zeros = {0, 1, 2, 3};
-  }
-  if (base.etp) etps = {*base.etp};
-  else {
-    ev.auto_fields.push_back("etp");
-    for (int64_t e : divisors(base.tp))
-      if ((base.tp * base.cp * base.dp) % (base.ep * e) == 0) etps.push_back(e);
-  }
+  if (base.schedule_auto) ev.auto_fields.push_back("schedule");
+  if (!base.vpp) ev.auto_fields.push_back("vpp");
+  if (!base.zero) ev.auto_fields.push_back("zero");
+  if (!base.etp) ev.auto_fields.push_back("etp");
 
   struct Best {
     double key1 = std::numeric_limits<double>::infinity();
@@ -219,50 +161,109 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   } best, smallest;
   double smallest_bytes = std::numeric_limits<double>::infinity();
 
-  for (Schedule sch : schedules)
-  for (bool overlap : ep_overlaps)
-  for (int64_t mb : mbs)
-    for (const auto& [rc, rc_fraction] : rcs)
-      for (int64_t v : vpps)
-        for (int z : zeros)
-          for (int64_t e : etps) {
-            TrainingPlan t = base;
-            t.schedule = sch;
-            t.ep_overlap = overlap;
-            t.micro_batch = mb;
-            t.recompute = rc;
-            t.recompute_fraction = rc_fraction;
-            t.vpp = v;
-            t.zero = z;
-            t.etp = e;
-            // Checked on the whole candidate: recompute and vpp decide whether it can run.
-            if (overlap && !ep_overlap_on(t)) continue;
-            if (t.global_batch % (mb * t.dp) != 0) continue;
-            if (v > 1 && num_microbatches(t) % t.pp != 0) continue;
-            if (v > 1 && sch != Schedule::one_f_one_b) continue;
-            if (sch == Schedule::dualpipe &&
-                (t.pp % 2 != 0 || num_microbatches(t) % 2 != 0 || num_microbatches(t) < 2 * t.pp))
-              continue;
-            TrainingMemory mem = training_memory(m, s.system, t);
-            const double bytes = mem.peak().total_bytes;
-            if (bytes < smallest_bytes) {
-              smallest_bytes = bytes;
-              smallest.plan = t;
-              smallest.mem = mem;
-              smallest.set = true;
+  // Every candidate of the auto fields on one layout (tp, pp, dp, cp, ep, sp fixed).
+  auto try_layout = [&](TrainingPlan layout) {
+    std::vector<int64_t> mbs, vpps, etps;
+    std::vector<std::pair<Recompute, double>> rcs;
+    std::vector<int> zeros;
+    const int64_t local_batch = layout.global_batch / layout.dp;
+    if (layout.micro_batch) mbs = {*layout.micro_batch};
+    else if (layout.pp > 1 && framework_of(layout) == Framework::pytorch && layout.schedule != Schedule::dualpipe &&
+             local_batch % layout.pp == 0) {
+      // torchtitan splits the local batch into as many microbatches as pipeline stages
+      // unless told otherwise (--experimental.pipeline_parallel_microbatches: "the default
+      // value will be the number of pipeline stages").
+      mbs = {local_batch / layout.pp};
+    } else {
+      mbs = divisors(local_batch);
+      std::reverse(mbs.begin(), mbs.end());
+    }
+    if (layout.recompute) rcs = {{*layout.recompute, layout.recompute_fraction}};
+    else
+      // Full recompute of a quarter, half, three quarters or all of each stage's layers.
+      rcs = {{Recompute::none, 1.0}, {Recompute::selective, 1.0}, {Recompute::full, 0.25},
+             {Recompute::full, 0.5}, {Recompute::full, 0.75}, {Recompute::full, 1.0}};
+    // Schedules to try: the plan's, or with "auto" 1F1B (interleaved too, when vpp is
+    // auto) and the zero-bubble ones.
+    std::vector<Schedule> schedules = {layout.schedule};
+    if (layout.schedule_auto) {
+      schedules = {Schedule::one_f_one_b};
+      if (layout.pp > 1) schedules.insert(schedules.end(), {Schedule::zb_h1, Schedule::dualpipe});
+      layout.schedule = Schedule::one_f_one_b;
+      layout.schedule_auto = false;
+    }
+    if (layout.vpp) vpps = {*layout.vpp};
+    else if (!layout.stage_layers.empty()) {
+      vpps = {std::max<int64_t>(1, static_cast<int64_t>(layout.stage_layers.size()) / layout.pp)};
+    } else {
+      const bool interleave = layout.pp > 1 && (schedules.size() > 1 || layout.schedule == Schedule::one_f_one_b);
+      if (framework_of(layout) == Framework::pytorch) {
+        // PyTorch pipelining as torchtitan drives it: without split points a multi-stage
+        // schedule gets 2 stages per rank, the layers split as evenly as they go
+        // (torchtitan 9dec370, parallelisms/pipelining_utils.py generate_split_points:
+        // num_stages_per_rank = 2); more takes split points the user writes.
+        vpps = {1};
+        if (interleave && 2 * layout.pp <= m.layers) vpps.push_back(2);
+      } else {
+        for (int64_t v : divisors(std::max<int64_t>(1, m.layers / layout.pp)))
+          if (layout.pp * v <= m.layers && (v == 1 || interleave)) vpps.push_back(v);
+      }
+    }
+    if (layout.zero) zeros = {*layout.zero};
+    else zeros = {0, 1, 2, 3};
+    if (layout.etp) etps = {*layout.etp};
+    else
+      for (int64_t e : divisors(layout.tp))
+        if ((layout.tp * layout.cp * layout.dp) % (layout.ep * e) == 0) etps.push_back(e);
+
+    for (Schedule sch : schedules)
+    for (bool overlap : ep_overlaps)
+    for (int64_t mb : mbs)
+      for (const auto& [rc, rc_fraction] : rcs)
+        for (int64_t v : vpps)
+          for (int z : zeros)
+            for (int64_t e : etps) {
+              TrainingPlan t = layout;
+              t.schedule = sch;
+              t.ep_overlap = overlap;
+              t.micro_batch = mb;
+              t.recompute = rc;
+              t.recompute_fraction = rc_fraction;
+              t.vpp = v;
+              t.zero = z;
+              t.etp = e;
+              // Checked on the whole candidate: recompute and vpp decide whether it can run.
+              if (overlap && !ep_overlap_on(t)) continue;
+              if (t.global_batch % (mb * t.dp) != 0) continue;
+              if (v > 1 && num_microbatches(t) % t.pp != 0) continue;
+              if (v > 1 && sch != Schedule::one_f_one_b) continue;
+              if (sch == Schedule::dualpipe &&
+                  (t.pp % 2 != 0 || num_microbatches(t) % 2 != 0 || num_microbatches(t) < 2 * t.pp))
+                continue;
+              TrainingMemory mem = training_memory(m, s.system, t);
+              const double bytes = mem.peak().total_bytes;
+              if (bytes < smallest_bytes) {
+                smallest_bytes = bytes;
+                smallest.plan = t;
+                smallest.mem = mem;
+                smallest.set = true;
+              }
+              if (!mem.fits()) continue;
+              const double k1 = cost ? analytical_step(m, s.system, t, *cost, options).step_s : work_proxy(t);
+              const double k2 = -static_cast<double>(mb), k3 = static_cast<double>(z);
+              if (!best.set || std::tie(k1, k2, k3) < std::tie(best.key1, best.key2, best.key3)) {
+                best.key1 = k1;
+                best.key2 = k2;
+                best.key3 = k3;
+                best.plan = t;
+                best.mem = std::move(mem);
+                best.set = true;
+              }
             }
-            if (!mem.fits()) continue;
-            const double k1 = cost ? analytical_step(m, s.system, t, *cost, options).step_s : work_proxy(t);
-            const double k2 = -static_cast<double>(mb), k3 = static_cast<double>(z);
-            if (!best.set || std::tie(k1, k2, k3) < std::tie(best.key1, best.key2, best.key3)) {
-              best.key1 = k1;
-              best.key2 = k2;
-              best.key3 = k3;
-              best.plan = t;
-              best.mem = std::move(mem);
-              best.set = true;
-            }
-          }
+  };
+  Scenario with_base = s;
+  with_base.training = base;
+  for (const TrainingPlan& layout : layout_candidates(with_base)) try_layout(layout);
   if (best.set) {
     ev.plan = best.plan;
     ev.memory = std::move(best.mem);
@@ -275,6 +276,17 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
                      std::to_string(ev.memory.peak().capacity_bytes / kGiB) + " GiB";
     ev.remedies = fit_remedies(s, ev.plan, ev.memory.peak().total_bytes);
   } else {
+    // Nothing to price: the plan as given, auto fields at their defaults, so that the
+    // report still has a layout and its memory.
+    ev.plan = base;
+    ev.plan.auto_layout = 0;
+    ev.plan.micro_batch = ev.plan.micro_batch.value_or(1);
+    ev.plan.recompute = ev.plan.recompute.value_or(Recompute::none);
+    ev.plan.vpp = ev.plan.vpp.value_or(1);
+    ev.plan.zero = ev.plan.zero.value_or(0);
+    ev.plan.etp = ev.plan.etp.value_or(1);
+    ev.plan.schedule_auto = false;
+    ev.memory = training_memory(m, s.system, ev.plan);
     ev.feasible = false;
     ev.fail_reason = "no candidate layout satisfies the divisibility rules";
   }

@@ -122,6 +122,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
   g.pcie_generation = static_cast<int>(fact("pcie_generation", true));
   g.pcie_bw_unidir_gbps = fact("pcie_bw_unidir_gbps", true);
   g.tdp_w = fact("tdp_w", true);
+  g.reference_nic_gbps_per_gpu = fact("reference_nic_gbps_per_gpu", false);
   // Efficiencies from public microbenchmarks, each with its source.
   if (!j.contains("efficiency") || !j["efficiency"].is_object()) {
     issues.push_back({origin + "#/efficiency", "", "is required (measured efficiencies with sources)", {}});

@@ -178,6 +178,7 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
     }
     resolved[f] = layout[f];
   }
+  if (s.system.nic_auto) resolved["nic_gbps_per_gpu"] = s.system.nic_gbps_per_gpu;
   j["resolved"] = resolved;
   json stages = json::array();
   for (const auto& st : ev.memory.stages) stages.push_back(stage_memory_json(st));
@@ -399,6 +400,7 @@ json serving_report(const Scenario& s, const ServingResult& r) {
   if (!p.fp8_block_scaling && p.weight_dtype == DType::fp8 && p.activation_dtype == DType::fp8)
     resolved["fp8_scaling"] = s.model.fp8_weight_block > 0 ? "block" : "tensor";
   if (!p.kv_dtype) resolved["kv_dtype"] = std::string(to_string(p.weight_dtype == DType::fp8 ? DType::fp8 : DType::bf16));
+  if (s.system.nic_auto) resolved["nic_gbps_per_gpu"] = s.system.nic_gbps_per_gpu;
   j["resolved"] = resolved;
   j["metrics"] = serving_metrics(r);
   j["slo"] = {{"ttft_ms", r.slo_ttft_s * 1e3}, {"tpot_ms", r.slo_tpot_s * 1e3}};

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string_view>
+#include <tuple>
 
 #include "capsim/core/layout.hpp"
 #include "capsim/io/engines.hpp"
@@ -57,11 +58,13 @@ void read_system(ObjectReader& r, SystemSpec& sys, std::vector<Issue>& issues) {
   }
   r.integer("num_gpus", sys.num_gpus, true);
   r.integer("gpus_per_node", sys.gpus_per_node, false);
-  // "auto" where the source did not publish it (SCHEMA.md): fine on one node, and a
-  // multi-node job still reports it as required below.
-  if (r.has("nic_gbps_per_gpu") && r.get("nic_gbps_per_gpu")->is_string() && *r.get("nic_gbps_per_gpu") == "auto")
+  // "auto" where the source did not publish it (SCHEMA.md): the reference node's rate of the
+  // GPU (none for PCIe boards: a multi-node job then reports it as required below).
+  if (r.has("nic_gbps_per_gpu") && r.get("nic_gbps_per_gpu")->is_string() && *r.get("nic_gbps_per_gpu") == "auto") {
     r.allow("nic_gbps_per_gpu");
-  else
+    sys.nic_auto = true;
+    sys.nic_gbps_per_gpu = sys.gpu.reference_nic_gbps_per_gpu;
+  } else
     r.number("nic_gbps_per_gpu", sys.nic_gbps_per_gpu, false, 0);
   // Host links, read with offload and precomputed teacher logits (SCHEMA.md, "Post-training
   // cases"): GB/s, or "auto" where unpublished.
@@ -420,14 +423,31 @@ void read_offload(const json& v, const std::string& ptr, TrainingPlan& t, std::v
 void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_gpus, EngineKeys engine_keys,
                    std::vector<Issue>& issues) {
   std::optional<RlSpec>& rl_out = sc.rl;
-  r.integer("tp", t.tp);
-  r.integer("pp", t.pp);
-  r.integer("cp", t.cp);
-  r.integer("ep", t.ep);
-  const bool has_dp = r.integer("dp", t.dp);
+  // "auto" where the source did not publish a layout field (SCHEMA.md): the field keeps its
+  // default and its bit in auto_layout; evaluate_training resolves it.
+  bool has_dp = false;
+  for (const auto& [key, field, bit] : {std::tuple<const char*, int64_t*, unsigned>{"tp", &t.tp, kAutoTp},
+                                        {"pp", &t.pp, kAutoPp},
+                                        {"cp", &t.cp, kAutoCp},
+                                        {"ep", &t.ep, kAutoEp},
+                                        {"dp", &t.dp, kAutoDp}}) {
+    std::optional<int64_t> v;
+    if (!r.integer_or_auto(key, v)) continue;
+    if (v) *field = *v;
+    else t.auto_layout |= bit;
+    if (bit == kAutoDp) has_dp = true;
+  }
   r.integer_or_auto("vpp", t.vpp);
   r.integer_or_auto("etp", t.etp);
-  r.boolean("sp", t.sp);
+  if (const json* v = r.get("sp"); v && v->is_string() && *v == "auto") {
+    r.allow("sp");
+    t.auto_layout |= kAutoSp;
+  } else if (v && !v->is_boolean()) {
+    r.allow("sp");
+    issues.push_back({r.at("sp"), brief(*v), "must be true, false or \"auto\"", {}});
+  } else {
+    r.boolean("sp", t.sp);
+  }
   std::optional<int64_t> zero = 0;
   if (r.integer_or_auto("zero", zero, 0)) {
     if (zero && *zero > 3) issues.push_back({r.at("zero"), std::to_string(*zero), "must be 0, 1, 2, 3 or \"auto\"", {}});
@@ -502,7 +522,9 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
                   : s == "cudnn"  ? std::optional<AttentionKernel>(AttentionKernel::cudnn)
                   : s == "unfused" ? std::optional<AttentionKernel>(AttentionKernel::unfused)
                                    : std::optional<AttentionKernel>(AttentionKernel::fused);
-  if (r.choice("optimizer", s, {"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit"})) {
+  // "auto": AdamW, the schema's default (SCHEMA.md, "training"), reported under resolved.
+  if (r.choice("optimizer", s, {"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit"}, false, true)) {
+    t.optimizer_auto = s == "auto";
     t.optimizer = s == "sgd"         ? Optimizer::sgd
                   : s == "adafactor" ? Optimizer::adafactor
                   : s == "lion"      ? Optimizer::lion
@@ -661,7 +683,9 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
   int64_t plan_gpus = num_gpus;
   if (sc.distill && sc.distill->placement == DistillSpec::Placement::split && sc.distill->teacher_gpus < num_gpus)
     plan_gpus -= sc.distill->teacher_gpus;
-  if (!has_dp && t.tp * t.pp * t.cp > 0 && plan_gpus % (t.tp * t.pp * t.cp) == 0) t.dp = plan_gpus / (t.tp * t.pp * t.cp);
+  // With tp, pp or cp auto, so is dp.
+  if (!has_dp && (t.auto_layout & (kAutoTp | kAutoPp | kAutoCp))) t.auto_layout |= kAutoDp;
+  else if (!has_dp && t.tp * t.pp * t.cp > 0 && plan_gpus % (t.tp * t.pp * t.cp) == 0) t.dp = plan_gpus / (t.tp * t.pp * t.cp);
 }
 
 void read_length(const json& v, const std::string& ptr, LengthDist& d, std::vector<Issue>& issues) {
@@ -1104,7 +1128,10 @@ Scenario read_scenario(const json& doc, const fs::path& base_dir, EngineKeys eng
     issues.insert(issues.end(), layout.begin(), layout.end());
     if (sc.system.num_gpus > sc.system.gpus_per_node && sc.system.nic_gbps_per_gpu <= 0 &&
         !has_issue_at(issues, "/system/nic_gbps_per_gpu"))
-      issues.push_back({"/system/nic_gbps_per_gpu", "", "is required when the job spans several nodes", {}});
+      issues.push_back({"/system/nic_gbps_per_gpu", sc.system.nic_auto ? "\"auto\"" : "",
+                        "is required when the job spans several nodes",
+                        sc.system.nic_auto ? sc.system.gpu.id + " has no reference node to take it from; give the Gb/s per GPU"
+                                           : ""});
   }
   if (!issues.empty()) throw InputError(std::move(issues));
   return sc;

@@ -120,6 +120,9 @@ struct GpuSpec {
   int pcie_generation = 0;
   double pcie_bw_unidir_gbps = 0;
   double tdp_w = 0;
+  /// Scale-out line rate per GPU of the GPU's reference node (DGX A100: 200, DGX H100: 400),
+  /// one direction, Gb/s; 0 where there is none (PCIe boards). SystemSpec::nic_auto.
+  double reference_nic_gbps_per_gpu = 0;
   GpuEfficiency efficiency;
 
   bool operator==(const GpuSpec&) const = default;

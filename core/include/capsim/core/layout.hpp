@@ -13,6 +13,16 @@ namespace capsim {
 /// are auto are skipped; `resolved` checks run again after resolution.
 std::vector<Issue> check_training_layout(const Scenario& s);
 
+/// The layouts a plan with auto layout fields (TrainingPlan::auto_layout) can take on
+/// `s.system.num_gpus` GPUs: each auto field over its range (tp: powers of two up to the
+/// GPUs of a node; cp: powers of two leaving at least 1,024 tokens a rank; pp: divisors
+/// up to the layer count; dp: what the GPU count leaves; ep: divisors of the routed experts
+/// that fold into tp*cp*dp; sp: on with tp > 1, as Megatron-LM's and torchtitan's tensor
+/// parallelism run it), the fixed fields as given, every candidate passing
+/// check_training_layout but for its sequence-length rules (packed sequences are padded to
+/// the split), auto bits cleared. The plan itself when nothing is auto.
+std::vector<TrainingPlan> layout_candidates(const Scenario& s);
+
 /// Every rule the inference layout of `s` breaks.
 std::vector<Issue> check_inference_layout(const Scenario& s);
 
@@ -39,6 +49,9 @@ int64_t inflight_chunks(int64_t pp, int64_t vpp, int64_t rank, int64_t microbatc
 /// schedule's own, since combined_1f1b.py pairs each forward with an earlier microbatch's
 /// backward; one without a pipeline. Capped at m*vpp.
 int64_t ep_overlap_warmup(int64_t pp, int64_t vpp, int64_t rank, int64_t microbatches);
+
+/// The divisors of n > 0, ascending.
+std::vector<int64_t> divisors(int64_t n);
 
 /// Microbatches per step per data-parallel replica: global / (micro * dp).
 int64_t num_microbatches(const TrainingPlan& t);

@@ -56,6 +56,9 @@ struct SystemSpec {
   int64_t num_gpus = 1;
   int64_t gpus_per_node = 8;
   double nic_gbps_per_gpu = 0;  ///< scale-out line rate per GPU, one direction, Gb/s
+  /// The scenario said "auto" (not published): nic_gbps_per_gpu is the GPU's reference
+  /// node's (GpuSpec::reference_nic_gbps_per_gpu), reported as resolved.
+  bool nic_auto = false;
   /// Host-device link per GPU, one direction, GB/s; nullopt = auto (the GPU's PCIe
   /// generation, pcie_gbps_of). Read only with offload.
   std::optional<double> pcie_gbps_per_gpu;
@@ -127,8 +130,22 @@ enum RecomputeModule : unsigned {
   kRecomputeMlp = 16,
 };
 
+/// Layout fields a run did not publish ("auto"), as bits of TrainingPlan::auto_layout.
+enum AutoLayoutField : unsigned {
+  kAutoTp = 1,
+  kAutoPp = 2,
+  kAutoDp = 4,
+  kAutoCp = 8,
+  kAutoEp = 16,
+  kAutoSp = 32,
+};
+
 struct TrainingPlan {
   int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+  /// AutoLayoutField bits: the fields the scenario left "auto". They hold 1 (sp: false)
+  /// until evaluate_training tries every layout the fixed fields and the GPU count allow
+  /// (layout_candidates) and keeps the fastest that fits.
+  unsigned auto_layout = 0;
   std::optional<int64_t> vpp = 1;   ///< virtual stages per pipeline rank; nullopt = auto
   std::optional<int64_t> etp = 1;   ///< expert tensor parallel; nullopt = auto
   bool sp = false;
@@ -150,6 +167,7 @@ struct TrainingPlan {
   /// ZB-H1, DualPipe where its divisibility rules hold); `schedule` is then a placeholder.
   bool schedule_auto = false;
   Optimizer optimizer = Optimizer::adamw;
+  bool optimizer_auto = false;  ///< the scenario said "auto": AdamW, reported as resolved
   /// FP8 scaling recipe (precision fp8): tensorwise (Transformer Engine's delayed or
   /// current scaling, torchao's Float8Linear; the default) or blockwise (1x128 activation
   /// and 128x128 weight tiles, DeepSeek-V3 report Sec. 3.3: GEMMs at the block-scaled
