@@ -476,6 +476,51 @@ TEST(Serving, TensorParallelAllReduceTakesTheFasterKernel) {
     EXPECT_FALSE(io::select_engine_profile(engine, release, "/inference/engine").knobs.tp_all_reduce_nccl_only) << engine << release;
 }
 
+// A prompt's attention runs the engine release's kernel class: FlashAttention-2 before the
+// engine had Hopper kernels (vLLM < 0.7.0, SGLang < 0.4.3 on FlashInfer 0.1, TGI < 3.1.0,
+// LMDeploy TurboMind always), FlashAttention-3 class after (and TensorRT-LLM). On H100 the
+// step differs by exactly the layers' attention at the two kernels' rates; on A100, where
+// both are FlashAttention-2, and for decodes, not at all.
+TEST(Serving, PromptAttentionKernelFollowsTheEngineRelease) {
+  const std::vector<std::pair<std::string, std::string>> fa2 = {
+      {"vllm", "0.5.3"}, {"vllm", "0.6.6.post1"}, {"sglang", "0.3.0"}, {"sglang", "0.4.1"},
+      {"tgi", "2.4.1"},  {"tgi", "3.0.2"},        {"lmdeploy", "0.2.0"}, {"lmdeploy", "0.6.0"}};
+  const std::vector<std::pair<std::string, std::string>> fa3 = {
+      {"vllm", "0.7.0"}, {"vllm", "0.8.4"}, {"sglang", "0.4.3"}, {"sglang", "0.5.7"}, {"tgi", "3.1.0"}, {"trtllm", "1.0"}};
+  for (const auto& [engine, release] : fa2)
+    EXPECT_TRUE(io::select_engine_profile(engine, release, "/inference/engine").knobs.prefill_attention_fa2) << engine << release;
+  for (const auto& [engine, release] : fa3)
+    EXPECT_FALSE(io::select_engine_profile(engine, release, "/inference/engine").knobs.prefill_attention_fa2) << engine << release;
+
+  for (const char* gpu : {"h100-sxm5-80gb", "a100-sxm4-80gb"}) {
+    Scenario s = serving_scenario("llama3-8b", gpu, 1, ServingWorkload::Mode::offline);
+    const hw::RooflineCostModel cost(s.system);
+    IterationBatch prompt;
+    prompt.prefills.push_back({8192, 0, true});
+    IterationBatch decode;
+    decode.decodes = 32;
+    decode.decode_context = 32 * 4096;
+    auto step = [&](bool fa2_kernel, const IterationBatch& b) {
+      s.inference->profile.knobs.prefill_attention_fa2 = fa2_kernel;
+      return IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
+    };
+    AttentionShape a;
+    a.heads = s.model.heads;
+    a.kv_heads = s.model.kv_heads;
+    a.q_len = 8192;
+    a.kv_len = 8192 / 2;  // causal: half the chunk on average
+    a.causal = false;
+    a.qk_dim = a.v_dim = s.model.head_dim;
+    AttentionShape f2 = a;
+    f2.kernel = AttentionKernel::flash2;
+    const double per_layer = cost.attention(f2, false).value - cost.attention(a, false).value;
+    EXPECT_NEAR(step(true, prompt) - step(false, prompt), static_cast<double>(s.model.layers) * per_layer, 1e-9) << gpu;
+    EXPECT_EQ(step(true, decode), step(false, decode)) << gpu;
+    if (std::string(gpu) == "h100-sxm5-80gb") EXPECT_GT(per_layer, 0.0);
+    else EXPECT_EQ(per_layer, 0.0);
+  }
+}
+
 // Goodput (vLLM benchmark_serving --goodput): requests whose TTFT and TPOT both meet the
 // objectives, per second of the run; all of them under loose objectives, none under zero.
 TEST(Serving, GoodputCountsRequestsWithinTheObjectives) {

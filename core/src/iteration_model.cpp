@@ -149,6 +149,7 @@ double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t 
     s.q_len = pf.tokens;
     s.kv_len = pf.cached + (pf.tokens + 1) / 2;  // causal: on average half the chunk
     s.causal = false;
+    s.kernel = engine_.prefill_attention_fa2 ? AttentionKernel::flash2 : AttentionKernel::fused;
     s.qk_dim = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
     s.v_dim = m.mla ? m.mla->v_head_dim : m.head_dim;
     const double c = cost_.attention(s, false).value;

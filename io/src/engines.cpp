@@ -494,6 +494,9 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   optional_rule("max_num_batched_tokens_auto", "default", "tgi-launcher", d.prefill_budget_from_tgi_launcher);
   // The tensor-parallel all-reduce: the engine's own kernel where it beats NCCL, or NCCL.
   optional_rule("tp_all_reduce", "engine_kernel", "nccl", d.tp_all_reduce_nccl_only);
+  // The prompts' attention kernel class: Hopper-native (FlashAttention-3 and the like) or
+  // FlashAttention-2 (Ampere-style code).
+  optional_rule("prefill_attention", "fa3", "fa2", d.prefill_attention_fa2);
   d.swap_space_bytes = swap_gib * 1024.0 * 1024.0 * 1024.0;
   if (d.gpu_memory_utilization > 1.0)
     issues.push_back({origin + "#/knobs/gpu_memory_utilization/value", std::to_string(d.gpu_memory_utilization),

@@ -133,6 +133,12 @@ struct EngineDefaults {
   /// NCCL and its own one-shot kernel where the GPU has that measured (vLLM's custom
   /// all-reduce, which SGLang runs too; TensorRT-LLM's own kernels).
   bool tp_all_reduce_nccl_only = false;
+  /// Whether prompts' attention runs a FlashAttention-2-class kernel (Ampere-style mma.sync
+  /// code, also on Hopper: vLLM before 0.7, FlashInfer 0.1 under SGLang and TGI, TurboMind's
+  /// own kernel), priced at the GPU preset's attention_fa2 figures, instead of a
+  /// Hopper-native one (FlashAttention-3, FlashInfer 0.2's FA3 template, TensorRT-LLM's
+  /// warp-specialized fmha), priced at attention_fwd. The same on Ampere, where both are FA2.
+  bool prefill_attention_fa2 = false;
   /// While sequences decode, whether a new prefill batch waits for a queue long enough or
   /// for enough decode steps (Hugging Face TGI's router before prefill chunking,
   /// router/src/infer.rs batching_task: a batch is added only if the queue holds at least
