@@ -542,6 +542,21 @@ TEST(WrongType, EngineStepKnobs) {
                             }));
 }
 
+// FP8 weights on a GPU without FP8 tensor cores run weight-only (W8A16, vLLM's FP8 Marlin on
+// Ampere); FP8 activations there are an input error.
+TEST(WrongType, Fp8WeightsWithoutFp8TensorCoresRunWeightOnly) {
+  json doc = json::parse(R"({
+    "kind": "inference", "model": "llama2-7b", "system": {"gpu": "a100-sxm4-80gb", "num_gpus": 1},
+    "inference": {"tp": 1, "weight_dtype": "fp8", "activation_dtype": "bf16",
+                  "workload": {"mode": "offline", "num_requests": 10, "input_tokens": 100, "output_tokens": 10}}
+  })");
+  EXPECT_EQ(io::scenario_from_json(doc).inference->weight_dtype, DType::fp8);
+  doc["inference"]["activation_dtype"] = "fp8";
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/inference/activation_dtype", "\"fp8\"", "needs FP8 tensor cores, which a100-sxm4-80gb does not have",
+                                 "use bf16 activations (FP8 weights then run weight-only, W8A16) or a GPU with FP8 (Hopper or later)"}}));
+}
+
 TEST(WrongType, MultiStepWithSpeculativeDecoding) {
   const json doc = json::parse(R"({
     "kind": "inference", "model": "llama2-7b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 1},

@@ -1101,18 +1101,19 @@ Scenario read_scenario(const json& doc, const fs::path& base_dir, EngineKeys eng
     return sc;
   }
   // FP8 math needs FP8 tensor cores: on a GPU without them the answer would be for
-  // another data type than the one asked for.
+  // another data type than the one asked for. FP8 weights with 16-bit activations are
+  // weight-only (W8A16): dequantized to bf16 inside the GEMM, as vLLM's FP8 Marlin kernel
+  // runs FP8 checkpoints on Ampere (vllm PR #5975, v0.5.1; its docs: "Ampere GPUs are
+  // supported for W8A16 (weight-only FP8) utilizing Marlin kernels").
   if (!sc.system.gpu.id.empty() && sc.system.gpu.peak_fp8_tflops <= 0) {
-    auto no_fp8 = [&](const std::string& pointer, DType d) {
+    auto no_fp8 = [&](const std::string& pointer, DType d, const std::string& hint) {
       if (d == DType::fp8 && !has_issue_at(issues, pointer))
-        issues.push_back({pointer, "\"fp8\"", "needs FP8 tensor cores, which " + sc.system.gpu.id + " does not have",
-                          "use bf16 or a GPU with FP8 (Hopper or later)"});
+        issues.push_back({pointer, "\"fp8\"", "needs FP8 tensor cores, which " + sc.system.gpu.id + " does not have", hint});
     };
-    if (sc.training) no_fp8("/training/precision", sc.training->precision);
-    if (sc.inference) {
-      no_fp8("/inference/weight_dtype", sc.inference->weight_dtype);
-      no_fp8("/inference/activation_dtype", sc.inference->activation_dtype);
-    }
+    if (sc.training) no_fp8("/training/precision", sc.training->precision, "use bf16 or a GPU with FP8 (Hopper or later)");
+    if (sc.inference)
+      no_fp8("/inference/activation_dtype", sc.inference->activation_dtype,
+             "use bf16 activations (FP8 weights then run weight-only, W8A16) or a GPU with FP8 (Hopper or later)");
   }
   // Layout rules need the model and the GPU; they are checked even when other keys have
   // problems, so that every problem is reported at once, but not when a key they read was
