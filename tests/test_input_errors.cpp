@@ -667,6 +667,22 @@ TEST(Auto, AbsentMicroBatchIsAuto) {
   EXPECT_FALSE(io::scenario_from_json(doc).training->micro_batch);
 }
 
+TEST(Layout, DualPipeNeedsEvenStagesAndMicrobatches) {
+  json doc = good_scenario();  // 8 GPUs, global batch 64, micro batch 1
+  doc["training"]["schedule"] = "dualpipe";
+  doc["training"]["pp"] = 2;
+  doc["training"]["dp"] = 4;
+  doc["training"]["global_batch"] = 12;  // 3 microbatches
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/global_batch", "12",
+                                                 "DualPipe needs an even microbatch count of at least 2*pp = 4; "
+                                                 "global_batch/(micro_batch*dp) = 3",
+                                                 ""}}));
+  doc["training"]["pp"] = 1;
+  doc["training"]["dp"] = 8;
+  doc["training"]["global_batch"] = 64;
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/pp", "1", "DualPipe needs an even number of pipeline stages", ""}}));
+}
+
 TEST(Auto, LayoutFieldsAndOptimizerAccepted) {
   json doc = good_scenario();
   for (const char* key : {"tp", "pp", "dp", "cp", "sp", "optimizer"}) doc["training"][key] = "auto";

@@ -122,7 +122,8 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
       const int64_t mb = t.global_batch / std::max<int64_t>(1, *t.micro_batch * t.dp);
       if (mb % 2 != 0 || mb < 2 * t.pp)
         out.push_back({"/training/global_batch", str(t.global_batch),
-                       "DualPipe needs an even microbatch count of at least 2*pp = " + str(2 * t.pp) + " (got " + str(mb) + ")",
+                       "DualPipe needs an even microbatch count of at least 2*pp = " + str(2 * t.pp) +
+                           "; global_batch/(micro_batch*dp) = " + str(mb),
                        {}});
     }
   }
