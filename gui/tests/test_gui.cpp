@@ -1106,6 +1106,18 @@ class GuiTest : public QObject {
     QCOMPARE(w.panel()->shown_text(QStringLiteral("/training/micro_batch")), QStringLiteral("auto"));
     field<QSpinBox>(w, "/training/tp")->setValue(2);
     QVERIFY(w.panel()->shown_text(QStringLiteral("/training/micro_batch")).startsWith(QStringLiteral("auto") + arrow));
+    // Layout fields too: tp and sp left to the search over layouts.
+    field<QSpinBox>(w, "/training/tp")->setValue(0);  // auto
+    field<QComboBox>(w, "/training/sp")->setCurrentText(QStringLiteral("auto"));
+    const json ra = json::parse(w.current_report().toStdString());
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::training)["training"]["tp"], json("auto"));
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::training)["training"]["sp"], json("auto"));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/training/tp")),
+             QStringLiteral("auto") + arrow + QString::number(ra["layout"]["tp"].get<int64_t>()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/training/sp")),
+             QStringLiteral("auto") + arrow + (ra["layout"]["sp"].get<bool>() ? QStringLiteral("on") : QStringLiteral("off")));
+    field<QSpinBox>(w, "/training/tp")->setValue(2);
+    field<QComboBox>(w, "/training/sp")->setCurrentText(QStringLiteral("off"));
 
     // Serving: the engine's defaults and auto fields show the run's "resolved" values.
     field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(40);
