@@ -422,6 +422,26 @@ TEST(Serving, FixedKvPoolThatCannotFitIsAnAnswer) {
   EXPECT_LE(r.peak_kv_utilization, 1.0);
 }
 
+// A request longer than the whole KV pool is a "does not fit" answer naming its length, the
+// blocks it needs and those the replica has.
+TEST(Serving, RequestLongerThanTheKvPoolIsAnAnswer) {
+  Scenario s = serving_scenario("llama2-7b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->workload.num_requests = 3;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 5000, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
+  s.inference->engine.kv_cache_tokens = 4096;
+  s.inference->engine.block_size = 16;
+  const hw::RooflineCostModel cost(s.system);
+  try {
+    simulate_serving(s, cost);
+    FAIL() << "a 5,100-token request ran in a 4,096-token pool";
+  } catch (const ServingDoesNotFit& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "a request cannot be scheduled: the longest, 5100 tokens with its output, needs 319 KV-cache blocks and a "
+              "replica has 256 blocks of 16 tokens");
+  }
+}
+
 // The flag is also read inside one run: a long run stops within its first thousand or so
 // events instead of finishing, also when the launcher sizes the batch limits first.
 TEST(Serving, CancelFlagStopsOneLongRun) {

@@ -306,9 +306,18 @@ void EventLoop::run(const std::atomic<bool>* cancel) {
     // Advance to the next event.
     const double next = next_event();
     if (!std::isfinite(next)) {
-      if (!started)
-        throw ServingDoesNotFit("a request cannot be scheduled: it needs more KV-cache blocks than a replica has (" +
-                                std::to_string(total_blocks_) + " blocks of " + std::to_string(bs_) + " tokens)");
+      if (!started) {
+        // The longest request (prompt and output) is the one that cannot be placed.
+        int64_t longest = 0;
+        for (const RequestResult& r : out_.requests) longest = std::max(longest, r.input + r.output);
+        const int64_t need = (longest + bs_ - 1) / bs_;
+        const std::string has = std::to_string(total_blocks_) + " blocks of " + std::to_string(bs_) + " tokens";
+        throw ServingDoesNotFit(need > total_blocks_ ? "a request cannot be scheduled: the longest, " +
+                                                           std::to_string(longest) + " tokens with its output, needs " +
+                                                           std::to_string(need) + " KV-cache blocks and a replica has " + has
+                                                     : "a request cannot be scheduled: it needs more KV-cache blocks than "
+                                                       "a replica has free (" + has + ")");
+      }
       continue;
     }
     t_ = std::max(t_, next);
