@@ -33,7 +33,13 @@ std::vector<TrainingPlan> layout_candidates(const Scenario& s) {
     const std::vector<int64_t> cps = a & kAutoCp ? powers(std::max<int64_t>(1, base.seq_len / 1024)) : std::vector<int64_t>{base.cp};
     for (int64_t cp : cps) {
       if (n % (tp * cp) != 0) continue;
-      const std::vector<int64_t> pps = a & kAutoPp ? divisors(n / (tp * cp)) : std::vector<int64_t>{base.pp};
+      // pp at most the layer count: counting up to it stays cheap for any GPU count.
+      std::vector<int64_t> pps = {base.pp};
+      if (a & kAutoPp) {
+        pps.clear();
+        for (int64_t pp = 1; pp <= std::min(m.layers, n / (tp * cp)); ++pp)
+          if ((n / (tp * cp)) % pp == 0) pps.push_back(pp);
+      }
       for (int64_t pp : pps) {
         if (pp > m.layers || n % (tp * cp * pp) != 0) continue;
         const int64_t dp = a & kAutoDp ? n / (tp * cp * pp) : base.dp;
