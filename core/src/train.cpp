@@ -24,6 +24,68 @@ double work_proxy(const TrainingPlan& t) {
   return flops * bubble;
 }
 
+/// The values each auto field of `layout` (tp, pp, dp, cp, ep, sp fixed) may take.
+struct AutoCandidates {
+  std::vector<Schedule> schedules;
+  std::vector<int64_t> micro_batches;
+  std::vector<std::pair<Recompute, double>> recomputes;  ///< with the fraction of layers
+  std::vector<int64_t> vpps;
+  std::vector<int> zeros;
+  std::vector<int64_t> etps;
+};
+
+AutoCandidates auto_candidates(const TrainingPlan& layout, const ModelSpec& m) {
+  AutoCandidates c;
+  // Schedules to try: the plan's, or with "auto" 1F1B (interleaved too, when vpp is auto)
+  // and the zero-bubble ones.
+  c.schedules = {layout.schedule};
+  if (layout.schedule_auto) {
+    c.schedules = {Schedule::one_f_one_b};
+    if (layout.pp > 1) c.schedules.insert(c.schedules.end(), {Schedule::zb_h1, Schedule::dualpipe});
+  }
+  const int64_t local_batch = layout.global_batch / layout.dp;
+  if (layout.micro_batch) c.micro_batches = {*layout.micro_batch};
+  else if (layout.pp > 1 && framework_of(layout) == Framework::pytorch && layout.schedule != Schedule::dualpipe &&
+           local_batch % layout.pp == 0) {
+    // torchtitan splits the local batch into as many microbatches as pipeline stages unless
+    // told otherwise (--experimental.pipeline_parallel_microbatches: "the default value
+    // will be the number of pipeline stages").
+    c.micro_batches = {local_batch / layout.pp};
+  } else {
+    c.micro_batches = divisors(local_batch);
+    std::reverse(c.micro_batches.begin(), c.micro_batches.end());
+  }
+  if (layout.recompute) c.recomputes = {{*layout.recompute, layout.recompute_fraction}};
+  else
+    // Full recompute of a quarter, half, three quarters or all of each stage's layers.
+    c.recomputes = {{Recompute::none, 1.0}, {Recompute::selective, 1.0}, {Recompute::full, 0.25},
+                    {Recompute::full, 0.5}, {Recompute::full, 0.75}, {Recompute::full, 1.0}};
+  if (layout.vpp) c.vpps = {*layout.vpp};
+  else if (!layout.stage_layers.empty()) {
+    c.vpps = {std::max<int64_t>(1, static_cast<int64_t>(layout.stage_layers.size()) / layout.pp)};
+  } else {
+    const bool interleave = layout.pp > 1 && (c.schedules.size() > 1 || layout.schedule == Schedule::one_f_one_b);
+    if (framework_of(layout) == Framework::pytorch) {
+      // PyTorch pipelining as torchtitan drives it: without split points a multi-stage
+      // schedule gets 2 stages per rank, the layers split as evenly as they go (torchtitan
+      // 9dec370, parallelisms/pipelining_utils.py generate_split_points:
+      // num_stages_per_rank = 2); more takes split points the user writes.
+      c.vpps = {1};
+      if (interleave && 2 * layout.pp <= m.layers) c.vpps.push_back(2);
+    } else {
+      for (int64_t v : divisors(std::max<int64_t>(1, m.layers / layout.pp)))
+        if (layout.pp * v <= m.layers && (v == 1 || interleave)) c.vpps.push_back(v);
+    }
+  }
+  if (layout.zero) c.zeros = {*layout.zero};
+  else c.zeros = {0, 1, 2, 3};
+  if (layout.etp) c.etps = {*layout.etp};
+  else
+    for (int64_t e : divisors(layout.tp))
+      if ((layout.tp * layout.cp * layout.dp) % (layout.ep * e) == 0) c.etps.push_back(e);
+  return c;
+}
+
 /// Single changes that lower the memory of `t` (see TrainEvaluation::remedies). Each
 /// changed layout must keep the GPU count (or double it, for data parallel), divide the
 /// model and the batch, and pass the layout rules; `now` is the peak of `t` as evaluated.
@@ -162,60 +224,9 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   double smallest_bytes = std::numeric_limits<double>::infinity();
 
   // Every candidate of the auto fields on one layout (tp, pp, dp, cp, ep, sp fixed).
-  auto try_layout = [&](TrainingPlan layout) {
-    std::vector<int64_t> mbs, vpps, etps;
-    std::vector<std::pair<Recompute, double>> rcs;
-    std::vector<int> zeros;
-    const int64_t local_batch = layout.global_batch / layout.dp;
-    if (layout.micro_batch) mbs = {*layout.micro_batch};
-    else if (layout.pp > 1 && framework_of(layout) == Framework::pytorch && layout.schedule != Schedule::dualpipe &&
-             local_batch % layout.pp == 0) {
-      // torchtitan splits the local batch into as many microbatches as pipeline stages
-      // unless told otherwise (--experimental.pipeline_parallel_microbatches: "the default
-      // value will be the number of pipeline stages").
-      mbs = {local_batch / layout.pp};
-    } else {
-      mbs = divisors(local_batch);
-      std::reverse(mbs.begin(), mbs.end());
-    }
-    if (layout.recompute) rcs = {{*layout.recompute, layout.recompute_fraction}};
-    else
-      // Full recompute of a quarter, half, three quarters or all of each stage's layers.
-      rcs = {{Recompute::none, 1.0}, {Recompute::selective, 1.0}, {Recompute::full, 0.25},
-             {Recompute::full, 0.5}, {Recompute::full, 0.75}, {Recompute::full, 1.0}};
-    // Schedules to try: the plan's, or with "auto" 1F1B (interleaved too, when vpp is
-    // auto) and the zero-bubble ones.
-    std::vector<Schedule> schedules = {layout.schedule};
-    if (layout.schedule_auto) {
-      schedules = {Schedule::one_f_one_b};
-      if (layout.pp > 1) schedules.insert(schedules.end(), {Schedule::zb_h1, Schedule::dualpipe});
-      layout.schedule = Schedule::one_f_one_b;
-      layout.schedule_auto = false;
-    }
-    if (layout.vpp) vpps = {*layout.vpp};
-    else if (!layout.stage_layers.empty()) {
-      vpps = {std::max<int64_t>(1, static_cast<int64_t>(layout.stage_layers.size()) / layout.pp)};
-    } else {
-      const bool interleave = layout.pp > 1 && (schedules.size() > 1 || layout.schedule == Schedule::one_f_one_b);
-      if (framework_of(layout) == Framework::pytorch) {
-        // PyTorch pipelining as torchtitan drives it: without split points a multi-stage
-        // schedule gets 2 stages per rank, the layers split as evenly as they go
-        // (torchtitan 9dec370, parallelisms/pipelining_utils.py generate_split_points:
-        // num_stages_per_rank = 2); more takes split points the user writes.
-        vpps = {1};
-        if (interleave && 2 * layout.pp <= m.layers) vpps.push_back(2);
-      } else {
-        for (int64_t v : divisors(std::max<int64_t>(1, m.layers / layout.pp)))
-          if (layout.pp * v <= m.layers && (v == 1 || interleave)) vpps.push_back(v);
-      }
-    }
-    if (layout.zero) zeros = {*layout.zero};
-    else zeros = {0, 1, 2, 3};
-    if (layout.etp) etps = {*layout.etp};
-    else
-      for (int64_t e : divisors(layout.tp))
-        if ((layout.tp * layout.cp * layout.dp) % (layout.ep * e) == 0) etps.push_back(e);
-
+  auto try_layout = [&](const TrainingPlan& layout) {
+    const AutoCandidates c = auto_candidates(layout, m);
+    const auto& [schedules, mbs, rcs, vpps, zeros, etps] = c;
     for (Schedule sch : schedules)
     for (bool overlap : ep_overlaps)
     for (int64_t mb : mbs)
@@ -225,6 +236,7 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
             for (int64_t e : etps) {
               TrainingPlan t = layout;
               t.schedule = sch;
+              t.schedule_auto = false;
               t.ep_overlap = overlap;
               t.micro_batch = mb;
               t.recompute = rc;
