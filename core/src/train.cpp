@@ -273,9 +273,13 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
               }
             }
   };
-  Scenario with_base = s;
-  with_base.training = base;
-  for (const TrainingPlan& layout : layout_candidates(with_base)) try_layout(layout);
+  if (base.auto_layout == 0) {
+    try_layout(base);
+  } else {
+    Scenario with_base = s;
+    with_base.training = base;
+    for (const TrainingPlan& layout : layout_candidates(with_base)) try_layout(layout);
+  }
   if (best.set) {
     ev.plan = best.plan;
     ev.memory = std::move(best.mem);
