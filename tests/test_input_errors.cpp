@@ -2,6 +2,8 @@
 // the offending value, the rule it breaks and (where one is close) the nearest valid key.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -706,6 +708,27 @@ TEST(Auto, LayoutWithNoCandidateIsOneIssue) {
   EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training", "auto: tp",
                                                  "no layout of 8 GPUs with the given fields satisfies the layout rules",
                                                  ""}}));
+}
+
+// Degrees whose products overflow int64 are input errors, never a wrapped product (or a
+// division by one that wrapped to zero).
+TEST(Auto, AbsurdDegreesAreInputErrors) {
+  json doc = good_scenario();
+  doc["system"]["num_gpus"] = std::numeric_limits<int64_t>::max();
+  doc["system"]["gpus_per_node"] = std::numeric_limits<int64_t>::max();
+  doc["system"]["nic_gbps_per_gpu"] = 400;
+  for (const char* key : {"tp", "pp", "dp", "cp"}) doc["training"][key] = "auto";
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training", "auto: tp, pp, dp, cp",
+                                                 "no layout of 9223372036854775807 GPUs with the given fields "
+                                                 "satisfies the layout rules",
+                                                 ""}}));
+  doc = good_scenario();
+  doc["training"]["tp"] = int64_t{1} << 62;
+  doc["training"]["pp"] = 4;
+  const std::vector<Issue> issues = issues_of(doc);
+  ASSERT_FALSE(issues.empty());
+  EXPECT_EQ(issues.back(), (Issue{"/system/num_gpus", "8",
+                                  "tp*pp*dp*cp = 4611686018427387904*4*8*1 = 9223372036854775807 must equal num_gpus", ""}));
 }
 
 TEST(Auto, NicRateTakesTheReferenceNodes) {

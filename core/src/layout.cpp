@@ -1,6 +1,7 @@
 #include "capsim/core/layout.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 namespace capsim {
@@ -8,6 +9,26 @@ namespace capsim {
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
+
+/// global / (micro * dp) in whole microbatches, 0 where micro * dp exceeds global (also where
+/// the product would overflow).
+int64_t microbatches_of(int64_t global, int64_t micro, int64_t dp) {
+  if (micro <= 0 || dp <= 0 || micro > global / dp) return 0;
+  return global / (micro * dp);
+}
+
+/// a * b, saturating at the largest int64 (absurd inputs must not wrap to 0 and divide by it).
+int64_t mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+int64_t mul(int64_t a, int64_t b, int64_t c) { return mul(mul(a, b), c); }
+int64_t mul(int64_t a, int64_t b, int64_t c, int64_t d) { return mul(mul(a, b, c), d); }
+
+/// Whether micro * dp divides global, without forming a product that overflows.
+bool batch_divides(int64_t global, int64_t micro, int64_t dp) {
+  return micro > 0 && dp > 0 && micro <= global / dp && global % (micro * dp) == 0;
+}
 
 void need(std::vector<Issue>& out, bool ok, std::string pointer, std::string value, std::string rule) {
   if (!ok) out.push_back({std::move(pointer), std::move(value), std::move(rule), {}});
@@ -20,9 +41,9 @@ std::vector<TrainingPlan> layout_candidates(const Scenario& s) {
   if (base.auto_layout == 0) return {base};
   const ModelSpec& m = s.model;
   const int64_t n = s.system.num_gpus;
-  auto powers = [](int64_t limit) {
-    std::vector<int64_t> out;
-    for (int64_t v = 1; v <= limit; v *= 2) out.push_back(v);
+  auto powers = [](int64_t limit) {  // 1, 2, 4, ... up to limit, without overflowing
+    std::vector<int64_t> out = {1};
+    while (out.back() <= limit / 2) out.push_back(out.back() * 2);
     return out;
   };
   const unsigned a = base.auto_layout;
@@ -32,7 +53,8 @@ std::vector<TrainingPlan> layout_candidates(const Scenario& s) {
   for (int64_t tp : tps) {
     const std::vector<int64_t> cps = a & kAutoCp ? powers(std::max<int64_t>(1, base.seq_len / 1024)) : std::vector<int64_t>{base.cp};
     for (int64_t cp : cps) {
-      if (n % (tp * cp) != 0) continue;
+      // Products checked by division first: no product of the degrees may overflow.
+      if (tp > n || cp > n / tp || n % (tp * cp) != 0) continue;
       // pp at most the layer count: counting up to it stays cheap for any GPU count.
       std::vector<int64_t> pps = {base.pp};
       if (a & kAutoPp) {
@@ -41,7 +63,7 @@ std::vector<TrainingPlan> layout_candidates(const Scenario& s) {
           if ((n / (tp * cp)) % pp == 0) pps.push_back(pp);
       }
       for (int64_t pp : pps) {
-        if (pp > m.layers || n % (tp * cp * pp) != 0) continue;
+        if (pp > m.layers || pp > n / (tp * cp) || n % (tp * cp * pp) != 0) continue;
         const int64_t dp = a & kAutoDp ? n / (tp * cp * pp) : base.dp;
         std::vector<int64_t> eps = {base.ep};
         if (a & kAutoEp) eps = m.moe ? divisors(m.moe->num_experts) : std::vector<int64_t>{1};
@@ -106,16 +128,16 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
   if (!m.mla && m.kv_heads % t.tp != 0 && t.tp % m.kv_heads != 0)
     out.push_back({"/training/tp", str(t.tp),
                    "key/value heads (" + str(m.kv_heads) + ") must be divisible by tp (or tp by them)", {}});
-  const int64_t product = t.tp * t.pp * t.dp * t.cp;
+  const int64_t product = mul(t.tp, t.pp, t.dp, t.cp);
   if (product != s.system.num_gpus)
     out.push_back({"/system/num_gpus", str(s.system.num_gpus),
                    "tp*pp*dp*cp = " + str(t.tp) + "*" + str(t.pp) + "*" + str(t.dp) + "*" + str(t.cp) +
                        " = " + str(product) + " must equal num_gpus",
                    {}});
   const int64_t vpp = t.vpp.value_or(1);
-  if (t.pp * vpp > m.layers)
+  if (mul(t.pp, vpp) > m.layers)
     out.push_back({t.vpp && vpp > 1 ? "/training/vpp" : "/training/pp", str(t.vpp && vpp > 1 ? vpp : t.pp),
-                   "pipeline stages pp*vpp = " + str(t.pp * vpp) + " exceed the model's " + str(m.layers) +
+                   "pipeline stages pp*vpp = " + str(mul(t.pp, vpp)) + " exceed the model's " + str(m.layers) +
                        " layers",
                    {}});
   if (t.schedule != Schedule::one_f_one_b && t.vpp && *t.vpp > 1)
@@ -125,7 +147,7 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
     if (t.pp % 2 != 0 || t.pp < 2)
       out.push_back({"/training/pp", str(t.pp), "DualPipe needs an even number of pipeline stages", {}});
     if (t.micro_batch) {
-      const int64_t mb = t.global_batch / std::max<int64_t>(1, *t.micro_batch * t.dp);
+      const int64_t mb = microbatches_of(t.global_batch, *t.micro_batch, t.dp);
       if (mb % 2 != 0 || mb < 2 * t.pp)
         out.push_back({"/training/global_batch", str(t.global_batch),
                        "DualPipe needs an even microbatch count of at least 2*pp = " + str(2 * t.pp) +
@@ -136,13 +158,13 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
   if (!t.stage_layers.empty()) {
     int64_t sum = 0;
     for (auto v : t.stage_layers) sum += v;
-    if (static_cast<int64_t>(t.stage_layers.size()) != t.pp * vpp || sum != m.layers)
+    if (static_cast<int64_t>(t.stage_layers.size()) != mul(t.pp, vpp) || sum != m.layers)
       out.push_back({"/training/stage_layers", str(static_cast<int64_t>(t.stage_layers.size())) + " entries",
-                     "must list pp*vpp = " + str(t.pp * vpp) + " stages summing to " + str(m.layers) + " layers",
+                     "must list pp*vpp = " + str(mul(t.pp, vpp)) + " stages summing to " + str(m.layers) + " layers",
                      {}});
   }
   if (t.vpp && *t.vpp > 1 && t.micro_batch) {
-    const int64_t mb = t.global_batch / std::max<int64_t>(1, *t.micro_batch * t.dp);
+    const int64_t mb = microbatches_of(t.global_batch, *t.micro_batch, t.dp);
     if (mb % t.pp != 0)
       out.push_back({"/training/vpp", str(*t.vpp),
                      "interleaved pipelines need the microbatch count (" + str(mb) + ") divisible by pp (" +
@@ -154,19 +176,19 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
       out.push_back({"/training/ep", str(t.ep),
                      "routed experts (" + str(m.moe->num_experts) + ") must be divisible by ep", {}});
     const int64_t etp = t.etp.value_or(1);
-    if ((t.tp * t.cp * t.dp) % (t.ep * etp) != 0)
+    if (mul(t.tp, t.cp, t.dp) % mul(t.ep, etp) != 0)
       out.push_back({"/training/ep", str(t.ep),
-                     "ep*etp = " + str(t.ep * etp) + " must divide tp*cp*dp = " + str(t.tp * t.cp * t.dp) +
+                     "ep*etp = " + str(mul(t.ep, etp)) + " must divide tp*cp*dp = " + str(mul(t.tp, t.cp, t.dp)) +
                          " (expert parallelism folds into the data/tensor/context ranks)",
                      {}});
   } else if (t.ep != 1) {
     out.push_back({"/training/ep", str(t.ep), "ep > 1 needs a mixture-of-experts model", {}});
   }
   if (t.micro_batch) {
-    if (t.global_batch % (*t.micro_batch * t.dp) != 0)
+    if (!batch_divides(t.global_batch, *t.micro_batch, t.dp))
       out.push_back({"/training/global_batch", str(t.global_batch),
                      "must be divisible by micro_batch*dp = " + str(*t.micro_batch) + "*" + str(t.dp) + " = " +
-                         str(*t.micro_batch * t.dp),
+                         str(mul(*t.micro_batch, t.dp)),
                      {}});
   } else if (t.global_batch % t.dp != 0) {
     out.push_back({"/training/global_batch", str(t.global_batch),
@@ -174,9 +196,9 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
   }
   if (t.seq_len % t.cp != 0)
     out.push_back({"/training/seq_len", str(t.seq_len), "must be divisible by cp = " + str(t.cp), {}});
-  if (t.sp && t.seq_len % (t.tp * t.cp) != 0)
+  if (t.sp && t.seq_len % mul(t.tp, t.cp) != 0)
     out.push_back({"/training/seq_len", str(t.seq_len),
-                   "sequence parallelism needs seq_len divisible by tp*cp = " + str(t.tp * t.cp), {}});
+                   "sequence parallelism needs seq_len divisible by tp*cp = " + str(mul(t.tp, t.cp)), {}});
   if (t.precision != DType::fp16 && t.precision != DType::bf16 && t.precision != DType::fp8)
     out.push_back({"/training/precision", std::string(to_string(t.precision)), "must be fp16, bf16 or fp8", {}});
   if (t.precision == DType::fp8 && s.system.gpu.peak_fp8_tflops <= 0)
