@@ -10,13 +10,6 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-/// global / (micro * dp) in whole microbatches, 0 where micro * dp exceeds global (also where
-/// the product would overflow).
-int64_t microbatches_of(int64_t global, int64_t micro, int64_t dp) {
-  if (micro <= 0 || dp <= 0 || micro > global / dp) return 0;
-  return global / (micro * dp);
-}
-
 /// a * b, saturating at the largest int64 (absurd inputs must not wrap to 0 and divide by it).
 int64_t mul(int64_t a, int64_t b) {
   int64_t r = 0;
@@ -24,11 +17,6 @@ int64_t mul(int64_t a, int64_t b) {
 }
 int64_t mul(int64_t a, int64_t b, int64_t c) { return mul(mul(a, b), c); }
 int64_t mul(int64_t a, int64_t b, int64_t c, int64_t d) { return mul(mul(a, b, c), d); }
-
-/// Whether micro * dp divides global, without forming a product that overflows.
-bool batch_divides(int64_t global, int64_t micro, int64_t dp) {
-  return micro > 0 && dp > 0 && micro <= global / dp && global % (micro * dp) == 0;
-}
 
 void need(std::vector<Issue>& out, bool ok, std::string pointer, std::string value, std::string rule) {
   if (!ok) out.push_back({std::move(pointer), std::move(value), std::move(rule), {}});
@@ -147,7 +135,7 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
     if (t.pp % 2 != 0 || t.pp < 2)
       out.push_back({"/training/pp", str(t.pp), "DualPipe needs an even number of pipeline stages", {}});
     if (t.micro_batch) {
-      const int64_t mb = microbatches_of(t.global_batch, *t.micro_batch, t.dp);
+      const int64_t mb = t.global_batch / mul(*t.micro_batch, t.dp);
       if (mb % 2 != 0 || mb < 2 * t.pp)
         out.push_back({"/training/global_batch", str(t.global_batch),
                        "DualPipe needs an even microbatch count of at least 2*pp = " + str(2 * t.pp) +
@@ -164,7 +152,7 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
                      {}});
   }
   if (t.vpp && *t.vpp > 1 && t.micro_batch) {
-    const int64_t mb = microbatches_of(t.global_batch, *t.micro_batch, t.dp);
+    const int64_t mb = t.global_batch / mul(*t.micro_batch, t.dp);
     if (mb % t.pp != 0)
       out.push_back({"/training/vpp", str(*t.vpp),
                      "interleaved pipelines need the microbatch count (" + str(mb) + ") divisible by pp (" +
@@ -185,7 +173,7 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
     out.push_back({"/training/ep", str(t.ep), "ep > 1 needs a mixture-of-experts model", {}});
   }
   if (t.micro_batch) {
-    if (!batch_divides(t.global_batch, *t.micro_batch, t.dp))
+    if (t.global_batch % mul(*t.micro_batch, t.dp) != 0)
       out.push_back({"/training/global_batch", str(t.global_batch),
                      "must be divisible by micro_batch*dp = " + str(*t.micro_batch) + "*" + str(t.dp) + " = " +
                          str(mul(*t.micro_batch, t.dp)),
