@@ -216,9 +216,15 @@ void MainWindow::evaluate_training_now() {
       evaluate_training_document(panel_->document(ScenarioKind::training), base_dir_, calibration_in_use());
   training_report_ = out.report;
   training_view_->show_outcome(out);
-  panel_->show_resolved(
-      ScenarioKind::training,
-      out.report.empty() ? nlohmann::json() : nlohmann::json::parse(out.report).value("layout", nlohmann::json()));
+  // What auto fields became: the layout's values, and the system's NIC rate.
+  nlohmann::json chosen;
+  if (!out.report.empty()) {
+    const nlohmann::json r = nlohmann::json::parse(out.report);
+    chosen = r.value("layout", nlohmann::json::object());
+    if (r.contains("system") && r["system"].contains("nic_gbps_per_gpu"))
+      chosen["nic_gbps_per_gpu"] = r["system"]["nic_gbps_per_gpu"];
+  }
+  panel_->show_resolved(ScenarioKind::training, chosen);
   refresh_compare();
   if (panel_->kind() == ScenarioKind::training) {
     panel_->show_issues(out.issues);

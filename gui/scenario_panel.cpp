@@ -865,7 +865,9 @@ void ScenarioPanel::show_issues(const std::vector<Issue>& issues) {
 void ScenarioPanel::show_resolved(ScenarioKind kind, const json& values) {
   const std::string section = kind == ScenarioKind::training ? "/training/" : "/inference/";
   for (const Field& f : impl_->fields) {
-    if (f.auto_text.isEmpty() || f.pointer.rfind(section, 0) != 0) continue;
+    // The NIC rate sits with the system but resolves with either kind's run.
+    const bool mine = f.pointer.rfind(section, 0) == 0 || f.pointer == "/system/nic_gbps_per_gpu";
+    if (f.auto_text.isEmpty() || !mine) continue;
     // The value's key: the field's own (its last part for engine knobs), the profile for the version.
     std::string key = f.pointer.substr(f.pointer.rfind('/') + 1);
     if (f.pointer == "/inference/engine/version") key = "engine_profile";

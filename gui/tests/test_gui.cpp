@@ -1118,6 +1118,11 @@ class GuiTest : public QObject {
              QStringLiteral("auto") + arrow + (ra["layout"]["sp"].get<bool>() ? QStringLiteral("on") : QStringLiteral("off")));
     field<QSpinBox>(w, "/training/tp")->setValue(2);
     field<QComboBox>(w, "/training/sp")->setCurrentText(QStringLiteral("off"));
+    // The NIC rate left auto takes the GPU's reference node's (DGX H100: 400 Gb/s).
+    field<QDoubleSpinBox>(w, "/system/nic_gbps_per_gpu")->setValue(-1);  // auto
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::training)["system"]["nic_gbps_per_gpu"], json("auto"));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/system/nic_gbps_per_gpu")), QStringLiteral("auto") + arrow + QStringLiteral("400.0"));
+    field<QDoubleSpinBox>(w, "/system/nic_gbps_per_gpu")->setValue(400);
 
     // Serving: the engine's defaults and auto fields show the run's "resolved" values.
     field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(40);
