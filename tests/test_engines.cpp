@@ -171,6 +171,11 @@ TEST(ServingEngines, VersionSelectsTheGeneration) {
   const EngineProfile main = io::select_engine_profile("trtllm", "main@2e669133 (source build, 2025-04-15)", "/e");
   EXPECT_EQ(main.id, "trtllm");
   EXPECT_EQ(main.match, "version \"main@2e669133 (source build, 2025-04-15)\" is not a release number: the newest trtllm profile");
+  // A git tag's leading "v" is the release itself.
+  const EngineProfile tagged = io::select_engine_profile("vllm", "v0.6.3", "/e");
+  EXPECT_EQ(tagged.id, "vllm-v0.6");
+  EXPECT_EQ(tagged.match, "version v0.6.3 is in the profile's range");
+  EXPECT_EQ(io::select_engine_profile("sglang", "V0.4.5.post1", "/e").id, "sglang-0.4");
   const EngineProfile old = io::select_engine_profile("trtllm", "0.9.0", "/e");
   EXPECT_EQ(old.match, "version 0.9.0 is outside every trtllm profile's range: the nearest one");
   EXPECT_EQ(io::select_engine_profile("", "", "/e").id, "vllm-v1");

@@ -40,7 +40,11 @@ std::vector<int> release_number(const std::string& version) {
   return out;
 }
 
-std::vector<int> release_order(const std::string& version) {
+std::vector<int> release_order(const std::string& written) {
+  // A leading "v" (a git tag as written: "v0.8.4") is the release itself.
+  const bool git_tag = written.size() > 1 && (written[0] == 'v' || written[0] == 'V') &&
+                       std::isdigit(static_cast<unsigned char>(written[1]));
+  const std::string version = git_tag ? written.substr(1) : written;
   std::vector<int> out = release_number(version);
   if (out.empty()) return out;
   // Skip the numbers already read, then rank the tag that follows (PEP 440 order:
