@@ -176,6 +176,9 @@ TEST(ServingEngines, VersionSelectsTheGeneration) {
   EXPECT_EQ(tagged.id, "vllm-v0.6");
   EXPECT_EQ(tagged.match, "version v0.6.3 is in the profile's range");
   EXPECT_EQ(io::select_engine_profile("sglang", "V0.4.5.post1", "/e").id, "sglang-0.4");
+  // Names are lower case in the schema; a source's own capitals name the same engine.
+  EXPECT_EQ(io::select_engine_profile("SGLang", "0.4.5.post1", "/e").id, "sglang-0.4");
+  EXPECT_EQ(io::select_engine_profile("vLLM", "0.8.4", "/e").id, "vllm-v1");
   const EngineProfile old = io::select_engine_profile("trtllm", "0.9.0", "/e");
   EXPECT_EQ(old.match, "version 0.9.0 is outside every trtllm profile's range: the nearest one");
   EXPECT_EQ(io::select_engine_profile("", "", "/e").id, "vllm-v1");

@@ -524,7 +524,9 @@ void keep_rules_for_release(EngineDefaults& knobs, const std::string& version) {
 }
 
 EngineProfile select_engine_profile(const std::string& name_in, const std::string& version, const std::string& pointer) {
-  const std::string name = name_in.empty() ? "vllm" : name_in;
+  // Names are lower case (SCHEMA.md); "vLLM" or "SGLang" as a source writes them is the same engine.
+  std::string name = name_in.empty() ? "vllm" : name_in;
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   std::vector<Candidate> cands;
   std::vector<std::string> names;
   for (const std::string& id : engine_profile_ids()) {
