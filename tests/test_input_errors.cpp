@@ -544,6 +544,21 @@ TEST(WrongType, EngineStepKnobs) {
                             }));
 }
 
+// Replicas left auto fill the GPUs: num_gpus / (tp * pp).
+TEST(Auto, ServingReplicasFillTheGpus) {
+  json doc = json::parse(R"({
+    "kind": "inference", "model": "llama2-7b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 16, "gpus_per_node": 8,
+                                                           "nic_gbps_per_gpu": 400},
+    "inference": {"tp": 4, "pp": 1, "replicas": "auto",
+                  "workload": {"mode": "offline", "num_requests": 10, "input_tokens": 100, "output_tokens": 10}}
+  })");
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_TRUE(s.inference->replicas_auto);
+  EXPECT_EQ(s.inference->replicas, 4);
+  doc["inference"]["tp"] = 32;  // more than the GPUs: one replica, and the layout rule says why
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/system/num_gpus", "16", "tp*pp*replicas = 32 exceeds num_gpus", ""}}));
+}
+
 // FP8 weights on a GPU without FP8 tensor cores run weight-only (W8A16, vLLM's FP8 Marlin on
 // Ampere); FP8 activations there are an input error.
 TEST(WrongType, Fp8WeightsWithoutFp8TensorCoresRunWeightOnly) {

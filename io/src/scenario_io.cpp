@@ -758,7 +758,12 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     else if (!(adp->is_string() && adp->get<std::string>() == "auto"))
       issues.push_back({r.at("attention_dp"), brief(*adp), "must be true, false or \"auto\"", {}});
   }
-  r.integer("replicas", p.replicas);
+  if (const json* v = r.get("replicas"); v && v->is_string() && *v == "auto") {
+    r.allow("replicas");
+    p.replicas_auto = true;  // sized to the GPUs once the system is read
+  } else {
+    r.integer("replicas", p.replicas);
+  }
   std::string s;
   if (r.choice("weight_dtype", s, kDtypes)) parse_dtype(s, p.weight_dtype);
   if (r.choice("activation_dtype", s, kDtypes)) parse_dtype(s, p.activation_dtype);
@@ -1089,6 +1094,8 @@ Scenario read_scenario(const json& doc, const fs::path& base_dir, EngineKeys eng
       InferencePlan plan;
       if (!p->is_object()) issues.push_back({"/inference", brief(*p), "must be an object", {}});
       else read_inference(r, plan, issues, base_dir, engine_keys);
+      if (plan.replicas_auto && plan.tp >= 1 && plan.pp >= 1)
+        plan.replicas = std::max<int64_t>(1, sc.system.num_gpus / plan.tp / plan.pp);
       sc.inference = plan;
     } else {
       issues.push_back({"/inference", "", "is required for kind \"inference\"", {}});

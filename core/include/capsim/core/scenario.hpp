@@ -355,6 +355,9 @@ struct InferencePlan {
   /// GPUs attention runs data-parallel over: tp with attention DP on, else 1.
   int64_t attention_dp_degree() const { return attention_dp.value_or(false) && tp > 1 ? tp : 1; }
   int64_t replicas = 1;
+  /// The scenario said "auto" (not published): as many replicas as the GPUs hold,
+  /// num_gpus / (tp * pp), reported as resolved.
+  bool replicas_auto = false;
   DType weight_dtype = DType::bf16;
   DType activation_dtype = DType::bf16;
   std::optional<DType> kv_dtype = DType::bf16;  ///< nullopt = auto
