@@ -596,7 +596,7 @@ QWidget* ScenarioPanel::build_serving_tab() {
   add(tr("tp"), "tp", spin(1, 1024), 1, tr("Tensor parallel"));
   add(tr("pp"), "pp", spin(1, 1024), 1, tr("Pipeline parallel"));
   add(tr("ep"), "ep", spin(1, 1024, "auto"), 1, tr("Expert parallel"));
-  add(tr("Replicas"), "replicas", spin(1, 1 << 20), 1, tr("Model replicas behind the router"));
+  add(tr("Replicas"), "replicas", spin(1, 1 << 20, "auto"), 1, tr("Model replicas behind the router; auto: as many as the GPUs hold"));
   add(tr("Weights"), "weight_dtype", dtypes(), "bf16", tr("Weight data type"));
   add(tr("Activations"), "activation_dtype", dtypes(), "bf16", tr("Activation data type"));
   auto* kv = dtypes();

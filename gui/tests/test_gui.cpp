@@ -1127,6 +1127,7 @@ class GuiTest : public QObject {
     // Serving: the engine's defaults and auto fields show the run's "resolved" values.
     field<QSpinBox>(w, "/inference/workload/num_requests")->setValue(40);
     field<QSpinBox>(w, "/inference/ep")->setValue(0);
+    field<QSpinBox>(w, "/inference/replicas")->setValue(0);  // auto
     field<QComboBox>(w, "/inference/kv_dtype")->setCurrentText(QStringLiteral("auto"));
     QSignalSpy done(&w, &gui::MainWindow::serving_finished);
     w.panel()->set_kind(gui::ScenarioKind::inference);
@@ -1145,6 +1146,8 @@ class GuiTest : public QObject {
                  QString::fromStdString(resolved["engine_profile"].get<std::string>()));
     QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/ep")),
              QStringLiteral("auto") + arrow + QString::number(resolved["ep"].get<int64_t>()));
+    QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/replicas")),
+             QStringLiteral("auto") + arrow + QString::number(resolved["replicas"].get<int64_t>()));
     QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/kv_dtype")),
              QStringLiteral("auto") + arrow + QString::fromStdString(resolved["kv_dtype"].get<std::string>()));
     QCOMPARE(w.panel()->shown_text(QStringLiteral("/inference/engine/preemption")),
