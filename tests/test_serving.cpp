@@ -5,12 +5,14 @@
 #include <atomic>
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "capsim/core/serving.hpp"
 #include "capsim/hw/roofline.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/io/engines.hpp"
 #include "capsim/io/report.hpp"
+#include "capsim/io/scenario_io.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -511,6 +513,19 @@ TEST(Serving, PromptAttentionKernelFollowsTheEngineRelease) {
     EXPECT_TRUE(io::select_engine_profile(engine, release, "/inference/engine").knobs.prefill_attention_fa2) << engine << release;
   for (const auto& [engine, release] : fa3)
     EXPECT_FALSE(io::select_engine_profile(engine, release, "/inference/engine").knobs.prefill_attention_fa2) << engine << release;
+  // A backend the source names sets the class where its name says it; others keep the release's.
+  for (const auto& [release, backend, want] : std::vector<std::tuple<const char*, const char*, bool>>{
+           {"0.8.4", "xformers", true}, {"0.8.4", "FA2", true}, {"0.8.4", "triton", true}, {"0.5.3", "fa3", false},
+           {"0.5.3", "flashinfer", true}, {"0.8.4", "flashinfer", false}, {"0.8.4", "flash_attn", false}}) {
+    nlohmann::json doc = {{"kind", "inference"},
+                          {"model", "llama3-8b"},
+                          {"system", {{"gpu", "h100-sxm5-80gb"}, {"num_gpus", 1}}},
+                          {"inference",
+                           {{"tp", 1},
+                            {"engine", {{"name", "vllm"}, {"version", release}, {"attention_backend", backend}}},
+                            {"workload", {{"mode", "offline"}, {"num_requests", 4}, {"input_tokens", 100}, {"output_tokens", 4}}}}}};
+    EXPECT_EQ(io::scenario_from_json(doc).inference->profile.knobs.prefill_attention_fa2, want) << release << " " << backend;
+  }
 
   for (const char* gpu : {"h100-sxm5-80gb", "a100-sxm4-80gb"}) {
     Scenario s = serving_scenario("llama3-8b", gpu, 1, ServingWorkload::Mode::offline);

@@ -719,6 +719,20 @@ void read_length(const json& v, const std::string& ptr, LengthDist& d, std::vect
 
 bool has_issue_at(const std::vector<Issue>& issues, std::string_view pointer);
 
+/// The prompt-attention class an engine's attention_backend names, where the name alone says
+/// it: FlashAttention-3 ("fa3"), or FlashAttention-2-class code ("fa2"; xFormers, which
+/// dispatches to FlashAttention-2; the engines' Triton kernels). Names that cover both
+/// generations (vLLM's "flash_attn", "flashinfer") or decode kernels ("flashmla") leave the
+/// release's own (EngineDefaults::prefill_attention_fa2).
+std::optional<bool> prompt_attention_fa2(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (name == "fa3" || name == "flashattention3" || name == "flash_attn_3" || name == "flashattention-3") return false;
+  if (name == "fa2" || name == "flashattention2" || name == "flash_attn_2" || name == "flashattention-2" ||
+      name == "xformers" || name == "triton")
+    return true;
+  return std::nullopt;
+}
+
 void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issues, const fs::path& base_dir,
                     EngineKeys engine_keys) {
   r.boolean("sparse_24", p.sparse_24);
@@ -776,16 +790,16 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     }
   }
   const json* ej = r.get("engine");
-  std::string engine_name, engine_version;
+  std::string engine_name, engine_version, backend;
   if (ej && !ej->is_object()) {
     issues.push_back({r.at("engine"), brief(*ej), "must be an object", {}});
   } else if (ej) {
     ObjectReader er(*ej, r.at("engine"), issues);
-    // The engine and its release select the profile (data/engines/); the attention kernel
-    // family a source names is recorded by the case but priced by the profile.
+    // The engine and its release select the profile (data/engines/); an attention kernel
+    // family the source names sets the class of the prompts' kernel where the name says it
+    // (prompt_attention_fa2).
     er.string("name", engine_name);
     er.string("version", engine_version);
-    std::string backend;
     er.string("attention_backend", backend);
     auto opt_int = [&](const char* key, std::optional<int64_t>& out) {
       std::optional<int64_t> v;
@@ -830,6 +844,7 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
   if (!engine_name.empty() || !ej || !has_issue_at(issues, r.at("engine") + "/name")) {
     try {
       p.profile = select_engine_profile(engine_name, engine_version, r.at("engine"));
+      if (const std::optional<bool> fa2 = prompt_attention_fa2(backend)) p.profile.knobs.prefill_attention_fa2 = *fa2;
     } catch (const InputError& err) {
       issues.insert(issues.end(), err.issues().begin(), err.issues().end());
     }
