@@ -1370,8 +1370,12 @@ TEST(EvaluateTraining, AutoLayoutIsTheFastestFittingLayout) {
     EXPECT_EQ(ev.plan.auto_layout, 0u) << what;
     EXPECT_EQ(ev.plan.tp * ev.plan.pp * ev.plan.dp * ev.plan.cp, x.gpus) << what;
     EXPECT_EQ(ev.plan.sp, ev.plan.tp > 1) << what;
-    if (!(x.auto_bits & kAutoCp)) EXPECT_EQ(ev.plan.cp, 1) << what;
-    if (!(x.auto_bits & kAutoTp)) EXPECT_EQ(ev.plan.tp, 1) << what;
+    if (!(x.auto_bits & kAutoCp)) {
+      EXPECT_EQ(ev.plan.cp, 1) << what;
+    }
+    if (!(x.auto_bits & kAutoTp)) {
+      EXPECT_EQ(ev.plan.tp, 1) << what;
+    }
     // Oracle: every layout with the auto fields set by hand, each evaluated on its own.
     double best = std::numeric_limits<double>::infinity();
     int layouts = 0;

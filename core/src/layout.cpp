@@ -1,6 +1,7 @@
 #include "capsim/core/layout.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <string>
 
@@ -86,9 +87,8 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
     // The rules hold for some layout the auto fields can take, or for none.
     if (layout_candidates(s).empty()) {
       std::string fields;
-      int bit = 0;
-      for (const char* name : {"tp", "pp", "dp", "cp", "ep", "sp"})
-        if (t.auto_layout & (1u << bit++)) fields += (fields.empty() ? "" : ", ") + std::string(name);
+      for (unsigned bit = 0; bit < std::size(kAutoLayoutNames); ++bit)
+        if (t.auto_layout & (1u << bit)) fields += (fields.empty() ? "" : ", ") + std::string(kAutoLayoutNames[bit]);
       out.push_back({"/training", "auto: " + fields,
                      "no layout of " + str(s.system.num_gpus) + " GPUs with the given fields satisfies the layout rules", {}});
     }

@@ -1,6 +1,7 @@
 #include "capsim/core/train.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -200,9 +201,8 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
                           std::to_string(m.max_position) + " (long-context training extends RoPE)");
 
   // Auto fields, reported under `resolved`.
-  static const char* const kLayoutNames[] = {"tp", "pp", "dp", "cp", "ep", "sp"};
-  for (unsigned bit = 0; bit < 6; ++bit)
-    if (base.auto_layout & (1u << bit)) ev.auto_fields.push_back(kLayoutNames[bit]);
+  for (unsigned bit = 0; bit < std::size(kAutoLayoutNames); ++bit)
+    if (base.auto_layout & (1u << bit)) ev.auto_fields.push_back(kAutoLayoutNames[bit]);
   if (base.optimizer_auto) ev.auto_fields.push_back("optimizer");
   if (!base.micro_batch) ev.auto_fields.push_back("micro_batch");
   if (!base.recompute) {

@@ -140,6 +140,9 @@ enum AutoLayoutField : unsigned {
   kAutoSp = 32,
 };
 
+/// The scenario keys of the AutoLayoutField bits, bit i at index i.
+inline constexpr const char* kAutoLayoutNames[] = {"tp", "pp", "dp", "cp", "ep", "sp"};
+
 struct TrainingPlan {
   int64_t tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
   /// AutoLayoutField bits: the fields the scenario left "auto". They hold 1 (sp: false)
