@@ -788,9 +788,9 @@ double single_gpu_ops_seconds(const std::vector<Op>& ops, const TrainingPlan& t,
       }
       default: {
         const double f = cost.memory_bound(Bytes(op.bytes_per_token * tokens)).value;
-        const double b = op.bwd_bytes_per_token >= 0 ? cost.memory_bound(Bytes(op.bwd_bytes_per_token * tokens)).value
-                                                     : 2.0 * f;
-        sum += f + b;
+        const double bw = op.bwd_bytes_per_token >= 0 ? cost.memory_bound(Bytes(op.bwd_bytes_per_token * tokens)).value
+                                                      : 2.0 * f;
+        sum += f + bw;
         if (rc == Recompute::full || op_sac) sum += f;
         break;
       }
@@ -1186,8 +1186,11 @@ TEST(Elementwise, EagerCodeMovesMoreBytesAndKeepsTheSameActivations) {
 
   const ModelSpec& ln = model("gpt2");
   ASSERT_EQ(ln.norm, NormKind::layernorm);
-  for (const Op& op : lower_layer(ln, 0, lowering_options(ln, e)))
-    if (op.kind == OpKind::norm) EXPECT_DOUBLE_EQ(op.bytes_per_token, 4.0 * dbl(ln.hidden)) << op.name;
+  for (const Op& op : lower_layer(ln, 0, lowering_options(ln, e))) {
+    if (op.kind == OpKind::norm) {
+      EXPECT_DOUBLE_EQ(op.bytes_per_token, 4.0 * dbl(ln.hidden)) << op.name;
+    }
+  }
 }
 
 // "auto" framework for adapters: PyTorch for a 4-bit base (bitsandbytes) and on one GPU,
@@ -1229,8 +1232,7 @@ TEST(Lora, AutoRankAndTargetsAreTheFrameworkDefault) {
   t.framework = Framework::megatron;
   const LoraSpec nemo = resolved_lora(t);
   EXPECT_EQ(nemo.rank, 32);
-  EXPECT_EQ(*nemo.targets,
-            (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}));
+  EXPECT_EQ(*nemo.targets, (std::vector<std::string>{"q_proj", "k_proj", "v_proj"}));
   t.framework = Framework::pytorch;
   const LoraSpec peft = resolved_lora(t);
   EXPECT_EQ(peft.rank, 8);
@@ -1252,6 +1254,41 @@ TEST(Lora, AutoRankAndTargetsAreTheFrameworkDefault) {
   EXPECT_EQ(ev.plan.lora->rank, 32);
   ASSERT_TRUE(ev.step.has_value());
   EXPECT_GT(ev.step->step_s, 0.0);
+}
+
+// NeMo 24.07's fine-tuning table (docs/source/performance/performance_summary.md, NVIDIA/NeMo
+// commit 8e3d65dcfe; DGX-H100, FP8, SQuAD packed to 4,096 tokens, global batch 32, micro
+// batch 1), runs the validation cases leave out, with the LoRA rank and targets unstated as
+// that table leaves them: Llama-2-7B on 8 GPUs 24,824 tokens/s/GPU, 13B on 8 GPUs 14,629,
+// 70B on 8 GPUs at TP2 PP4 2,621. With "auto" adapters (NeMo 1.x: rank 32 on the fused
+// query-key-value projection) each is within 20%; adapting every projection instead costs
+// the small models more than a third again.
+TEST(Lora, NeMo2407FineTuningTableWithAutoAdapters) {
+  struct Row {
+    const char* model;
+    int64_t tp, pp;
+    double tokens_per_s_per_gpu;
+  };
+  for (const Row& r : {Row{"llama2-7b", 1, 1, 24824.0}, Row{"llama2-13b", 1, 1, 14629.0}, Row{"llama2-70b", 2, 4, 2621.0}}) {
+    Scenario s = auto_scenario(r.model, "h100-sxm5-80gb", r.tp, r.pp, 8 / (r.tp * r.pp), 32, 4096);
+    s.system = system_of("h100-sxm5-80gb", 8, 400);
+    s.training->micro_batch = 1;
+    s.training->zero = 1;
+    s.training->precision = DType::fp8;
+    s.training->mode = TrainMode::lora;
+    s.training->lora = LoraSpec{std::nullopt, std::nullopt};
+    const double measured = 32.0 * 4096.0 / (r.tokens_per_s_per_gpu * 8.0);
+    const hw::RooflineCostModel cost(s.system);
+    const TrainEvaluation ev = evaluate_training(s, &cost);
+    ASSERT_TRUE(ev.feasible) << r.model << ": " << ev.fail_reason;
+    EXPECT_NEAR(ev.step->step_s / measured, 1.0, 0.20) << r.model;
+    if (r.tp == 1) {
+      s.training->lora = LoraSpec{32, std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}};
+      const TrainEvaluation all = evaluate_training(s, &cost);
+      ASSERT_TRUE(all.feasible) << r.model;
+      EXPECT_GT(all.step->step_s / measured, 1.3) << r.model;
+    }
+  }
 }
 
 // Under ZeRO-3 the auto framework is PyTorch-native: attention runs PyTorch's SDPA flash
@@ -1340,7 +1377,7 @@ TEST(EvaluateTraining, ResolvesAutoFieldsToTheFastestFittingCandidate) {
     EXPECT_TRUE(training_memory(s.model, s.system, ev.plan).fits()) << what;
     EXPECT_LE(ev.step->step_s, best) << what;
     EXPECT_EQ(ev.step->step_s, analytical_step(s.model, s.system, ev.plan, cost).step_s) << what;
-    EXPECT_TRUE(check_training_layout(Scenario{s.id, s.model, s.system, ev.plan, std::nullopt, {}}).empty()) << what;
+    EXPECT_TRUE(check_training_layout(Scenario{s.id, s.model, s.system, ev.plan, std::nullopt, {}, {}, {}}).empty()) << what;
   }
 }
 

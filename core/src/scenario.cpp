@@ -103,10 +103,15 @@ Framework framework_of(const TrainingPlan& t) {
 LoraSpec lora_defaults(Framework f) {
   LoraSpec l;
   if (f == Framework::megatron) {
+    // The fastest of the Megatron stacks' published defaults: NeMo 1.x adapts the fused
+    // query-key-value projection alone (nemo/collections/nlp/parts/peft_config.py,
+    // get_target_modules default ("attention_qkv",), 24.07), with NeMo-Megatron-Launcher's
+    // Llama PEFT recipe's adapter_dim 32 and adapter_dropout 0.0
+    // (launcher_scripts/conf/peft/llama/squad.yaml, which sets no target_modules). NeMo 2's
+    // llm.peft.LoRA (dim 32, dropout 0.0) adds linear_proj, linear_fc1 and linear_fc2:
+    // targets o_proj, gate_proj, up_proj and down_proj here.
     l.rank = 32;
-    l.targets = std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-    // NeMo-Megatron-Launcher's Llama PEFT recipe (peft.lora_tuning: adapter_dim 32,
-    // adapter_dropout 0.0).
+    l.targets = std::vector<std::string>{"q_proj", "k_proj", "v_proj"};
     l.dropout = 0.0;
   } else {
     // LitGPT finetune/lora.py (commit 8641822, Oct 2023): lora_r 8 on the query and value
