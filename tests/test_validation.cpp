@@ -61,11 +61,14 @@ TEST(Validation, TrainingErrorBounds) {
   const auto& s = r["summary"]["training-public.json"];
   // Recorded bounds (current model plus a small margin; all inside the targets of step time
   // median 15% and p90 35%, peak memory median 15%); lower them as the model improves.
-  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.115);
+  // Median 0.115 and p90 0.275 until the 500 W H100 (torchtitan's Grand Teton part) took
+  // its sustained tensor rate from cuBLAS GEMMs measured at that power limit (FBGEMM PR
+  // #2546): 0.948 -> 0.861 of its rating, torchtitan 17.7% -> 10.8%, p90 26.6% -> 24.3%.
+  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.11);
   // p90 0.265 until op-level checkpointing kept torchtitan's odd-numbered matmul outputs
   // (wq, wv, w1, w2) instead of half of every projection: 45% of a Llama block's matmul
   // FLOPs rerun, not 50%, so its selective-recompute runs, already too fast, lost 1-2%.
-  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.275);
+  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.25);
   // Memory 12.6% / 22.7% until torchtitan's interleaved 405B run took its framework's two
   // stages per rank (+22.6% -> +0.5%, step -27.7% -> -9.5%); 11.5% until the matmul
   // outputs above (Llama 3.1 8B selective rows -13.2% -> -10.8%); 11% until FSDP2's root
@@ -104,8 +107,9 @@ TEST(Validation, TrainingErrorBounds) {
       // parallel activations in FP8 as Transformer Engine does (since 1.2): its long-sequence
       // Llama-2 7B FP8 runs were already too fast, so they are the one family over 20%.
       {"narayanan21", 0.15}, {"nemo", 0.215}, {"nemo2409", 0.085},
-      // torchtitan 0.17 until its checkpointing kept the matmul outputs its policy names.
-      {"torchtitan", 0.18}};
+      // torchtitan 0.17 until its checkpointing kept the matmul outputs its policy names;
+      // 0.18 until its 500 W GPUs took the tensor rate measured at that limit.
+      {"torchtitan", 0.115}};
   // Families allowed over 20% (the model is missing something there; the bound above holds).
   const std::set<std::string> over_twenty = {"nemo"};
   const nlohmann::json groups = io::group_errors(r, "source");
