@@ -117,11 +117,13 @@ std::string train_table(const json& r) {
                    r["system"]["gpu"].get<std::string>(), r["system"]["gpus_per_node"].get<int64_t>());
   s += fmt::format(
       "  layout   tp {} pp {} vpp {} dp {} cp {} ep {} etp {} sp {} zero {}  micro_batch {} x {} microbatches  "
-      "seq {}  {}{}  recompute {}\n",
+      "seq {}{}  {}{}  recompute {}\n",
       l["tp"].get<int64_t>(), l["pp"].get<int64_t>(), l["vpp"].get<int64_t>(), l["dp"].get<int64_t>(),
       l["cp"].get<int64_t>(), l["ep"].get<int64_t>(), l["etp"].get<int64_t>(), l["sp"].get<bool>() ? "on" : "off",
       l["zero"].get<int64_t>(), l["micro_batch"].get<int64_t>(), l["num_microbatches"].get<int64_t>(),
-      l["seq_len"].get<int64_t>(), l["precision"].get<std::string>(), precision_notes(l), l["recompute"].get<std::string>());
+      l["seq_len"].get<int64_t>(),
+      l.contains("document_tokens") ? fmt::format(" (packed, documents of {})", l["document_tokens"].get<int64_t>()) : "",
+      l["precision"].get<std::string>(), precision_notes(l), l["recompute"].get<std::string>());
   if (l.contains("moe_dispatcher") && l["ep"].get<int64_t>() > 1)
     s += fmt::format("  experts  {} dispatch{}\n", l["moe_dispatcher"].get<std::string>(),
                      l.value("ep_overlap", false) ? ", all-to-all overlapped with another microbatch's computation" : "");

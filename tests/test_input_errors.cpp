@@ -493,6 +493,26 @@ TEST(WrongType, LoraRankAndTargetsAcceptAuto) {
             (std::vector<Issue>{{"/training/lora/rank", "", "is required (an integer or \"auto\")", ""}}));
 }
 
+// Packed sequences: a document is 1 to seq_len tokens, and context parallelism splits each
+// into 2*cp chunks, so it needs at least that many.
+TEST(TrainingKeys, DocumentTokensWithinTheSequenceAndTheContextChunks) {
+  json doc = good_scenario();
+  doc["training"]["document_tokens"] = 512;
+  EXPECT_EQ(io::scenario_from_json(doc).training->document_tokens, 512);
+  doc["training"]["document_tokens"] = 0;
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/document_tokens", "0", "must be an integer >= 1", ""}}));
+  doc["training"]["document_tokens"] = 8192;
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/training/document_tokens", "8192", "must be between 1 and seq_len = 4096", ""}}));
+  doc["training"]["document_tokens"] = 6;
+  doc["training"]["cp"] = 4;
+  doc["training"]["dp"] = 2;
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/training/document_tokens", "6",
+                                 "context parallelism splits each document into 2*cp = 8 chunks; needs at least that many tokens",
+                                 ""}}));
+}
+
 TEST(WrongType, ScheduleAutoAndRecomputeModules) {
   json doc = good_scenario();
   doc["training"]["schedule"] = "auto";

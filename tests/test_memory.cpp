@@ -184,7 +184,7 @@ ModelSpec gpt_layer_model() {
 
 double korthikanti(const ModelSpec& m, int64_t tp, bool sp, Recompute rc) {
   LoweringOptions o;
-  o.seq_len = 2048;
+  o.attention_span = 2048;
   o.attention = AttentionImpl::unfused;
   o.dropout = true;
   ShardContext c;
@@ -220,7 +220,7 @@ TEST(Activations, FlashAttentionKeepsNoScores) {
   const ModelSpec m = io::load_model("llama3-8b");
   auto bytes = [&](int64_t seq) {
     LoweringOptions o;
-    o.seq_len = seq;
+    o.attention_span = seq;
     ShardContext c;
     c.seq_len = seq;
     return layer_activation_bytes(lower_layer(m, 0, o), o, m, c);

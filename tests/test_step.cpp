@@ -160,6 +160,75 @@ TEST(Gemm, LargeGemmIsFlopsOverEfficientPeak) {
   }
 }
 
+// Packed sequences (TrainingPlan::document_tokens): attention runs once per document over
+// the document's own length, one kernel with the documents as its batch, and the model
+// FLOPs count each token's keys in its document only.
+// Everything else in the step is unchanged, and a single document is the unpacked step.
+TEST(Packed, AttentionRunsPerDocument) {
+  const ModelSpec& m = model("llama3-8b");
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
+  const hw::RooflineCostModel cost(sys);
+  TrainingPlan t;
+  t.dp = 8;
+  t.zero = 1;
+  t.micro_batch = 1;
+  t.global_batch = 8;
+  t.seq_len = 8192;
+  const StepBreakdown whole = analytical_step(m, sys, t, cost);
+  t.document_tokens = 8192;
+  EXPECT_EQ(analytical_step(m, sys, t, cost).step_s, whole.step_s);
+  const int64_t doc = 1024;
+  t.document_tokens = doc;
+  const StepBreakdown packed = analytical_step(m, sys, t, cost);
+  auto attention = [&](int64_t batch, int64_t len) {
+    AttentionShape a;
+    a.batch = batch;
+    a.heads = m.heads;
+    a.kv_heads = m.kv_heads;
+    a.q_len = len;
+    a.kv_len = len;
+    a.qk_dim = a.v_dim = m.head_dim;
+    a.causal = true;
+    a.kernel = attention_of(t);
+    return cost.attention(a, false).value + cost.attention(a, true).value;
+  };
+  // One varlen kernel call over the microbatch's eight documents.
+  const double saved = dbl(m.layers) * (attention(1, 8192) - attention(8192 / doc, doc));
+  EXPECT_NEAR(whole.compute_s - packed.compute_s, saved, 1e-9 * whole.compute_s);
+  const double tokens = 8.0 * 8192.0;
+  const double attn_flops_saved =
+      3.0 * tokens * dbl(m.layers) * 2.0 * dbl(m.heads) * dbl(2 * m.head_dim) * dbl(8192 - doc) / 2.0;
+  EXPECT_NEAR(whole.model_flops_per_step - packed.model_flops_per_step, attn_flops_saved, 1e-9 * attn_flops_saved);
+}
+
+// Over random layouts (tp, cp, recompute, documents): shorter documents never lengthen the
+// step, under the ring (Megatron) and the all-gather (PyTorch) context parallelism alike.
+TEST(Packed, ShorterDocumentsNeverSlower) {
+  const ModelSpec& m = model("llama3-8b");
+  std::mt19937_64 rng(20261203);
+  for (int i = 0; i < 40; ++i) {
+    TrainingPlan t;
+    t.tp = int64_t{1} << (rng() % 3);
+    t.cp = int64_t{1} << (rng() % 3);
+    t.dp = 16 / (t.tp * t.cp);
+    t.sp = t.tp > 1;
+    t.zero = rng() % 2 ? 1 : 3;
+    t.micro_batch = 1;
+    t.global_batch = t.dp * 2;
+    t.seq_len = 16384;
+    t.recompute = rng() % 2 ? Recompute::selective : Recompute::full;
+    const SystemSpec sys = system_of("h100-sxm5-80gb", 16);
+    const hw::RooflineCostModel cost(sys);
+    double last = analytical_step(m, sys, t, cost).step_s;
+    for (int64_t doc : {8192, 2048, 512, 128}) {
+      t.document_tokens = doc;
+      const double step = analytical_step(m, sys, t, cost).step_s;
+      EXPECT_LE(step, last * (1.0 + 1e-12)) << "tp " << t.tp << " cp " << t.cp << " doc " << doc;
+      last = step;
+    }
+  }
+}
+
 // Parts that run under a power limit below the SXM board's take their tensor rate from
 // cuBLAS bf16 GEMMs measured on the part: the model reproduces each measurement within the
 // spread of the shapes the factor was fitted to (H100 at 500 W: FBGEMM PR #2546; H100 PCIe

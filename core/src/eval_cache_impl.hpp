@@ -37,7 +37,7 @@ struct KindCosts {
   LayerCost head, emb;
   LayerCost mtp;  ///< one multi-token prediction module with its pass through the shared head
   int64_t count[2] = {0, 0};        ///< layers of each kind in the model
-  double fwd_flops_per_token = 0;   ///< forward_flops_per_token at the plan's sequence length
+  double fwd_flops_per_token = 0;   ///< forward_flops_per_token over the plan's attention span
   const LayerCost& of(const ModelSpec& m, int64_t layer) const { return kinds[m.is_moe_layer(layer) ? 1 : 0]; }
 };
 
@@ -45,7 +45,7 @@ struct KindCosts {
 /// The plan fields per-layer activation bytes depend on.
 struct MemKey {
   const ModelSpec* model;
-  int64_t tp, cp, etp, micro_batch, seq_len;
+  int64_t tp, cp, etp, micro_batch, seq_len, attention_span;
   bool sp;
   int recompute;
   double recompute_fraction;
@@ -61,7 +61,7 @@ struct MemKey {
   bool operator==(const MemKey&) const = default;
   template <class F>
   void visit(F f) const {
-    f(model), f(tp), f(cp), f(etp), f(micro_batch), f(seq_len), f(sp), f(recompute), f(recompute_fraction),
+    f(model), f(tp), f(cp), f(etp), f(micro_batch), f(seq_len), f(attention_span), f(sp), f(recompute), f(recompute_fraction),
         f(recompute_modules), f(precision), f(attention), f(framework), f(fp8_blockwise), f(lora_rank),
         f(lora_targets), f(lora_dropout), f(base_keeps_inputs);
   }
@@ -78,7 +78,7 @@ struct MemVal {
 struct StepKey {
   const ModelSpec* model;
   const CostModel* cost;
-  int64_t tp, cp, etp, ep, micro_batch, seq_len, gpus_per_node;
+  int64_t tp, cp, etp, ep, micro_batch, seq_len, attention_span, gpus_per_node;
   bool sp;
   int recompute;
   double recompute_fraction;
@@ -94,7 +94,7 @@ struct StepKey {
   bool operator==(const StepKey&) const = default;
   template <class F>
   void visit(F f) const {
-    f(model), f(cost), f(tp), f(cp), f(etp), f(ep), f(micro_batch), f(seq_len), f(gpus_per_node), f(sp),
+    f(model), f(cost), f(tp), f(cp), f(etp), f(ep), f(micro_batch), f(seq_len), f(attention_span), f(gpus_per_node), f(sp),
         f(recompute), f(recompute_fraction), f(recompute_modules), f(precision), f(attention), f(framework), f(tp_overlap),
         f(moe_imbalance),
         f(lora_rank), f(lora_targets), f(fp8_blockwise), f(moe_permute_passes), f(eager_elementwise),

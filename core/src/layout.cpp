@@ -184,6 +184,16 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
   }
   if (t.seq_len % t.cp != 0)
     out.push_back({"/training/seq_len", str(t.seq_len), "must be divisible by cp = " + str(t.cp), {}});
+  if (t.document_tokens) {
+    need(out, *t.document_tokens >= 1 && *t.document_tokens <= t.seq_len, "/training/document_tokens",
+         str(*t.document_tokens), "must be between 1 and seq_len = " + str(t.seq_len));
+    // Transformer Engine's context parallelism over packed (THD) sequences splits every
+    // document into 2*cp load-balanced chunks (Megatron-Bridge pads packed samples to a
+    // multiple of 2*cp: pad_seq_to_mult = context_parallel_size * 2).
+    if (t.cp > 1 && *t.document_tokens <= t.seq_len)
+      need(out, *t.document_tokens >= mul(2, t.cp), "/training/document_tokens", str(*t.document_tokens),
+           "context parallelism splits each document into 2*cp = " + str(mul(2, t.cp)) + " chunks; needs at least that many tokens");
+  }
   if (t.sp && t.seq_len % mul(t.tp, t.cp) != 0)
     out.push_back({"/training/seq_len", str(t.seq_len),
                    "sequence parallelism needs seq_len divisible by tp*cp = " + str(mul(t.tp, t.cp)), {}});

@@ -149,7 +149,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
   MemVal local;
   MemVal* mv = &local;
   if (cache) {
-    const MemKey key{&m, t.tp, t.cp, etp, mb, t.seq_len, t.sp, static_cast<int>(rc),
+    const MemKey key{&m, t.tp, t.cp, etp, mb, t.seq_len, attention_span(t), t.sp, static_cast<int>(rc),
                      rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules, static_cast<int>(t.precision),
                      static_cast<int>(attention_of(t)), static_cast<int>(fw), t.fp8_blockwise.value_or(false),
                      lo.frozen_base ? std::max<int64_t>(1, lo.lora_rank) : 0, lo.lora_targets, lo.lora_dropout,

@@ -65,7 +65,7 @@ FrozenModelStep evaluate_preference_step(const Scenario& s, const CostModel& cos
   if (reference) {
     out.frozen_role = "reference";
     out.frozen_s = forward_pass_seconds(s.model, s.system, out.trained.plan, out.sequences, cost);
-    out.frozen_flops_per_step = dbl(out.sequences) * dbl(plan.seq_len) * forward_flops_per_token(s.model, plan.seq_len);
+    out.frozen_flops_per_step = dbl(out.sequences) * dbl(plan.seq_len) * forward_flops_per_token(s.model, attention_span(plan));
   } else if (plan.mode == TrainMode::dpo) {
     out.notes.push_back("reference log-probs precomputed before training: not part of the step");
   }
@@ -95,7 +95,7 @@ FrozenModelStep evaluate_distill_step(const Scenario& s, const CostModel& cost) 
   }
   const TrainingPlan& t = out.trained.plan;
   out.logits_bytes = dbl(out.sequences) * dbl(t.seq_len) * dbl(s.model.vocab) * kLogitBytes;
-  const double teacher_flops = dbl(out.sequences) * dbl(t.seq_len) * forward_flops_per_token(d.teacher, t.seq_len);
+  const double teacher_flops = dbl(out.sequences) * dbl(t.seq_len) * forward_flops_per_token(d.teacher, attention_span(t));
   switch (d.placement) {
     case DistillSpec::Placement::colocated:
       out.frozen_s = forward_pass_seconds(d.teacher, s.system, t, out.sequences, cost);

@@ -1,5 +1,7 @@
 #include "capsim/core/scenario.hpp"
 
+#include <algorithm>
+
 namespace capsim {
 
 std::string_view to_string(Recompute r) {
@@ -146,6 +148,11 @@ AttentionKernel default_attention(const TrainingPlan& t, GpuArch arch) {
 AttentionKernel attention_of(const TrainingPlan& t) {
   if (t.attention) return *t.attention;
   return default_attention(t, GpuArch::hopper);
+}
+
+int64_t attention_span(const TrainingPlan& t) {
+  if (!t.document_tokens || *t.document_tokens <= 0) return t.seq_len;
+  return std::min(*t.document_tokens, t.seq_len);
 }
 
 std::string_view to_string(TrainMode m) {

@@ -281,23 +281,33 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
         break;
       }
       case OpKind::attention: {
+        // One attention problem per document: a packed sequence's documents each attend
+        // within themselves (one varlen kernel over cu_seqlens, each document a causal
+        // problem of its own length), a context-parallel rank holding 1/cp of every one.
+        // The kernel runs the microbatch's documents as its batch; a fractional count of
+        // documents (a mean length that does not divide the sequence) scales that call.
+        const int64_t span = attention_span(c.t);
+        const double docs = dbl(c.b) * dbl(c.s) / dbl(span);
+        const int64_t batch = std::max<int64_t>(1, std::llround(docs));
+        const double documents = docs / dbl(batch);
         AttentionShape a;
-        a.batch = c.b;
+        a.batch = batch;
         a.heads = std::max<int64_t>(1, op.heads / c.t.tp);
         a.kv_heads = std::max<int64_t>(1, op.kv_heads / c.t.tp);
-        a.q_len = c.s / c.t.cp;
-        a.kv_len = c.s;
+        a.q_len = std::max<int64_t>(1, span / c.t.cp);
+        a.kv_len = span;
         a.qk_dim = op.qk_dim;
         a.v_dim = op.v_dim;
         a.causal = op.causal;
         a.kernel = attention_of(c.t);
-        const double f = c.cost.attention(a, false).value;
-        const double bw = c.cost.attention(a, true).value;
+        const double f = documents * c.cost.attention(a, false).value;
+        const double bw = documents * c.cost.attention(a, true).value;
         lc.fwd += f;
         lc.bwd += bw;
         lc.attn_fwd += f;
         lc.attn_bwd += bw;
-        const double flops = 2.0 * dbl(a.batch * a.heads) * dbl(a.q_len) * dbl(a.kv_len) * 0.5 * dbl(a.qk_dim + a.v_dim);
+        const double flops =
+            documents * 2.0 * dbl(a.batch * a.heads) * dbl(a.q_len) * dbl(a.kv_len) * 0.5 * dbl(a.qk_dim + a.v_dim);
         lc.fwd_flops += flops;
         const bool rerun = c.rc == Recompute::full ||
                            (c.rc == Recompute::selective && (c.pytorch ? a.kernel == AttentionKernel::unfused
@@ -558,7 +568,7 @@ KindCosts cost_kinds(const Ctx& c, const LoweringOptions& lo) {
     x.wgrad += k.head.wgrad;
     x.fwd_flops += k.head.fwd_flops;
   }
-  k.fwd_flops_per_token = forward_flops_per_token(c.m, c.t.seq_len);
+  k.fwd_flops_per_token = forward_flops_per_token(c.m, attention_span(c.t));
   return k;
 }
 
@@ -695,7 +705,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   const KindCosts* kcp = nullptr;
   if (cache) {
     const LoweringOptions lo = lowering_options(m, t);
-    const StepKey key{&m, &cost, t.tp, t.cp, c.etp, t.ep, c.b, t.seq_len, sys.gpus_per_node, t.sp,
+    const StepKey key{&m, &cost, t.tp, t.cp, c.etp, t.ep, c.b, t.seq_len, attention_span(t), sys.gpus_per_node, t.sp,
                       static_cast<int>(c.rc), c.rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules,
                       static_cast<int>(t.precision), static_cast<int>(attention_of(t)), static_cast<int>(framework_of(t)),
                       opt.tp_overlap.value_or(-1.0), opt.moe_imbalance, trains_adapters(t.mode) ? std::max<int64_t>(1, lo.lora_rank) : 0,

@@ -85,7 +85,7 @@ Op attention(const ModelSpec& m, int64_t qk_dim, int64_t v_dim, int64_t kv_heads
   op.v_dim = v_dim;
   op.causal = true;
   // QK^T and PV: 2 FLOPs per multiply-add, averaged over causal positions (s/2 keys).
-  op.flops_per_token = 2.0 * d(m.heads) * d(qk_dim + v_dim) * d(o.seq_len) / 2.0;
+  op.flops_per_token = 2.0 * d(m.heads) * d(qk_dim + v_dim) * d(o.attention_span) / 2.0;
   const double q = d(m.heads * qk_dim), k = d(kv_heads * qk_dim), v = d(kv_heads * v_dim);
   op.bytes_per_token = (q + k + v + d(m.heads * v_dim)) * o.act_bytes;
   // The q, k, v attention keeps (LoweringOptions::qkv_views): the fused projection's
@@ -104,7 +104,7 @@ Op attention(const ModelSpec& m, int64_t qk_dim, int64_t v_dim, int64_t kv_heads
     // softmax output (2 B), dropout mask (1 B), dropout output (2 B) = 5as per token.
     op.saved.push_back({kept_qkv * o.act_bytes, Shard::tensor, false});
     // Without dropout only the softmax output is kept.
-    const double scores = d(m.heads) * d(o.seq_len);
+    const double scores = d(m.heads) * d(o.attention_span);
     op.saved.push_back({scores * (o.dropout ? 2.0 * o.act_bytes + 1.0 : o.act_bytes), Shard::tensor, true});
   }
   return op;
@@ -260,7 +260,7 @@ void keep_adapter_state(std::vector<Op>& ops, const LoweringOptions& o) {
 
 LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
   LoweringOptions o;
-  o.seq_len = t.seq_len;
+  o.attention_span = attention_span(t);
   o.act_bytes = 2.0;
   // Transformer Engine keeps the fp8 cast of each GEMM input for the weight gradient.
   o.gemm_input_bytes = t.precision == DType::fp8 ? 1.0 : 2.0;

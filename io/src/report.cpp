@@ -150,6 +150,8 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"tp_comm_overlap", t.tp_comm_overlap ? json(*t.tp_comm_overlap)
                                      : userbuffers_tp_overlap(s.system, t) ? json("userbuffers")
                                                                            : json("none")}};
+  // Packed sequences: the documents' length, over which attention runs.
+  if (t.document_tokens) layout["document_tokens"] = attention_span(t);
   if (s.model.moe) {
     layout["moe_dispatcher"] = std::string(to_string(dispatcher_of(t, s.model)));
     layout["ep_overlap"] = ep_overlap_on(t);

@@ -462,6 +462,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
   }
   r.integer("global_batch", t.global_batch, true);
   r.integer("seq_len", t.seq_len, true);
+  if (int64_t doc = 0; r.integer("document_tokens", doc)) t.document_tokens = doc;
   std::string s;
   if (r.choice("recompute", s, {"none", "selective", "full"}, false, true)) {
     t.recompute = s == "auto"        ? std::optional<Recompute>()

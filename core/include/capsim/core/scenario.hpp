@@ -156,6 +156,11 @@ struct TrainingPlan {
   std::optional<int64_t> micro_batch;  ///< sequences; nullopt = auto
   int64_t global_batch = 1;
   int64_t seq_len = 2048;
+  /// Packed sequences: mean tokens of the documents a sequence is packed from, each
+  /// attending only within itself (a block-diagonal causal mask: Transformer Engine's THD
+  /// format with cu_seqlens under Megatron-LM/NeMo packed fine-tuning, document masking).
+  /// nullopt: the sequence is one document. See attention_span.
+  std::optional<int64_t> document_tokens;
   std::optional<Recompute> recompute = Recompute::none;  ///< nullopt = auto
   /// With full recompute: the fraction of each stage's layers recomputed (Megatron-LM
   /// --recompute-method block --recompute-num-layers); the rest keep all activations.
@@ -255,12 +260,13 @@ std::string ep_overlap_blocker(const TrainingPlan& t);
 /// Whether the batch-level expert-parallel overlap runs (TrainingPlan::ep_overlap).
 bool ep_overlap_on(const TrainingPlan& t);
 
-/// LoRA rank and targets a framework uses when a run does not set them.
-/// Megatron-LM stacks (NeMo 2.0 and Megatron-Bridge `LoRA`): dim 32 on linear_qkv,
-/// linear_proj, linear_fc1, linear_fc2, i.e. every attention and MLP projection
-/// (NVIDIA/NeMo nemo/collections/llm/peft/lora.py, `target_modules` and `dim` defaults).
-/// PyTorch stacks (Hugging Face PEFT `LoraConfig`): r 8 on q_proj and v_proj for llama-style
-/// models (peft/utils/constants.py, TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
+/// LoRA rank and targets a framework uses when a run does not set them: the fastest of its
+/// published defaults. Megatron-LM stacks: NeMo 1.x's dim 32 on the fused query-key-value
+/// projection alone (nemo/collections/nlp/parts/peft_config.py, get_target_modules default
+/// ("attention_qkv",)); NeMo 2.0 and Megatron-Bridge `LoRA` add linear_proj, linear_fc1
+/// and linear_fc2. PyTorch stacks (Hugging Face PEFT `LoraConfig`, LitGPT): r 8 on q_proj
+/// and v_proj for llama-style models (peft/utils/constants.py,
+/// TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
 LoraSpec lora_defaults(Framework f);
 
 /// The plan's LoRA spec with auto fields replaced by `lora_defaults` of its framework.
@@ -274,6 +280,10 @@ LoraSpec resolved_lora(const TrainingPlan& t);
 AttentionKernel default_attention(const TrainingPlan& t, GpuArch arch);
 /// The attention kernel in force: the plan's (resolved), else default_attention on Hopper.
 AttentionKernel attention_of(const TrainingPlan& t);
+
+/// Tokens one attention problem spans: the sequence, or the documents it is packed from
+/// (TrainingPlan::document_tokens), never more than the sequence.
+int64_t attention_span(const TrainingPlan& t);
 
 /// A token-length distribution for serving workloads.
 struct LengthDist {

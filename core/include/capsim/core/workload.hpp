@@ -59,7 +59,7 @@ struct Op {
   // Attention: q heads, kv heads, head widths; keys attended is the sequence length.
   int64_t heads = 0, kv_heads = 0, qk_dim = 0, v_dim = 0;
   bool causal = true;
-  /// Forward FLOPs per token at full width (attention: at the lowering's seq_len, causal).
+  /// Forward FLOPs per token at full width (attention: over the lowering's attention_span, causal).
   double flops_per_token = 0;
   /// Bytes read and written per token in the forward pass (memory-bound kernels).
   double bytes_per_token = 0;
@@ -81,7 +81,9 @@ enum class AttentionImpl {
 };
 
 struct LoweringOptions {
-  int64_t seq_len = 2048;
+  /// Keys a causal attention problem spans: the sequence, or the documents a packed
+  /// sequence holds (attention_span).
+  int64_t attention_span = 2048;
   double act_bytes = 2;         ///< activation element size (bf16/fp16)
   double gemm_input_bytes = 2;  ///< saved GEMM inputs (1 with fp8 training: cast copies)
   /// Saved input of a routed expert's activation function (SwiGLU): 16-bit, or FP8 with an
