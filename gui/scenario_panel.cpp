@@ -502,6 +502,8 @@ QWidget* ScenarioPanel::build_training_tab() {
   add("Micro batch", "micro_batch", spin(1, 1 << 20, "auto"), "auto", "Micro batch (sequences)");
   add("Global batch", "global_batch", spin(1, 1 << 24), 1, "Global batch (sequences)");
   add("Seq length", "seq_len", spin(1, 1 << 24), 2048, "Sequence length (tokens)");
+  add("Documents", "document_tokens", spin(1, 1 << 24, "whole sequence"), "auto",
+      "Packed sequences: mean tokens of the documents each sequence holds, attention running within each", true);
   add("Recompute", "recompute", combo(choices({"auto", "none", "selective", "full"})), "none",
       "Activation recomputation");
   add("Precision", "precision", combo(choices({"bf16", "fp16", "fp8"})), "bf16", "Mixed precision");

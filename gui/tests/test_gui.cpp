@@ -994,6 +994,25 @@ class GuiTest : public QObject {
     QCOMPARE(again.panel()->document(gui::ScenarioKind::training), expected);
   }
 
+  /// The documents field packs sequences: a value writes training.document_tokens as `--set`
+  /// does and the report is the CLI's (it names the documents); back at "whole sequence" the
+  /// key is gone again.
+  void document_field_packs_sequences() {
+    gui::MainWindow w;
+    json expected = w.panel()->document(gui::ScenarioKind::training);
+    auto* docs = field<QSpinBox>(w, "/training/document_tokens");
+    QCOMPARE(docs->text(), QStringLiteral("whole sequence"));
+    docs->setValue(1024);
+    io::apply_overrides(expected, {"training.document_tokens=1024"});
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::training), expected);
+    QVERIFY2(w.panel()->issue_text().isEmpty(), qPrintable(w.panel()->issue_text()));
+    QCOMPARE(w.current_report().toStdString(), io::dump(cli_train_report(expected)));
+    QVERIFY(w.current_report().contains(QStringLiteral("\"document_tokens\": 1024")));
+    docs->setValue(0);
+    expected["training"].erase("document_tokens");
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::training), expected);
+  }
+
   /// The adapter fields make LoRA and QLoRA scenarios: each writes training.lora's key as
   /// `--set` does, the report is the CLI's, and a saved file reopens to the same fields.
   void lora_fields_write_the_clis_keys() {
