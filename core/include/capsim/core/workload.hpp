@@ -56,7 +56,8 @@ struct Op {
   /// experts: what Megatron-Core's batch-level overlap runs against the all-to-all
   /// (LayerCost::moe_block_fwd).
   bool moe_block = false;
-  // Attention: q heads, kv heads, head widths; keys attended is the sequence length.
+  // Attention: q heads, kv heads, head widths; keys attended span the sequence (or, packed,
+  // its document: LoweringOptions::attention_span).
   int64_t heads = 0, kv_heads = 0, qk_dim = 0, v_dim = 0;
   bool causal = true;
   /// Forward FLOPs per token at full width (attention: over the lowering's attention_span, causal).
