@@ -440,7 +440,7 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
       const int64_t buckets =
           std::max<int64_t>(1, std::min<int64_t>(ch.layers, static_cast<int64_t>(std::ceil((ch.params + ch.expert_params) / bucket))));
       int64_t pieces = 1;
-      enum class Comm { none, sharded, reduce, gather } comm = Comm::none;
+      enum class Comm { none, sharded, reduce, param_gather } comm = Comm::none;
       if (dp_active && fsdp && op.kind != TaskKind::weight_grad) {
         pieces = std::max<int64_t>(1, ch.layers);
         comm = Comm::sharded;
@@ -449,7 +449,7 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
         comm = Comm::reduce;
       } else if (dp_active && !fsdp && opt.overlap_dp && zero >= 1 && is_first_forward(op, r)) {
         pieces = buckets;
-        comm = Comm::gather;
+        comm = Comm::param_gather;
       }
       const double np = static_cast<double>(pieces);
       int32_t first = -1, last = -1;
@@ -469,7 +469,7 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
                                      task.chunk);
           if (prog.size() >= 2) sim.add_edge(prog[prog.size() - 2], ag);
           sim.add_edge(ag, id);
-        } else if (comm == Comm::gather) {
+        } else if (comm == Comm::param_gather) {
           const int32_t ag = dp_task(r, TaskKind::gather, gather(ch.params / np, ch.fp8_params / np, ch.expert_params / np),
                                      task.chunk);
           sim.add_edge(ag, id);
