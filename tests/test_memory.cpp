@@ -182,9 +182,9 @@ ModelSpec gpt_layer_model() {
   return m;
 }
 
-double korthikanti(const ModelSpec& m, int64_t tp, bool sp, Recompute rc) {
+double korthikanti(const ModelSpec& m, int64_t tp, bool sp, Recompute rc, int64_t span = 2048) {
   LoweringOptions o;
-  o.attention_span = 2048;
+  o.attention_span = span;
   o.attention = AttentionImpl::unfused;
   o.dropout = true;
   ShardContext c;
@@ -213,6 +213,9 @@ TEST(Activations, KorthikantiTable2) {
   }
   // Full recompute keeps the layer input only: 2sbh.
   EXPECT_DOUBLE_EQ(korthikanti(m, 1, false, Recompute::full), 2 * sbh);
+  // Packed documents of d tokens: each token's scores span its document, 5ad in place of 5as.
+  const double d = 512;
+  EXPECT_DOUBLE_EQ(korthikanti(m, 1, false, Recompute::none, 512), sbh * (34 + 5 * a * d / h));
 }
 
 TEST(Activations, FlashAttentionKeepsNoScores) {
