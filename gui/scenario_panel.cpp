@@ -599,11 +599,15 @@ QWidget* ScenarioPanel::build_serving_tab() {
   add(tr("pp"), "pp", spin(1, 1024), 1, tr("Pipeline parallel"));
   add(tr("ep"), "ep", spin(1, 1024, "auto"), 1, tr("Expert parallel"));
   add(tr("Replicas"), "replicas", spin(1, 1 << 20, "auto"), 1, tr("Model replicas behind the router; auto: as many as the GPUs hold"));
-  add(tr("Weights"), "weight_dtype", dtypes(), "bf16", tr("Weight data type"));
-  add(tr("Activations"), "activation_dtype", dtypes(), "bf16", tr("Activation data type"));
-  auto* kv = dtypes();
-  kv->insertItem(0, QStringLiteral("auto"), QStringLiteral("auto"));
-  add(tr("KV cache"), "kv_dtype", kv, "bf16", tr("KV-cache data type"));
+  const auto dtypes_or_auto = [&] {
+    auto* c = dtypes();
+    c->insertItem(0, QStringLiteral("auto"), QStringLiteral("auto"));
+    return c;
+  };
+  add(tr("Weights"), "weight_dtype", dtypes_or_auto(), "bf16", tr("Weight data type; auto: the checkpoint's (FP8 for FP8 checkpoints)"));
+  add(tr("Activations"), "activation_dtype", dtypes_or_auto(), "bf16",
+      tr("Activation data type; auto: FP8 with FP8 weights where the GPU has FP8 tensor cores"));
+  add(tr("KV cache"), "kv_dtype", dtypes_or_auto(), "bf16", tr("KV-cache data type"));
   add(tr("GPU memory"), "engine/gpu_memory_utilization", dspin(0, 1, 2, 0.01, "default"), "auto",
       tr("Share of GPU memory the engine takes (gpu_memory_utilization)"), true);
   std::vector<std::pair<QString, QVariant>> names = {{tr("default (vLLM V1)"), QString()}};

@@ -579,6 +579,35 @@ TEST(Auto, ServingReplicasFillTheGpus) {
   EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/system/num_gpus", "16", "tp*pp*replicas = 32 exceeds num_gpus", ""}}));
 }
 
+// Unpublished serving data types are the checkpoint's: a 16-bit checkpoint serves 16-bit
+// weights and activations; DeepSeek-V3-architecture releases are FP8 (block-scaled), with
+// FP8 activations on Hopper and weight-only FP8 (W8A16) on Ampere.
+TEST(Auto, ServingDtypesAreTheCheckpoints) {
+  json doc = json::parse(R"({
+    "kind": "inference", "model": "llama2-7b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 1},
+    "inference": {"tp": 1, "weight_dtype": "auto", "activation_dtype": "auto", "kv_dtype": "auto",
+                  "workload": {"mode": "offline", "num_requests": 10, "input_tokens": 100, "output_tokens": 10}}
+  })");
+  Scenario s = io::scenario_from_json(doc);
+  EXPECT_TRUE(s.inference->weight_dtype_auto && s.inference->activation_dtype_auto);
+  EXPECT_EQ(s.inference->weight_dtype, DType::bf16);
+  EXPECT_EQ(s.inference->activation_dtype, DType::bf16);
+  doc["model"] = "deepseek-v3";
+  doc["system"]["num_gpus"] = 8;
+  doc["inference"]["tp"] = 8;
+  s = io::scenario_from_json(doc);
+  EXPECT_EQ(s.inference->weight_dtype, DType::fp8);
+  EXPECT_EQ(s.inference->activation_dtype, DType::fp8);
+  doc["system"]["gpu"] = "a100-sxm4-80gb";
+  s = io::scenario_from_json(doc);
+  EXPECT_EQ(s.inference->weight_dtype, DType::fp8);
+  EXPECT_EQ(s.inference->activation_dtype, DType::bf16);
+  doc["inference"]["weight_dtype"] = "fp6";
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/inference/weight_dtype", "\"fp6\"",
+                                                 "must be one of \"bf16\", \"fp16\", \"fp8\", \"int8\", \"int4\", \"auto\"",
+                                                 "did you mean \"fp16\"?"}}));
+}
+
 // FP8 weights on a GPU without FP8 tensor cores run weight-only (W8A16, vLLM's FP8 Marlin on
 // Ampere); FP8 activations there are an input error.
 TEST(WrongType, Fp8WeightsWithoutFp8TensorCoresRunWeightOnly) {

@@ -780,8 +780,14 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     r.integer("replicas", p.replicas);
   }
   std::string s;
-  if (r.choice("weight_dtype", s, kDtypes)) parse_dtype(s, p.weight_dtype);
-  if (r.choice("activation_dtype", s, kDtypes)) parse_dtype(s, p.activation_dtype);
+  if (r.choice("weight_dtype", s, kDtypes, false, true)) {
+    p.weight_dtype_auto = s == "auto";
+    if (!p.weight_dtype_auto) parse_dtype(s, p.weight_dtype);
+  }
+  if (r.choice("activation_dtype", s, kDtypes, false, true)) {
+    p.activation_dtype_auto = s == "auto";
+    if (!p.activation_dtype_auto) parse_dtype(s, p.activation_dtype);
+  }
   if (r.choice("kv_dtype", s, kDtypes, false, true)) {
     if (s == "auto") p.kv_dtype = std::nullopt;
     else {
@@ -1112,6 +1118,14 @@ Scenario read_scenario(const json& doc, const fs::path& base_dir, EngineKeys eng
       else read_inference(r, plan, issues, base_dir, engine_keys);
       if (plan.replicas_auto && plan.tp >= 1 && plan.pp >= 1)
         plan.replicas = std::max<int64_t>(1, sc.system.num_gpus / plan.tp / plan.pp);
+      // Unpublished data types are the checkpoint's: an FP8 checkpoint (config.json
+      // quantization_config, and every DeepSeek-V3-architecture release) serves FP8
+      // weights, others their 16-bit weights. FP8 weights run with FP8 activations,
+      // quantized per token (group) on the fly, where the GPU has FP8 tensor cores, as
+      // vLLM's and SGLang's Fp8LinearMethod do, and weight-only (W8A16) where it has not.
+      if (plan.weight_dtype_auto) plan.weight_dtype = sc.model.fp8_weight_block > 0 ? DType::fp8 : DType::bf16;
+      if (plan.activation_dtype_auto)
+        plan.activation_dtype = plan.weight_dtype == DType::fp8 && sc.system.gpu.peak_fp8_tflops > 0 ? DType::fp8 : DType::bf16;
       sc.inference = plan;
     } else {
       issues.push_back({"/inference", "", "is required for kind \"inference\"", {}});

@@ -373,6 +373,10 @@ struct InferencePlan {
   bool replicas_auto = false;
   DType weight_dtype = DType::bf16;
   DType activation_dtype = DType::bf16;
+  /// The scenario said "auto" (not published) for the weights or the activations: the
+  /// checkpoint's own, resolved once the model and the GPU are read (resolve_auto_dtypes)
+  /// and reported as resolved.
+  bool weight_dtype_auto = false, activation_dtype_auto = false;
   std::optional<DType> kv_dtype = DType::bf16;  ///< nullopt = auto
   /// The KV-cache dtype in force: as given, or for "auto" the checkpoint's: FP8 beside FP8
   /// weights (the FP8 checkpoints' kv_cache_quant_algo), else 16-bit.
