@@ -595,8 +595,8 @@ QWidget* ScenarioPanel::build_serving_tab() {
     f.push_back({std::string("/inference/") + key, Scope::inference, w, dist, std::move(fallback), erase, {}});
   };
   const auto dtypes = [] { return combo(choices({"bf16", "fp16", "fp8", "int8", "int4"})); };
-  add(tr("tp"), "tp", spin(1, 1024), 1, tr("Tensor parallel"));
-  add(tr("pp"), "pp", spin(1, 1024), 1, tr("Pipeline parallel"));
+  add(tr("tp"), "tp", spin(1, 1024, "auto"), 1, tr("Tensor parallel; auto: the GPUs left by pp and the replicas"));
+  add(tr("pp"), "pp", spin(1, 1024, "auto"), 1, tr("Pipeline parallel; auto: the GPUs left by tp and the replicas"));
   add(tr("ep"), "ep", spin(1, 1024, "auto"), 1, tr("Expert parallel"));
   add(tr("Replicas"), "replicas", spin(1, 1 << 20, "auto"), 1, tr("Model replicas behind the router; auto: as many as the GPUs hold"));
   const auto dtypes_or_auto = [&] {

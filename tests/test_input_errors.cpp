@@ -579,6 +579,30 @@ TEST(Auto, ServingReplicasFillTheGpus) {
   EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/system/num_gpus", "16", "tp*pp*replicas = 32 exceeds num_gpus", ""}}));
 }
 
+// Serving tp or pp "auto" is what the GPUs leave beside the stated degrees and replicas, as
+// the replicas' "auto" is; two unknowns leave the layout open, an input error naming them.
+TEST(Auto, ServingDegreesTakeTheGpusLeft) {
+  json doc = json::parse(R"({
+    "kind": "inference", "model": "llama2-70b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 8, "gpus_per_node": 8},
+    "inference": {"tp": "auto", "pp": 1, "replicas": 2,
+                  "workload": {"mode": "offline", "num_requests": 10, "input_tokens": 100, "output_tokens": 10}}
+  })");
+  Scenario s = io::scenario_from_json(doc);
+  EXPECT_TRUE(s.inference->tp_auto);
+  EXPECT_EQ(s.inference->tp, 4);
+  doc["inference"]["tp"] = 4;
+  doc["inference"]["pp"] = "auto";
+  doc["inference"]["replicas"] = 1;
+  s = io::scenario_from_json(doc);
+  EXPECT_EQ(s.inference->pp, 2);
+  doc["inference"]["tp"] = "auto";
+  doc["inference"]["replicas"] = "auto";
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/inference", "tp, pp, replicas",
+                                 "at most one of tp, pp and replicas can be \"auto\": the GPUs left over then set it",
+                                 "state the others as the source ran them"}}));
+}
+
 // Unpublished serving data types are the checkpoint's: a 16-bit checkpoint serves 16-bit
 // weights and activations; DeepSeek-V3-architecture releases are FP8 (block-scaled), with
 // FP8 activations on Hopper and weight-only FP8 (W8A16) on Ampere.

@@ -765,8 +765,12 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
       dr.finish();
     }
   }
-  r.integer("tp", p.tp);
-  r.integer("pp", p.pp);
+  for (auto [key, field, flag] : {std::tuple<const char*, int64_t*, bool*>{"tp", &p.tp, &p.tp_auto}, {"pp", &p.pp, &p.pp_auto}}) {
+    std::optional<int64_t> v;
+    if (!r.integer_or_auto(key, v)) continue;
+    if (v) *field = *v;
+    else *flag = true;
+  }
   r.integer_or_auto("ep", p.ep);
   if (const json* adp = r.get("attention_dp")) {
     if (adp->is_boolean()) p.attention_dp = adp->get<bool>();
@@ -1116,8 +1120,24 @@ Scenario read_scenario(const json& doc, const fs::path& base_dir, EngineKeys eng
       InferencePlan plan;
       if (!p->is_object()) issues.push_back({"/inference", brief(*p), "must be an object", {}});
       else read_inference(r, plan, issues, base_dir, engine_keys);
-      if (plan.replicas_auto && plan.tp >= 1 && plan.pp >= 1)
-        plan.replicas = std::max<int64_t>(1, sc.system.num_gpus / plan.tp / plan.pp);
+      // "auto" degrees take what the GPUs leave: one unknown among tp, pp and the replicas
+      // follows from the other two (like training's dp); with more than one unknown the
+      // layout is not determined by what the source published.
+      const int unknowns = (plan.tp_auto ? 1 : 0) + (plan.pp_auto ? 1 : 0) + (plan.replicas_auto ? 1 : 0);
+      if (unknowns > 1) {
+        std::string which;
+        for (auto [name, on] : {std::pair<const char*, bool>{"tp", plan.tp_auto}, {"pp", plan.pp_auto}, {"replicas", plan.replicas_auto}})
+          if (on) which += std::string(which.empty() ? "" : ", ") + name;
+        issues.push_back({"/inference", which, "at most one of tp, pp and replicas can be \"auto\": the GPUs left over then set it",
+                          "state the others as the source ran them"});
+      } else if (sc.system.num_gpus >= 1) {
+        if (plan.tp_auto && plan.pp >= 1 && plan.replicas >= 1)
+          plan.tp = std::max<int64_t>(1, sc.system.num_gpus / plan.pp / plan.replicas);
+        if (plan.pp_auto && plan.tp >= 1 && plan.replicas >= 1)
+          plan.pp = std::max<int64_t>(1, sc.system.num_gpus / plan.tp / plan.replicas);
+        if (plan.replicas_auto && plan.tp >= 1 && plan.pp >= 1)
+          plan.replicas = std::max<int64_t>(1, sc.system.num_gpus / plan.tp / plan.pp);
+      }
       // Unpublished data types are the checkpoint's: an FP8 checkpoint (config.json
       // quantization_config, and every DeepSeek-V3-architecture release) serves FP8
       // weights, others their 16-bit weights. FP8 weights run with FP8 activations,

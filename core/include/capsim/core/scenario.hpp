@@ -371,6 +371,9 @@ struct InferencePlan {
   /// The scenario said "auto" (not published): as many replicas as the GPUs hold,
   /// num_gpus / (tp * pp), reported as resolved.
   bool replicas_auto = false;
+  /// The scenario said "auto" for tp or pp: what the GPUs leave once the other degrees and
+  /// the replicas are stated, num_gpus / (replicas x the other), reported as resolved.
+  bool tp_auto = false, pp_auto = false;
   DType weight_dtype = DType::bf16;
   DType activation_dtype = DType::bf16;
   /// The scenario said "auto" (not published) for the weights or the activations: the
