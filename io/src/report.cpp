@@ -266,6 +266,10 @@ json inference_memory_json(const Scenario& s, const InferenceMemory& mem) {
                  {"kv_dtype", std::string(to_string(p.resolved_kv_dtype()))}};
   json resolved = json::object();
   if (!p.ep) resolved["ep"] = 1;
+  if (p.tp_auto) resolved["tp"] = p.tp;
+  if (p.pp_auto) resolved["pp"] = p.pp;
+  if (p.replicas_auto) resolved["replicas"] = p.replicas;
+  if (p.weight_dtype_auto) resolved["weight_dtype"] = j["layout"]["weight_dtype"];
   if (!p.kv_dtype) resolved["kv_dtype"] = j["layout"]["kv_dtype"];
   j["resolved"] = resolved;
   j["memory"] = {{"per_gpu",
