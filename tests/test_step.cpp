@@ -1390,6 +1390,28 @@ TEST(Lora, NeMo2407FineTuningTableWithAutoAdapters) {
   }
 }
 
+// The layout search keeps the packed-document rule: no context-parallel degree splits a
+// document into fewer tokens than its 2*cp chunks, and every layout it ranks passes the
+// layout rules.
+TEST(Packed, SearchKeepsContextParallelWithinTheDocuments) {
+  Scenario s = auto_scenario("llama3-8b", "h100-sxm5-80gb", 1, 1, 16, 64, 16384);
+  s.training->document_tokens = 12;
+  const hw::RooflineCostModel cost(s.system);
+  SearchOptions opt;
+  opt.top_k = 100000;
+  const SearchResult r = search_training(s, cost, opt);
+  ASSERT_FALSE(r.top.empty());
+  bool saw_cp = false;
+  for (const SearchCandidate& c : r.top) {
+    EXPECT_LE(c.plan.cp, 6) << c.plan.cp;
+    saw_cp |= c.plan.cp > 1;
+    Scenario probe = s;
+    probe.training = c.plan;
+    EXPECT_TRUE(check_training_layout(probe).empty()) << "cp " << c.plan.cp;
+  }
+  EXPECT_TRUE(saw_cp);
+}
+
 // Under ZeRO-3 the auto framework is PyTorch-native: attention runs PyTorch's SDPA flash
 // backend (FlashAttention-2) and a pipeline splits the local batch into as many
 // microbatches as stages (torchtitan's default); under Megatron-LM's ZeRO-1 the fused
