@@ -1390,6 +1390,35 @@ TEST(Lora, NeMo2407FineTuningTableWithAutoAdapters) {
   }
 }
 
+// Megatron-Bridge's 26.06 fine-tuning rows (docs/performance-summary-archive.md, DGX-H100,
+// FP8, global batch 32, micro batch 1, sequence 4,096; runs the validation cases leave out):
+// Llama 3 70B SFT on 32 GPUs at TP4 PP4 VP5 reaches 1,638 tokens/s/GPU and LoRA on 8 at TP2
+// PP4 VP20 2,643. Full fine-tuning is within 5%; LoRA with Megatron-Bridge's default
+// adapters (linear_qkv, linear_proj, linear_fc1, linear_fc2, rank 32) reads +21%, the
+// adapters' own GEMMs and adds costing more than the published run shows: a recorded
+// bound, to be lowered as the adapter model improves.
+TEST(Lora, MegatronBridgeFineTuningRows) {
+  auto run = [](int64_t gpus, int64_t tp, int64_t pp, int64_t vpp, TrainMode mode) {
+    Scenario s = auto_scenario("llama3-70b", "h100-sxm5-80gb", tp, pp, gpus / (tp * pp), 32, 4096);
+    s.system = system_of("h100-sxm5-80gb", gpus, 400);
+    s.training->vpp = vpp;
+    s.training->micro_batch = 1;
+    s.training->zero = 1;
+    s.training->precision = DType::fp8;
+    s.training->mode = mode;
+    if (mode == TrainMode::lora)
+      s.training->lora = LoraSpec{32, std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}};
+    const hw::RooflineCostModel cost(s.system);
+    const TrainEvaluation ev = evaluate_training(s, &cost);
+    EXPECT_TRUE(ev.feasible) << ev.fail_reason;
+    return ev.step->step_s;
+  };
+  const double sft = run(32, 4, 4, 5, TrainMode::sft) / (32.0 * 4096.0 / (1638.0 * 32.0));
+  EXPECT_NEAR(sft, 1.0, 0.05);
+  const double lora = run(8, 2, 4, 20, TrainMode::lora) / (32.0 * 4096.0 / (2643.0 * 8.0));
+  EXPECT_LT(lora, 1.25);
+}
+
 // The layout search keeps the packed-document rule: no context-parallel degree splits a
 // document into fewer tokens than its 2*cp chunks, and every layout it ranks passes the
 // layout rules.
