@@ -187,11 +187,8 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
   if (t.document_tokens) {
     need(out, *t.document_tokens >= 1 && *t.document_tokens <= t.seq_len, "/training/document_tokens",
          str(*t.document_tokens), "must be between 1 and seq_len = " + str(t.seq_len));
-    // Transformer Engine's context parallelism over packed (THD) sequences splits every
-    // document into 2*cp load-balanced chunks (Megatron-Bridge pads packed samples to a
-    // multiple of 2*cp: pad_seq_to_mult = context_parallel_size * 2).
-    if (t.cp > 1 && *t.document_tokens <= t.seq_len)
-      need(out, *t.document_tokens >= mul(2, t.cp), "/training/document_tokens", str(*t.document_tokens),
+    if (*t.document_tokens <= t.seq_len)
+      need(out, cp_fits_documents(t, t.cp), "/training/document_tokens", str(*t.document_tokens),
            "context parallelism splits each document into 2*cp = " + str(mul(2, t.cp)) + " chunks; needs at least that many tokens");
   }
   if (t.sp && t.seq_len % mul(t.tp, t.cp) != 0)
@@ -206,6 +203,8 @@ std::vector<Issue> check_training_layout(const Scenario& s) {
     out.push_back({"/system/gpus_per_node", str(s.system.gpus_per_node), "must be a positive integer", {}});
   return out;
 }
+
+bool cp_fits_documents(const TrainingPlan& t, int64_t cp) { return cp <= 1 || cp <= attention_span(t) / 2; }
 
 std::vector<Issue> check_inference_layout(const Scenario& s) {
   std::vector<Issue> out;

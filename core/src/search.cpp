@@ -72,8 +72,7 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
       }
       for (int64_t cp = 1; cp <= n / tp; cp *= 2) {
         if ((n / tp) % cp != 0) continue;
-        // Context parallelism splits every packed document into 2*cp chunks (layout rule).
-        if (b.seq_len % (cp * tp) != 0 || b.seq_len / cp < 1024 || (cp > 1 && attention_span(b) < 2 * cp)) {
+        if (b.seq_len % (cp * tp) != 0 || b.seq_len / cp < 1024 || !cp_fits_documents(b, cp)) {
           ++res.pruned_divisibility;
           continue;
         }

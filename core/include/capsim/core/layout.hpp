@@ -13,6 +13,11 @@ namespace capsim {
 /// are auto are skipped; `resolved` checks run again after resolution.
 std::vector<Issue> check_training_layout(const Scenario& s);
 
+/// Whether context parallelism of degree cp can split each packed document (attention_span)
+/// into its 2*cp load-balanced chunks: Transformer Engine's THD context parallelism, as
+/// Megatron-Bridge pads packed samples to a multiple of 2*cp (pad_seq_to_mult).
+bool cp_fits_documents(const TrainingPlan& t, int64_t cp);
+
 /// The layouts a plan with auto layout fields (TrainingPlan::auto_layout) can take on
 /// `s.system.num_gpus` GPUs: each auto field over its range (tp: powers of two up to the
 /// GPUs of a node; cp: powers of two leaving at least 1,024 tokens a rank; pp: divisors
