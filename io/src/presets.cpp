@@ -209,6 +209,9 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("alltoall_busbw_gbps", g.efficiency.alltoall_busbw_gbps, false);
     sourced("nic_efficiency", g.efficiency.nic_efficiency, false);
     sourced("alltoall_nic_efficiency", g.efficiency.alltoall_nic_efficiency, false);
+    sourced("nccl_ctas_nvlink", g.efficiency.nccl_ctas_nvlink, true);
+    sourced("nccl_ctas_network", g.efficiency.nccl_ctas_network, true);
+    sourced("nccl_p2p_ctas_nvlink", g.efficiency.nccl_p2p_ctas_nvlink, true);
     auto attention = [&](const char* key, AttentionEfficiency& out) {
       const std::string at = origin + "#/efficiency/" + key;
       const json* t = figure(key);

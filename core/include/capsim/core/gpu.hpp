@@ -94,6 +94,12 @@ struct GpuEfficiency {
   Sourced allreduce_nvls_busbw_gbps;
   Sourced nic_efficiency;  ///< achievable fraction of the scale-out NIC line rate
   Sourced alltoall_nic_efficiency;  ///< the same for all-to-all traffic
+  /// Thread blocks (one per channel, each holding an SM no compute kernel shares) that
+  /// NCCL's collectives run on a group inside one NVSwitch node and on a group spanning
+  /// nodes over the scale-out network; 0 = not measured (overlap then slows no compute).
+  Sourced nccl_ctas_nvlink, nccl_ctas_network;
+  /// Blocks of NCCL's send/recv to one peer inside the node (its "p2p channels per peer").
+  Sourced nccl_p2p_ctas_nvlink;
   BusbwCurve busbw_curve_nvlink;  ///< inside a node (across nodes: NCCL's latency-bandwidth model)
   bool operator==(const GpuEfficiency&) const = default;
 };
