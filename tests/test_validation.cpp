@@ -64,7 +64,12 @@ TEST(Validation, TrainingErrorBounds) {
   // Median 0.115 and p90 0.275 until the 500 W H100 (torchtitan's Grand Teton part) took
   // its sustained tensor rate from cuBLAS GEMMs measured at that power limit (FBGEMM PR
   // #2546): 0.948 -> 0.861 of its rating, torchtitan 17.7% -> 10.8%, p90 26.6% -> 24.3%.
-  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.11);
+  // 0.11 until the computation beside data-parallel and context-parallel communication ran
+  // on the SMs NCCL's channels leave (16-24 of 132 on Hopper; NCCL logs and source): 10.5%
+  // -> 10.3%, the families that read fast moved toward their measurements (llmfoundry
+  // 10.5% -> 9.0%, mcore24 8.1% -> 5.7%, nemo 21.2% -> 20.6%, torchtitan 10.8% -> 10.1%),
+  // the NVIDIA DGX Cloud recipes, already slow, away (dgxc2411 6.5% -> 8.1%).
+  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.105);
   // p90 0.265 until op-level checkpointing kept torchtitan's odd-numbered matmul outputs
   // (wq, wv, w1, w2) instead of half of every projection: 45% of a Llama block's matmul
   // FLOPs rerun, not 50%, so its selective-recompute runs, already too fast, lost 1-2%.
@@ -83,7 +88,7 @@ TEST(Validation, TrainingErrorBounds) {
   const std::map<std::string, double> family_bounds = {
       // korthikanti22 0.075 until each tensor-parallel rank ran the loss over its own
       // vocabulary shard only (its TP8 runs read 0.4 points faster).
-      {"dgxc2411", 0.09}, {"korthikanti22", 0.076}, {"llmfoundry", 0.11},
+      {"dgxc2411", 0.09}, {"korthikanti22", 0.076}, {"llmfoundry", 0.095},
       // mcore24 0.03 and narayanan21 0.145 until a cross-node send took one network hop at
       // the NIC's rate instead of the many-node all-reduce curve (2 MiB: 726 -> 55 us): the
       // pipeline sends of their 70B-462B and PP runs got cheaper, and those runs already read
@@ -97,7 +102,7 @@ TEST(Validation, TrainingErrorBounds) {
       // instead of the busbw-by-size curve of 8-GPU nodes, which charged data-parallel
       // groups of one or two GPUs a node up to 2.7x the published 10-node logs' times: the
       // 70B-177B runs' gradient traffic got cheaper and they read 0.2-0.9 points faster.
-      {"mcore24", 0.082},
+      {"mcore24", 0.06},
       // mbridge rose from 0.095 when Megatron's all-to-all dispatcher made its second
       // permutation (sort by local expert): Qwen3-30B-A3B -20% -> -14%, Qwen3-235B -7% ->
       // -4%, DeepSeek-V3 +7% -> +10%, so the middle of the six moved up.
@@ -106,10 +111,10 @@ TEST(Validation, TrainingErrorBounds) {
       // default on Hopper, and from 0.19 to 0.2013 when FP8 runs gathered their sequence-
       // parallel activations in FP8 as Transformer Engine does (since 1.2): its long-sequence
       // Llama-2 7B FP8 runs were already too fast, so they are the one family over 20%.
-      {"narayanan21", 0.15}, {"nemo", 0.215}, {"nemo2409", 0.085},
+      {"narayanan21", 0.15}, {"nemo", 0.21}, {"nemo2409", 0.08},
       // torchtitan 0.17 until its checkpointing kept the matmul outputs its policy names;
       // 0.18 until its 500 W GPUs took the tensor rate measured at that limit.
-      {"torchtitan", 0.115}};
+      {"torchtitan", 0.105}};
   // Families allowed over 20% (the model is missing something there; the bound above holds).
   const std::set<std::string> over_twenty = {"nemo"};
   const nlohmann::json groups = io::group_errors(r, "source");

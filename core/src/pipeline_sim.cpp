@@ -567,12 +567,54 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
   return out;
 }
 
+namespace {
+
+/// The longest time any rank's data-parallel collectives ran beside its computation.
+double dp_overlap_s(const DesStep& run) {
+  const des::Simulation& sim = run.sim;
+  const auto ranks = static_cast<size_t>(sim.num_ranks());
+  std::vector<std::vector<des::TaskTime>> comp(ranks), dp(ranks);
+  for (size_t k = 0; k < sim.tasks().size(); ++k) {
+    const des::Stream& st = sim.streams()[static_cast<size_t>(sim.tasks()[k].stream)];
+    const des::TaskTime& tt = run.result.times[k];
+    if (tt.end <= tt.start) continue;
+    if (st.kind == StreamKind::compute) comp[static_cast<size_t>(st.rank)].push_back(tt);
+    else if (st.kind == StreamKind::dp_comm) dp[static_cast<size_t>(st.rank)].push_back(tt);
+  }
+  auto by_start = [](const des::TaskTime& a, const des::TaskTime& b) { return a.start < b.start; };
+  double most = 0;
+  for (size_t r = 0; r < ranks; ++r) {
+    // Each stream runs one task at a time: intersect the two sorted interval lists.
+    auto& c = comp[r];
+    auto& d = dp[r];
+    std::sort(c.begin(), c.end(), by_start);
+    std::sort(d.begin(), d.end(), by_start);
+    double both = 0;
+    for (size_t i = 0, j = 0; i < c.size() && j < d.size();) {
+      both += std::max(0.0, std::min(c[i].end, d[j].end) - std::max(c[i].start, d[j].start));
+      if (c[i].end < d[j].end) ++i;
+      else ++j;
+    }
+    most = std::max(most, both);
+  }
+  return most;
+}
+
+}  // namespace
+
 DesStep des_step(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, const CostModel& cost,
                  const StepOptions& opt, const DesOptions& dopt) {
   const PipelineCosts pc = pipeline_costs(m, sys, t, cost, opt);
   DesStep out = simulate_pipeline(pc, sys, t, cost, opt, dopt);
-  const double step = out.step.step_s;
-  out.step = analytical_step(m, sys, t, cost, opt);
+  const StepBreakdown an = analytical_step(m, sys, t, cost, opt);
+  // The data-parallel collectives the run overlapped with computation hold SMs of their
+  // own meanwhile (analytical_step's dp_slowed_s): the computation beside them runs on the
+  // rest, which lengthens the step by the busiest rank's overlapped span times their share.
+  const double slowed = dp_overlap_s(out) * an.dp_sm_share;
+  const double step = out.step.step_s + slowed;
+  out.step = an;
+  out.step.compute_s += slowed - an.dp_slowed_s;
+  out.step.dp_slowed_s = slowed;
   // Same report keys: the step time comes from the run; the bubble is what the slowest
   // stage idles beyond the exposed communication the analytical engine itemises.
   const double analytical_step_s = out.step.step_s;

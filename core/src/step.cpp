@@ -115,12 +115,45 @@ struct Ctx {
   double fp8_block_rate = 0;
   bool fp8_blockwise = false;  ///< block-scaled FP8 recipe (its quantization: kBlockwiseCastBytes)
   bool hierarchical_ep = false;  ///< tokens cross the network once per node (MoeDispatcher)
+  const SystemSpec* sys = nullptr;
 };
 
 /// Share of the SMs the all-to-all kernels hold while they overlap computation.
 double a2a_sm_share(int sm_count) {
   const double sms = dbl(std::max(1, sm_count));
   return std::min(kA2aOverlapSms, sms - 1.0) / sms;
+}
+
+/// Bytes a channel of an NCCL ring or tree collective must carry for NCCL to keep it:
+/// topoGetAlgoInfo drops channels while nBytes < channels x threads x threshold, 512
+/// threads and 64 bytes under the SIMPLE protocol large messages use (NVIDIA/nccl
+/// v2.30.7-1, src/enqueue.cc and src/include/comm.h).
+constexpr double kNcclBytesPerChannel = 512.0 * 64.0;
+
+/// Scale-out bandwidth one NCCL send/recv channel to a network peer is sized for:
+/// NCCL_P2P_PER_CHANNEL_NET_BW, 14 GB/s (NVIDIA/nccl v2.30.7-1, src/graph/paths.cc).
+constexpr double kNcclP2pNetBytesPerChannel = 14e9;
+
+/// Share of the SMs NCCL's kernels hold while a transfer of `bytes` over `g` runs beside
+/// computation: one thread block per channel (NVIDIA/nccl src/enqueue.cc, the grid is the
+/// channel mask's population), and no compute kernel shares an SM with them ("NCCL CTAs
+/// won't share an SM with compute kernels", NCCL's maintainer in NVIDIA/nccl#689). The
+/// channel counts are the GPU preset's (nccl_ctas_*); a send/recv to a network peer uses
+/// max(1, NIC bandwidth / 14 GB/s) channels (NCCL src/graph/paths.cc). 0 where the preset
+/// has no measured count.
+double nccl_sm_share(const SystemSpec& sys, const Group& g, double bytes, bool p2p) {
+  if (g.size <= 1 || bytes <= 0) return 0.0;
+  const GpuEfficiency& e = sys.gpu.efficiency;
+  const bool network = g.nodes() > 1;
+  double ctas = 0;
+  if (!p2p) ctas = (network ? e.nccl_ctas_network : e.nccl_ctas_nvlink).value;
+  else if (!network) ctas = e.nccl_p2p_ctas_nvlink.value;
+  else if (e.nccl_ctas_network.value > 0)
+    ctas = std::max(1.0, std::ceil(sys.nic_gbps_per_gpu / 8.0 * 1e9 / kNcclP2pNetBytesPerChannel));
+  if (ctas <= 0) return 0.0;
+  if (!p2p) ctas = std::min(ctas, std::max(1.0, std::floor(bytes / kNcclBytesPerChannel)));
+  const double sms = dbl(std::max(1, sys.gpu.sm_count));
+  return std::min(ctas, sms - 1.0) / sms;
 }
 
 /// One microbatch's forward run together with another's backward, each one's all-to-all
@@ -333,11 +366,17 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
           const double gather = c.cost.collective(CollectiveKind::all_gather, Bytes(shard * 2.0 * dbl(c.t.cp)), c.g.cp).value;
           const double grads = c.cost.p2p(Bytes(shard * 4.0), c.g.cp.nodes() > 1).value;
           const double exposed_f = std::max(0.0, gather - f / dbl(c.t.cp));
+          const double exposed_b = std::max(0.0, gather - bw / dbl(c.t.cp));
           const double regather = c.rc == Recompute::full ? c.rc_fraction : 0.0;
           lc.cp_fwd += gather;
           lc.cp_bwd += (1.0 + regather) * gather + dbl(c.t.cp - 1) * grads;
           lc.cp_exposed_fwd += exposed_f;
-          lc.cp_exposed_bwd += std::max(0.0, gather - bw / dbl(c.t.cp)) + grads + regather * exposed_f;
+          lc.cp_exposed_bwd += exposed_b + grads + regather * exposed_f;
+          // The first block computes on the SMs the gather leaves.
+          const double share = nccl_sm_share(*c.sys, c.g.cp, shard * 2.0 * dbl(c.t.cp), false);
+          lc.fwd += (gather - exposed_f) * share;
+          lc.bwd += (gather - exposed_b) * share;
+          if (regather > 0) lc.recompute += regather * (gather - exposed_f) * share;
         } else if (c.t.cp > 1) {
           // Ring attention: cp-1 steps each passing this rank's K and V chunk, behind the
           // blocks of attention; the backward passes K, V and their gradients.
@@ -346,8 +385,13 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
           const double step = c.cost.p2p(Bytes(kv_bytes), cross).value;
           lc.cp_fwd += dbl(c.t.cp - 1) * step;
           lc.cp_bwd += 2.0 * dbl(c.t.cp - 1) * step;
-          lc.cp_exposed_fwd += std::max(0.0, dbl(c.t.cp - 1) * step - f);
-          lc.cp_exposed_bwd += std::max(0.0, 2.0 * dbl(c.t.cp - 1) * step - bw);
+          const double ring_f = dbl(c.t.cp - 1) * step, ring_b = 2.0 * dbl(c.t.cp - 1) * step;
+          lc.cp_exposed_fwd += std::max(0.0, ring_f - f);
+          lc.cp_exposed_bwd += std::max(0.0, ring_b - bw);
+          // The attention blocks compute on the SMs the ring's sends and receives leave.
+          const double share = nccl_sm_share(*c.sys, c.g.cp, kv_bytes, true);
+          lc.fwd += std::min(ring_f, f) * share;
+          lc.bwd += std::min(ring_b, bw) * share;
         }
         if (c.t.cp > 1) {
           // Each later ring step rescales and adds its partial output into the running one
@@ -527,6 +571,7 @@ namespace {
 Ctx make_ctx(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, const CostModel& cost,
              const StepOptions& opt) {
   Ctx c{m, t, cost, opt, layout_groups(t, sys.gpus_per_node)};
+  c.sys = &sys;
   c.b = t.micro_batch.value_or(1);
   c.s = t.seq_len;
   c.tokens = dbl(c.b) * dbl(c.s) / dbl(t.cp);
@@ -903,6 +948,12 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     double ag = 0, rs = 0;                // ZeRO-3: per layer, per microbatch
     double grads = 0, gather = 0, last = 0;  // ZeRO 0-2: per step
   } dp;
+  // SM share of the collectives, weighted by their time (nccl_sm_share).
+  double dp_share_time = 0, dp_time = 0;
+  auto weigh = [&](double seconds, const Group& grp, double bytes) {
+    dp_share_time += seconds * nccl_sm_share(sys, grp, bytes, false);
+    dp_time += seconds;
+  };
   const double stage_layers = std::max(1.0, dbl(crit_rank.layers()));
   // Buckets per chunk as the discrete-event engine splits them.
   const double bucket_elems = std::max(40e6, 1e6 * dbl(c.g.dp.size));
@@ -918,8 +969,12 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       // ZeRO-3 / FSDP: every microbatch gathers each layer's weights for forward and
       // backward and reduce-scatters its gradients, prefetched behind layer compute.
       const double layer = params / stage_layers;
-      dp.ag += cost.collective(CollectiveKind::all_gather, Bytes(layer * gather_bytes), grp).value;
-      dp.rs += cost.collective(CollectiveKind::reduce_scatter, Bytes(layer * g_bytes), grp).value;
+      const double ag = cost.collective(CollectiveKind::all_gather, Bytes(layer * gather_bytes), grp).value;
+      const double rs = cost.collective(CollectiveKind::reduce_scatter, Bytes(layer * g_bytes), grp).value;
+      dp.ag += ag;
+      dp.rs += rs;
+      weigh(2.0 * ag, grp, layer * gather_bytes);
+      weigh(rs, grp, layer * g_bytes);
       return;
     }
     // Megatron-LM DDP buckets of max(40M, 1M x dp) elements (at most one per layer), each
@@ -929,12 +984,15 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       const double one = cost.collective(CollectiveKind::all_reduce, Bytes(piece * g_bytes), grp).value;
       dp.grads += one * dbl(dp_buckets);
       dp.last += one;
+      weigh(one, grp, piece * g_bytes);
     } else {
       const double rs = cost.collective(CollectiveKind::reduce_scatter, Bytes(piece * g_bytes), grp).value;
       const double ag = cost.collective(CollectiveKind::all_gather, Bytes(piece * gather_bytes), grp).value;
       dp.grads += rs * dbl(dp_buckets);
       dp.gather += ag * dbl(dp_buckets);
       dp.last += rs + ag;
+      weigh(rs, grp, piece * g_bytes);
+      weigh(ag, grp, piece * gather_bytes);
     }
   };
   dp_group_cost(dense_params, dense_params > 0 ? param_gather_bytes(fp8, dense_params, crit.fp8_params, 0.0) / dense_params : 2.0,
@@ -964,6 +1022,11 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   }
   out.total_dp_s = dp_total;
   out.exposed_dp_s = dp_exposed;
+  // The computation the hidden collectives overlap runs on the SMs they leave: an overlapped
+  // span E lasts E x share longer (as the all-to-all's, paired_passes).
+  out.dp_sm_share = dp_time > 0 ? dp_share_time / dp_time : 0.0;
+  out.dp_slowed_s = (dp_total - dp_exposed) * out.dp_sm_share;
+  out.compute_s += out.dp_slowed_s;
 
   // Optimizer step over this GPU's shard of the parameters.
   const double local = (zero >= 1 ? dense_params / dbl(c.g.dp.size) : dense_params) +
@@ -987,7 +1050,8 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     if (crit_rank.n[k] > 0)
       out.optimizer_s += dbl(crit_rank.n[k]) * cost.memory_bound(Bytes(fp8_weight_cast_bytes(t, lk.params[k]))).value;
 
-  out.step_s = dbl(mb) * out.microbatch_s + out.bubble_s + out.exposed_pp_s + out.exposed_dp_s + out.optimizer_s;
+  out.step_s = dbl(mb) * out.microbatch_s + out.bubble_s + out.exposed_pp_s + out.exposed_dp_s + out.dp_slowed_s +
+               out.optimizer_s;
 
   // Throughput and utilisation.
   const double tokens_step = dbl(t.global_batch) * dbl(t.seq_len);

@@ -193,6 +193,7 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"slowest_stage", st.slowest_stage},
                  {"breakdown",
                   {{"compute_s", st.compute_s},
+                   {"dp_overlap_slowdown_s", st.dp_slowed_s},
                    {"recompute_s", st.recompute_s},
                    {"bubble_s", st.bubble_s},
                    {"optimizer_s", st.optimizer_s},

@@ -43,6 +43,10 @@ struct StepBreakdown {
   double exposed_tp_s = 0, exposed_cp_s = 0, exposed_ep_s = 0, exposed_pp_s = 0, exposed_dp_s = 0;
   double total_tp_s = 0, total_cp_s = 0, total_ep_s = 0, total_pp_s = 0, total_dp_s = 0;  ///< before overlap
   double bubble_s = 0;      ///< pipeline fill and drain
+  /// Computation lengthened by the SMs the data-parallel collectives hold while they
+  /// overlap it (within compute_s).
+  double dp_slowed_s = 0;
+  double dp_sm_share = 0;  ///< share of the SMs the data-parallel collectives hold (time-weighted)
   double optimizer_s = 0;   ///< on the GPU, or with offload the three parts below
   double offload_d2h_s = 0;  ///< offloaded optimizer: 16-bit gradients down over PCIe
   double offload_cpu_s = 0;  ///< offloaded optimizer: the CPU Adam step
