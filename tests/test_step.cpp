@@ -279,6 +279,26 @@ TEST(Gemm, WaveAndDepthFactors) {
   }
 }
 
+// A narrow N takes narrow tiles as a narrow M does (cuBLAS runs the transpose): 128
+// columns fill a 128-wide tile, 32 columns half a 64-wide one, on either architecture.
+TEST(Gemm, NarrowOutputTakesNarrowTiles) {
+  for (const char* id : {"h100-sxm5-80gb", "a100-sxm4-80gb"}) {
+    SCOPED_TRACE(id);
+    const SystemSpec sys = system_of(id, 1);
+    const hw::RooflineCostModel cost(sys);
+    const GpuEfficiency& e = sys.gpu.efficiency;
+    const double sms = dbl(sys.gpu.sm_count);
+    const int64_t k_ref = reference_k(e.gemm_bf16_shape);
+    // 4096 rows: 32 row tiles of 128, one column tile, one partial wave.
+    expect_rel(cost.gemm_efficiency(4096, 128, k_ref, DType::bf16), e.gemm_bf16.value * 32.0 / sms, 1e-12);
+    expect_rel(cost.gemm_efficiency(4096, 32, k_ref, DType::bf16), e.gemm_bf16.value * 32.0 / sms * 0.5, 1e-12);
+    expect_rel(cost.gemm_efficiency(4096, 8, k_ref, DType::bf16), e.gemm_bf16.value * 32.0 / sms * 0.5, 1e-12);
+    // And the transpose of the last: one 16-row tile per 128 columns (256 on Hopper).
+    const double cols = sys.gpu.arch == GpuArch::ampere ? 128.0 : 256.0;
+    expect_rel(cost.gemm_efficiency(8, 4096, k_ref, DType::bf16), e.gemm_bf16.value * (4096.0 / cols) / sms * 0.5, 1e-12);
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Collectives: NCCL ring bus-bandwidth model. Since "Collectives follow measured
 // bus-bandwidth curves by message size" the time of a collective is
@@ -1364,7 +1384,7 @@ TEST(Lora, AutoRankAndTargetsAreTheFrameworkDefault) {
 // that table leaves them: Llama-2-7B on 8 GPUs 24,824 tokens/s/GPU, 13B on 8 GPUs 14,629,
 // 70B on 8 GPUs at TP2 PP4 2,621. With "auto" adapters (NeMo 1.x: rank 32 on the fused
 // query-key-value projection) each is within 20%; adapting every projection instead costs
-// the small models more than a third again.
+// the small models a fifth again (a third while narrow adapter GEMMs paid 256-column tiles).
 TEST(Lora, NeMo2407FineTuningTableWithAutoAdapters) {
   struct Row {
     const char* model;
@@ -1388,7 +1408,7 @@ TEST(Lora, NeMo2407FineTuningTableWithAutoAdapters) {
       s.training->lora = LoraSpec{32, std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}};
       const TrainEvaluation all = evaluate_training(s, &cost);
       ASSERT_TRUE(all.feasible) << r.model;
-      EXPECT_GT(all.step->step_s / measured, 1.3) << r.model;
+      EXPECT_GT(all.step->step_s / measured, 1.15) << r.model;
     }
   }
 }
@@ -1397,9 +1417,10 @@ TEST(Lora, NeMo2407FineTuningTableWithAutoAdapters) {
 // FP8, global batch 32, micro batch 1, sequence 4,096; runs the validation cases leave out):
 // Llama 3 70B SFT on 32 GPUs at TP4 PP4 VP5 reaches 1,638 tokens/s/GPU and LoRA on 8 at TP2
 // PP4 VP20 2,643. Full fine-tuning is within 5%; LoRA with Megatron-Bridge's default
-// adapters (linear_qkv, linear_proj, linear_fc1, linear_fc2, rank 32) reads +21%, the
-// adapters' own GEMMs and adds costing more than the published run shows: a recorded
-// bound, to be lowered as the adapter model improves.
+// adapters (linear_qkv, linear_proj, linear_fc1, linear_fc2, rank 32) reads +11% (+21%
+// while its 32-column adapter GEMMs paid 256-column tiles), the adapters' own GEMMs and
+// adds costing more than the published run shows: a recorded bound, to be lowered as the
+// adapter model improves.
 TEST(Lora, MegatronBridgeFineTuningRows) {
   auto run = [](int64_t gpus, int64_t tp, int64_t pp, int64_t vpp, TrainMode mode) {
     Scenario s = auto_scenario("llama3-70b", "h100-sxm5-80gb", tp, pp, gpus / (tp * pp), 32, 4096);
@@ -1419,7 +1440,7 @@ TEST(Lora, MegatronBridgeFineTuningRows) {
   const double sft = run(32, 4, 4, 5, TrainMode::sft) / (32.0 * 4096.0 / (1638.0 * 32.0));
   EXPECT_NEAR(sft, 1.0, 0.05);
   const double lora = run(8, 2, 4, 20, TrainMode::lora) / (32.0 * 4096.0 / (2643.0 * 8.0));
-  EXPECT_LT(lora, 1.25);
+  EXPECT_LT(lora, 1.14);
 }
 
 // The layout search keeps the packed-document rule: no context-parallel degree splits a

@@ -320,8 +320,16 @@ TEST(Validation, PostTrainingErrorBounds) {
   // NCCL's model says 50-53 us (-28%), so Qwen3-235B on-policy moved from -3..-10% to
   // -15..-21% and DeepSeek-V3 FP8 from -14..-21% to -20..-27%, while the model is 2-6x
   // closer to the logs at the megabytes the training collectives move.
-  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.15);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.186);
+  // 14.8% and 18.4% until GEMMs with fewer than 256 output columns took tiles as narrow as
+  // their N (cuBLAS runs a GEMM as its transpose, so narrow N is priced like narrow M): the
+  // MoE routers (128 experts) and the absorbed-MLA value products of the rollouts and the
+  // training passes lost their padding. Seven runs moved toward their measurements (the
+  // split Qwen3-235B +26.4% -> +21.1% and +8.0% -> +3.3%, DeepSeek-V3 on 256 GPUs +8.4% ->
+  // +6.9%), eight already fast away (Qwen3-235B on-policy -15..-21% -> -18..-23%, Qwen3-30B
+  // -33..-34% -> -34..-36%), which moved the median; NeMo 24.07's LoRA rows (outside the
+  // validation files) went from +12.9/+16.3/-1.2% to +8.8/+12.7/-2.5%.
+  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.175);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.195);
   // The tail too (today 33.3% and 50.1%: Qwen3-30B-A3B's v0.6 runs, 31% fast, read 33% fast
   // once vLLM 0.17.1 overlaps its host time, 31.4% and 46.6% before; 36.6% and 49.5% before
   // the published refit
@@ -332,8 +340,9 @@ TEST(Validation, PostTrainingErrorBounds) {
   // rollouts at TP16 across two nodes (Qwen3-235B, on-policy) moved from +18..+46% to
   // -2..-10%, DeepSeek-V3's FP8 ones at TP16 from -4..-15% to -32..-39% (their decode is
   // missing something the old over-priced all-reduce stood in for).
-  EXPECT_LE(g["grpo"]["step_time_s"]["p90_abs_error"].get<double>(), 0.34);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["p90_abs_error"].get<double>(), 0.51);
+  // (0.34 and 0.51 before the narrow-N tiles above.)
+  EXPECT_LE(g["grpo"]["step_time_s"]["p90_abs_error"].get<double>(), 0.35);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["p90_abs_error"].get<double>(), 0.54);
 
   const nlohmann::json by_source = io::group_errors(r, "source");
   ASSERT_TRUE(by_source.contains("litgpt"));

@@ -28,9 +28,15 @@ double RooflineCostModel::shape_factor(int64_t m, int64_t n, int64_t k, int64_t 
   const GpuSpec& g = sys_.gpu;
   // Output tiles of the kernels cuBLAS picks for large problems: 128x256 on Hopper and
   // Blackwell (CUTLASS sm90 default), 128x128 on Ampere; 64-row tiles for skinny M and
-  // 16 rows (one tensor-core MMA) for decode-sized M.
+  // 16 rows (one tensor-core MMA) for decode-sized M. A narrow N takes the same narrower
+  // tiles: a GEMM is its own transpose (C^T = B^T A^T), and cuBLAS runs both operand
+  // orders, its nvjet kernels naming the layout beside tiles such as 64x8 (H200, DeepSeek-V3
+  // router at 4 tokens: nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT, vLLM issue #28084) and
+  // 16x64 (B200, 8 x 1024 x 2048: nvjet_sm100_tss_16x64_64x16_4x1_v_bz_TNN, vLLM PR
+  // #41300). A rank-32 adapter or a 128-expert router is not padded to 256 columns.
   const int64_t tm = m >= 128 ? 128 : (m > 16 ? 64 : 16);
-  const int64_t tn = g.arch == GpuArch::ampere ? 128 : 256;
+  const int64_t tn_large = g.arch == GpuArch::ampere ? 128 : 256;
+  const int64_t tn = n >= tn_large ? tn_large : (n >= 128 ? 128 : (n > 16 ? 64 : 16));
   const int64_t tiles = ceil_div(m, tm) * ceil_div(n, tn) * batch;
   const int64_t sms = std::max(1, g.sm_count);
   const int64_t waves = ceil_div(tiles, sms);
