@@ -513,6 +513,24 @@ TEST(TrainingKeys, DocumentTokensWithinTheSequenceAndTheContextChunks) {
                                  ""}}));
 }
 
+TEST(TrainingKeys, LossIsThePyTorchStacks) {
+  json doc = good_scenario();
+  doc["training"]["framework"] = "pytorch";
+  doc["training"]["loss"] = "compiled";
+  EXPECT_EQ(io::scenario_from_json(doc).training->compiled_loss, std::optional<bool>(true));
+  doc["training"]["loss"] = "auto";
+  EXPECT_EQ(io::scenario_from_json(doc).training->compiled_loss, std::nullopt);
+  doc["training"]["loss"] = "fused";
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/loss", "\"fused\"", "must be one of \"eager\", \"compiled\", \"auto\"", ""}}));
+  doc["training"]["framework"] = "megatron";
+  doc["training"]["loss"] = "compiled";
+  EXPECT_EQ(issues_of(doc),
+            (std::vector<Issue>{{"/training/loss", "\"compiled\"",
+                                 "applies to the PyTorch stack (framework \"pytorch\"); the Megatron stack runs its fused "
+                                 "vocabulary-parallel cross entropy",
+                                 "remove it or set framework to \"pytorch\""}}));
+}
+
 TEST(WrongType, ScheduleAutoAndRecomputeModules) {
   json doc = good_scenario();
   doc["training"]["schedule"] = "auto";

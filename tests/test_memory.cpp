@@ -5,8 +5,10 @@
 
 #include "capsim/core/layout.hpp"
 #include "capsim/core/memory.hpp"
+#include "capsim/core/step.hpp"
 #include "capsim/core/workload.hpp"
 #include "capsim/io/engines.hpp"
+#include "capsim/hw/roofline.hpp"
 #include "capsim/io/presets.hpp"
 
 namespace capsim {
@@ -285,6 +287,33 @@ TEST(Activations, LossMemoryFollowsTheFramework) {
   t.dp = 4;
   t.global_batch = 4;
   EXPECT_DOUBLE_EQ(training_memory(m, system_of("h100-sxm5-80gb", 8), t).stages.back().logits_bytes, logits / 2.0 * 12.0);
+}
+
+// A compiled loss (torch.compile, torchtitan since PR #1033) keeps the 16-bit logits (2 B a
+// logit) instead of the fp32 log-softmax (4 B), and its backward holds 6 B a logit instead
+// of 8 (apple/ml-cross-entropy's torch.compile benchmark): 4 B a logit less, on the last
+// stage only, and nothing else changes.
+TEST(Activations, CompiledLossKeepsTheSixteenBitLogits) {
+  const ModelSpec m = io::load_model("llama3-8b");
+  TrainingPlan t = plan(8, 3);
+  t.precision = DType::bf16;
+  ASSERT_EQ(framework_of(t), Framework::pytorch);
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
+  const double logits = 2048.0 * static_cast<double>(m.vocab);
+  const StageMemory eager = training_memory(m, sys, t).peak();
+  t.compiled_loss = true;
+  const StageMemory compiled = training_memory(m, sys, t).peak();
+  EXPECT_DOUBLE_EQ(compiled.logits_bytes, logits * 6.0);
+  EXPECT_DOUBLE_EQ(eager.logits_bytes - compiled.logits_bytes, logits * 2.0);
+  EXPECT_NEAR(eager.activations_bytes - compiled.activations_bytes, logits * 2.0, 1e-6 * logits);
+  EXPECT_DOUBLE_EQ(eager.weights_bytes, compiled.weights_bytes);
+  EXPECT_DOUBLE_EQ(eager.optimizer_bytes, compiled.optimizer_bytes);
+  // And the step moves less loss traffic: 4 + 12 bytes a logit for eager's 22 + 26.
+  const hw::RooflineCostModel cost(sys);
+  t.compiled_loss.reset();
+  const double e = analytical_step(m, sys, t, cost).step_s;
+  t.compiled_loss = true;
+  EXPECT_LT(analytical_step(m, sys, t, cost).step_s, e);
 }
 
 // ZeRO-3 under pipeline parallelism keeps each stage's gradients unsharded across

@@ -58,12 +58,13 @@ struct MemKey {
   unsigned lora_targets;
   double lora_dropout;
   bool base_keeps_inputs;
+  bool compiled_loss;  ///< LoweringOptions::compiled_loss
   bool operator==(const MemKey&) const = default;
   template <class F>
   void visit(F f) const {
     f(model), f(tp), f(cp), f(etp), f(micro_batch), f(seq_len), f(attention_span), f(sp), f(recompute), f(recompute_fraction),
         f(recompute_modules), f(precision), f(attention), f(framework), f(fp8_blockwise), f(lora_rank),
-        f(lora_targets), f(lora_dropout), f(base_keeps_inputs);
+        f(lora_targets), f(lora_dropout), f(base_keeps_inputs), f(compiled_loss);
   }
 };
 
@@ -91,6 +92,7 @@ struct StepKey {
   int moe_permute_passes;  ///< LoweringOptions::moe_permute_passes
   bool eager_elementwise;
   bool hierarchical_ep;  ///< MoeDispatcher::hierarchical in force
+  bool compiled_loss;    ///< LoweringOptions::compiled_loss
   bool operator==(const StepKey&) const = default;
   template <class F>
   void visit(F f) const {
@@ -98,7 +100,7 @@ struct StepKey {
         f(recompute), f(recompute_fraction), f(recompute_modules), f(precision), f(attention), f(framework), f(tp_overlap),
         f(moe_imbalance),
         f(lora_rank), f(lora_targets), f(fp8_blockwise), f(moe_permute_passes), f(eager_elementwise),
-        f(hierarchical_ep);
+        f(hierarchical_ep), f(compiled_loss);
   }
 };
 

@@ -153,7 +153,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
                      rc == Recompute::full ? t.recompute_fraction : 1.0, t.recompute_modules, static_cast<int>(t.precision),
                      static_cast<int>(attention_of(t)), static_cast<int>(fw), t.fp8_blockwise.value_or(false),
                      lo.frozen_base ? std::max<int64_t>(1, lo.lora_rank) : 0, lo.lora_targets, lo.lora_dropout,
-                     lo.base_keeps_inputs};
+                     lo.base_keeps_inputs, lo.compiled_loss};
     auto& entries = cache->impl().memory;
     auto [it, inserted] = entries.try_emplace(key);
     mv = &it->second;
@@ -262,7 +262,8 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
       // disabled), whose fused nll/log-softmax backward (torch/distributed/tensor/parallel/
       // loss.py, _nll_loss_and_log_softmax_backward: zeros_like(x), exp(x), their sum,
       // times grad_output) holds three fp32 shard-sized buffers beside the kept one.
-      const double pytorch_loss = t.tp > 1 ? 12.0 : 8.0;
+      // Compiled (LoweringOptions::compiled_loss), the backward holds the measured buffers.
+      const double pytorch_loss = lo.compiled_loss ? kCompiledLossBwdBufferBytes : t.tp > 1 ? 12.0 : 8.0;
       s.logits_bytes = tokens * dbl(m.vocab) / tp * (fw == Framework::pytorch ? pytorch_loss : lo.act_bytes);
     }
     if (!lora) {

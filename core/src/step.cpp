@@ -755,7 +755,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
                       static_cast<int>(t.precision), static_cast<int>(attention_of(t)), static_cast<int>(framework_of(t)),
                       opt.tp_overlap.value_or(-1.0), opt.moe_imbalance, trains_adapters(t.mode) ? std::max<int64_t>(1, lo.lora_rank) : 0,
                       lo.lora_targets, t.fp8_blockwise.value_or(false), lo.moe_permute_passes, t.eager_elementwise,
-                      c.hierarchical_ep};
+                      c.hierarchical_ep, lo.compiled_loss};
     auto& entries = cache->impl().step;
     auto it = entries.find(key);
     if (it == entries.end()) it = entries.emplace(key, cost_kinds(c, lo)).first;

@@ -36,6 +36,16 @@ constexpr double kEagerRmsNormBytes = 36.0, kEagerRotaryBytes = 20.0, kEagerGluB
 /// Bytes per logit of PyTorch's eager fp32 cross entropy, forward and backward
 /// (LoweringOptions::eager_loss).
 constexpr double kEagerLossFwdBytes = 2.0 + 4.0 + 3.0 * 4.0 + 4.0, kEagerLossBwdBytes = 4.0 + 3.0 * 4.0 + 4.0 + 4.0 + 2.0;
+/// The same loss compiled (LoweringOptions::compiled_loss). What it holds, per logit, as
+/// apple/ml-cross-entropy's benchmark measured torch.compile's cross entropy (README @
+/// 18e76ad, A100, PyTorch 2.4.1, 8,192 tokens x 256,000 logits): forward 4,000 MiB, the
+/// 16-bit logits it keeps (2 bytes a logit); forward and backward 16,000 MiB (8 bytes), so
+/// the backward adds 6, an fp32 gradient and its 16-bit cast (eager: 28,000 MiB, 14 bytes).
+/// Traffic: the forward's two reductions over the 16-bit logits (row max, sum of
+/// exponentials: 2 + 2); the backward reads them once more, writes the fp32 gradient and
+/// casts it (2 + 4 + 4 + 2). The backward's buffers: kCompiledLossBwdBufferBytes.
+constexpr double kCompiledLossKeptBytes = 2.0;
+constexpr double kCompiledLossFwdBytes = 2.0 + 2.0, kCompiledLossBwdBytes = 2.0 + 4.0 + 4.0 + 2.0;
 /// Bytes per logit of Megatron-Core's vocab-parallel cross entropy with its fused kernels
 /// (megatron/core/fusions/fused_cross_entropy.py, the cross_entropy_loss_fusion path NeMo
 /// and Megatron-Bridge recipes turn on). Forward: the fp32 copy and its row max (read 2,
@@ -275,7 +285,8 @@ LoweringOptions lowering_options(const ModelSpec& m, const TrainingPlan& t) {
     o.moe_permute_passes = 2;
   o.dropout = m.dropout > 0.0;
   o.eager_elementwise = t.eager_elementwise;
-  o.eager_loss = framework_of(t) == Framework::pytorch;
+  o.compiled_loss = framework_of(t) == Framework::pytorch && t.compiled_loss.value_or(false);
+  o.eager_loss = framework_of(t) == Framework::pytorch && !o.compiled_loss;
   o.rmsnorm = m.norm == NormKind::rmsnorm;
   if (trains_adapters(t.mode)) {
     o.frozen_base = true;
@@ -414,10 +425,12 @@ std::vector<Op> lower_head(const ModelSpec& m, const LoweringOptions& o) {
   // Every rank holds its vocabulary shard of every token's logits (Megatron-LM's
   // vocab-parallel loss, torchtitan's loss_parallel under TP).
   ce.work = Shard::tensor;
-  ce.bytes_per_token = d(m.vocab) * (o.eager_loss ? kEagerLossFwdBytes : kMegatronLossFwdBytes);
-  ce.bwd_bytes_per_token = d(m.vocab) * (o.eager_loss ? kEagerLossBwdBytes : kMegatronLossBwdBytes);
-  // Megatron-LM's vocab-parallel cross entropy keeps fp32 softmax of the logits shard.
-  ce.saved.push_back({d(m.vocab) * 4.0, Shard::tensor, false});
+  ce.bytes_per_token = d(m.vocab) * (o.compiled_loss ? kCompiledLossFwdBytes : o.eager_loss ? kEagerLossFwdBytes : kMegatronLossFwdBytes);
+  ce.bwd_bytes_per_token =
+      d(m.vocab) * (o.compiled_loss ? kCompiledLossBwdBytes : o.eager_loss ? kEagerLossBwdBytes : kMegatronLossBwdBytes);
+  // Megatron-LM's vocab-parallel cross entropy (and PyTorch's eager log-softmax) keeps the
+  // fp32 softmax of the logits shard; a compiled loss keeps the 16-bit logits.
+  ce.saved.push_back({d(m.vocab) * (o.compiled_loss ? kCompiledLossKeptBytes : 4.0), Shard::tensor, false});
   ops.push_back(ce);
   return ops;
 }

@@ -145,6 +145,7 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"mode", std::string(to_string(t.mode))},
                  {"framework", std::string(to_string(framework_of(t)))},
                  {"elementwise", t.eager_elementwise ? "eager" : "fused"},
+                 {"loss", framework_of(t) != Framework::pytorch ? "fused" : t.compiled_loss.value_or(false) ? "compiled" : "eager"},
                  // A share when the scenario gives one; auto: Transformer Engine's
                  // userbuffers overlap where the Megatron stack runs it, or none.
                  {"tp_comm_overlap", t.tp_comm_overlap ? json(*t.tp_comm_overlap)

@@ -560,6 +560,13 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
                         "applies only to per-tensor FP8 (precision \"fp8\") full-parameter training on the Megatron stack",
                         "remove it or set it to false"});
   }
+  if (r.choice("loss", s, {"eager", "compiled"}, false, true)) {
+    t.compiled_loss = s == "auto" ? std::optional<bool>() : std::optional<bool>(s == "compiled");
+    if (t.compiled_loss && framework_of(t) != Framework::pytorch)
+      issues.push_back({r.at("loss"), "\"" + s + "\"",
+                        "applies to the PyTorch stack (framework \"pytorch\"); the Megatron stack runs its fused vocabulary-parallel cross entropy",
+                        "remove it or set framework to \"pytorch\""});
+  }
   if (r.choice("moe_dispatcher", s, {"alltoall", "hierarchical"}, false, true))
     t.moe_dispatcher = s == "auto"       ? std::optional<MoeDispatcher>()
                        : s == "alltoall" ? std::optional<MoeDispatcher>(MoeDispatcher::alltoall)

@@ -235,6 +235,12 @@ struct TrainingPlan {
   /// fused kernels (Transformer Engine, XLA, torch.compile). Scenario key "elementwise":
   /// "fused" (default) or "eager"; LoweringOptions::eager_elementwise.
   bool eager_elementwise = false;
+  /// The PyTorch stack's cross entropy compiled into fused kernels (torch.compile, as
+  /// torchtitan compiles its loss under --training.compile since PR #1033, April 2025)
+  /// instead of eager F.cross_entropy on an fp32 copy of the logits. nullopt = auto: eager,
+  /// the PyTorch default. Scenario key "loss": "auto", "eager" or "compiled"; the Megatron
+  /// stack always runs its fused vocab-parallel cross entropy.
+  std::optional<bool> compiled_loss;
   bool operator==(const TrainingPlan&) const = default;
 };
 

@@ -81,6 +81,12 @@ enum class AttentionImpl {
   unfused,  ///< keeps softmax output, dropout mask and dropout output (s x s per head)
 };
 
+/// Bytes per logit the backward of a compiled cross entropy holds beside the 16-bit logits
+/// it kept: 6, an fp32 gradient and its 16-bit cast (apple/ml-cross-entropy README @
+/// 18e76ad, torch.compile on A100: 16,000 MiB forward and backward against 4,000 MiB
+/// forward for 8,192 x 256,000 logits).
+inline constexpr double kCompiledLossBwdBufferBytes = 6.0;
+
 struct LoweringOptions {
   /// Keys a causal attention problem spans: the sequence, or the documents a packed
   /// sequence holds (attention_span).
@@ -141,6 +147,10 @@ struct LoweringOptions {
   /// vocab-parallel cross entropy reads the 16-bit logits and writes the fp32 softmax it
   /// keeps (6) and turns it into the gradient in place (12).
   bool eager_loss = false;
+  /// The same loss compiled (TrainingPlan::compiled_loss): Inductor fuses the cast,
+  /// log-softmax and loss into reductions over the 16-bit logits, which it keeps for the
+  /// backward instead of an fp32 log-softmax; the backward writes the 16-bit gradient.
+  bool compiled_loss = false;
   bool rmsnorm = true;  ///< the model's norms are RMSNorm (eager code); LayerNorm is one kernel
   int64_t lora_rank = 0;        ///< LoRA rank per adapter
   /// Dropout on the adapters' input: PyTorch's fused dropout keeps a 1-byte mask per
