@@ -516,6 +516,10 @@ QWidget* ScenarioPanel::build_training_tab() {
   add("Schedule", "schedule", combo(choices({"auto", "1f1b", "gpipe", "zb-h1", "dualpipe"})), "1f1b",
       "Pipeline schedule");
   add("Framework", "framework", combo(choices({"auto", "megatron", "pytorch"})), "auto", "Training framework");
+  add("Loss", "loss", combo(choices({"auto", "eager", "compiled"})), "auto",
+      "The PyTorch stack's cross entropy: eager F.cross_entropy on an fp32 copy of the logits, or under torch.compile "
+      "(torchtitan with --training.compile since April 2025); the Megatron stack runs its own fused kernel",
+      true);
   add("Attention", "attention", combo(choices({"auto", "fused", "cudnn", "flash2", "unfused"})), "auto", "Attention kernel");
   add("Optimizer", "optimizer", combo(choices({"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit", "auto"})), "adamw",
       "Optimizer");

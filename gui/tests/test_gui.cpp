@@ -1013,6 +1013,27 @@ class GuiTest : public QObject {
     QCOMPARE(w.panel()->document(gui::ScenarioKind::training), expected);
   }
 
+  /// The loss field writes training.loss as --set does; on the PyTorch stack the report
+  /// says which loss ran.
+  void loss_field_compiles_the_pytorch_loss() {
+    gui::MainWindow w;
+    json expected = w.panel()->document(gui::ScenarioKind::training);
+    auto* loss = field<QComboBox>(w, "/training/loss");
+    // Auto shows what it resolved to: the Megatron stack's own fused loss.
+    QCOMPARE(loss->currentText(), QStringLiteral("auto \u2192 fused"));
+    field<QComboBox>(w, "/training/framework")->setCurrentText(QStringLiteral("pytorch"));
+    loss->setCurrentText(QStringLiteral("compiled"));
+    io::apply_overrides(expected, {"training.framework=pytorch", "training.loss=compiled"});
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::training), expected);
+    QVERIFY2(w.panel()->issue_text().isEmpty(), qPrintable(w.panel()->issue_text()));
+    QCOMPARE(w.current_report().toStdString(), io::dump(cli_train_report(expected)));
+    QVERIFY(w.current_report().contains(QStringLiteral("\"loss\": \"compiled\"")));
+    loss->setCurrentIndex(0);
+    QCOMPARE(loss->currentText(), QStringLiteral("auto \u2192 eager"));
+    expected["training"].erase("loss");
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::training), expected);
+  }
+
   /// The adapter fields make LoRA and QLoRA scenarios: each writes training.lora's key as
   /// `--set` does, the report is the CLI's, and a saved file reopens to the same fields.
   void lora_fields_write_the_clis_keys() {
