@@ -562,7 +562,9 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
   }
   if (r.choice("loss", s, {"eager", "compiled"}, false, true)) {
     t.compiled_loss = s == "auto" ? std::optional<bool>() : std::optional<bool>(s == "compiled");
-    if (t.compiled_loss && framework_of(t) != Framework::pytorch)
+    // Where the framework is left to an auto ZeRO stage, the search may still pick the
+    // PyTorch stack; the report's layout.loss says which loss ran.
+    if (t.compiled_loss && framework_of(t) != Framework::pytorch && (t.framework || t.zero))
       issues.push_back({r.at("loss"), "\"" + s + "\"",
                         "applies to the PyTorch stack (framework \"pytorch\"); the Megatron stack runs its fused vocabulary-parallel cross entropy",
                         "remove it or set framework to \"pytorch\""});
