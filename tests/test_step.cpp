@@ -796,6 +796,28 @@ TEST(StepInvariants, MoreBandwidthNeverSlower) {
   EXPECT_GE(compared, 100);
 }
 
+// Overlapping the data-parallel collectives never costs more than running them after the
+// computation: the computation they hide behind slows by at most the share of SMs NCCL
+// holds (< 1) of their hidden time, which the serial step pays in full.
+TEST(StepInvariants, OverlappedDataParallelNeverSlowerThanSerial) {
+  int compared = 0;
+  for (const Case& c : random_cases(kSeed + 7, kCases)) {
+    const ModelSpec& m = model(c.model_name);
+    const hw::RooflineCostModel cost(c.sys);
+    StepOptions serial;
+    serial.overlap_dp = false;
+    const StepBreakdown on = analytical_step(m, c.sys, c.t, cost);
+    const StepBreakdown off = analytical_step(m, c.sys, c.t, cost, serial);
+    const std::string what = describe(c.t, c.sys, c.model_name);
+    EXPECT_LE(on.step_s, off.step_s * (1 + 1e-12)) << what;
+    EXPECT_EQ(off.dp_slowed_s, 0.0) << what;
+    EXPECT_GE(on.dp_slowed_s, 0.0) << what;
+    EXPECT_LE(on.dp_slowed_s, (on.total_dp_s - on.exposed_dp_s) * (1 + 1e-12)) << what;
+    compared += on.dp_slowed_s > 0 ? 1 : 0;
+  }
+  EXPECT_GE(compared, 20);
+}
+
 // A MoE model under ZeRO-3 gathers its dense and its expert parameters over two groups.
 // Their per-layer collective times are summed first and hidden once behind the layer's
 // compute: hiding each behind the same window would subtract it twice, and faster TP/CP
