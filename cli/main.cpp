@@ -174,6 +174,10 @@ std::string train_table(const json& r) {
     const json& e = b["exposed_comm_s"];
     s += fmt::format("    exposed comm: tp {:.3f}  cp {:.3f}  ep {:.3f}  pp {:.3f}  dp {:.3f}\n", e["tp"].get<double>(),
                      e["cp"].get<double>(), e["ep"].get<double>(), e["pp"].get<double>(), e["dp"].get<double>());
+    // Part of compute and recompute: computation slowed by the SMs communication beside it holds.
+    if (const json& o = b["overlap_slowdown_s"]; o["cp"].get<double>() + o["ep"].get<double>() + o["dp"].get<double>() > 0)
+      s += fmt::format("    compute slowed by overlapped comm: cp {:.3f}  ep {:.3f}  dp {:.3f}\n", o["cp"].get<double>(), o["ep"].get<double>(),
+                       o["dp"].get<double>());
   }
   if (r.contains("des")) {
     const json& d = r["des"];

@@ -2188,6 +2188,8 @@ TEST(DualPipe, CommunicationSmsSlowTheComputationTheyOverlap) {
   EXPECT_GT(hidden, 0.0);
   EXPECT_NEAR(a.compute_s - a.dp_slowed_s - (b.compute_s - b.dp_slowed_s),
               hidden * (20.0 / 132.0 - 20.0 / static_cast<double>(1 << 30)), 1e-9 * a.compute_s);
+  EXPECT_NEAR(a.ep_slowed_s - b.ep_slowed_s, hidden * (20.0 / 132.0 - 20.0 / static_cast<double>(1 << 30)),
+              1e-9 * a.compute_s);
   EXPECT_GT(a.step_s, b.step_s);
 }
 
@@ -2252,6 +2254,9 @@ TEST(Overlap, ContextParallelRingSlowsTheAttentionItHidesBehind) {
   ASSERT_GT(a.total_cp_s, 0.0);
   EXPECT_GT(a.compute_s, b.compute_s);
   EXPECT_LE(a.compute_s - b.compute_s, a.total_cp_s * 32.0 / 132.0 * (1.0 + 1e-12));
+  // The report names it: all of the difference (no recompute here).
+  expect_rel(a.cp_slowed_s, a.compute_s - b.compute_s, 1e-9);
+  EXPECT_EQ(b.cp_slowed_s, 0.0);
   EXPECT_EQ(a.total_cp_s, b.total_cp_s);
   EXPECT_EQ(a.exposed_cp_s, b.exposed_cp_s);
 }

@@ -24,6 +24,7 @@ struct LayerCost {
   double tp_fwd = 0, tp_bwd = 0;   ///< TP collectives (bwd includes recompute's)
   double cp_fwd = 0, cp_bwd = 0;   ///< CP exchange before overlap
   double cp_exposed_fwd = 0, cp_exposed_bwd = 0;  ///< what of it the attention does not hide
+  double cp_slowed = 0;  ///< of fwd + bwd + recompute: attention slowed by the SMs the exchange holds
   double ep_fwd = 0, ep_bwd = 0;
   /// Of fwd and of bwd + recompute, the expert block's (Op::moe_block).
   double moe_block_fwd = 0, moe_block_bwd = 0;

@@ -377,6 +377,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
           lc.fwd += (gather - exposed_f) * share;
           lc.bwd += (gather - exposed_b) * share;
           if (regather > 0) lc.recompute += regather * (gather - exposed_f) * share;
+          lc.cp_slowed += (1.0 + regather) * (gather - exposed_f) * share + (gather - exposed_b) * share;
         } else if (c.t.cp > 1) {
           // Ring attention: cp-1 steps each passing this rank's K and V chunk, behind the
           // blocks of attention; the backward passes K, V and their gradients.
@@ -392,6 +393,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
           const double share = nccl_sm_share(*c.sys, c.g.cp, kv_bytes, true);
           lc.fwd += std::min(ring_f, f) * share;
           lc.bwd += std::min(ring_b, bw) * share;
+          lc.cp_slowed += (std::min(ring_f, f) + std::min(ring_b, bw)) * share;
         }
         if (c.t.cp > 1) {
           // Each later ring step rescales and adds its partial output into the running one
@@ -783,7 +785,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   double crit_p2p = 0, sum_p2p = 0;
   double worst = -1, worst_key = -1, sum_stage = 0;
   struct StageTime {
-    double fwd, bwd, compute, recompute, tp, cp, ep, tp_total, cp_total, ep_total, params, fp8_params, wgrad;
+    double fwd, bwd, compute, recompute, tp, cp, ep, tp_total, cp_total, ep_total, params, fp8_params, wgrad, cp_slowed, ep_slowed;
   } crit{};
   for (int64_t r = 0; r < t.pp; ++r) {
     StageTime st{};
@@ -807,6 +809,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       st.tp_total += n * (lc.tp_fwd + lc.tp_bwd);
       st.cp_total += n * (lc.cp_fwd + lc.cp_bwd);
       st.ep_total += n * (lc.ep_fwd + lc.ep_bwd);
+      st.cp_slowed += n * lc.cp_slowed;
       const LayerParams& lp = lk.params[k];
       params += n * (fp8_gemm_weight_params(lp, t.tp) + dbl(lp.norms + lp.router));
       if (fp8) st.fp8_params += n * fp8_gemm_weight_params(lp, t.tp);
@@ -882,6 +885,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     const EpPair pair = ep_overlap_pair(kinds[1], sys.gpu.sm_count);
     out.microbatch_s -= paired * moe_layers * pair.saved;
     crit.compute += paired * moe_layers * pair.slowed;
+    crit.ep_slowed += paired * moe_layers * pair.slowed;
     crit.ep -= paired * moe_layers * pair.ep_hidden;
   }
   if (t.schedule == Schedule::dualpipe && t.pp > 1) {
@@ -896,6 +900,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     const double fb = f + b - ep + slowed / 2.0;
     out.microbatch_s = pair.seconds / 2.0;
     crit.compute += slowed;
+    crit.ep_slowed += slowed;
     out.bubble_s = dbl(t.pp / 2 - 1) * std::max(0.0, fb + b - 3.0 * w);
     per_mb_scale = dbl(mb) / 2.0;
     crit.ep = exposed;
@@ -908,6 +913,8 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   out.total_tp_s = crit.tp_total * per_mb_scale;
   out.total_cp_s = crit.cp_total * per_mb_scale;
   out.total_ep_s = crit.ep_total * per_mb_scale;
+  out.cp_slowed_s = crit.cp_slowed * per_mb_scale;
+  out.ep_slowed_s = crit.ep_slowed * per_mb_scale;
 
   // Pipeline send/recv of one microbatch's boundary activations (and gradients).
   // Blocking schedules (Megatron-LM's 1F1B, GPipe) pay them on the compute stream: once

@@ -194,7 +194,7 @@ json train_report(const Scenario& s, const TrainEvaluation& ev) {
                  {"slowest_stage", st.slowest_stage},
                  {"breakdown",
                   {{"compute_s", st.compute_s},
-                   {"dp_overlap_slowdown_s", st.dp_slowed_s},
+                   {"overlap_slowdown_s", {{"cp", st.cp_slowed_s}, {"ep", st.ep_slowed_s}, {"dp", st.dp_slowed_s}}},
                    {"recompute_s", st.recompute_s},
                    {"bubble_s", st.bubble_s},
                    {"optimizer_s", st.optimizer_s},

@@ -46,6 +46,9 @@ struct StepBreakdown {
   /// Computation lengthened by the SMs the data-parallel collectives hold while they
   /// overlap it (within compute_s).
   double dp_slowed_s = 0;
+  /// The same for the context-parallel exchange beside attention and the expert-parallel
+  /// all-to-all beside the other microbatch's passes (within compute_s, recompute_s).
+  double cp_slowed_s = 0, ep_slowed_s = 0;
   double dp_sm_share = 0;  ///< share of the SMs the data-parallel collectives hold (time-weighted)
   double optimizer_s = 0;   ///< on the GPU, or with offload the three parts below
   double offload_d2h_s = 0;  ///< offloaded optimizer: 16-bit gradients down over PCIe
