@@ -49,8 +49,8 @@ TEST_P(ParamCount, MatchesPublishedExactCount) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, ParamCount, ::testing::ValuesIn(kExpected),
-                         [](const auto& info) {
-                           std::string n = info.param.preset;
+                         [](const auto& test_param) {
+                           std::string n = test_param.param.preset;
                            for (char& ch : n)
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
