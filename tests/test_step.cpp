@@ -562,6 +562,62 @@ class FixedRateCost final : public CostModel {
   bool p2p_;
 };
 
+/// Records the batch of every batched GEMM and charges each batched call one unit.
+class BatchCountingCost final : public CostModel {
+ public:
+  mutable std::map<int64_t, int> batches;
+  Seconds gemm(int64_t, int64_t, int64_t, DType, int64_t batch) const override {
+    if (batch > 1) ++batches[batch];
+    return Seconds(batch > 1 ? 1.0 : 0.0);
+  }
+  Seconds gemm_compute(int64_t, int64_t, int64_t, DType, int64_t) const override { return Seconds(0); }
+  Seconds attention(const AttentionShape&, bool) const override { return Seconds(0); }
+  Seconds memory_bound(Bytes) const override { return Seconds(0); }
+  Seconds collective(CollectiveKind, Bytes, const Group&) const override { return Seconds(0); }
+  Seconds p2p(Bytes, bool) const override { return Seconds(0); }
+  std::vector<std::pair<std::string, std::string>> provenance() const override { return {}; }
+};
+
+// Megatron-Core's TEGroupedMLP runs each expert's GEMM through Transformer Engine's
+// GroupedLinear, one cuBLAS GEMM per expert over four CUDA streams: the 64 experts of
+// DeepSeek-V2-Lite on one rank are 16 rounds of 4 for each of the six expert GEMMs a layer
+// (fc1 and fc2, forward, input and weight gradient); PyTorch's grouped matmul is one kernel
+// over all 64.
+TEST(Moe, TransformerEngineRunsExpertGemmsFourAtATime) {
+  const ModelSpec& m = model("deepseek-v2-lite");
+  ASSERT_EQ(m.moe->num_experts, 64);
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
+  TrainingPlan t;
+  t.tp = 1;
+  t.dp = 8;
+  t.ep = 1;
+  t.zero = 1;
+  t.micro_batch = 1;
+  t.global_batch = 8;
+  t.seq_len = 4096;
+  t.precision = DType::bf16;
+  t.framework = Framework::megatron;
+  double moe_layers = 0;
+  for (int64_t i = 0; i < m.layers; ++i) moe_layers += m.is_moe_layer(i) ? 1.0 : 0.0;
+  double rounds = 0;
+  {
+    const BatchCountingCost cost;  // one unit a batched call: here a round of four experts
+    rounds = analytical_step(m, sys, t, cost).compute_s;
+    ASSERT_EQ(cost.batches.size(), 1u);
+    EXPECT_EQ(cost.batches.begin()->first, 4);
+  }
+  t.framework = Framework::pytorch;
+  t.zero = 3;
+  {
+    const BatchCountingCost cost;  // here one call over every expert
+    const double calls = analytical_step(m, sys, t, cost).compute_s;
+    ASSERT_EQ(cost.batches.size(), 1u);
+    EXPECT_EQ(cost.batches.begin()->first, 64);
+    EXPECT_DOUBLE_EQ(calls, moe_layers * 6.0);
+    EXPECT_DOUBLE_EQ(rounds, moe_layers * 6.0 * 16.0);
+  }
+}
+
 // PyTorch's context parallel all-gathers K and V (at the query heads) once per forward and
 // once per backward, each hidden only behind the first of the cp blocks of attention, and
 // sends every block's fp32 key and value gradients on, the last wait exposed; full

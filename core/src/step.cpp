@@ -204,6 +204,23 @@ EpPair ep_overlap_pair(const LayerCost& lc, int sm_count) {
   return p;
 }
 
+/// CUDA streams Transformer Engine's GroupedLinear (Megatron-Core's TEGroupedMLP) spreads
+/// its experts' GEMMs over, one cuBLAS GEMM per expert round-robin: at most 4 run at once
+/// (transformer_engine/common/util/multi_stream.cpp, num_compute_streams = 4, TE v2.9;
+/// gemm.h num_streams = 4 in v1.9-v2.4; the CUTLASS grouped GEMM of later releases is
+/// opt-in, NVTE_USE_CUTLASS_GROUPED_GEMM).
+constexpr int64_t kTeGroupedGemmStreams = 4;
+
+/// The `local` experts' GEMMs of one kind: PyTorch's grouped matmul is one kernel over all
+/// of them (a batched GEMM); Transformer Engine runs them four at a time, so each round's
+/// tiles fill the SMs only as far as four experts' tiles do.
+double expert_gemms(const Ctx& c, int64_t m, int64_t n, int64_t k, DType dt, int64_t local) {
+  if (c.pytorch || local <= kTeGroupedGemmStreams) return c.cost.gemm(m, n, k, dt, local).value;
+  const int64_t rounds = local / kTeGroupedGemmStreams, rest = local % kTeGroupedGemmStreams;
+  return dbl(rounds) * c.cost.gemm(m, n, k, dt, kTeGroupedGemmStreams).value +
+         (rest > 0 ? c.cost.gemm(m, n, k, dt, rest).value : 0.0);
+}
+
 double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& wgrad_out, double& flops_out) {
   const int64_t tp = c.t.tp;
   int64_t n = op.n, k = op.k;
@@ -223,11 +240,14 @@ double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& wgrad_o
     if (op.split == GemmSplit::column) n = std::max<int64_t>(1, n / tp);
     if (op.split == GemmSplit::row) k = std::max<int64_t>(1, k / tp);
   }
-  double f = c.cost.gemm(m, n, k, dt, batch).value;
+  auto run = [&](int64_t gm, int64_t gn, int64_t gk) {
+    return op.expert ? expert_gemms(c, gm, gn, gk, dt, batch) : c.cost.gemm(gm, gn, gk, dt, batch).value;
+  };
+  double f = run(m, n, k);
   // Backward: input gradient [m x k] = dY [m x n] W^T, weight gradient [k x n] = X^T dY;
   // a frozen weight needs only the first.
-  wgrad_out = op.frozen ? 0.0 : c.cost.gemm(k, n, m, dt, batch).value;
-  bwd_out = c.cost.gemm(m, k, n, dt, batch).value + wgrad_out;
+  wgrad_out = op.frozen ? 0.0 : run(k, n, m);
+  bwd_out = run(m, k, n) + wgrad_out;
   flops_out = 2.0 * dbl(m) * dbl(n) * dbl(k) * dbl(batch);
   if (dt == DType::fp8 && c.fp8_block_rate > 0) {
     // Block-scaled FP8 (1x128 activation, 128x128 weight tiles): the forward, input- and
