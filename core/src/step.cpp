@@ -118,12 +118,6 @@ struct Ctx {
   const SystemSpec* sys = nullptr;
 };
 
-/// Share of the SMs the all-to-all kernels hold while they overlap computation.
-double a2a_sm_share(int sm_count) {
-  const double sms = dbl(std::max(1, sm_count));
-  return std::min(kA2aOverlapSms, sms - 1.0) / sms;
-}
-
 /// Bytes a channel of an NCCL ring or tree collective must carry for NCCL to keep it:
 /// topoGetAlgoInfo drops channels while nBytes < channels x threads x threshold, 512
 /// threads and 64 bytes under the SIMPLE protocol large messages use (NVIDIA/nccl
@@ -167,11 +161,11 @@ struct PairedPasses {
   double exposed = 0;  ///< all-to-all beyond the computation it hides behind
   double slowed = 0;   ///< computation lengthened by the SMs the all-to-all holds
 };
-PairedPasses paired_passes(double both, double ep, int sm_count) {
+PairedPasses paired_passes(double both, double ep, double share) {
   PairedPasses p;
   const double busy = both - ep;
   p.exposed = std::max(0.0, ep - busy);
-  p.slowed = (ep - p.exposed) * a2a_sm_share(sm_count);
+  p.slowed = (ep - p.exposed) * share;
   p.seconds = busy + p.exposed + p.slowed;
   return p;
 }
@@ -187,9 +181,8 @@ struct EpPair {
   double ep_hidden = 0;  ///< all-to-all time beside computation
   double slowed = 0;     ///< computation lengthened by the SMs the all-to-all holds
 };
-EpPair ep_overlap_pair(const LayerCost& lc, int sm_count) {
+EpPair ep_overlap_pair(const LayerCost& lc, double share) {
   EpPair p;
-  const double share = a2a_sm_share(sm_count);
   auto column = [&](double comm, double comp) {
     const double overlapped = std::min(comm, comp);
     p.ep_hidden += overlapped;
@@ -202,6 +195,24 @@ EpPair ep_overlap_pair(const LayerCost& lc, int sm_count) {
   const double pair = column(a_b, attn_f) + column(a_f + a_b, lc.moe_block_bwd + lc.moe_block_fwd) + column(a_f, attn_b);
   p.saved = lc.fwd + lc.bwd + lc.recompute + lc.ep_fwd + lc.ep_bwd - pair;
   return p;
+}
+
+/// Share of the SMs the expert-parallel all-to-all holds while it overlaps computation: a
+/// hierarchical dispatcher (DeepEP, HybridEP) the 20 SMs of kA2aOverlapSms; NCCL's
+/// all-to-all (Megatron-Core's alltoall dispatcher, a grouped send/recv to every peer) its
+/// send/recv channels: inside one node the node's count (nccl_p2p_ctas_nvlink, "32 p2p
+/// channels" on an H100 node), across nodes the collective channels rounded up to a power
+/// of two, from which NCCL sizes them (NVIDIA/nccl src/graph/paths.cc; "16 p2p channels"
+/// on two H100 nodes, aws-do-eks); none where the preset has no count.
+double a2a_sm_share(const SystemSpec& sys, const Group& ep, bool hierarchical) {
+  const double sms = dbl(std::max(1, sys.gpu.sm_count));
+  double ctas = kA2aOverlapSms;
+  if (!hierarchical) {
+    const GpuEfficiency& e = sys.gpu.efficiency;
+    ctas = ep.nodes() > 1 ? std::exp2(std::ceil(std::log2(std::max(1.0, e.nccl_ctas_network.value)))) : e.nccl_p2p_ctas_nvlink.value;
+    if ((ep.nodes() > 1 ? e.nccl_ctas_network.value : ctas) <= 0) return 0.0;
+  }
+  return std::min(ctas, sms - 1.0) / sms;
 }
 
 /// CUDA streams Transformer Engine's GroupedLinear (Megatron-Core's TEGroupedMLP) spreads
@@ -695,7 +706,8 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.bwd_s += lc.bwd - lc.wgrad + lc.recompute + tpx.exposed_bwd(lc) + cp_b + lc.ep_bwd;
       ch.wgrad_s += lc.wgrad;
       ch.ep_s += lc.ep_fwd + lc.ep_bwd;
-      if (pair_layers && m.is_moe_layer(next)) ch.ep_pair_saved_s += ep_overlap_pair(lc, sys.gpu.sm_count).saved;
+      if (pair_layers && m.is_moe_layer(next))
+        ch.ep_pair_saved_s += ep_overlap_pair(lc, a2a_sm_share(sys, c.g.ep, c.hierarchical_ep)).saved;
       ch.activation_bytes += act_kind[m.is_moe_layer(next) ? 1 : 0];
       ch.weight_cast_s += cost.memory_bound(Bytes(fp8_weight_cast_bytes(t, layer_params(m, next)))).value;
       if (lora) {
@@ -902,7 +914,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     const int64_t total = mb * vpp;
     const double paired = dbl(total - ep_overlap_warmup(t.pp, vpp, out.slowest_stage, mb)) / dbl(total);
     const double moe_layers = dbl(ranks[static_cast<size_t>(out.slowest_stage)].n[1]);
-    const EpPair pair = ep_overlap_pair(kinds[1], sys.gpu.sm_count);
+    const EpPair pair = ep_overlap_pair(kinds[1], a2a_sm_share(sys, c.g.ep, c.hierarchical_ep));
     out.microbatch_s -= paired * moe_layers * pair.saved;
     crit.compute += paired * moe_layers * pair.slowed;
     crit.ep_slowed += paired * moe_layers * pair.slowed;
@@ -914,7 +926,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     // forward-backward pairs; bubble (PP/2 - 1)(F&B + B - 3W) (DeepSeek-V3 report, Table 2).
     // The all-to-all hides behind the other microbatch's computation only as far as that
     // lasts (the report sizes both about equal, Sec. 3.2.1); beyond it, it is exposed.
-    const PairedPasses pair = paired_passes(worst, crit.ep, sys.gpu.sm_count);
+    const PairedPasses pair = paired_passes(worst, crit.ep, a2a_sm_share(sys, c.g.ep, c.hierarchical_ep));
     const double exposed = pair.exposed, slowed = pair.slowed;
     const double f = crit.fwd / 2.0, b = crit.bwd / 2.0, w = crit.wgrad / 2.0, ep = (crit.ep - exposed) / 2.0;
     const double fb = f + b - ep + slowed / 2.0;
