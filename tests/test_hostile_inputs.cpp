@@ -230,6 +230,31 @@ TEST(HostileDataFile, GpuPresetWithMissingAndMistypedFields) {
   EXPECT_EQ(got.size(), want.size());
 }
 
+// Rule: NCCL's thread-block counts are whole, positive and sourced, or null (not measured:
+// the computation beside that communication is not slowed); a missing record is an error.
+TEST(HostileDataFile, GpuPresetNcclBlockCounts) {
+  nlohmann::json g = shipped("gpus", "h100-sxm5-80gb");
+  g["efficiency"]["nccl_ctas_nvlink"]["value"] = 24.5;
+  g["efficiency"]["nccl_ctas_network"]["value"] = -16;
+  g["efficiency"].erase("nccl_p2p_ctas_nvlink");
+  const auto got = issues_of([&] { (void)io::gpu_from_json(g, "gpu.json"); });
+  const std::vector<std::string> want = {
+      "gpu.json#/efficiency/nccl_ctas_nvlink/value: must be a whole number of thread blocks (one per NCCL channel) (got 24.5)",
+      "gpu.json#/efficiency/nccl_ctas_network/value: must be a positive number (got -16)",
+      "gpu.json#/efficiency/nccl_p2p_ctas_nvlink: is required",
+  };
+  for (const auto& w : want) EXPECT_NE(std::find(got.begin(), got.end(), w), got.end()) << "missing: " << w;
+  EXPECT_EQ(got.size(), want.size());
+  nlohmann::json unmeasured = shipped("gpus", "h100-sxm5-80gb");
+  for (const char* key : {"nccl_ctas_nvlink", "nccl_ctas_network", "nccl_p2p_ctas_nvlink"}) {
+    unmeasured["efficiency"][key]["value"] = nullptr;
+    unmeasured["efficiency"][key]["source"] = nlohmann::json::array();
+  }
+  const GpuSpec none = io::gpu_from_json(unmeasured, "gpu.json");
+  EXPECT_EQ(none.efficiency.nccl_ctas_nvlink.value, 0.0);
+  EXPECT_EQ(none.efficiency.nccl_p2p_ctas_nvlink.value, 0.0);
+}
+
 // Rule: the 16-bit fused-MoE line is two figures of one fit; a preset giving one without the
 // other is an input error at the missing one's place.
 TEST(HostileDataFile, GpuPresetWithHalfA16BitMoeLine) {

@@ -212,6 +212,12 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("nccl_ctas_nvlink", g.efficiency.nccl_ctas_nvlink, true);
     sourced("nccl_ctas_network", g.efficiency.nccl_ctas_network, true);
     sourced("nccl_p2p_ctas_nvlink", g.efficiency.nccl_p2p_ctas_nvlink, true);
+    for (const auto& [key, blocks] : {std::pair<const char*, double>{"nccl_ctas_nvlink", g.efficiency.nccl_ctas_nvlink.value},
+                                      {"nccl_ctas_network", g.efficiency.nccl_ctas_network.value},
+                                      {"nccl_p2p_ctas_nvlink", g.efficiency.nccl_p2p_ctas_nvlink.value}})
+      if (blocks > 0 && blocks != std::floor(blocks))
+        issues.push_back({origin + "#/efficiency/" + key + "/value", brief(json(blocks)),
+                          "must be a whole number of thread blocks (one per NCCL channel)", {}});
     auto attention = [&](const char* key, AttentionEfficiency& out) {
       const std::string at = origin + "#/efficiency/" + key;
       const json* t = figure(key);
