@@ -2299,15 +2299,8 @@ TEST(Overlap, DataParallelCollectivesSlowTheComputationTheyHide) {
 TEST(Overlap, ContextParallelRingSlowsTheAttentionItHidesBehind) {
   const ModelSpec& m = model("llama2-7b");
   const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
-  TrainingPlan t;
-  t.tp = 1;
-  t.cp = 8;
-  t.dp = 1;
-  t.micro_batch = 1;
-  t.global_batch = 1;
-  t.seq_len = 131072;
+  TrainingPlan t = megatron_cp_plan(8, 131072);
   t.precision = DType::bf16;
-  t.framework = Framework::megatron;
   SystemSpec none = sys;
   none.gpu.efficiency.nccl_p2p_ctas_nvlink.value = 0;
   const hw::RooflineCostModel cost(sys);

@@ -116,6 +116,7 @@ struct Ctx {
   bool fp8_blockwise = false;  ///< block-scaled FP8 recipe (its quantization: kBlockwiseCastBytes)
   bool hierarchical_ep = false;  ///< tokens cross the network once per node (MoeDispatcher)
   const SystemSpec* sys = nullptr;
+  double a2a_share = 0;  ///< a2a_sm_share of the plan's expert-parallel group and dispatcher
 };
 
 /// Bytes a channel of an NCCL ring or tree collective must carry for NCCL to keep it:
@@ -135,6 +136,13 @@ constexpr double kNcclP2pNetBytesPerChannel = 14e9;
 /// channel counts are the GPU preset's (nccl_ctas_*); a send/recv to a network peer uses
 /// max(1, NIC bandwidth / 14 GB/s) channels (NCCL src/graph/paths.cc). 0 where the preset
 /// has no measured count.
+/// Share of the GPU's SMs `blocks` thread blocks hold (one SM each; at least one SM left).
+double sm_share(const SystemSpec& sys, double blocks) {
+  if (blocks <= 0) return 0.0;
+  const double sms = dbl(std::max(1, sys.gpu.sm_count));
+  return std::min(blocks, sms - 1.0) / sms;
+}
+
 double nccl_sm_share(const SystemSpec& sys, const Group& g, double bytes, bool p2p) {
   if (g.size <= 1 || bytes <= 0) return 0.0;
   const GpuEfficiency& e = sys.gpu.efficiency;
@@ -144,10 +152,8 @@ double nccl_sm_share(const SystemSpec& sys, const Group& g, double bytes, bool p
   else if (!network) ctas = e.nccl_p2p_ctas_nvlink.value;
   else if (e.nccl_ctas_network.value > 0)
     ctas = std::max(1.0, std::ceil(sys.nic_gbps_per_gpu / 8.0 * 1e9 / kNcclP2pNetBytesPerChannel));
-  if (ctas <= 0) return 0.0;
-  if (!p2p) ctas = std::min(ctas, std::max(1.0, std::floor(bytes / kNcclBytesPerChannel)));
-  const double sms = dbl(std::max(1, sys.gpu.sm_count));
-  return std::min(ctas, sms - 1.0) / sms;
+  if (!p2p && ctas > 0) ctas = std::min(ctas, std::max(1.0, std::floor(bytes / kNcclBytesPerChannel)));
+  return sm_share(sys, ctas);
 }
 
 /// One microbatch's forward run together with another's backward, each one's all-to-all
@@ -205,14 +211,11 @@ EpPair ep_overlap_pair(const LayerCost& lc, double share) {
 /// of two, from which NCCL sizes them (NVIDIA/nccl src/graph/paths.cc; "16 p2p channels"
 /// on two H100 nodes, aws-do-eks); none where the preset has no count.
 double a2a_sm_share(const SystemSpec& sys, const Group& ep, bool hierarchical) {
-  const double sms = dbl(std::max(1, sys.gpu.sm_count));
-  double ctas = kA2aOverlapSms;
-  if (!hierarchical) {
-    const GpuEfficiency& e = sys.gpu.efficiency;
-    ctas = ep.nodes() > 1 ? std::exp2(std::ceil(std::log2(std::max(1.0, e.nccl_ctas_network.value)))) : e.nccl_p2p_ctas_nvlink.value;
-    if ((ep.nodes() > 1 ? e.nccl_ctas_network.value : ctas) <= 0) return 0.0;
-  }
-  return std::min(ctas, sms - 1.0) / sms;
+  if (hierarchical) return sm_share(sys, kA2aOverlapSms);
+  const GpuEfficiency& e = sys.gpu.efficiency;
+  if (ep.nodes() <= 1) return sm_share(sys, e.nccl_p2p_ctas_nvlink.value);
+  const double network = e.nccl_ctas_network.value;
+  return network > 0 ? sm_share(sys, std::exp2(std::ceil(std::log2(network)))) : 0.0;
 }
 
 /// CUDA streams Transformer Engine's GroupedLinear (Megatron-Core's TEGroupedMLP) spreads
@@ -619,6 +622,7 @@ Ctx make_ctx(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, c
   const double block = ge.gemm_fp8_block_large_m.value > 0 ? ge.gemm_fp8_block_large_m.value : ge.gemm_fp8_block.value;
   c.fp8_blockwise = t.precision == DType::fp8 && t.fp8_blockwise.value_or(false);
   c.hierarchical_ep = dispatcher_of(t, m) == MoeDispatcher::hierarchical;
+  if (t.ep > 1) c.a2a_share = a2a_sm_share(sys, c.g.ep, c.hierarchical_ep);
   if (c.fp8_blockwise && block > 0) c.fp8_block_rate = sys.gpu.peak(DType::fp8).value * block;
   return c;
 }
@@ -707,7 +711,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.wgrad_s += lc.wgrad;
       ch.ep_s += lc.ep_fwd + lc.ep_bwd;
       if (pair_layers && m.is_moe_layer(next))
-        ch.ep_pair_saved_s += ep_overlap_pair(lc, a2a_sm_share(sys, c.g.ep, c.hierarchical_ep)).saved;
+        ch.ep_pair_saved_s += ep_overlap_pair(lc, c.a2a_share).saved;
       ch.activation_bytes += act_kind[m.is_moe_layer(next) ? 1 : 0];
       ch.weight_cast_s += cost.memory_bound(Bytes(fp8_weight_cast_bytes(t, layer_params(m, next)))).value;
       if (lora) {
@@ -914,7 +918,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     const int64_t total = mb * vpp;
     const double paired = dbl(total - ep_overlap_warmup(t.pp, vpp, out.slowest_stage, mb)) / dbl(total);
     const double moe_layers = dbl(ranks[static_cast<size_t>(out.slowest_stage)].n[1]);
-    const EpPair pair = ep_overlap_pair(kinds[1], a2a_sm_share(sys, c.g.ep, c.hierarchical_ep));
+    const EpPair pair = ep_overlap_pair(kinds[1], c.a2a_share);
     out.microbatch_s -= paired * moe_layers * pair.saved;
     crit.compute += paired * moe_layers * pair.slowed;
     crit.ep_slowed += paired * moe_layers * pair.slowed;
@@ -926,7 +930,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     // forward-backward pairs; bubble (PP/2 - 1)(F&B + B - 3W) (DeepSeek-V3 report, Table 2).
     // The all-to-all hides behind the other microbatch's computation only as far as that
     // lasts (the report sizes both about equal, Sec. 3.2.1); beyond it, it is exposed.
-    const PairedPasses pair = paired_passes(worst, crit.ep, a2a_sm_share(sys, c.g.ep, c.hierarchical_ep));
+    const PairedPasses pair = paired_passes(worst, crit.ep, c.a2a_share);
     const double exposed = pair.exposed, slowed = pair.slowed;
     const double f = crit.fwd / 2.0, b = crit.bwd / 2.0, w = crit.wgrad / 2.0, ep = (crit.ep - exposed) / 2.0;
     const double fb = f + b - ep + slowed / 2.0;
