@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "capsim/core/diagnostics.hpp"
+#include "capsim/core/memory.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/io/scenario_io.hpp"
@@ -648,6 +649,57 @@ TEST(Auto, ServingDtypesAreTheCheckpoints) {
   EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/inference/weight_dtype", "\"fp6\"",
                                                  "must be one of \"bf16\", \"fp16\", \"fp8\", \"int8\", \"int4\", \"auto\"",
                                                  "did you mean \"fp16\"?"}}));
+}
+
+// A 16-bit checkpoint that leaves no room for the KV cache is not what the source ran:
+// "auto" then serves its FP8 quantization where the GPU has FP8 tensor cores, and keeps the
+// checkpoint's (a "does not fit" answer) where it has none.
+TEST(Auto, ServingWeightsThatDoNotFitTakeFp8) {
+  json doc = json::parse(R"({
+    "kind": "inference", "model": "llama3.1-405b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 8, "gpus_per_node": 8},
+    "inference": {"tp": 8, "weight_dtype": "auto", "activation_dtype": "auto",
+                  "workload": {"mode": "offline", "num_requests": 10, "input_tokens": 100, "output_tokens": 10}}
+  })");
+  Scenario s = io::scenario_from_json(doc);
+  EXPECT_EQ(s.inference->weight_dtype, DType::fp8);
+  EXPECT_EQ(s.inference->activation_dtype, DType::fp8);
+  EXPECT_TRUE(inference_memory(s.model, s.system, *s.inference).fits);
+  InferencePlan bf16 = *s.inference;
+  bf16.weight_dtype = bf16.activation_dtype = DType::bf16;
+  EXPECT_FALSE(inference_memory(s.model, s.system, bf16).fits);
+  doc["system"]["gpu"] = "a100-sxm4-80gb";
+  s = io::scenario_from_json(doc);
+  EXPECT_EQ(s.inference->weight_dtype, DType::bf16);
+  // A checkpoint that fits keeps its own data type.
+  doc["system"]["gpu"] = "h200-sxm-141gb";
+  doc["model"] = "llama3-70b";
+  EXPECT_EQ(io::scenario_from_json(doc).inference->weight_dtype, DType::bf16);
+}
+
+// cuda_graphs "auto" is the engine profile's default.
+TEST(Auto, CudaGraphsTakeTheEngines) {
+  json doc = json::parse(R"({
+    "kind": "inference", "model": "llama2-7b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 1},
+    "inference": {"tp": 1, "engine": {"name": "vllm", "version": "0.5.3", "cuda_graphs": "auto"},
+                  "workload": {"mode": "offline", "num_requests": 10, "input_tokens": 100, "output_tokens": 10}}
+  })");
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_FALSE(s.inference->engine.cuda_graphs.has_value());
+}
+
+// QLoRA's base is 4-bit NormalFloat unless stated; alpha and double quantization accept "auto"
+// (alpha does not change the cost; double quantization off, bitsandbytes' default).
+TEST(Auto, QloraBaseIsNormalFloat) {
+  json doc = good_scenario();
+  doc["training"]["mode"] = "qlora";
+  doc["training"]["lora"] = json::parse(R"({"rank": 8, "targets": ["q_proj", "v_proj"], "alpha": "auto",
+                                             "base_dtype": "auto", "double_quant": "auto"})");
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_DOUBLE_EQ(s.training->lora->base_bytes_per_param, 0.5 + 4.0 / 64);
+  doc["training"]["lora"].erase("base_dtype");
+  EXPECT_DOUBLE_EQ(io::scenario_from_json(doc).training->lora->base_bytes_per_param, 0.5 + 4.0 / 64);
+  doc["training"]["mode"] = "lora";
+  EXPECT_DOUBLE_EQ(io::scenario_from_json(doc).training->lora->base_bytes_per_param, LoraSpec{}.base_bytes_per_param);
 }
 
 // FP8 weights on a GPU without FP8 tensor cores run weight-only (W8A16, vLLM's FP8 Marlin on

@@ -453,5 +453,75 @@ TEST(PostTrain, BadRlBlocksAreReportedWordForWord) {
   EXPECT_EQ(issues.front().pointer, "/training/rl/placement");
 }
 
+// Every rl key the source may leave unpublished resolves from the rest of the case, else
+// from NeMo RL's defaults, and the report names them.
+TEST(PostTrain, AutoKeysResolveFromTheCaseOrTheDefaults) {
+  const Scenario given = read(rl_case(kColocated));
+  json c = rl_case(kColocated);
+  for (const char* k : {"algorithm", "ppo_epochs", "async_staleness", "placement", "gpus", "models"})
+    c["training"]["rl"][k] = "auto";
+  const Scenario s = read(c);
+  // What the case's own values were: one pass, on-policy, colocated on every GPU, GRPO's
+  // rule reward and reference.
+  EXPECT_EQ(s.rl->ppo_epochs, 1);
+  EXPECT_EQ(s.rl->async_staleness, 0);
+  EXPECT_EQ(s.rl->placement, RlSpec::Placement::colocated);
+  EXPECT_EQ(s.rl->rollout_gpus, 16);
+  EXPECT_EQ(s.rl->train_gpus, 16);
+  EXPECT_EQ(s.rl->reward, given.rl->reward);
+  EXPECT_EQ(s.rl->reference, given.rl->reference);
+  EXPECT_EQ(s.rl->auto_keys,
+            (std::vector<std::string>{"algorithm", "async_staleness", "gpus", "models", "placement", "ppo_epochs", "prompt_tokens"}));
+
+  // Split pools say the placement themselves.
+  c = rl_case(kSplit);
+  c["training"]["rl"]["placement"] = "auto";
+  EXPECT_EQ(read(c).rl->placement, RlSpec::Placement::split);
+
+  // Prompts and group: global_batch x mini_batches samples (512 x 4 = 64 x 32 here).
+  c = rl_case(kColocated);
+  c["training"]["rl"]["group_size"] = "auto";
+  EXPECT_EQ(read(c).rl->group_size, given.rl->group_size);
+  c = rl_case(kColocated);
+  c["training"]["rl"]["prompts_per_step"] = "auto";
+  EXPECT_EQ(read(c).rl->prompts_per_step, given.rl->prompts_per_step);
+  // Neither, nor mini_batches: NeMo RL's 16 samples a prompt, one optimizer step an iteration.
+  c["training"]["rl"]["group_size"] = "auto";
+  c["training"]["rl"]["mini_batches"] = "auto";
+  const Scenario d = read(c);
+  EXPECT_EQ(d.rl->group_size, kNemoRlGenerationsPerPrompt);
+  EXPECT_EQ(d.rl->prompts_per_step, given.training->global_batch / kNemoRlGenerationsPerPrompt);
+
+  // Response lengths: half the room the cap leaves the prompt, spread below the cap.
+  c = rl_case(kColocated);
+  c["training"]["rl"]["response_tokens"] = "auto";
+  c["training"]["rl"]["max_total_tokens"] = "auto";
+  const Scenario r = read(c);
+  EXPECT_EQ(r.rl->max_total_tokens, given.training->seq_len);
+  EXPECT_DOUBLE_EQ(r.rl->response_mean, (static_cast<double>(given.training->seq_len) - kRlAutoPromptTokens) / 2.0);
+  EXPECT_DOUBLE_EQ(rl_response_cap(*r.rl), static_cast<double>(given.training->seq_len) - kRlAutoPromptTokens);
+
+  // The rollout's tensor-parallel degree: the smallest whose replica fits.
+  c = rl_case(kColocated);
+  c["training"]["rl"]["rollout"]["tp"] = "auto";
+  const Scenario t = read(c);
+  EXPECT_EQ(t.rl->rollout.tp, 1);
+  InferencePlan smaller = t.rl->rollout;
+  EXPECT_TRUE(inference_memory(t.model, t.system, smaller).fits);
+  c = rl_case("nemorl-v0.5-h100-bf16-grpo-deepseek-v3-onpolicy-256gpu");
+  c["training"]["rl"]["rollout"] = "auto";
+  const Scenario v3 = read(c);
+  ASSERT_GT(v3.rl->rollout.tp, 1);
+  EXPECT_TRUE(inference_memory(v3.model, v3.system, v3.rl->rollout).fits);
+  smaller = v3.rl->rollout;
+  smaller.tp /= 2;
+  EXPECT_FALSE(inference_memory(v3.model, v3.system, smaller).fits);
+
+  // Split pools left "auto" cannot be sized from the case.
+  c = rl_case(kSplit);
+  c["training"]["rl"]["gpus"] = "auto";
+  expect_issue(c, "/training/rl/gpus", "split pools need their sizes: the case does not say how the GPUs divide");
+}
+
 }  // namespace
 }  // namespace capsim

@@ -483,6 +483,8 @@ json rl_iteration_json(const Scenario& s, const RlIteration& it) {
             {"bottleneck", it.bottleneck},
             {"placement", rl.placement == RlSpec::Placement::split ? "split" : "colocated"},
             {"overlapped", rl.placement == RlSpec::Placement::split && rl.async_staleness >= 1},
+            {"prompts_per_step", rl.prompts_per_step},
+            {"group_size", rl.group_size},
             {"samples", it.samples},
             {"prompt_tokens", it.prompt_tokens},
             {"prompt_tokens_source", it.prompt_auto ? "auto: kRlAutoPromptTokens (core/include/capsim/core/posttrain.hpp)"
@@ -517,6 +519,7 @@ json rl_iteration_json(const Scenario& s, const RlIteration& it) {
             {"reference_swap_bytes_per_gpu", it.reference_swap_bytes_per_gpu},
             {"status", it.feasible ? "ok" : "does_not_fit"}};
   if (!it.feasible) j["fail_reason"] = it.fail_reason;
+  if (!rl.auto_keys.empty()) j["resolved_auto"] = rl.auto_keys;
   return j;
 }
 

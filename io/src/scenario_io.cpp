@@ -7,6 +7,8 @@
 #include <tuple>
 
 #include "capsim/core/layout.hpp"
+#include "capsim/core/memory.hpp"
+#include "capsim/core/posttrain.hpp"
 #include "capsim/io/engines.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
@@ -135,7 +137,7 @@ void read_rl_engine(const json& e, const std::string& ptr, InferencePlan& p, Eng
 }
 
 /// The `rl` block of a ppo/grpo case (SCHEMA.md, "Post-training cases").
-void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, std::optional<RlSpec>& out,
+void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, const Scenario& sc, std::optional<RlSpec>& out,
              int64_t num_gpus, EngineKeys engine_keys, std::vector<Issue>& issues) {
   if (!v.is_object()) {
     issues.push_back({ptr, brief(v), "must be an object", {}});
@@ -144,12 +146,24 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, std::
   ObjectReader r(v, ptr, issues);
   RlSpec rl;
   std::string s;
-  r.choice("algorithm", s, {"ppo", "grpo", "rloo", "reinforce++", "dapo"});
-  r.integer("prompts_per_step", rl.prompts_per_step, true);
-  r.integer("group_size", rl.group_size, true);
+  // A key left "auto" (SCHEMA.md: not published) takes the value the rest of the case
+  // implies, else NeMo RL's default (kNemoRl*, core/include/capsim/core/posttrain.hpp);
+  // rl.auto_keys lists them for the report.
+  auto left_auto = [&](const char* key) {
+    const json* x = r.get(key);
+    const bool a = x && x->is_string() && *x == "auto";
+    if (a) rl.auto_keys.emplace_back(key);
+    return a;
+  };
+  if (!left_auto("algorithm")) r.choice("algorithm", s, {"ppo", "grpo", "rloo", "reinforce++", "dapo"});
+  const bool prompts_auto = left_auto("prompts_per_step");
+  if (!prompts_auto) r.integer("prompts_per_step", rl.prompts_per_step, true);
+  const bool group_auto = left_auto("group_size");
+  if (!group_auto) r.integer("group_size", rl.group_size, true);
   if (const json* pt = r.get("prompt_tokens")) {
     if (pt->is_string() && *pt == "auto") {
       rl.prompt_tokens = std::nullopt;
+      rl.auto_keys.emplace_back("prompt_tokens");
     } else if (pt->is_number() && pt->get<double>() >= 1) {
       rl.prompt_tokens = pt->get<double>();
     } else if (pt->is_object()) {
@@ -163,8 +177,11 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, std::
       issues.push_back({r.at("prompt_tokens"), brief(*pt), "must be a number >= 1, {\"mean\": m} or \"auto\"", {}});
     }
   }
+  bool response_auto = false;
   if (const json* rt = r.get("response_tokens")) {
-    if (rt->is_number() && rt->get<double>() >= 1) {
+    if (left_auto("response_tokens")) {
+      response_auto = true;  // resolved below, once the cap is known
+    } else if (rt->is_number() && rt->get<double>() >= 1) {
       rl.response_mean = rt->get<double>();
       rl.response_fixed = true;
     } else if (rt->is_object()) {
@@ -177,24 +194,51 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, std::
       if (rl.response_max > 0 && rl.response_mean > rl.response_max)
         issues.push_back({r.at("response_tokens"), brief(*rt), "mean must not exceed max", {}});
     } else {
-      issues.push_back({r.at("response_tokens"), brief(*rt), "must be a number >= 1 or {\"mean\", \"max\"}", {}});
+      issues.push_back({r.at("response_tokens"), brief(*rt), "must be a number >= 1, {\"mean\", \"max\"} or \"auto\"", {}});
     }
   } else {
     issues.push_back({r.at("response_tokens"), "", "is required (a number or {\"mean\", \"max\"})", {}});
   }
-  r.integer("max_total_tokens", rl.max_total_tokens);
-  r.integer("ppo_epochs", rl.ppo_epochs);
+  // The case's seq_len is the longest prompt + response (SCHEMA.md, `training.mode`).
+  if (left_auto("max_total_tokens")) rl.max_total_tokens = t.seq_len;
+  else r.integer("max_total_tokens", rl.max_total_tokens);
+  if (response_auto) {
+    // Nothing but the cap is known: the mean of the maximum-entropy law on [0, cap], half
+    // the cap, spread as a response of a given mean is (rl_response_scale).
+    const double total = static_cast<double>(rl.max_total_tokens > 0 ? rl.max_total_tokens : t.seq_len);
+    rl.response_mean = std::max(1.0, (total - rl_prompt_tokens(rl)) / 2.0);
+    if (rl.max_total_tokens == 0) rl.response_max = std::max(1.0, total - rl_prompt_tokens(rl));
+  }
+  if (!left_auto("ppo_epochs")) r.integer("ppo_epochs", rl.ppo_epochs);
   r.integer_or_auto("mini_batches", rl.mini_batches);
-  r.integer("async_staleness", rl.async_staleness, false, 0);
-  if (r.choice("placement", s, {"colocated", "split"}, true))
+  if (!left_auto("async_staleness")) r.integer("async_staleness", rl.async_staleness, false, 0);
+  const bool placement_auto = left_auto("placement");
+  if (!placement_auto && r.choice("placement", s, {"colocated", "split"}, true))
     rl.placement = s == "split" ? RlSpec::Placement::split : RlSpec::Placement::colocated;
+  const json* g = r.get("gpus");
+  const bool gpus_auto = left_auto("gpus");
+  if (placement_auto && g && g->is_object() && !gpus_auto) {
+    // The pools say it: both roles on every GPU, or two pools that add up to them.
+    const json* ro = g->contains("rollout") ? &(*g)["rollout"] : nullptr;
+    const json* tr = g->contains("train") ? &(*g)["train"] : nullptr;
+    if (ro && tr && ro->is_number_integer() && tr->is_number_integer() &&
+        ro->get<int64_t>() + tr->get<int64_t>() == num_gpus && ro->get<int64_t>() < num_gpus)
+      rl.placement = RlSpec::Placement::split;
+  }
   if (rl.placement == RlSpec::Placement::colocated && rl.async_staleness > 0)
     issues.push_back({r.at("async_staleness"), std::to_string(rl.async_staleness),
                       "needs placement \"split\": colocated generation and training take turns on the same GPUs",
                       "set async_staleness to 0, or placement to \"split\""});
-  const json* g = r.get("gpus");
   bool gpus_ok = false;
-  if (!g) {
+  if (gpus_auto) {
+    if (rl.placement == RlSpec::Placement::colocated) {
+      rl.rollout_gpus = rl.train_gpus = num_gpus;  // colocated roles share every GPU
+      gpus_ok = num_gpus >= 1;
+    } else {
+      issues.push_back({r.at("gpus"), "\"auto\"", "split pools need their sizes: the case does not say how the GPUs divide",
+                        "state {\"rollout\": n, \"train\": n}, or placement \"colocated\""});
+    }
+  } else if (!g) {
     issues.push_back({r.at("gpus"), "", "is required ({\"rollout\": n, \"train\": n})", {}});
   } else if (!g->is_object()) {
     issues.push_back({r.at("gpus"), brief(*g), "must be an object", {}});
@@ -213,43 +257,71 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, std::
     if (gpus_ok && rl.placement == RlSpec::Placement::split && rl.rollout_gpus + rl.train_gpus != num_gpus)
       issues.push_back({r.at("gpus"), brief(*g), "split pools: rollout + train must equal num_gpus (" + n + ")", {}});
   }
+  // The rollout engine. Absent keys and "auto": the default engine profile, the training
+  // precision, pipeline parallelism off and the smallest tensor-parallel degree whose
+  // replica fits (vLLM's and NeMo RL's defaults are 1 and 1, which a model too large for one
+  // GPU cannot run).
   const json* ro = r.get("rollout");
+  const bool rollout_auto = ro && left_auto("rollout");
+  bool tp_auto = rollout_auto;
+  InferencePlan& p = rl.rollout;
+  p.weight_dtype = p.activation_dtype = t.precision == DType::fp8 ? DType::fp8 : t.precision;
+  p.kv_dtype = std::nullopt;  // the engine's default: the model's dtype
+  auto default_engine = [&](const std::string& at) {
+    try {
+      p.profile = select_engine_profile("", "", at);
+    } catch (const InputError& err) {
+      issues.insert(issues.end(), err.issues().begin(), err.issues().end());
+    }
+  };
   if (!ro) {
     issues.push_back({r.at("rollout"), "", "is required (engine, tp, pp)", {}});
+  } else if (rollout_auto) {
+    default_engine(r.at("rollout") + "/engine");
   } else if (!ro->is_object()) {
     issues.push_back({r.at("rollout"), brief(*ro), "must be an object", {}});
   } else {
     ObjectReader rr(*ro, r.at("rollout"), issues);
-    InferencePlan& p = rl.rollout;
-    rr.integer("tp", p.tp);
-    rr.integer("pp", p.pp);
+    std::optional<int64_t> degree = 1;
+    if (rr.integer_or_auto("tp", degree)) {
+      if (degree) p.tp = *degree;
+      tp_auto = !degree;
+    }
+    degree = 1;
+    if (rr.integer_or_auto("pp", degree)) p.pp = degree.value_or(1);
     std::optional<int64_t> ep = 1;
     // Absent: vLLM's default, expert parallelism off (enable_expert_parallel False): the
     // experts are sharded over the tensor-parallel ranks.
     if (rr.integer_or_auto("ep", ep)) p.ep = ep;
-    if (rr.choice("precision", s, {"bf16", "fp16", "fp8"})) {
+    if (rr.choice("precision", s, {"bf16", "fp16", "fp8"}, false, true) && s != "auto") {
       parse_dtype(s, p.weight_dtype);
       p.activation_dtype = p.weight_dtype == DType::fp8 ? DType::fp8 : p.weight_dtype;
-    } else {
-      p.weight_dtype = p.activation_dtype = t.precision == DType::fp8 ? DType::fp8 : t.precision;
     }
-    p.kv_dtype = std::nullopt;  // the engine's default: the model's dtype
     if (const json* e = rr.get("engine")) {
       if (!e->is_object()) issues.push_back({rr.at("engine"), brief(*e), "must be an object", {}});
       else read_rl_engine(*e, rr.at("engine"), p, engine_keys, issues);
     } else {
-      try {
-        p.profile = select_engine_profile("", "", rr.at("engine"));
-      } catch (const InputError& err) {
-        issues.insert(issues.end(), err.issues().begin(), err.issues().end());
-      }
+      default_engine(rr.at("engine"));
     }
     rr.finish();
-    if (gpus_ok && p.tp >= 1 && p.pp >= 1 && rl.rollout_gpus % (p.tp * p.pp) != 0)
-      issues.push_back({rr.at("tp"), std::to_string(p.tp),
-                        "tp*pp = " + std::to_string(p.tp * p.pp) + " must divide gpus.rollout = " + std::to_string(rl.rollout_gpus), {}});
   }
-  if (const json* m = r.get("models")) {
+  if (tp_auto) {
+    rl.auto_keys.emplace_back("rollout.tp");
+    p.tp = 1;
+    if (issues.empty() && gpus_ok) {
+      for (int64_t tp = 1; tp <= rl.rollout_gpus; tp *= 2) {
+        if (rl.rollout_gpus % (tp * p.pp) != 0) continue;
+        p.tp = tp;
+        if (inference_memory(sc.model, sc.system, p).fits) break;
+      }
+    }
+  }
+  if (ro && gpus_ok && p.tp >= 1 && p.pp >= 1 && rl.rollout_gpus % (p.tp * p.pp) != 0)
+    issues.push_back({r.at("rollout") + "/tp", std::to_string(p.tp),
+                      "tp*pp = " + std::to_string(p.tp * p.pp) + " must divide gpus.rollout = " + std::to_string(rl.rollout_gpus), {}});
+  const json* m = r.get("models");
+  if (m && left_auto("models")) m = nullptr;  // the usual set of the algorithm, as absent
+  if (m) {
     if (!m->is_object()) {
       issues.push_back({r.at("models"), brief(*m), "must be an object", {}});
     } else {
@@ -267,6 +339,20 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, std::
     rl.reference.kind = RlModel::Kind::actor;
     if (t.mode == TrainMode::ppo) rl.critic.kind = RlModel::Kind::actor;
   }
+  // Samples per iteration: global_batch sequences an optimizer step times mini_batches.
+  const std::optional<int64_t> samples =
+      rl.mini_batches ? std::optional<int64_t>(t.global_batch * *rl.mini_batches) : std::nullopt;
+  if (group_auto) {
+    if (t.mode == TrainMode::ppo) rl.group_size = 1;  // PPO samples once a prompt
+    else if (!prompts_auto && samples && *samples % rl.prompts_per_step == 0) rl.group_size = *samples / rl.prompts_per_step;
+    else rl.group_size = kNemoRlGenerationsPerPrompt;
+  }
+  if (prompts_auto) {
+    // Without mini_batches, one optimizer step an iteration (NeMo RL's default batch).
+    const int64_t n = samples.value_or(t.global_batch);
+    rl.prompts_per_step = std::max<int64_t>(1, n / std::max<int64_t>(1, rl.group_size));
+  }
+  std::sort(rl.auto_keys.begin(), rl.auto_keys.end());
   r.finish();
   out = rl;
 }
@@ -591,7 +677,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
     issues.push_back({r.at("distill"), "", "is read only when mode is \"distill\"", {}});
   }
   if (t.mode == TrainMode::ppo || t.mode == TrainMode::grpo) {
-    if (const json* rl = r.get("rl")) read_rl(*rl, r.at("rl"), t, rl_out, num_gpus, engine_keys, issues);
+    if (const json* rl = r.get("rl")) read_rl(*rl, r.at("rl"), t, sc, rl_out, num_gpus, engine_keys, issues);
     else issues.push_back({r.at("rl"), "", "is required when mode is \"" + s + "\" (samples, lengths, placement, GPUs)", {}});
   } else if (r.get("rl")) {
     issues.push_back({r.at("rl"), "", "is read only when mode is \"ppo\" or \"grpo\"", {}});
@@ -607,11 +693,18 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
     else lr.integer_or_auto("rank", spec.rank);
     // The scaling alpha does not change a step's cost.
     double alpha = 0;
-    lr.number("alpha", alpha, false, 0);
+    if (lr.has("alpha") && (*l)["alpha"].is_string() && (*l)["alpha"] == "auto") lr.allow("alpha");
+    else lr.number("alpha", alpha, false, 0);
+    // Absent or "auto", the base is stored as the mode says: QLoRA's 4-bit NormalFloat
+    // (Dettmers et al. 2023), else the training precision's 16 bits.
     std::string base;
-    lr.choice("base_dtype", base, {"bf16", "fp16", "nf4", "int8", "fp8"});
+    lr.choice("base_dtype", base, {"bf16", "fp16", "nf4", "int8", "fp8"}, false, true);
+    if ((base.empty() || base == "auto") && t.mode == TrainMode::qlora) base = "nf4";
+    // Absent or "auto": off, bitsandbytes' default (BitsAndBytesConfig
+    // bnb_4bit_use_double_quant=False).
     bool dq = false;
-    lr.boolean("double_quant", dq);
+    if (lr.has("double_quant") && (*l)["double_quant"].is_string() && (*l)["double_quant"] == "auto") lr.allow("double_quant");
+    else lr.boolean("double_quant", dq);
     // Dropout on the adapters' input: a probability, or "auto" (the framework's default).
     if (const json* dp = lr.get("dropout")) {
       if (dp->is_string() && *dp == "auto") spec.dropout = std::nullopt;
@@ -833,7 +926,10 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     opt_int("cuda_graph_max_tokens", p.engine.cuda_graph_max_tokens);
     opt_int("scheduler_steps", p.engine.scheduler_steps);
     bool graphs = false;
-    if (er.boolean("cuda_graphs", graphs)) p.engine.cuda_graphs = graphs;
+    if (er.has("cuda_graphs") && (*ej)["cuda_graphs"].is_string() && (*ej)["cuda_graphs"] == "auto")
+      er.allow("cuda_graphs");  // the engine profile's default
+    else if (er.boolean("cuda_graphs", graphs))
+      p.engine.cuda_graphs = graphs;
     double overhead = 0;
     if (er.number("step_overhead_ms", overhead, false, 0)) p.engine.step_overhead_ms = overhead;
     double eager_host = 0;
@@ -1152,9 +1248,22 @@ Scenario read_scenario(const json& doc, const fs::path& base_dir, EngineKeys eng
       // weights, others their 16-bit weights. FP8 weights run with FP8 activations,
       // quantized per token (group) on the fly, where the GPU has FP8 tensor cores, as
       // vLLM's and SGLang's Fp8LinearMethod do, and weight-only (W8A16) where it has not.
+      auto resolve_dtypes = [&](InferencePlan& q) {
+        if (q.activation_dtype_auto)
+          q.activation_dtype = q.weight_dtype == DType::fp8 && sc.system.gpu.peak_fp8_tflops > 0 ? DType::fp8 : DType::bf16;
+      };
       if (plan.weight_dtype_auto) plan.weight_dtype = sc.model.fp8_weight_block > 0 ? DType::fp8 : DType::bf16;
-      if (plan.activation_dtype_auto)
-        plan.activation_dtype = plan.weight_dtype == DType::fp8 && sc.system.gpu.peak_fp8_tflops > 0 ? DType::fp8 : DType::bf16;
+      resolve_dtypes(plan);
+      // Checkpoint weights that leave no room for the KV cache are not what the source ran
+      // ("auto": what fits): its FP8 quantization where the GPU has FP8 tensor cores (vLLM's
+      // and SGLang's --quantization fp8 of a 16-bit checkpoint, TensorRT-LLM's FP8 engines).
+      if (plan.weight_dtype_auto && plan.weight_dtype != DType::fp8 && sc.system.gpu.peak_fp8_tflops > 0 &&
+          issues.empty() && plan.tp >= 1 && plan.pp >= 1 && !inference_memory(sc.model, sc.system, plan).fits) {
+        InferencePlan fp8 = plan;
+        fp8.weight_dtype = DType::fp8;
+        resolve_dtypes(fp8);
+        if (inference_memory(sc.model, sc.system, fp8).fits) plan = fp8;
+      }
       sc.inference = plan;
     } else {
       issues.push_back({"/inference", "", "is required for kind \"inference\"", {}});

@@ -29,6 +29,12 @@ double forward_pass_seconds(const ModelSpec& m, const SystemSpec& sys, TrainingP
 /// caveats), so their throughput_tokens_per_s is only a check of the step time.
 inline constexpr double kRlAutoPromptTokens = 128;
 
+/// Samples per prompt of a GRPO case whose group_size is "auto" and not implied by the
+/// rest of the case: NeMo RL's num_generations_per_prompt (examples/configs/grpo_math_1B.yaml
+/// @ 00294d9: 16, beside num_prompts_per_step 32 and train_global_batch_size 512 = 32 x 16,
+/// one optimizer step an iteration).
+inline constexpr int64_t kNemoRlGenerationsPerPrompt = 16;
+
 /// Rate at which NeMo RL's Megatron policy worker moves the optimizer state through
 /// per-tensor pageable host memory, each direction (move_optimizer: `state[k] =
 /// v.to("cpu")`, `.to("cuda")`; v0.5.0 megatron_policy_worker.py). An Nsight triage on an H100 (NVIDIA-NeMo/RL issue

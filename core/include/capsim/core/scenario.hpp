@@ -453,6 +453,9 @@ struct RlSpec {
   /// replicas and workload are filled in per iteration.
   InferencePlan rollout;
   RlModel critic, reward, reference;
+  /// Keys the scenario left "auto", sorted; the reader resolved them (SCHEMA.md: "auto" is
+  /// what the source did not publish) and the report names them.
+  std::vector<std::string> auto_keys;
   bool operator==(const RlSpec&) const = default;
 };
 
