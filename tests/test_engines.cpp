@@ -182,6 +182,10 @@ TEST(ServingEngines, VersionSelectsTheGeneration) {
   const EngineProfile old = io::select_engine_profile("trtllm", "0.9.0", "/e");
   EXPECT_EQ(old.match, "version 0.9.0 is outside every trtllm profile's range: the nearest one");
   EXPECT_EQ(io::select_engine_profile("", "", "/e").id, "vllm-v1");
+  // A project's repository and package names select it as its short name does.
+  EXPECT_EQ(io::select_engine_profile("TensorRT-LLM", "1.0.0", "/e").id, "trtllm");
+  EXPECT_EQ(io::select_engine_profile("tensorrt_llm", "1.0.0", "/e").id, "trtllm");
+  EXPECT_EQ(io::select_engine_profile("text-generation-inference", "3.0.1", "/e").id, "tgi-3");
 }
 
 TEST(ServingEngines, UnknownEngineIsAnInputError) {
@@ -209,6 +213,16 @@ TEST(ServingEngines, ProfileErrorsNameThePlace) {
     EXPECT_EQ(e.issues()[0].rule, "every knob needs a source");
     EXPECT_EQ(e.issues()[1].pointer, "x.json#/knobs/blok_size");
     EXPECT_EQ(e.issues()[1].hint, "did you mean \"block_size\"?");
+  }
+  doc = io::read_json_file(io::data_dir() / "engines" / "trtllm.json");
+  doc["aliases"] = {"TensorRT-LLM"};
+  try {
+    io::engine_profile_from_json(doc, "t.json");
+    FAIL() << "expected an input error";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_EQ(e.issues()[0].pointer, "t.json#/aliases");
+    EXPECT_EQ(e.issues()[0].rule, "must be an array of lower-case names");
   }
 }
 

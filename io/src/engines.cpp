@@ -275,6 +275,14 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   p.name.clear();
   top.string("id", p.id);
   top.string("name", p.name);
+  if (const json* a = top.get("aliases")) {
+    const bool ok = a->is_array() && std::all_of(a->begin(), a->end(), [](const json& x) {
+      if (!x.is_string()) return false;
+      const std::string v = x.get<std::string>();
+      return !v.empty() && std::none_of(v.begin(), v.end(), [](unsigned char c) { return std::isupper(c) != 0; });
+    });
+    if (!ok) issues.push_back({origin + "#/aliases", brief(*a), "must be an array of lower-case names", {}});
+  }
   p.label = p.id;
   top.string("label", p.label);
   if (p.id.empty()) issues.push_back({origin + "#/id", "", "is required", {}});
@@ -536,7 +544,11 @@ EngineProfile select_engine_profile(const std::string& name_in, const std::strin
                               ? doc["name"].get<std::string>()
                               : std::string();
     if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-    if (n != name) continue;
+    // The names a project also goes by (its repository, its Python package) select it too.
+    bool alias = false;
+    if (doc.is_object() && doc.contains("aliases") && doc["aliases"].is_array())
+      for (const json& a : doc["aliases"]) alias = alias || (a.is_string() && a.get<std::string>() == name);
+    if (n != name && !alias) continue;
     Candidate c{id, std::move(doc), {}, {}};
     if (c.doc.contains("versions") && c.doc["versions"].is_object()) {
       const json& v = c.doc["versions"];
