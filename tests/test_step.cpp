@@ -2381,6 +2381,51 @@ TEST(DeepSeekV3Report, FitsAndCostsAboutWhatTheReportSays) {
   EXPECT_NEAR(budget_hours / 180e3, 1.0, 0.15) << budget_hours;
 }
 
+// Optimizer states left "auto" under the Megatron stack: full precision where a layout fits
+// without recomputation (Nemotron-4 340B on 2,048 GPUs, its states sharded 32 ways), 16-bit
+// moments and gradient reduction where full-precision ones would force it (the same model
+// on 128 GPUs, where NVIDIA's recipe runs distributed_fused_adam in bf16), reported under
+// resolved; stated states, or the PyTorch stack, keep what they say.
+TEST(EvaluateTraining, MegatronKeepsSixteenBitStatesRatherThanRecompute) {
+  auto dgxc = [](const std::string& id) {
+    const nlohmann::json d =
+        io::read_json_file(std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation" / "training-public.json");
+    for (const nlohmann::json& c : d["cases"])
+      if (c["id"] == id) return io::scenario_from_json(c, {}, io::EngineKeys::ignore_unknown);
+    ADD_FAILURE() << "no case " << id;
+    return Scenario{};
+  };
+  auto resolved = [](const TrainEvaluation& ev, const char* f) {
+    return std::find(ev.auto_fields.begin(), ev.auto_fields.end(), f) != ev.auto_fields.end();
+  };
+  Scenario s = dgxc("dgxc2411-h100-bf16-nemotron4-340b-128gpu");
+  const hw::RooflineCostModel cost(s.system);
+  const TrainEvaluation half = evaluate_training(s, &cost);
+  ASSERT_TRUE(half.feasible) << half.fail_reason;
+  EXPECT_TRUE(half.plan.bf16_moments);
+  EXPECT_EQ(grad_bytes(half.plan), 2.0);
+  EXPECT_EQ(half.plan.recompute, Recompute::none);
+  EXPECT_TRUE(resolved(half, "optimizer_moments") && resolved(half, "grad_reduce_dtype"));
+  // Stated full-precision states: the search recomputes instead, and is slower.
+  s.training->moments_auto = false;
+  const TrainEvaluation full = evaluate_training(s, &cost);
+  ASSERT_TRUE(full.feasible);
+  EXPECT_FALSE(full.plan.bf16_moments);
+  EXPECT_EQ(full.plan.recompute, Recompute::full);
+  EXPECT_GT(full.step->step_s, half.step->step_s);
+  EXPECT_FALSE(resolved(full, "optimizer_moments"));
+  // A stated fp32 gradient reduction keeps the default too.
+  s.training->moments_auto = true;
+  s.training->grad_reduce_fp32 = true;
+  EXPECT_FALSE(evaluate_training(s, &cost).plan.bf16_moments);
+  // Where full precision fits without recomputation, it stays.
+  const Scenario wide = dgxc("dgxc2411-h100-bf16-nemotron4-340b-2048gpu");
+  const TrainEvaluation w = evaluate_training(wide, &cost);
+  EXPECT_FALSE(w.plan.bf16_moments);
+  EXPECT_EQ(grad_bytes(w.plan), 4.0);
+  EXPECT_FALSE(resolved(w, "optimizer_moments"));
+}
+
 // "auto" vpp under the PyTorch stack is what torchtitan's pipelining generates without
 // split points: 2 stages per rank for an interleaved schedule (generate_split_points), the
 // layers split as evenly as they go (126 over 16 stages here). Megatron-LM takes any divisor.

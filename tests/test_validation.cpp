@@ -68,8 +68,12 @@ TEST(Validation, TrainingErrorBounds) {
   // on the SMs NCCL's channels leave (16-24 of 132 on Hopper; NCCL logs and source): 10.5%
   // -> 10.3%, the families that read fast moved toward their measurements (llmfoundry
   // 10.5% -> 9.0%, mcore24 8.1% -> 5.7%, nemo 21.2% -> 20.6%, torchtitan 10.8% -> 10.1%),
-  // the NVIDIA DGX Cloud recipes, already slow, away (dgxc2411 6.5% -> 8.1%).
-  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.105);
+  // the NVIDIA DGX Cloud recipes, already slow, away (dgxc2411 6.5% -> 8.1%). 0.105 until
+  // the Megatron stack kept 16-bit optimizer states where full-precision ones would have
+  // forced recomputation, as NVIDIA's Nemotron-4 340B recipe does (distributed_fused_adam
+  // dtype bf16): its 128-GPU runs ran without recompute, +26.8% / +13.1% / +13.7% -> +1.9%
+  // / -2.9% / -2.3%, median 10.3% -> 9.5%.
+  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.10);
   // p90 0.265 until op-level checkpointing kept torchtitan's odd-numbered matmul outputs
   // (wq, wv, w1, w2) instead of half of every projection: 45% of a Llama block's matmul
   // FLOPs rerun, not 50%, so its selective-recompute runs, already too fast, lost 1-2%.
@@ -88,7 +92,8 @@ TEST(Validation, TrainingErrorBounds) {
   const std::map<std::string, double> family_bounds = {
       // korthikanti22 0.075 until each tensor-parallel rank ran the loss over its own
       // vocabulary shard only (its TP8 runs read 0.4 points faster).
-      {"dgxc2411", 0.09}, {"korthikanti22", 0.076}, {"llmfoundry", 0.095},
+      // dgxc2411 0.09 and nemo2409 0.08 until the 16-bit optimizer states above.
+      {"dgxc2411", 0.07}, {"korthikanti22", 0.076}, {"llmfoundry", 0.095},
       // mcore24 0.03 and narayanan21 0.145 until a cross-node send took one network hop at
       // the NIC's rate instead of the many-node all-reduce curve (2 MiB: 726 -> 55 us): the
       // pipeline sends of their 70B-462B and PP runs got cheaper, and those runs already read
@@ -111,7 +116,7 @@ TEST(Validation, TrainingErrorBounds) {
       // default on Hopper, and from 0.19 to 0.2013 when FP8 runs gathered their sequence-
       // parallel activations in FP8 as Transformer Engine does (since 1.2): its long-sequence
       // Llama-2 7B FP8 runs were already too fast, so they are the one family over 20%.
-      {"narayanan21", 0.15}, {"nemo", 0.21}, {"nemo2409", 0.08},
+      {"narayanan21", 0.15}, {"nemo", 0.21}, {"nemo2409", 0.075},
       // torchtitan 0.17 until its checkpointing kept the matmul outputs its policy names;
       // 0.18 until its 500 W GPUs took the tensor rate measured at that limit.
       {"torchtitan", 0.105}};

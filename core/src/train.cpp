@@ -273,12 +273,53 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
               }
             }
   };
+  // Optimizer state precision left to the Megatron stack: full precision unless it costs
+  // recomputation or does not fit, where the frameworks' 16-bit states are what a recipe
+  // runs: NVIDIA's DGX Cloud Nemotron-4 340B recipe, the one of its release whose states
+  // would not fit beside its activations, runs distributed_fused_adam with dtype bf16 and
+  // grad_sync_dtype bf16 (dgxc-benchmarking v24.11.1, nemotron/nemotron4-340b-synth.yaml;
+  // its other recipes keep the defaults); Megatron-Core's precision-aware optimizer keeps
+  // BF16 moments the same way, as DeepSeek-V3 trained (report Sec. 3.3.2). Modelled as BF16
+  // moments beside fp32 master weights, and a 16-bit gradient reduction where that is auto
+  // too; decided per layout, taken where it is faster than the layout's best at full
+  // precision. Pre-training only, what those recipes are: fine-tuning, preference and RL
+  // updates (which run as SFT steps) keep full precision, as NeMo RL's Megatron policy does
+  // (megatron_cfg.optimizer: use_precision_aware_optimizer with Megatron-Core's fp32
+  // exp_avg defaults, examples/configs/grpo_math_1B.yaml).
+  const bool states_auto = *base.framework == Framework::megatron && base.moments_auto && !base.bf16_moments &&
+                           !base.grad_reduce_fp32 && base.precision != DType::fp16 && base.optimizer == Optimizer::adamw &&
+                           base.mode == TrainMode::pretrain;
+  auto try_layout_states = [&](const TrainingPlan& layout) {
+    if (!states_auto) {
+      try_layout(layout);
+      return;
+    }
+    const Best outer = best;
+    best = Best{};
+    try_layout(layout);
+    Best local = best;
+    if (!local.set || local.plan.recompute.value_or(Recompute::none) != Recompute::none) {
+      TrainingPlan half = layout;
+      half.bf16_moments = true;
+      half.grad_reduce_fp32 = false;
+      best = Best{};
+      try_layout(half);
+      if (best.set && (!local.set || best.key1 < local.key1)) local = best;
+    }
+    best = outer;
+    if (local.set && (!best.set || std::tie(local.key1, local.key2, local.key3) < std::tie(best.key1, best.key2, best.key3)))
+      best = std::move(local);
+  };
   if (base.auto_layout == 0) {
-    try_layout(base);
+    try_layout_states(base);
   } else {
     Scenario with_base = s;
     with_base.training = base;
-    for (const TrainingPlan& layout : layout_candidates(with_base)) try_layout(layout);
+    for (const TrainingPlan& layout : layout_candidates(with_base)) try_layout_states(layout);
+  }
+  if (states_auto && best.set && best.plan.bf16_moments) {
+    ev.auto_fields.push_back("optimizer_moments");
+    ev.auto_fields.push_back("grad_reduce_dtype");
   }
   if (best.set) {
     ev.plan = best.plan;

@@ -620,7 +620,10 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
   }
   if (r.choice("fp8_recipe", s, {"tensorwise", "blockwise"}, false, true))
     t.fp8_blockwise = s == "auto" ? std::optional<bool>() : std::optional<bool>(s == "blockwise");
-  if (r.choice("optimizer_moments", s, {"fp32", "bf16"}, false, true)) t.bf16_moments = s == "bf16";
+  if (r.choice("optimizer_moments", s, {"fp32", "bf16"}, false, true)) {
+    t.bf16_moments = s == "bf16";
+    t.moments_auto = s == "auto";
+  }
   if (t.fp8_blockwise && t.precision != DType::fp8)
     issues.push_back({r.at("fp8_recipe"), *t.fp8_blockwise ? "\"blockwise\"" : "\"tensorwise\"",
                       "applies only to precision \"fp8\"", "remove it or set training.precision to \"fp8\""});

@@ -184,6 +184,11 @@ struct TrainingPlan {
   /// Adam/Lion/SGD moments kept in BF16 instead of FP32 (DeepSeek-V3 report Sec. 3.3.2);
   /// master weights and gradients stay FP32.
   bool bf16_moments = false;
+  /// Scenario key "optimizer_moments" absent or "auto": under the Megatron stack the search
+  /// may keep the moments (and the gradient reduction, when grad_reduce_dtype is auto too)
+  /// in 16 bits where full-precision states would cost recomputation or not fit
+  /// (evaluate_training).
+  bool moments_auto = true;
   /// Gradients accumulated and reduced in fp32 (Megatron-LM forces it for bf16,
   /// `--accumulate-allreduce-grads-in-fp32`; Megatron-Core DDP's main_grad buffer follows
   /// `grad_reduce_in_fp32`, True in Megatron-Bridge's and NeMo 2's bf16_mixed; FSDP2's
