@@ -676,6 +676,18 @@ TEST(Auto, ServingWeightsThatDoNotFitTakeFp8) {
   EXPECT_EQ(io::scenario_from_json(doc).inference->weight_dtype, DType::bf16);
 }
 
+// gpus_per_node "auto" is the default 8-GPU node, as absent.
+TEST(Auto, GpusPerNodeIsTheReferenceNode) {
+  json doc = good_scenario();
+  doc["system"]["gpus_per_node"] = "auto";
+  const Scenario a = io::scenario_from_json(doc);
+  doc["system"].erase("gpus_per_node");
+  EXPECT_EQ(a.system.gpus_per_node, io::scenario_from_json(doc).system.gpus_per_node);
+  EXPECT_EQ(a.system.gpus_per_node, 8);
+  doc["system"]["gpus_per_node"] = "eight";
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/system/gpus_per_node", "\"eight\"", "must be an integer >= 1", ""}}));
+}
+
 // cuda_graphs "auto" is the engine profile's default.
 TEST(Auto, CudaGraphsTakeTheEngines) {
   json doc = json::parse(R"({

@@ -59,7 +59,12 @@ void read_system(ObjectReader& r, SystemSpec& sys, std::vector<Issue>& issues) {
     }
   }
   r.integer("num_gpus", sys.num_gpus, true);
-  r.integer("gpus_per_node", sys.gpus_per_node, false);
+  // "auto" (not published) is the default, as absent: the 8-GPU baseboard of the reference
+  // nodes (DGX/HGX A100, H100, H200, H800, B200; hardware.json nodes).
+  if (r.has("gpus_per_node") && r.get("gpus_per_node")->is_string() && *r.get("gpus_per_node") == "auto")
+    r.allow("gpus_per_node");
+  else
+    r.integer("gpus_per_node", sys.gpus_per_node, false);
   // "auto" where the source did not publish it (SCHEMA.md): the reference node's rate of the
   // GPU (none for PCIe boards: a multi-node job then reports it as required below).
   if (r.has("nic_gbps_per_gpu") && r.get("nic_gbps_per_gpu")->is_string() && *r.get("nic_gbps_per_gpu") == "auto") {
