@@ -688,6 +688,19 @@ TEST(Auto, GpusPerNodeIsTheReferenceNode) {
   EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/system/gpus_per_node", "\"eight\"", "must be an integer >= 1", ""}}));
 }
 
+// A serving workload's request count left "auto" is the benchmark clients' default.
+TEST(Auto, UnpublishedRequestCountIsTheBenchmarkDefault) {
+  json doc = json::parse(R"({
+    "kind": "inference", "model": "llama2-7b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 1},
+    "inference": {"tp": 1, "workload": {"mode": "poisson", "qps": 4, "num_requests": "auto", "input_tokens": 100, "output_tokens": 10}}
+  })");
+  const Scenario s = io::scenario_from_json(doc);
+  EXPECT_EQ(s.inference->workload.num_requests, kBenchmarkDefaultPrompts);
+  EXPECT_TRUE(s.inference->workload.num_requests_auto);
+  doc["inference"]["workload"]["num_requests"] = 0;
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/inference/workload/num_requests", "0", "must be an integer >= 1", ""}}));
+}
+
 // cuda_graphs "auto" is the engine profile's default.
 TEST(Auto, CudaGraphsTakeTheEngines) {
   json doc = json::parse(R"({

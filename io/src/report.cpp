@@ -407,6 +407,7 @@ json serving_report(const Scenario& s, const ServingResult& r) {
   if (p.replicas_auto) resolved["replicas"] = p.replicas;
   if (p.tp_auto) resolved["tp"] = p.tp;
   if (p.pp_auto) resolved["pp"] = p.pp;
+  if (p.workload.num_requests_auto) resolved["num_requests"] = p.workload.num_requests;
   if (p.weight_dtype_auto) resolved["weight_dtype"] = std::string(to_string(p.weight_dtype));
   if (p.activation_dtype_auto) resolved["activation_dtype"] = std::string(to_string(p.activation_dtype));
   if (!p.attention_dp && !p.ep && s.model.moe && p.tp > 1) resolved["attention_dp"] = r.attention_dp;

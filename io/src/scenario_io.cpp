@@ -1030,7 +1030,13 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
       wr.allow("output_tokens");
     } else {
       wr.allow("trace_file");
-      wr.integer("num_requests", p.workload.num_requests, true);
+      if (wr.has("num_requests") && (*w)["num_requests"].is_string() && (*w)["num_requests"] == "auto") {
+        wr.allow("num_requests");
+        p.workload.num_requests = kBenchmarkDefaultPrompts;
+        p.workload.num_requests_auto = true;
+      } else {
+        wr.integer("num_requests", p.workload.num_requests, true);
+      }
       if (const json* in = wr.get("input_tokens")) read_length(*in, wr.at("input_tokens"), p.workload.input_tokens, issues);
       else issues.push_back({wr.at("input_tokens"), "", "is required", {}});
       if (const json* out = wr.get("output_tokens"))

@@ -339,12 +339,20 @@ struct TraceRequest {
   bool operator==(const TraceRequest&) const = default;
 };
 
+/// Requests of a serving benchmark whose count was not published: the default --num-prompts
+/// of vLLM's benchmarks/benchmark_serving.py ("By default <num_prompts> is 1000"; argparse
+/// default=1000) and of SGLang's bench_serving, the clients the published runs use.
+inline constexpr int64_t kBenchmarkDefaultPrompts = 1000;
+
 struct ServingWorkload {
   enum class Mode { offline, poisson, concurrency, trace };
   Mode mode = Mode::offline;
   double qps = 0;
   int64_t concurrency = 0;
   int64_t num_requests = 0;
+  /// num_requests left "auto" (not published): kBenchmarkDefaultPrompts, reported under
+  /// resolved.
+  bool num_requests_auto = false;
   LengthDist input_tokens;
   LengthDist output_tokens;
   /// Share of each prompt found in the prefix cache (block-aligned); 0 = no reuse.
