@@ -523,10 +523,12 @@ QWidget* ScenarioPanel::build_training_tab() {
   add("Attention", "attention", combo(choices({"auto", "fused", "cudnn", "flash2", "unfused"})), "auto", "Attention kernel");
   add("Optimizer", "optimizer", combo(choices({"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit", "auto"})), "adamw",
       "Optimizer");
-  add("Moments", "optimizer_moments", combo(choices({"fp32", "bf16"})), "fp32", "Optimizer moment precision");
+  add("Moments", "optimizer_moments", combo(choices({"auto", "fp32", "bf16"})), "auto",
+      "Optimizer moment precision; auto: fp32, or bf16 in Megatron pre-training where full-precision states would "
+      "force recomputation");
   add("Grad reduce", "grad_reduce_dtype", combo(choices({"auto", "fp32", "bf16", "fp16"})), "auto",
       "Dtype gradients accumulate and reduce in: fp32, or the training's 16-bit dtype (bf16 under bf16 and fp8, "
-      "fp16 under fp16); auto: fp32 unless training in fp16");
+      "fp16 under fp16); auto: fp32 unless training in fp16, or bf16 beside the 16-bit moments of an auto Moments");
   add("Mode", "mode",
       combo(choices({"pretrain", "sft", "lora", "qlora", "ppo", "grpo", "dpo", "simpo", "orpo", "distill"})),
       "pretrain", "Training mode");

@@ -2418,6 +2418,11 @@ TEST(EvaluateTraining, MegatronKeepsSixteenBitStatesRatherThanRecompute) {
   s.training->moments_auto = true;
   s.training->grad_reduce_fp32 = true;
   EXPECT_FALSE(evaluate_training(s, &cost).plan.bf16_moments);
+  // So does a stated recompute policy: 16-bit states would spare no recomputation there.
+  s.training->grad_reduce_fp32.reset();
+  s.training->recompute = Recompute::full;
+  s.training->recompute_fraction = 1.0;
+  EXPECT_FALSE(evaluate_training(s, &cost).plan.bf16_moments);
   // Where full precision fits without recomputation, it stays.
   const Scenario wide = dgxc("dgxc2411-h100-bf16-nemotron4-340b-2048gpu");
   const TrainEvaluation w = evaluate_training(wide, &cost);

@@ -298,13 +298,21 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
     best = Best{};
     try_layout(layout);
     Best local = best;
-    if (!local.set || local.plan.recompute.value_or(Recompute::none) != Recompute::none) {
+    // How much of the forward a plan reruns: none, the selective modules, or a share of
+    // the layers in full.
+    auto rerun = [](const TrainingPlan& t) {
+      const Recompute r = t.recompute.value_or(Recompute::none);
+      return r == Recompute::none ? 0.0 : r == Recompute::selective ? 0.01 : t.recompute_fraction;
+    };
+    if (!local.set || rerun(local.plan) > 0.0) {
       TrainingPlan half = layout;
       half.bf16_moments = true;
       half.grad_reduce_fp32 = false;
       best = Best{};
       try_layout(half);
-      if (best.set && (!local.set || best.key1 < local.key1)) local = best;
+      // Only where the 16-bit states spare recomputation (a stated recompute policy keeps
+      // full precision) and the layout is then faster.
+      if (best.set && (!local.set || (best.key1 < local.key1 && rerun(best.plan) < rerun(local.plan)))) local = best;
     }
     best = outer;
     if (local.set && (!best.set || std::tie(local.key1, local.key2, local.key3) < std::tie(best.key1, best.key2, best.key3)))
