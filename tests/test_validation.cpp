@@ -56,6 +56,31 @@ TEST(Validation, CasesRunWithTheirLayoutLeftAuto) {
   }
 }
 
+// Any one key a source may leave unpublished: every training key of every training case
+// set to "auto" alone (SCHEMA.md: a field the source did not publish holds "auto") is
+// resolved, never refused.
+TEST(Validation, EveryTrainingKeyLeftAutoAloneResolves) {
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path() / "capsim-auto-key-cases.json";
+  nlohmann::json doc = {{"schema", "capsim-validation/1"}, {"cases", nlohmann::json::array()}};
+  std::ifstream in(kTraining);
+  const nlohmann::json cases = nlohmann::json::parse(in)["cases"];
+  for (const nlohmann::json& c : cases)
+    for (const auto& [key, value] : c["training"].items()) {
+      // The batch, the sequence and the precision define the run rather than describe it.
+      if (key == "global_batch" || key == "seq_len" || key == "precision" || key == "mode" || value == "auto") continue;
+      nlohmann::json v = c;
+      v["id"] = c["id"].get<std::string>() + "/" + key;
+      v["training"][key] = "auto";
+      doc["cases"].push_back(v);
+    }
+  ASSERT_GT(doc["cases"].size(), 1000u);
+  std::ofstream(tmp) << doc.dump();
+  const nlohmann::json r = io::run_validation({tmp});
+  std::filesystem::remove(tmp);
+  ASSERT_EQ(r["cases"].size(), doc["cases"].size());
+  for (const auto& c : r["cases"]) EXPECT_EQ(c["status"], "ok") << c["id"] << ": " << c.value("reason", std::string());
+}
+
 TEST(Validation, TrainingErrorBounds) {
   const nlohmann::json r = io::run_validation({kTraining});
   const auto& s = r["summary"]["training-public.json"];
