@@ -129,13 +129,6 @@ constexpr double kNcclBytesPerChannel = 512.0 * 64.0;
 /// NCCL_P2P_PER_CHANNEL_NET_BW, 14 GB/s (NVIDIA/nccl v2.30.7-1, src/graph/paths.cc).
 constexpr double kNcclP2pNetBytesPerChannel = 14e9;
 
-/// Share of the SMs NCCL's kernels hold while a transfer of `bytes` over `g` runs beside
-/// computation: one thread block per channel (NVIDIA/nccl src/enqueue.cc, the grid is the
-/// channel mask's population), and no compute kernel shares an SM with them ("NCCL CTAs
-/// won't share an SM with compute kernels", NCCL's maintainer in NVIDIA/nccl#689). The
-/// channel counts are the GPU preset's (nccl_ctas_*); a send/recv to a network peer uses
-/// max(1, NIC bandwidth / 14 GB/s) channels (NCCL src/graph/paths.cc). 0 where the preset
-/// has no measured count.
 /// Share of the GPU's SMs `blocks` thread blocks hold (one SM each; at least one SM left).
 double sm_share(const SystemSpec& sys, double blocks) {
   if (blocks <= 0) return 0.0;
@@ -143,6 +136,13 @@ double sm_share(const SystemSpec& sys, double blocks) {
   return std::min(blocks, sms - 1.0) / sms;
 }
 
+/// Share of the SMs NCCL's kernels hold while a transfer of `bytes` over `g` runs beside
+/// computation: one thread block per channel (NVIDIA/nccl src/enqueue.cc, the grid is the
+/// channel mask's population), and no compute kernel shares an SM with them ("NCCL CTAs
+/// won't share an SM with compute kernels", NCCL's maintainer in NVIDIA/nccl#689). The
+/// channel counts are the GPU preset's (nccl_ctas_*); a send/recv to a network peer uses
+/// max(1, NIC bandwidth / 14 GB/s) channels (NCCL src/graph/paths.cc). 0 where the preset
+/// has no measured count.
 double nccl_sm_share(const SystemSpec& sys, const Group& g, double bytes, bool p2p) {
   if (g.size <= 1 || bytes <= 0) return 0.0;
   const GpuEfficiency& e = sys.gpu.efficiency;

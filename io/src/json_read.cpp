@@ -340,6 +340,12 @@ bool ObjectReader::has(const std::string& key) const { return obj_.is_object() &
 
 void ObjectReader::allow(const std::string& key) { known_.push_back(key); }
 
+bool ObjectReader::left_auto(const std::string& key) {
+  if (!has(key) || !obj_[key].is_string() || obj_[key] != "auto") return false;
+  allow(key);
+  return true;
+}
+
 const json* ObjectReader::get(const std::string& key) {
   known_.push_back(key);
   if (!obj_.is_object()) return nullptr;

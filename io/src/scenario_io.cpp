@@ -61,14 +61,10 @@ void read_system(ObjectReader& r, SystemSpec& sys, std::vector<Issue>& issues) {
   r.integer("num_gpus", sys.num_gpus, true);
   // "auto" (not published) is the default, as absent: the 8-GPU baseboard of the reference
   // nodes (DGX/HGX A100, H100, H200, H800, B200; hardware.json nodes).
-  if (r.has("gpus_per_node") && r.get("gpus_per_node")->is_string() && *r.get("gpus_per_node") == "auto")
-    r.allow("gpus_per_node");
-  else
-    r.integer("gpus_per_node", sys.gpus_per_node, false);
+  if (!r.left_auto("gpus_per_node")) r.integer("gpus_per_node", sys.gpus_per_node, false);
   // "auto" where the source did not publish it (SCHEMA.md): the reference node's rate of the
   // GPU (none for PCIe boards: a multi-node job then reports it as required below).
-  if (r.has("nic_gbps_per_gpu") && r.get("nic_gbps_per_gpu")->is_string() && *r.get("nic_gbps_per_gpu") == "auto") {
-    r.allow("nic_gbps_per_gpu");
+  if (r.left_auto("nic_gbps_per_gpu")) {
     sys.nic_auto = true;
     sys.nic_gbps_per_gpu = sys.gpu.reference_nic_gbps_per_gpu;
   } else
@@ -155,8 +151,7 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, const
   // implies, else NeMo RL's default (kNemoRl*, core/include/capsim/core/posttrain.hpp);
   // rl.auto_keys lists them for the report.
   auto left_auto = [&](const char* key) {
-    const json* x = r.get(key);
-    const bool a = x && x->is_string() && *x == "auto";
+    const bool a = r.left_auto(key);
     if (a) rl.auto_keys.emplace_back(key);
     return a;
   };
@@ -643,7 +638,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
              : s == "orpo"    ? TrainMode::orpo
              : s == "distill" ? TrainMode::distill
                               : TrainMode::pretrain;
-  if (r.has("fp8_param_gather") && r.get("fp8_param_gather")->is_string() && *r.get("fp8_param_gather") == "auto") {
+  if (r.left_auto("fp8_param_gather")) {
     t.fp8_param_gather.reset();
   } else if (bool b = false; r.boolean("fp8_param_gather", b)) {
     t.fp8_param_gather = b;
@@ -667,7 +662,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
     t.moe_dispatcher = s == "auto"       ? std::optional<MoeDispatcher>()
                        : s == "alltoall" ? std::optional<MoeDispatcher>(MoeDispatcher::alltoall)
                                          : std::optional<MoeDispatcher>(MoeDispatcher::hierarchical);
-  if (r.has("ep_overlap") && r.get("ep_overlap")->is_string() && *r.get("ep_overlap") == "auto") {
+  if (r.left_auto("ep_overlap")) {
     t.ep_overlap.reset();
   } else if (bool b = false; r.boolean("ep_overlap", b)) {
     t.ep_overlap = b;
@@ -701,8 +696,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
     else lr.integer_or_auto("rank", spec.rank);
     // The scaling alpha does not change a step's cost.
     double alpha = 0;
-    if (lr.has("alpha") && (*l)["alpha"].is_string() && (*l)["alpha"] == "auto") lr.allow("alpha");
-    else lr.number("alpha", alpha, false, 0);
+    if (!lr.left_auto("alpha")) lr.number("alpha", alpha, false, 0);
     // Absent or "auto", the base is stored as the mode says: QLoRA's 4-bit NormalFloat
     // (Dettmers et al. 2023), else the training precision's 16 bits.
     std::string base;
@@ -711,8 +705,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
     // Absent or "auto": off, bitsandbytes' default (BitsAndBytesConfig
     // bnb_4bit_use_double_quant=False).
     bool dq = false;
-    if (lr.has("double_quant") && (*l)["double_quant"].is_string() && (*l)["double_quant"] == "auto") lr.allow("double_quant");
-    else lr.boolean("double_quant", dq);
+    if (!lr.left_auto("double_quant")) lr.boolean("double_quant", dq);
     // Dropout on the adapters' input: a probability, or "auto" (the framework's default).
     if (const json* dp = lr.get("dropout")) {
       if (dp->is_string() && *dp == "auto") spec.dropout = std::nullopt;
@@ -934,9 +927,7 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     opt_int("cuda_graph_max_tokens", p.engine.cuda_graph_max_tokens);
     opt_int("scheduler_steps", p.engine.scheduler_steps);
     bool graphs = false;
-    if (er.has("cuda_graphs") && (*ej)["cuda_graphs"].is_string() && (*ej)["cuda_graphs"] == "auto")
-      er.allow("cuda_graphs");  // the engine profile's default
-    else if (er.boolean("cuda_graphs", graphs))
+    if (!er.left_auto("cuda_graphs") && er.boolean("cuda_graphs", graphs))  // auto: the profile's
       p.engine.cuda_graphs = graphs;
     double overhead = 0;
     if (er.number("step_overhead_ms", overhead, false, 0)) p.engine.step_overhead_ms = overhead;
@@ -946,19 +937,9 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     if (er.choice("preemption", mode, {"recompute", "swap"})) p.engine.swap_preemption = mode == "swap";
     double swap_gib = 0;
     if (er.number("swap_space_gib", swap_gib, false, 0)) p.engine.swap_space_gib = swap_gib;
-    if (er.has("chunked_prefill") && (*ej)["chunked_prefill"].is_string() && (*ej)["chunked_prefill"] == "auto") {
-      er.allow("chunked_prefill");
-    } else {
-      bool b = false;
-      if (er.boolean("chunked_prefill", b)) p.engine.chunked_prefill = b;
-    }
-    if (er.has("gpu_memory_utilization") && (*ej)["gpu_memory_utilization"].is_string() &&
-        (*ej)["gpu_memory_utilization"] == "auto") {
-      er.allow("gpu_memory_utilization");
-    } else {
-      double u = 0;
-      if (er.number("gpu_memory_utilization", u, false, 0)) p.engine.gpu_memory_utilization = u;
-    }
+    if (bool b = false; !er.left_auto("chunked_prefill") && er.boolean("chunked_prefill", b)) p.engine.chunked_prefill = b;
+    if (double u = 0; !er.left_auto("gpu_memory_utilization") && er.number("gpu_memory_utilization", u, false, 0))
+      p.engine.gpu_memory_utilization = u;
     // Validation cases follow SCHEMA.md: a reader ignores an engine key it does not know.
     // Scenarios are our own files: an unknown key is a typo, reported with a hint.
     if (engine_keys == EngineKeys::ignore_unknown)
@@ -1030,8 +1011,7 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
       wr.allow("output_tokens");
     } else {
       wr.allow("trace_file");
-      if (wr.has("num_requests") && (*w)["num_requests"].is_string() && (*w)["num_requests"] == "auto") {
-        wr.allow("num_requests");
+      if (wr.left_auto("num_requests")) {
         p.workload.num_requests = kBenchmarkDefaultPrompts;
         p.workload.num_requests_auto = true;
       } else {

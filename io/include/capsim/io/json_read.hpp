@@ -72,6 +72,9 @@ class ObjectReader {
   bool has(const std::string& key) const;
   /// Marks a key as known without reading it.
   void allow(const std::string& key);
+  /// Whether the key holds the string "auto" (SCHEMA.md: not published); marks it known when
+  /// it does, so that a typed getter reads it otherwise.
+  bool left_auto(const std::string& key);
   const nlohmann::json* get(const std::string& key);  ///< nullptr when absent
 
   bool integer(const std::string& key, int64_t& out, bool required = false, int64_t min = 1);
