@@ -191,8 +191,12 @@ std::string train_table(const json& r) {
   }
   if (r.contains("rl")) {
     const json& q = r["rl"];
-    s += fmt::format("  rl       {} placement{}: {} samples of {:.0f} prompt + {:.0f} response tokens (cap {:.0f}, longest {})\n",
-                     q["placement"].get<std::string>(), q["overlapped"].get<bool>() ? ", generation overlapped" : "",
+    const std::string pools = q["placement"] == "split"
+                                  ? fmt::format(" ({} rollout + {} train GPUs)", q["rollout"]["gpus"].get<int64_t>(),
+                                                q["update"]["gpus"].get<int64_t>())
+                                  : std::string();
+    s += fmt::format("  rl       {} placement{}{}: {} samples of {:.0f} prompt + {:.0f} response tokens (cap {:.0f}, longest {})\n",
+                     q["placement"].get<std::string>(), pools, q["overlapped"].get<bool>() ? ", generation overlapped" : "",
                      q["samples"].get<int64_t>(), q["prompt_tokens"].get<double>(),
                      q["response_tokens"]["mean"].get<double>(), q["response_tokens"]["cap"].get<double>(),
                      q["response_tokens"]["longest"].get<int64_t>());
@@ -270,8 +274,9 @@ int run_train(const TrainArgs& a) {
   if (s.rl) {
     if (a.engine == "des" || !a.trace.empty())
       throw InputError({{"--engine", a.engine, "an RL iteration is evaluated with the analytical engine", "drop --engine des"}});
-    const RlIteration it = evaluate_rl_iteration(s, cost);
-    json r = io::rl_train_report(s, it);
+    const Scenario pooled = resolve_rl_pools(s, cost);
+    const RlIteration it = evaluate_rl_iteration(pooled, cost);
+    json r = io::rl_train_report(pooled, it);
     add_calibration(r, cal, &s.system.gpu);
     for (const auto& w : it.update.warnings) fmt::print(stderr, "warning: {}\n", w);
     emit(resolve_format(a.format) == "json" ? io::dump(r) : train_table(r), a.out);

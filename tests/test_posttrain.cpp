@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -517,10 +518,71 @@ TEST(PostTrain, AutoKeysResolveFromTheCaseOrTheDefaults) {
   smaller.tp /= 2;
   EXPECT_FALSE(inference_memory(v3.model, v3.system, smaller).fits);
 
-  // Split pools left "auto" cannot be sized from the case.
-  c = rl_case(kSplit);
+}
+
+// Split pools left "auto": the update layout sizes the training pool where the case states
+// it, the rollout pool taking the rest; where it does not, the evaluation takes the fastest
+// of the splits NeMo RL can run (whole nodes for generation on several nodes, GPUs on one).
+TEST(PostTrain, AutoSplitPoolsFollowTheLayoutElseTheFastestSplit) {
+  // dp 8 x tp 1 x pp 1 on 16 GPUs: 8 train, 8 rollout, as the case states them.
+  json c = rl_case(kSplit);
   c["training"]["rl"]["gpus"] = "auto";
-  expect_issue(c, "/training/rl/gpus", "split pools need their sizes: the case does not say how the GPUs divide");
+  const Scenario implied = read(c);
+  const Scenario stated = read(rl_case(kSplit));
+  EXPECT_FALSE(implied.rl->pools_auto);
+  EXPECT_EQ(implied.rl->train_gpus, 8);
+  EXPECT_EQ(implied.rl->rollout_gpus, 8);
+  const hw::RooflineCostModel cost(stated.system);
+  EXPECT_DOUBLE_EQ(evaluate_rl_iteration(implied, cost).step_time_s, evaluate_rl_iteration(stated, cost).step_time_s);
+  // A layout on every GPU leaves none for the rollout.
+  c["training"]["dp"] = 16;
+  expect_issue(c, "/training/rl/gpus",
+               "the update layout (dp x tp x pp x cp = 16) leaves none of the 16 GPUs to the rollout pool");
+
+  // dp "auto" too: on 32 GPUs (4 nodes) every whole-node rollout pool is tried (8 + 24
+  // fails the batch rule: 512 sequences over dp 24) and the fastest iteration kept.
+  c = rl_case(kSplit);
+  c["system"]["num_gpus"] = 32;
+  c["training"]["rl"]["gpus"] = "auto";
+  c["training"]["dp"] = "auto";
+  const Scenario open = read(c);
+  ASSERT_TRUE(open.rl->pools_auto);
+  std::string why;
+  const std::vector<Scenario> candidates = rl_pool_candidates(open, &why);
+  ASSERT_EQ(candidates.size(), 2U) << why;
+  EXPECT_EQ(why, "8 rollout + 24 train: /training/global_batch: must be divisible by micro_batch*dp = 1*24 = 24 (got 512)");
+  const hw::RooflineCostModel qcost(open.system);
+  double fastest = std::numeric_limits<double>::infinity();
+  for (const Scenario& k : candidates) {
+    EXPECT_EQ(k.rl->rollout_gpus % 8, 0);
+    EXPECT_EQ(k.rl->rollout_gpus + k.rl->train_gpus, 32);
+    EXPECT_EQ(k.training->dp * k.training->tp * k.training->pp * k.training->cp, k.rl->train_gpus);
+    const RlIteration it = evaluate_rl_iteration(k, qcost);
+    if (it.feasible) fastest = std::min(fastest, it.step_time_s);
+  }
+  const Scenario chosen = resolve_rl_pools(open, qcost);
+  EXPECT_FALSE(chosen.rl->pools_auto);
+  EXPECT_DOUBLE_EQ(evaluate_rl_iteration(chosen, qcost).step_time_s, fastest);
+  // The unresolved scenario evaluates as its resolution does.
+  EXPECT_DOUBLE_EQ(evaluate_rl_iteration(open, qcost).step_time_s, fastest);
+
+  // One node: pools of single GPUs. Llama 3.1 8B on 4 GPUs with tp 2 training (dp auto):
+  // the training pool must hold tp x dp, so the rollout pool is 2 GPUs.
+  c = rl_case(kSplit);
+  c["system"]["num_gpus"] = 4;
+  c["training"]["rl"]["gpus"] = "auto";
+  c["training"]["dp"] = "auto";
+  c["training"]["tp"] = 2;
+  const std::vector<Scenario> one_node = rl_pool_candidates(read(c));
+  ASSERT_EQ(one_node.size(), 1U);
+  EXPECT_EQ(one_node[0].rl->rollout_gpus, 2);
+  EXPECT_EQ(one_node[0].training->dp, 1);
+
+  // No split works: one GPU cannot hold two pools.
+  c["system"]["num_gpus"] = 1;
+  c["training"]["tp"] = 1;
+  expect_issue(c, "/training/rl/gpus",
+               "no split of the 1 GPUs leaves both pools a valid layout (1 GPU(s) cannot hold two pools)");
 }
 
 }  // namespace

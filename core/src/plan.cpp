@@ -211,6 +211,7 @@ RlPlan plan_rl(const Scenario& base, const std::vector<GpuOffer>& offers, const 
         sc.system.num_gpus = n;
         RlSpec& r = *sc.rl;
         r.placement = pl.placement;
+        r.pools_auto = false;
         r.rollout_gpus = pl.rollout;
         r.train_gpus = pl.train;
         r.async_staleness = 0;

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "capsim/core/diagnostics.hpp"
+#include "capsim/core/layout.hpp"
 #include "capsim/core/memory.hpp"
 #include "capsim/core/model.hpp"
 #include "capsim/core/serving.hpp"
@@ -204,6 +207,9 @@ void combine_rl_phases(RlIteration& it, const RlSpec& rl) {
 }
 
 RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
+  // Pools left to choose are chosen first (the report needs the chosen scenario: callers
+  // resolve them with resolve_rl_pools and pass that).
+  if (s.rl && s.rl->pools_auto) return evaluate_rl_iteration(resolve_rl_pools(s, cost), cost);
   const RlSpec& rl = *s.rl;
   RlIteration it;
   it.samples = rl.prompts_per_step * rl.group_size;
@@ -325,6 +331,93 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
 
   combine_rl_phases(it, rl);
   return it;
+}
+
+std::vector<Scenario> rl_pool_candidates(const Scenario& s, std::string* why) {
+  std::vector<Scenario> out;
+  if (!s.rl || !s.training) return out;
+  const int64_t n = s.system.num_gpus;
+  const int64_t node = std::max<int64_t>(1, s.system.gpus_per_node);
+  std::vector<int64_t> rollouts;
+  if (n <= node) {
+    for (int64_t r = 1; r < n; ++r) rollouts.push_back(r);
+  } else {
+    for (int64_t r = node; r < n; r += node) rollouts.push_back(r);
+  }
+  if (rollouts.empty() && why) *why = std::to_string(n) + " GPU(s) cannot hold two pools";
+  for (int64_t r : rollouts) {
+    Scenario c = s;
+    RlSpec& rl = *c.rl;
+    rl.pools_auto = false;
+    rl.placement = RlSpec::Placement::split;
+    rl.rollout_gpus = r;
+    rl.train_gpus = n - r;
+    const std::string pools = std::to_string(r) + " rollout + " + std::to_string(n - r) + " train: ";
+    auto reject = [&](const std::string& reason) {
+      if (why && why->empty()) *why = pools + reason;
+    };
+    InferencePlan& p = rl.rollout;
+    if (rl.rollout_tp_auto) {
+      // As the reader resolves it for stated pools: the smallest power of two dividing the
+      // pool whose replica fits, else the largest that divides it.
+      p.tp = 1;
+      for (int64_t tp = 1; tp <= r; tp *= 2) {
+        if (r % (tp * p.pp) != 0) continue;
+        p.tp = tp;
+        if (inference_memory(s.model, s.system, p).fits) break;
+      }
+    }
+    if (p.tp < 1 || p.pp < 1 || r % (p.tp * p.pp) != 0) {
+      reject("the rollout engine's tp*pp = " + std::to_string(p.tp * p.pp) + " does not divide its pool");
+      continue;
+    }
+    // The update layout on the training pool: a dp left to resolve is what the pool leaves
+    // the model-parallel degrees.
+    TrainingPlan& t = *c.training;
+    const int64_t mp = t.tp * t.pp * t.cp;
+    if ((t.auto_layout & kAutoDp) && !(t.auto_layout & (kAutoTp | kAutoPp | kAutoCp)) && mp > 0) {
+      if (rl.train_gpus % mp != 0) {
+        reject("tp*pp*cp = " + std::to_string(mp) + " does not divide the training pool");
+        continue;
+      }
+      t.dp = rl.train_gpus / mp;
+      t.auto_layout &= ~kAutoDp;
+    }
+    Scenario trainer = c;
+    trainer.system.num_gpus = rl.train_gpus;
+    if (t.auto_layout != 0) {
+      if (layout_candidates(trainer).empty()) {
+        reject("no training layout of the case fits the training pool");
+        continue;
+      }
+    } else if (const std::vector<Issue> issues = check_training_layout(trainer); !issues.empty()) {
+      reject(format_issue(issues.front()));
+      continue;
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Scenario resolve_rl_pools(const Scenario& s, const CostModel& cost) {
+  if (!s.rl || !s.rl->pools_auto) return s;
+  std::string why;
+  std::vector<Scenario> candidates = rl_pool_candidates(s, &why);
+  if (candidates.empty())
+    throw InputError({{"/training/rl/gpus", "\"auto\"", "no split of the " + std::to_string(s.system.num_gpus) +
+                       " GPUs leaves both pools a valid layout (" + why + ")",
+                       "state {\"rollout\": n, \"train\": n}, or placement \"colocated\""}});
+  // The fastest iteration among the candidates that fit; ties keep the smaller rollout pool.
+  size_t best = 0;
+  double best_s = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const RlIteration it = evaluate_rl_iteration(candidates[i], cost);
+    if (it.feasible && it.step_time_s < best_s) {
+      best_s = it.step_time_s;
+      best = i;
+    }
+  }
+  return std::move(candidates[best]);
 }
 
 }  // namespace capsim

@@ -138,8 +138,8 @@ void read_rl_engine(const json& e, const std::string& ptr, InferencePlan& p, Eng
 }
 
 /// The `rl` block of a ppo/grpo case (SCHEMA.md, "Post-training cases").
-void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, const Scenario& sc, std::optional<RlSpec>& out,
-             int64_t num_gpus, EngineKeys engine_keys, std::vector<Issue>& issues) {
+void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool dp_stated, const Scenario& sc,
+             std::optional<RlSpec>& out, int64_t num_gpus, EngineKeys engine_keys, std::vector<Issue>& issues) {
   if (!v.is_object()) {
     issues.push_back({ptr, brief(v), "must be an object", {}});
     return;
@@ -234,9 +234,23 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, const
     if (rl.placement == RlSpec::Placement::colocated) {
       rl.rollout_gpus = rl.train_gpus = num_gpus;  // colocated roles share every GPU
       gpus_ok = num_gpus >= 1;
+    } else if (dp_stated && !(t.auto_layout & (kAutoTp | kAutoPp | kAutoCp))) {
+      // The update layout sizes the training pool; the rollout pool has the rest.
+      const int64_t train = t.dp * t.tp * t.pp * t.cp;
+      if (train >= num_gpus) {
+        issues.push_back({r.at("gpus"), "\"auto\"",
+                          "the update layout (dp x tp x pp x cp = " + std::to_string(train) + ") leaves none of the " +
+                              std::to_string(num_gpus) + " GPUs to the rollout pool",
+                          "state {\"rollout\": n, \"train\": n}, a smaller dp, or placement \"colocated\""});
+      } else {
+        rl.train_gpus = train;
+        rl.rollout_gpus = num_gpus - train;
+        gpus_ok = true;
+      }
     } else {
-      issues.push_back({r.at("gpus"), "\"auto\"", "split pools need their sizes: the case does not say how the GPUs divide",
-                        "state {\"rollout\": n, \"train\": n}, or placement \"colocated\""});
+      // Neither the case nor its layout sizes the pools: the evaluation takes the fastest
+      // split (resolve_rl_pools).
+      rl.pools_auto = true;
     }
   } else if (!g) {
     issues.push_back({r.at("gpus"), "", "is required ({\"rollout\": n, \"train\": n})", {}});
@@ -307,6 +321,7 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, const
   }
   if (tp_auto) {
     rl.auto_keys.emplace_back("rollout.tp");
+    rl.rollout_tp_auto = true;
     p.tp = 1;
     if (issues.empty() && gpus_ok) {
       for (int64_t tp = 1; tp <= rl.rollout_gpus; tp *= 2) {
@@ -680,7 +695,8 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
     issues.push_back({r.at("distill"), "", "is read only when mode is \"distill\"", {}});
   }
   if (t.mode == TrainMode::ppo || t.mode == TrainMode::grpo) {
-    if (const json* rl = r.get("rl")) read_rl(*rl, r.at("rl"), t, sc, rl_out, num_gpus, engine_keys, issues);
+    if (const json* rl = r.get("rl"))
+      read_rl(*rl, r.at("rl"), t, has_dp && !(t.auto_layout & kAutoDp), sc, rl_out, num_gpus, engine_keys, issues);
     else issues.push_back({r.at("rl"), "", "is required when mode is \"" + s + "\" (samples, lengths, placement, GPUs)", {}});
   } else if (r.get("rl")) {
     issues.push_back({r.at("rl"), "", "is read only when mode is \"ppo\" or \"grpo\"", {}});
@@ -787,8 +803,11 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
   int64_t plan_gpus = num_gpus;
   if (sc.distill && sc.distill->placement == DistillSpec::Placement::split && sc.distill->teacher_gpus < num_gpus)
     plan_gpus -= sc.distill->teacher_gpus;
+  // Split RL: those of the training pool; a pool still to choose leaves dp to resolve.
+  if (sc.rl && sc.rl->placement == RlSpec::Placement::split && !sc.rl->pools_auto) plan_gpus = sc.rl->train_gpus;
   // With tp, pp or cp auto, so is dp.
-  if (!has_dp && (t.auto_layout & (kAutoTp | kAutoPp | kAutoCp))) t.auto_layout |= kAutoDp;
+  if (!has_dp && ((t.auto_layout & (kAutoTp | kAutoPp | kAutoCp)) || (sc.rl && sc.rl->pools_auto)))
+    t.auto_layout |= kAutoDp;
   else if (!has_dp && t.tp * t.pp * t.cp > 0 && plan_gpus % (t.tp * t.pp * t.cp) == 0) t.dp = plan_gpus / (t.tp * t.pp * t.cp);
 }
 
@@ -1294,8 +1313,18 @@ Scenario read_scenario(const json& doc, const fs::path& base_dir, EngineKeys eng
     // Split distillation: the student's layout covers the GPUs the teacher leaves.
     if (sc.distill && sc.distill->placement == DistillSpec::Placement::split && sc.distill->teacher_gpus < sc.system.num_gpus)
       trainer.system.num_gpus = sc.system.num_gpus - sc.distill->teacher_gpus;
-    auto layout = sc.training ? check_training_layout(trainer) : check_inference_layout(sc);
-    issues.insert(issues.end(), layout.begin(), layout.end());
+    if (sc.rl && sc.rl->pools_auto) {
+      // Pools still to choose: some split must leave both a valid layout.
+      std::string why;
+      if (rl_pool_candidates(sc, &why).empty())
+        issues.push_back({"/training/rl/gpus", "\"auto\"",
+                          "no split of the " + std::to_string(sc.system.num_gpus) +
+                              " GPUs leaves both pools a valid layout (" + why + ")",
+                          "state {\"rollout\": n, \"train\": n}, or placement \"colocated\""});
+    } else {
+      auto layout = sc.training ? check_training_layout(trainer) : check_inference_layout(sc);
+      issues.insert(issues.end(), layout.begin(), layout.end());
+    }
     if (sc.system.num_gpus > sc.system.gpus_per_node && sc.system.nic_gbps_per_gpu <= 0 &&
         !has_issue_at(issues, "/system/nic_gbps_per_gpu"))
       issues.push_back({"/system/nic_gbps_per_gpu", sc.system.nic_auto ? "\"auto\"" : "",

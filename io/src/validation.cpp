@@ -67,9 +67,10 @@ json predict_training(const Scenario& sc, const json& measured, json& resolved, 
 
 /// Predict every metric of an RL iteration (SCHEMA.md, "Post-training cases") the case
 /// measured: the step, its throughput, the phases, and the update step's peak memory.
-json predict_rl(const Scenario& sc, const json& measured, json& resolved, std::string& reason,
+json predict_rl(const Scenario& given, const json& measured, json& resolved, std::string& reason,
                 const CalibrationProfile* calibration) {
-  const CostModels costs(sc.system, calibration);
+  const CostModels costs(given.system, calibration);
+  const Scenario sc = resolve_rl_pools(given, costs.get());
   const RlIteration it = evaluate_rl_iteration(sc, costs.get());
   const json report = rl_train_report(sc, it);
   resolved = report["resolved"];

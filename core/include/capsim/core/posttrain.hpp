@@ -146,6 +146,24 @@ struct RlIteration {
 /// A pure function of its inputs.
 RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost);
 
+/// The pools a split placement can take when the case leaves `gpus` "auto" and its layout
+/// does not imply them (RlSpec::pools_auto): NeMo RL dedicates generation GPUs on a
+/// one-node cluster and whole nodes on several (`policy.generation.colocated.resources`:
+/// gpus_per_node "when there is one node in the cluster", else num_nodes; examples/configs/
+/// grpo_math_1B.yaml), so rollout pools of 1 .. n-1 GPUs on one node, else of 1 .. nodes-1
+/// nodes; the rest trains. A candidate is kept where the rollout engine's tp x pp divides
+/// its pool (a tp left "auto" the smallest power of two that does and whose replica fits,
+/// inference_memory) and the update layout passes check_training_layout on the training
+/// pool. Each is the scenario with its pools set, in order of growing rollout pool; none
+/// where no split works, with the first candidate's reason in `why`.
+std::vector<Scenario> rl_pool_candidates(const Scenario& s, std::string* why = nullptr);
+
+/// `s` with its split pools chosen where they were left to choose (RlSpec::pools_auto): the
+/// candidate whose iteration takes the least time among those that fit (the first, which
+/// then reports why it does not, where none fits); `s` unchanged otherwise. Throws
+/// InputError where there is no candidate.
+Scenario resolve_rl_pools(const Scenario& s, const CostModel& cost);
+
 /// Bytes one GPU moves over its host link per colocated iteration (offload_s): the
 /// trainer's optimizer state and weights each down and up, and the engine's weights each
 /// down and up (vLLM sleep level 1 and wake).

@@ -462,6 +462,12 @@ struct RlSpec {
   int64_t async_staleness = 0;
   Placement placement = Placement::colocated;
   int64_t rollout_gpus = 1, train_gpus = 1;
+  /// Split pools whose sizes the case left "auto" and its layout does not imply: the
+  /// evaluation takes the fastest of rl_pool_candidates (resolve_rl_pools).
+  bool pools_auto = false;
+  /// The rollout engine's tp was left "auto": the smallest power of two dividing the rollout
+  /// pool whose replica fits (resolved again for each candidate pool).
+  bool rollout_tp_auto = false;
   /// The rollout engine: tp, pp, ep, weight/activation dtype, engine profile and knobs;
   /// replicas and workload are filled in per iteration.
   InferencePlan rollout;
