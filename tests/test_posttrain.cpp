@@ -534,6 +534,10 @@ TEST(PostTrain, AutoSplitPoolsFollowTheLayoutElseTheFastestSplit) {
   EXPECT_EQ(implied.rl->rollout_gpus, 8);
   const hw::RooflineCostModel cost(stated.system);
   EXPECT_DOUBLE_EQ(evaluate_rl_iteration(implied, cost).step_time_s, evaluate_rl_iteration(stated, cost).step_time_s);
+  // An absent dp covers the stated training pool, not every GPU.
+  json no_dp = rl_case(kSplit);
+  no_dp["training"].erase("dp");
+  EXPECT_EQ(read(no_dp).training->dp, 8);
   // A layout on every GPU leaves none for the rollout.
   c["training"]["dp"] = 16;
   expect_issue(c, "/training/rl/gpus",
