@@ -316,160 +316,164 @@ double gemm_fwd_bwd(const Ctx& c, const Op& op, double& bwd_out, double& wgrad_o
   return f;
 }
 
-LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
-  LayerCost lc;
+/// A matrix multiply (or the router's): its forward, input and weight gradients, and
+/// the recompute the policy reruns. `mm_count` counts the block's matrix multiplies for
+/// op-level checkpointing.
+void add_gemm_op(const Ctx& c, const Op& op, LayerCost& lc, int64_t& mm_count) {
+  double bwd = 0, wgrad = 0, flops = 0;
+  const double f = gemm_fwd_bwd(c, op, bwd, wgrad, flops);
+  lc.fwd += f;
+  lc.bwd += bwd;
+  lc.wgrad += wgrad;
+  lc.fwd_flops += flops;
+  if (c.rc == Recompute::full) {
+    lc.recompute += c.rc_fraction * f;
+    lc.recompute_flops += c.rc_fraction * flops;
+  } else if (c.rc == Recompute::selective && c.pytorch) {
+    // Op-level checkpointing recomputes the matrix multiplies whose outputs it did
+    // not save.
+    const double rerun = 1.0 - op_sac_saved_share(op, mm_count);
+    lc.recompute += rerun * f;
+    lc.recompute_flops += rerun * flops;
+  } else if (c.rc == Recompute::selective && (op.rerun & c.t.recompute_modules)) {
+    lc.recompute += f;
+    lc.recompute_flops += flops;
+  }
+}
+
+/// Context parallelism's part of an attention op of shape `a` whose kernels take `f`
+/// forward and `bw` backward: the keys and values it exchanges, the share of the SMs
+/// that exchange holds, and the merge of the blocks' partial outputs.
+void add_context_parallel(const Ctx& c, const Op& op, const AttentionShape& a, double f, double bw, LayerCost& lc) {
+  const double tp = dbl(c.t.tp);
+  if (c.t.cp > 1 && c.pytorch) {
+    // PyTorch's context parallel (torch.distributed.tensor.experimental._attention,
+    // late 2024, torchtitan's default "allgather" rotation): K and V, already repeated
+    // to the query heads (torchtitan's repeat_kv precedes SDPA), are all-gathered over
+    // the CP group once per forward, issued before the first (local, causal) block and
+    // waited on after it, so only that block, 1/cp of the rank's attention under the
+    // default round-robin load balancing, hides the gather. The backward gathers them
+    // again behind its own first block and sends each block's key and value gradients
+    // around the ring in fp32, the last wait exposed; full recompute reruns the
+    // forward's gather.
+    const double shard = c.tokens * dbl(a.heads) * dbl(op.qk_dim + op.v_dim);
+    const double gather = c.cost.collective(CollectiveKind::all_gather, Bytes(shard * 2.0 * dbl(c.t.cp)), c.g.cp).value;
+    const double grads = c.cost.p2p(Bytes(shard * 4.0), c.g.cp.nodes() > 1).value;
+    const double exposed_f = std::max(0.0, gather - f / dbl(c.t.cp));
+    const double exposed_b = std::max(0.0, gather - bw / dbl(c.t.cp));
+    const double regather = c.rc == Recompute::full ? c.rc_fraction : 0.0;
+    lc.cp_fwd += gather;
+    lc.cp_bwd += (1.0 + regather) * gather + dbl(c.t.cp - 1) * grads;
+    lc.cp_exposed_fwd += exposed_f;
+    lc.cp_exposed_bwd += exposed_b + grads + regather * exposed_f;
+    // The first block computes on the SMs the gather leaves.
+    const double share = nccl_sm_share(*c.sys, c.g.cp, shard * 2.0 * dbl(c.t.cp), false);
+    lc.fwd += (gather - exposed_f) * share;
+    lc.bwd += (gather - exposed_b) * share;
+    if (regather > 0) lc.recompute += regather * (gather - exposed_f) * share;
+    lc.cp_slowed += (1.0 + regather) * (gather - exposed_f) * share + (gather - exposed_b) * share;
+  } else if (c.t.cp > 1) {
+    // Ring attention: cp-1 steps each passing this rank's K and V chunk, behind the
+    // blocks of attention; the backward passes K, V and their gradients.
+    const double kv_bytes = c.tokens * dbl(op.kv_heads * (op.qk_dim + op.v_dim)) / tp * 2.0;
+    const bool cross = c.g.cp.nodes() > 1;
+    const double step = c.cost.p2p(Bytes(kv_bytes), cross).value;
+    lc.cp_fwd += dbl(c.t.cp - 1) * step;
+    lc.cp_bwd += 2.0 * dbl(c.t.cp - 1) * step;
+    const double ring_f = dbl(c.t.cp - 1) * step, ring_b = 2.0 * dbl(c.t.cp - 1) * step;
+    lc.cp_exposed_fwd += std::max(0.0, ring_f - f);
+    lc.cp_exposed_bwd += std::max(0.0, ring_b - bw);
+    // The attention blocks compute on the SMs the ring's sends and receives leave.
+    const double share = nccl_sm_share(*c.sys, c.g.cp, kv_bytes, true);
+    lc.fwd += std::min(ring_f, f) * share;
+    lc.bwd += std::min(ring_b, bw) * share;
+    lc.cp_slowed += (std::min(ring_f, f) + std::min(ring_b, bw)) * share;
+  }
+  if (c.t.cp > 1) {
+    // Each later ring step rescales and adds its partial output into the running one
+    // with the log-sum-exps (the online-softmax merge of blockwise attention). A fused
+    // merge (Transformer Engine) reads the fp32 accumulator and the 16-bit partial and
+    // writes the accumulator: 10 bytes per output element. PyTorch's context parallel
+    // runs it as eager ops on fp32 copies: convert the partial (2 + 4), subtract
+    // (4 + 4 + 4), scale by the sigmoid of the log-sum-exp difference (4 + 4 + 4) and
+    // subtract again (4 + 4 + 4): 42 bytes. The backward accumulates the query gradient
+    // the same way and the key and value gradients of the chunk it holds: twice that.
+    const double per_element = c.pytorch ? 42.0 : 10.0;
+    const double merge_bytes = dbl(c.t.cp - 1) * c.tokens * dbl(a.heads) * dbl(op.v_dim) * per_element;
+    const double merge = c.cost.memory_bound(Bytes(merge_bytes)).value;
+    lc.fwd += merge;
+    lc.bwd += 2.0 * merge;
+    if (c.rc == Recompute::full) lc.recompute += c.rc_fraction * merge;
+  }
+}
+
+/// The attention core: one problem per document, and under context parallelism the
+/// exchange of keys and values and the merge of partial outputs.
+void add_attention_op(const Ctx& c, const Op& op, LayerCost& lc) {
+  // One attention problem per document: a packed sequence's documents each attend
+  // within themselves (one varlen kernel over cu_seqlens, each document a causal
+  // problem of its own length), a context-parallel rank holding 1/cp of every one.
+  // The kernel runs the microbatch's documents as its batch; a fractional count of
+  // documents (a mean length that does not divide the sequence) scales that call.
+  const int64_t span = attention_span(c.t);
+  const double docs = dbl(c.b) * dbl(c.s) / dbl(span);
+  const int64_t batch = std::max<int64_t>(1, std::llround(docs));
+  const double documents = docs / dbl(batch);
+  AttentionShape a;
+  a.batch = batch;
+  a.heads = std::max<int64_t>(1, op.heads / c.t.tp);
+  a.kv_heads = std::max<int64_t>(1, op.kv_heads / c.t.tp);
+  a.q_len = std::max<int64_t>(1, span / c.t.cp);
+  a.kv_len = span;
+  a.qk_dim = op.qk_dim;
+  a.v_dim = op.v_dim;
+  a.causal = op.causal;
+  a.kernel = attention_of(c.t);
+  const double f = documents * c.cost.attention(a, false).value;
+  const double bw = documents * c.cost.attention(a, true).value;
+  lc.fwd += f;
+  lc.bwd += bw;
+  lc.attn_fwd += f;
+  lc.attn_bwd += bw;
+  const double flops =
+      documents * 2.0 * dbl(a.batch * a.heads) * dbl(a.q_len) * dbl(a.kv_len) * 0.5 * dbl(a.qk_dim + a.v_dim);
+  lc.fwd_flops += flops;
+  const bool rerun = c.rc == Recompute::full ||
+                     (c.rc == Recompute::selective && (c.pytorch ? a.kernel == AttentionKernel::unfused
+                                                                 : (c.t.recompute_modules & kRecomputeCoreAttn) != 0));
+  if (rerun) {
+    // Megatron-LM's selective recompute reruns the attention core; op-level
+    // checkpointing saves a fused attention's output instead (an unfused one reruns).
+    const double share = c.rc == Recompute::full ? c.rc_fraction : 1.0;
+    lc.recompute += share * f;
+    lc.recompute_flops += share * flops;
+  }
+  add_context_parallel(c, op, a, f, bw, lc);
+}
+
+/// A memory-bound op (norm, activation, residual, dropout, rotary): its bytes over the
+/// shard it runs on, forward and backward.
+void add_memory_op(const Ctx& c, const Op& op, LayerCost& lc) {
   const double tp = dbl(c.t.tp);
   const double seq_div = c.t.sp ? tp : 1.0;
-  int64_t mm_count = 0;  // op-level checkpointing counts the block's matrix multiplies
-  for (const Op& op : ops) {
-    const double fwd_before = lc.fwd, bwd_before = lc.bwd + lc.recompute;
-    switch (op.kind) {
-      case OpKind::gemm:
-      case OpKind::router: {
-        double bwd = 0, wgrad = 0, flops = 0;
-        const double f = gemm_fwd_bwd(c, op, bwd, wgrad, flops);
-        lc.fwd += f;
-        lc.bwd += bwd;
-        lc.wgrad += wgrad;
-        lc.fwd_flops += flops;
-        if (c.rc == Recompute::full) {
-          lc.recompute += c.rc_fraction * f;
-          lc.recompute_flops += c.rc_fraction * flops;
-        } else if (c.rc == Recompute::selective && c.pytorch) {
-          // Op-level checkpointing recomputes the matrix multiplies whose outputs it did
-          // not save.
-          const double rerun = 1.0 - op_sac_saved_share(op, mm_count);
-          lc.recompute += rerun * f;
-          lc.recompute_flops += rerun * flops;
-        } else if (c.rc == Recompute::selective && (op.rerun & c.t.recompute_modules)) {
-          lc.recompute += f;
-          lc.recompute_flops += flops;
-        }
-        break;
-      }
-      case OpKind::attention: {
-        // One attention problem per document: a packed sequence's documents each attend
-        // within themselves (one varlen kernel over cu_seqlens, each document a causal
-        // problem of its own length), a context-parallel rank holding 1/cp of every one.
-        // The kernel runs the microbatch's documents as its batch; a fractional count of
-        // documents (a mean length that does not divide the sequence) scales that call.
-        const int64_t span = attention_span(c.t);
-        const double docs = dbl(c.b) * dbl(c.s) / dbl(span);
-        const int64_t batch = std::max<int64_t>(1, std::llround(docs));
-        const double documents = docs / dbl(batch);
-        AttentionShape a;
-        a.batch = batch;
-        a.heads = std::max<int64_t>(1, op.heads / c.t.tp);
-        a.kv_heads = std::max<int64_t>(1, op.kv_heads / c.t.tp);
-        a.q_len = std::max<int64_t>(1, span / c.t.cp);
-        a.kv_len = span;
-        a.qk_dim = op.qk_dim;
-        a.v_dim = op.v_dim;
-        a.causal = op.causal;
-        a.kernel = attention_of(c.t);
-        const double f = documents * c.cost.attention(a, false).value;
-        const double bw = documents * c.cost.attention(a, true).value;
-        lc.fwd += f;
-        lc.bwd += bw;
-        lc.attn_fwd += f;
-        lc.attn_bwd += bw;
-        const double flops =
-            documents * 2.0 * dbl(a.batch * a.heads) * dbl(a.q_len) * dbl(a.kv_len) * 0.5 * dbl(a.qk_dim + a.v_dim);
-        lc.fwd_flops += flops;
-        const bool rerun = c.rc == Recompute::full ||
-                           (c.rc == Recompute::selective && (c.pytorch ? a.kernel == AttentionKernel::unfused
-                                                                       : (c.t.recompute_modules & kRecomputeCoreAttn) != 0));
-        if (rerun) {
-          // Megatron-LM's selective recompute reruns the attention core; op-level
-          // checkpointing saves a fused attention's output instead (an unfused one reruns).
-          const double share = c.rc == Recompute::full ? c.rc_fraction : 1.0;
-          lc.recompute += share * f;
-          lc.recompute_flops += share * flops;
-        }
-        if (c.t.cp > 1 && c.pytorch) {
-          // PyTorch's context parallel (torch.distributed.tensor.experimental._attention,
-          // late 2024, torchtitan's default "allgather" rotation): K and V, already repeated
-          // to the query heads (torchtitan's repeat_kv precedes SDPA), are all-gathered over
-          // the CP group once per forward, issued before the first (local, causal) block and
-          // waited on after it, so only that block, 1/cp of the rank's attention under the
-          // default round-robin load balancing, hides the gather. The backward gathers them
-          // again behind its own first block and sends each block's key and value gradients
-          // around the ring in fp32, the last wait exposed; full recompute reruns the
-          // forward's gather.
-          const double shard = c.tokens * dbl(a.heads) * dbl(op.qk_dim + op.v_dim);
-          const double gather = c.cost.collective(CollectiveKind::all_gather, Bytes(shard * 2.0 * dbl(c.t.cp)), c.g.cp).value;
-          const double grads = c.cost.p2p(Bytes(shard * 4.0), c.g.cp.nodes() > 1).value;
-          const double exposed_f = std::max(0.0, gather - f / dbl(c.t.cp));
-          const double exposed_b = std::max(0.0, gather - bw / dbl(c.t.cp));
-          const double regather = c.rc == Recompute::full ? c.rc_fraction : 0.0;
-          lc.cp_fwd += gather;
-          lc.cp_bwd += (1.0 + regather) * gather + dbl(c.t.cp - 1) * grads;
-          lc.cp_exposed_fwd += exposed_f;
-          lc.cp_exposed_bwd += exposed_b + grads + regather * exposed_f;
-          // The first block computes on the SMs the gather leaves.
-          const double share = nccl_sm_share(*c.sys, c.g.cp, shard * 2.0 * dbl(c.t.cp), false);
-          lc.fwd += (gather - exposed_f) * share;
-          lc.bwd += (gather - exposed_b) * share;
-          if (regather > 0) lc.recompute += regather * (gather - exposed_f) * share;
-          lc.cp_slowed += (1.0 + regather) * (gather - exposed_f) * share + (gather - exposed_b) * share;
-        } else if (c.t.cp > 1) {
-          // Ring attention: cp-1 steps each passing this rank's K and V chunk, behind the
-          // blocks of attention; the backward passes K, V and their gradients.
-          const double kv_bytes = c.tokens * dbl(op.kv_heads * (op.qk_dim + op.v_dim)) / tp * 2.0;
-          const bool cross = c.g.cp.nodes() > 1;
-          const double step = c.cost.p2p(Bytes(kv_bytes), cross).value;
-          lc.cp_fwd += dbl(c.t.cp - 1) * step;
-          lc.cp_bwd += 2.0 * dbl(c.t.cp - 1) * step;
-          const double ring_f = dbl(c.t.cp - 1) * step, ring_b = 2.0 * dbl(c.t.cp - 1) * step;
-          lc.cp_exposed_fwd += std::max(0.0, ring_f - f);
-          lc.cp_exposed_bwd += std::max(0.0, ring_b - bw);
-          // The attention blocks compute on the SMs the ring's sends and receives leave.
-          const double share = nccl_sm_share(*c.sys, c.g.cp, kv_bytes, true);
-          lc.fwd += std::min(ring_f, f) * share;
-          lc.bwd += std::min(ring_b, bw) * share;
-          lc.cp_slowed += (std::min(ring_f, f) + std::min(ring_b, bw)) * share;
-        }
-        if (c.t.cp > 1) {
-          // Each later ring step rescales and adds its partial output into the running one
-          // with the log-sum-exps (the online-softmax merge of blockwise attention). A fused
-          // merge (Transformer Engine) reads the fp32 accumulator and the 16-bit partial and
-          // writes the accumulator: 10 bytes per output element. PyTorch's context parallel
-          // runs it as eager ops on fp32 copies: convert the partial (2 + 4), subtract
-          // (4 + 4 + 4), scale by the sigmoid of the log-sum-exp difference (4 + 4 + 4) and
-          // subtract again (4 + 4 + 4): 42 bytes. The backward accumulates the query gradient
-          // the same way and the key and value gradients of the chunk it holds: twice that.
-          const double per_element = c.pytorch ? 42.0 : 10.0;
-          const double merge_bytes = dbl(c.t.cp - 1) * c.tokens * dbl(a.heads) * dbl(op.v_dim) * per_element;
-          const double merge = c.cost.memory_bound(Bytes(merge_bytes)).value;
-          lc.fwd += merge;
-          lc.bwd += 2.0 * merge;
-          if (c.rc == Recompute::full) lc.recompute += c.rc_fraction * merge;
-        }
-        break;
-      }
-      default: {
-        double div = 1.0;
-        switch (op.work) {
-          case Shard::sequence: div = seq_div; break;
-          case Shard::tensor: div = tp; break;
-          case Shard::expert: div = tp / dbl(c.etp); break;
-        }
-        const double bytes = op.bytes_per_token * c.tokens / div;
-        const double f = c.cost.memory_bound(Bytes(bytes)).value;
-        lc.fwd += f;
-        lc.bwd += op.bwd_bytes_per_token >= 0 ? c.cost.memory_bound(Bytes(op.bwd_bytes_per_token * c.tokens / div)).value
-                                               : 2.0 * f;
-        if (c.rc == Recompute::full) lc.recompute += c.rc_fraction * f;
-        else if (c.rc == Recompute::selective && c.pytorch) lc.recompute += f;  // rerun from saved outputs
-        else if (c.rc == Recompute::selective && (op.rerun & c.t.recompute_modules)) lc.recompute += f;
-        break;
-      }
-    }
-    if (op.moe_block) {
-      lc.moe_block_fwd += lc.fwd - fwd_before;
-      lc.moe_block_bwd += lc.bwd + lc.recompute - bwd_before;
-    }
+  double div = 1.0;
+  switch (op.work) {
+    case Shard::sequence: div = seq_div; break;
+    case Shard::tensor: div = tp; break;
+    case Shard::expert: div = tp / dbl(c.etp); break;
   }
+  const double bytes = op.bytes_per_token * c.tokens / div;
+  const double f = c.cost.memory_bound(Bytes(bytes)).value;
+  lc.fwd += f;
+  lc.bwd +=
+      op.bwd_bytes_per_token >= 0 ? c.cost.memory_bound(Bytes(op.bwd_bytes_per_token * c.tokens / div)).value : 2.0 * f;
+  if (c.rc == Recompute::full) lc.recompute += c.rc_fraction * f;
+  else if (c.rc == Recompute::selective && c.pytorch) lc.recompute += f;  // rerun from saved outputs
+  else if (c.rc == Recompute::selective && (op.rerun & c.t.recompute_modules)) lc.recompute += f;
+}
+
+/// The layer's tensor-parallel collectives.
+void add_tp_collectives(const Ctx& c, bool moe_layer, LayerCost& lc) {
   // Tensor-parallel collectives: two per layer each way (attention and MLP blocks);
   // all-reduce, or reduce-scatter + all-gather with SP, of the b*s*h activations. Under
   // FP8 Transformer Engine gathers in FP8, one byte an element: the norm's output before
@@ -490,6 +494,11 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
     lc.tp_fwd = blocks * one;
     lc.tp_bwd = blocks * one * (c.rc == Recompute::full ? 1.0 + c.rc_fraction : 1.0);
   }
+}
+
+/// An MoE layer's expert-parallel dispatch and combine.
+void add_ep_all_to_all(const Ctx& c, bool moe_layer, LayerCost& lc) {
+  const double tp = dbl(c.t.tp);
   // Expert parallel: token dispatch and combine all-to-all, forward and backward.
   if (moe_layer && c.t.ep > 1) {
     const MoeSpec& e = *c.m.moe;
@@ -519,6 +528,26 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
     lc.ep_fwd = 2.0 * a2a;
     lc.ep_bwd = 2.0 * a2a * (c.rc == Recompute::full ? 1.0 + c.rc_fraction : 1.0);
   }
+}
+
+LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
+  LayerCost lc;
+  int64_t mm_count = 0;  // op-level checkpointing counts the block's matrix multiplies
+  for (const Op& op : ops) {
+    const double fwd_before = lc.fwd, bwd_before = lc.bwd + lc.recompute;
+    switch (op.kind) {
+      case OpKind::gemm:
+      case OpKind::router: add_gemm_op(c, op, lc, mm_count); break;
+      case OpKind::attention: add_attention_op(c, op, lc); break;
+      default: add_memory_op(c, op, lc); break;
+    }
+    if (op.moe_block) {
+      lc.moe_block_fwd += lc.fwd - fwd_before;
+      lc.moe_block_bwd += lc.bwd + lc.recompute - bwd_before;
+    }
+  }
+  add_tp_collectives(c, moe_layer, lc);
+  add_ep_all_to_all(c, moe_layer, lc);
   return lc;
 }
 
