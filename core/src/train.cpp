@@ -156,18 +156,12 @@ std::vector<FitRemedy> fit_remedies(const Scenario& s, const TrainingPlan& t, do
   return out;
 }
 
-}  // namespace
-
-TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, const StepOptions& given) {
-  StepOptions options = given;
-  if (s.training->tp_comm_overlap) options.tp_overlap = s.training->tp_comm_overlap;
-  options.moe_imbalance = std::max(options.moe_imbalance, s.training->moe_imbalance);
-  options.overlap_dp = options.overlap_dp && s.training->overlap_dp;
-  TrainEvaluation ev;
+/// The stack of `s`'s plan fixed before any auto field is searched (so that every ZeRO
+/// candidate is priced with the same conventions: from the stated ZeRO stage; Megatron-LM
+/// when that is auto too), with the fields left auto listed in `ev.auto_fields`, the
+/// parameter count and the warnings the plan draws.
+TrainingPlan settle_stack(const Scenario& s, TrainEvaluation& ev) {
   const ModelSpec& m = s.model;
-  // The stack is fixed before any auto field is searched, so that ZeRO candidates are all
-  // priced with the same conventions (auto: from the stated ZeRO stage; Megatron-LM when
-  // that is auto too).
   TrainingPlan base = *s.training;
   if (!base.framework) {
     ev.auto_fields.push_back("framework");
@@ -180,11 +174,6 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   if (!base.tp_comm_overlap) ev.auto_fields.push_back("tp_comm_overlap");
   if (m.moe && !base.moe_dispatcher) ev.auto_fields.push_back("moe_dispatcher");
   if (m.moe && !base.ep_overlap) ev.auto_fields.push_back("ep_overlap");
-  // Megatron-Core's batch-level expert-parallel overlap is a schedule of its own (combined
-  // 1F1B): with "auto" schedules it is a candidate where it can run; otherwise off, as in
-  // Megatron-Core's TransformerConfig.
-  std::vector<bool> ep_overlaps = {base.ep_overlap.value_or(false)};
-  if (base.schedule_auto && m.moe && !base.ep_overlap) ep_overlaps = {false, true};
   if (base.precision == DType::fp8 && !base.fp8_blockwise) {
     ev.auto_fields.push_back("fp8_recipe");
     base.fp8_blockwise = false;  // the frameworks' default: tensorwise scaling
@@ -213,7 +202,24 @@ TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, cons
   if (!base.vpp) ev.auto_fields.push_back("vpp");
   if (!base.zero) ev.auto_fields.push_back("zero");
   if (!base.etp) ev.auto_fields.push_back("etp");
+  return base;
+}
 
+}  // namespace
+
+TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, const StepOptions& given) {
+  StepOptions options = given;
+  if (s.training->tp_comm_overlap) options.tp_overlap = s.training->tp_comm_overlap;
+  options.moe_imbalance = std::max(options.moe_imbalance, s.training->moe_imbalance);
+  options.overlap_dp = options.overlap_dp && s.training->overlap_dp;
+  TrainEvaluation ev;
+  const ModelSpec& m = s.model;
+  TrainingPlan base = settle_stack(s, ev);
+  // Megatron-Core's batch-level expert-parallel overlap is a schedule of its own (combined
+  // 1F1B): with "auto" schedules it is a candidate where it can run; otherwise off, as in
+  // Megatron-Core's TransformerConfig.
+  std::vector<bool> ep_overlaps = {base.ep_overlap.value_or(false)};
+  if (base.schedule_auto && m.moe && !base.ep_overlap) ep_overlaps = {false, true};
   struct Best {
     double key1 = std::numeric_limits<double>::infinity();
     double key2 = 0, key3 = 0;
