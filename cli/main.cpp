@@ -200,6 +200,20 @@ std::string train_table(const json& r) {
                      q["samples"].get<int64_t>(), q["prompt_tokens"].get<double>(),
                      q["response_tokens"]["mean"].get<double>(), q["response_tokens"]["cap"].get<double>(),
                      q["response_tokens"]["longest"].get<int64_t>());
+    if (q.contains("pool_search")) {
+      // The splits tried for pools left "auto": rollout + train GPUs and the step of each.
+      // A long search is left to the JSON report.
+      const json& search = q["pool_search"];
+      std::string tried;
+      if (search.size() <= 6)
+        for (const json& t : search)
+          tried += fmt::format("  {}+{} {}", t["rollout_gpus"].get<int64_t>(), t["train_gpus"].get<int64_t>(),
+                               t["status"] == "ok" ? fmt::format("{:.2f} s", t["step_time_s"].get<double>())
+                                                   : std::string("does not fit"));
+      else
+        tried = " each in the JSON report's rl.pool_search";
+      s += fmt::format("    pools    the fastest of {} splits (rollout+train GPUs):{}\n", search.size(), tried);
+    }
     s += fmt::format("    generation {:.2f} s  scoring {:.2f} s  training {:.2f} s  resharding {:.2f} s  offload {:.2f} s\n",
                      q["generation_s"].get<double>(), q["scoring_s"].get<double>(), q["training_s"].get<double>(),
                      q["resharding_s"].get<double>(), q["offload_s"].get<double>());
@@ -274,8 +288,10 @@ int run_train(const TrainArgs& a) {
   if (s.rl) {
     if (a.engine == "des" || !a.trace.empty())
       throw InputError({{"--engine", a.engine, "an RL iteration is evaluated with the analytical engine", "drop --engine des"}});
-    const Scenario pooled = resolve_rl_pools(s, cost);
-    const RlIteration it = evaluate_rl_iteration(pooled, cost);
+    std::vector<RlPoolTry> tries;
+    const Scenario pooled = resolve_rl_pools(s, cost, &tries);
+    RlIteration it = evaluate_rl_iteration(pooled, cost);
+    it.pool_search = std::move(tries);
     json r = io::rl_train_report(pooled, it);
     add_calibration(r, cal, &s.system.gpu);
     for (const auto& w : it.update.warnings) fmt::print(stderr, "warning: {}\n", w);

@@ -20,6 +20,7 @@
 #include "capsim/core/serving.hpp"
 #include "capsim/hw/roofline.hpp"
 #include "capsim/io/json_read.hpp"
+#include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
 
 namespace capsim {
@@ -564,11 +565,22 @@ TEST(PostTrain, AutoSplitPoolsFollowTheLayoutElseTheFastestSplit) {
     const RlIteration it = evaluate_rl_iteration(k, qcost);
     if (it.feasible) fastest = std::min(fastest, it.step_time_s);
   }
-  const Scenario chosen = resolve_rl_pools(open, qcost);
+  std::vector<RlPoolTry> tries;
+  const Scenario chosen = resolve_rl_pools(open, qcost, &tries);
   EXPECT_FALSE(chosen.rl->pools_auto);
   EXPECT_DOUBLE_EQ(evaluate_rl_iteration(chosen, qcost).step_time_s, fastest);
-  // The unresolved scenario evaluates as its resolution does.
-  EXPECT_DOUBLE_EQ(evaluate_rl_iteration(open, qcost).step_time_s, fastest);
+  ASSERT_EQ(tries.size(), candidates.size());
+  for (size_t i = 0; i < tries.size(); ++i) EXPECT_EQ(tries[i].rollout_gpus, candidates[i].rl->rollout_gpus);
+  // The unresolved scenario evaluates as its resolution does, and says what it tried.
+  const RlIteration searched = evaluate_rl_iteration(open, qcost);
+  EXPECT_DOUBLE_EQ(searched.step_time_s, fastest);
+  ASSERT_EQ(searched.pool_search.size(), tries.size());
+  const json report = io::rl_train_report(chosen, searched);
+  ASSERT_EQ(report["rl"]["pool_search"].size(), tries.size());
+  EXPECT_EQ(report["rl"]["pool_search"][0]["rollout_gpus"], tries[0].rollout_gpus);
+  EXPECT_DOUBLE_EQ(report["rl"]["pool_search"][0]["step_time_s"].get<double>(), tries[0].step_time_s);
+  // Stated pools search nothing.
+  EXPECT_TRUE(evaluate_rl_iteration(stated, cost).pool_search.empty());
 
   // One node: pools of single GPUs. Llama 3.1 8B on 4 GPUs with tp 2 training (dp auto):
   // the training pool must hold tp x dp, so the rollout pool is 2 GPUs.

@@ -209,7 +209,12 @@ void combine_rl_phases(RlIteration& it, const RlSpec& rl) {
 RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
   // Pools left to choose are chosen first (the report needs the chosen scenario: callers
   // resolve them with resolve_rl_pools and pass that).
-  if (s.rl && s.rl->pools_auto) return evaluate_rl_iteration(resolve_rl_pools(s, cost), cost);
+  if (s.rl && s.rl->pools_auto) {
+    std::vector<RlPoolTry> tries;
+    RlIteration it = evaluate_rl_iteration(resolve_rl_pools(s, cost, &tries), cost);
+    it.pool_search = std::move(tries);
+    return it;
+  }
   const RlSpec& rl = *s.rl;
   RlIteration it;
   it.samples = rl.prompts_per_step * rl.group_size;
@@ -399,7 +404,7 @@ std::vector<Scenario> rl_pool_candidates(const Scenario& s, std::string* why) {
   return out;
 }
 
-Scenario resolve_rl_pools(const Scenario& s, const CostModel& cost) {
+Scenario resolve_rl_pools(const Scenario& s, const CostModel& cost, std::vector<RlPoolTry>* tries) {
   if (!s.rl || !s.rl->pools_auto) return s;
   std::string why;
   std::vector<Scenario> candidates = rl_pool_candidates(s, &why);
@@ -412,6 +417,9 @@ Scenario resolve_rl_pools(const Scenario& s, const CostModel& cost) {
   double best_s = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < candidates.size(); ++i) {
     const RlIteration it = evaluate_rl_iteration(candidates[i], cost);
+    if (tries)
+      tries->push_back({candidates[i].rl->rollout_gpus, candidates[i].rl->train_gpus, it.step_time_s, it.feasible,
+                        it.fail_reason});
     if (it.feasible && it.step_time_s < best_s) {
       best_s = it.step_time_s;
       best = i;

@@ -521,6 +521,16 @@ json rl_iteration_json(const Scenario& s, const RlIteration& it) {
             {"status", it.feasible ? "ok" : "does_not_fit"}};
   if (!it.feasible) j["fail_reason"] = it.fail_reason;
   if (!rl.auto_keys.empty()) j["resolved_auto"] = rl.auto_keys;
+  if (!it.pool_search.empty()) {
+    json tried = json::array();
+    for (const RlPoolTry& t : it.pool_search) {
+      json one = {{"rollout_gpus", t.rollout_gpus}, {"train_gpus", t.train_gpus}, {"step_time_s", t.step_time_s},
+                  {"status", t.feasible ? "ok" : "does_not_fit"}};
+      if (!t.feasible) one["fail_reason"] = t.fail_reason;
+      tried.push_back(std::move(one));
+    }
+    j["pool_search"] = std::move(tried);
+  }
   return j;
 }
 

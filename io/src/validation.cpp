@@ -70,8 +70,10 @@ json predict_training(const Scenario& sc, const json& measured, json& resolved, 
 json predict_rl(const Scenario& given, const json& measured, json& resolved, std::string& reason,
                 const CalibrationProfile* calibration) {
   const CostModels costs(given.system, calibration);
-  const Scenario sc = resolve_rl_pools(given, costs.get());
-  const RlIteration it = evaluate_rl_iteration(sc, costs.get());
+  std::vector<RlPoolTry> tries;
+  const Scenario sc = resolve_rl_pools(given, costs.get(), &tries);
+  RlIteration it = evaluate_rl_iteration(sc, costs.get());
+  it.pool_search = std::move(tries);
   const json report = rl_train_report(sc, it);
   resolved = report["resolved"];
   resolved["rl"] = report["rl"];

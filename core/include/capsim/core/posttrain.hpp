@@ -65,6 +65,15 @@ double rl_response_scale(const RlSpec& rl);
 /// the batch's longest sample sits near the cap as in a real draw of n.
 std::vector<int64_t> rl_response_lengths(const RlSpec& rl, int64_t n);
 
+/// One split resolve_rl_pools tried: its pools and its iteration's step, or why it does
+/// not fit.
+struct RlPoolTry {
+  int64_t rollout_gpus = 0, train_gpus = 0;
+  double step_time_s = 0;
+  bool feasible = true;
+  std::string fail_reason;
+};
+
 /// One RL iteration: per-phase seconds, the step and its throughput.
 struct RlIteration {
   double generation_s = 0;   ///< rollout: the serving run's first arrival to last finish
@@ -101,6 +110,9 @@ struct RlIteration {
   double reference_swap_s = 0;         ///< part of scoring_s: the reference weights swapped in and out
   double reference_swap_bytes_per_gpu = 0;
   TrainEvaluation update;        ///< the actor's update step (resolved plan, memory)
+  /// The splits tried where the pools were left to choose (resolve_rl_pools), in order of
+  /// growing rollout pool; empty otherwise.
+  std::vector<RlPoolTry> pool_search;
   bool feasible = true;
   std::string fail_reason;
 };
@@ -160,9 +172,9 @@ std::vector<Scenario> rl_pool_candidates(const Scenario& s, std::string* why = n
 
 /// `s` with its split pools chosen where they were left to choose (RlSpec::pools_auto): the
 /// candidate whose iteration takes the least time among those that fit (the first, which
-/// then reports why it does not, where none fits); `s` unchanged otherwise. Throws
-/// InputError where there is no candidate.
-Scenario resolve_rl_pools(const Scenario& s, const CostModel& cost);
+/// then reports why it does not, where none fits); `s` unchanged otherwise. Each candidate
+/// evaluated goes to `tries` where given. Throws InputError where there is no candidate.
+Scenario resolve_rl_pools(const Scenario& s, const CostModel& cost, std::vector<RlPoolTry>* tries = nullptr);
 
 /// Bytes one GPU moves over its host link per colocated iteration (offload_s): the
 /// trainer's optimizer state and weights each down and up, and the engine's weights each
