@@ -404,14 +404,17 @@ std::vector<Scenario> rl_pool_candidates(const Scenario& s, std::string* why) {
   return out;
 }
 
+Issue rl_no_split_issue(int64_t num_gpus, const std::string& why) {
+  return {"/training/rl/gpus", "\"auto\"",
+          "no split of the " + std::to_string(num_gpus) + " GPUs leaves both pools a valid layout (" + why + ")",
+          "state {\"rollout\": n, \"train\": n}, or placement \"colocated\""};
+}
+
 Scenario resolve_rl_pools(const Scenario& s, const CostModel& cost, std::vector<RlPoolTry>* tries) {
   if (!s.rl || !s.rl->pools_auto) return s;
   std::string why;
   std::vector<Scenario> candidates = rl_pool_candidates(s, &why);
-  if (candidates.empty())
-    throw InputError({{"/training/rl/gpus", "\"auto\"", "no split of the " + std::to_string(s.system.num_gpus) +
-                       " GPUs leaves both pools a valid layout (" + why + ")",
-                       "state {\"rollout\": n, \"train\": n}, or placement \"colocated\""}});
+  if (candidates.empty()) throw InputError({rl_no_split_issue(s.system.num_gpus, why)});
   // The fastest iteration among the candidates that fit; ties keep the smaller rollout pool.
   size_t best = 0;
   double best_s = std::numeric_limits<double>::infinity();

@@ -1316,11 +1316,7 @@ Scenario read_scenario(const json& doc, const fs::path& base_dir, EngineKeys eng
     if (sc.rl && sc.rl->pools_auto) {
       // Pools still to choose: some split must leave both a valid layout.
       std::string why;
-      if (rl_pool_candidates(sc, &why).empty())
-        issues.push_back({"/training/rl/gpus", "\"auto\"",
-                          "no split of the " + std::to_string(sc.system.num_gpus) +
-                              " GPUs leaves both pools a valid layout (" + why + ")",
-                          "state {\"rollout\": n, \"train\": n}, or placement \"colocated\""});
+      if (rl_pool_candidates(sc, &why).empty()) issues.push_back(rl_no_split_issue(sc.system.num_gpus, why));
     } else {
       auto layout = sc.training ? check_training_layout(trainer) : check_inference_layout(sc);
       issues.insert(issues.end(), layout.begin(), layout.end());

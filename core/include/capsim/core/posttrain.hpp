@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "capsim/core/cost_model.hpp"
+#include "capsim/core/diagnostics.hpp"
 #include "capsim/core/scenario.hpp"
 #include "capsim/core/train.hpp"
 
@@ -169,6 +170,10 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost);
 /// pool. Each is the scenario with its pools set, in order of growing rollout pool; none
 /// where no split works, with the first candidate's reason in `why`.
 std::vector<Scenario> rl_pool_candidates(const Scenario& s, std::string* why = nullptr);
+
+/// The input problem of a split placement whose pools left "auto" have no candidate:
+/// `why` the first candidate's reason (rl_pool_candidates).
+Issue rl_no_split_issue(int64_t num_gpus, const std::string& why);
 
 /// `s` with its split pools chosen where they were left to choose (RlSpec::pools_auto): the
 /// candidate whose iteration takes the least time among those that fit (the first, which
