@@ -2207,6 +2207,14 @@ TEST(Attention, CudnnKernelAtItsMeasuredRate) {
   EXPECT_NEAR(cudnn / fa3, e.attention_fwd.at(16384, 128, true) / e.attention_cudnn_fwd.at(16384, 128, true), 1e-12);
   EXPECT_NEAR(e.attention_cudnn_fwd.at(16384, 128, true) * 989.4, 539.0, 0.1);
   EXPECT_NEAR(e.attention_cudnn_bwd.at(16384, 128, false) * 989.4, 516.0, 0.1);
+  // The H200 runs its own measured table from 4K up (cuDNN 9.1.0, cudnn-frontend's 2024
+  // benchmark: 587 and 498 TFLOP/s causal forward and backward at 16K), the H100
+  // fractions below it.
+  const GpuEfficiency& h200 = system_of("h200-sxm-141gb", 1).gpu.efficiency;
+  EXPECT_NEAR(h200.attention_cudnn_fwd.at(16384, 128, true) * 989.4, 586.8, 0.1);
+  EXPECT_NEAR(h200.attention_cudnn_bwd.at(16384, 128, true) * 989.4, 497.7, 0.1);
+  EXPECT_NEAR(h200.attention_cudnn_fwd.at(4096, 128, false) * 989.4, 654.2, 0.1);
+  EXPECT_DOUBLE_EQ(h200.attention_cudnn_fwd.at(2048, 128, true), e.attention_cudnn_fwd.at(2048, 128, true));
   const SystemSpec a100 = system_of("a100-sxm4-80gb", 1);
   const hw::RooflineCostModel ampere(a100);
   a.kernel = AttentionKernel::fused;
