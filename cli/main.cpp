@@ -288,11 +288,9 @@ int run_train(const TrainArgs& a) {
   if (s.rl) {
     if (a.engine == "des" || !a.trace.empty())
       throw InputError({{"--engine", a.engine, "an RL iteration is evaluated with the analytical engine", "drop --engine des"}});
-    std::vector<RlPoolTry> tries;
-    const Scenario pooled = resolve_rl_pools(s, cost, &tries);
-    RlIteration it = evaluate_rl_iteration(pooled, cost);
-    it.pool_search = std::move(tries);
-    json r = io::rl_train_report(pooled, it);
+    const RlEvaluation e = evaluate_rl(s, cost);
+    const RlIteration& it = e.iteration;
+    json r = io::rl_train_report(e.scenario, it);
     add_calibration(r, cal, &s.system.gpu);
     for (const auto& w : it.update.warnings) fmt::print(stderr, "warning: {}\n", w);
     emit(resolve_format(a.format) == "json" ? io::dump(r) : train_table(r), a.out);

@@ -207,14 +207,8 @@ void combine_rl_phases(RlIteration& it, const RlSpec& rl) {
 }
 
 RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
-  // Pools left to choose are chosen first (the report needs the chosen scenario: callers
-  // resolve them with resolve_rl_pools and pass that).
-  if (s.rl && s.rl->pools_auto) {
-    std::vector<RlPoolTry> tries;
-    RlIteration it = evaluate_rl_iteration(resolve_rl_pools(s, cost, &tries), cost);
-    it.pool_search = std::move(tries);
-    return it;
-  }
+  // Pools left to choose are chosen first (evaluate_rl; callers that report the pools use it).
+  if (s.rl && s.rl->pools_auto) return evaluate_rl(s, cost).iteration;
   const RlSpec& rl = *s.rl;
   RlIteration it;
   it.samples = rl.prompts_per_step * rl.group_size;
@@ -338,6 +332,16 @@ RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost) {
   return it;
 }
 
+int64_t rl_auto_rollout_tp(const ModelSpec& m, const SystemSpec& sys, InferencePlan p, int64_t pool_gpus) {
+  int64_t chosen = 1;
+  for (int64_t tp = 1; tp <= pool_gpus; tp *= 2) {
+    if (pool_gpus % (tp * p.pp) != 0) continue;
+    chosen = p.tp = tp;
+    if (inference_memory(m, sys, p).fits) break;
+  }
+  return chosen;
+}
+
 std::vector<Scenario> rl_pool_candidates(const Scenario& s, std::string* why) {
   std::vector<Scenario> out;
   if (!s.rl || !s.training) return out;
@@ -362,16 +366,7 @@ std::vector<Scenario> rl_pool_candidates(const Scenario& s, std::string* why) {
       if (why && why->empty()) *why = pools + reason;
     };
     InferencePlan& p = rl.rollout;
-    if (rl.rollout_tp_auto) {
-      // As the reader resolves it for stated pools: the smallest power of two dividing the
-      // pool whose replica fits, else the largest that divides it.
-      p.tp = 1;
-      for (int64_t tp = 1; tp <= r; tp *= 2) {
-        if (r % (tp * p.pp) != 0) continue;
-        p.tp = tp;
-        if (inference_memory(s.model, s.system, p).fits) break;
-      }
-    }
+    if (rl.rollout_tp_auto) p.tp = rl_auto_rollout_tp(s.model, s.system, p, r);
     if (p.tp < 1 || p.pp < 1 || r % (p.tp * p.pp) != 0) {
       reject("the rollout engine's tp*pp = " + std::to_string(p.tp * p.pp) + " does not divide its pool");
       continue;
@@ -410,25 +405,33 @@ Issue rl_no_split_issue(int64_t num_gpus, const std::string& why) {
           "state {\"rollout\": n, \"train\": n}, or placement \"colocated\""};
 }
 
-Scenario resolve_rl_pools(const Scenario& s, const CostModel& cost, std::vector<RlPoolTry>* tries) {
-  if (!s.rl || !s.rl->pools_auto) return s;
+RlEvaluation evaluate_rl(const Scenario& s, const CostModel& cost) {
+  if (!s.rl || !s.rl->pools_auto) return {s, evaluate_rl_iteration(s, cost)};
   std::string why;
   std::vector<Scenario> candidates = rl_pool_candidates(s, &why);
   if (candidates.empty()) throw InputError({rl_no_split_issue(s.system.num_gpus, why)});
-  // The fastest iteration among the candidates that fit; ties keep the smaller rollout pool.
+  std::vector<RlPoolTry> tries;
   size_t best = 0;
-  double best_s = std::numeric_limits<double>::infinity();
+  RlIteration kept;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    const RlIteration it = evaluate_rl_iteration(candidates[i], cost);
-    if (tries)
-      tries->push_back({candidates[i].rl->rollout_gpus, candidates[i].rl->train_gpus, it.step_time_s, it.feasible,
-                        it.fail_reason});
-    if (it.feasible && it.step_time_s < best_s) {
-      best_s = it.step_time_s;
+    RlIteration it = evaluate_rl_iteration(candidates[i], cost);
+    tries.push_back({candidates[i].rl->rollout_gpus, candidates[i].rl->train_gpus, it.step_time_s, it.feasible,
+                     it.fail_reason});
+    // The first candidate stands until one that fits is faster (or fits where it does not).
+    const bool faster = it.feasible && (!kept.feasible || it.step_time_s < kept.step_time_s);
+    if (i == 0 || faster) {
       best = i;
+      kept = std::move(it);
     }
   }
-  return std::move(candidates[best]);
+  kept.pool_search = std::move(tries);
+  return {std::move(candidates[best]), std::move(kept)};
+}
+
+Scenario resolve_rl_pools(const Scenario& s, const CostModel& cost, std::vector<RlPoolTry>* tries) {
+  RlEvaluation e = evaluate_rl(s, cost);
+  if (tries) *tries = std::move(e.iteration.pool_search);
+  return std::move(e.scenario);
 }
 
 }  // namespace capsim

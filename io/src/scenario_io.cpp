@@ -322,14 +322,7 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool 
   if (tp_auto) {
     rl.auto_keys.emplace_back("rollout.tp");
     rl.rollout_tp_auto = true;
-    p.tp = 1;
-    if (issues.empty() && gpus_ok) {
-      for (int64_t tp = 1; tp <= rl.rollout_gpus; tp *= 2) {
-        if (rl.rollout_gpus % (tp * p.pp) != 0) continue;
-        p.tp = tp;
-        if (inference_memory(sc.model, sc.system, p).fits) break;
-      }
-    }
+    p.tp = issues.empty() && gpus_ok ? rl_auto_rollout_tp(sc.model, sc.system, p, rl.rollout_gpus) : 1;
   }
   if (ro && gpus_ok && p.tp >= 1 && p.pp >= 1 && rl.rollout_gpus % (p.tp * p.pp) != 0)
     issues.push_back({r.at("rollout") + "/tp", std::to_string(p.tp),

@@ -70,10 +70,9 @@ json predict_training(const Scenario& sc, const json& measured, json& resolved, 
 json predict_rl(const Scenario& given, const json& measured, json& resolved, std::string& reason,
                 const CalibrationProfile* calibration) {
   const CostModels costs(given.system, calibration);
-  std::vector<RlPoolTry> tries;
-  const Scenario sc = resolve_rl_pools(given, costs.get(), &tries);
-  RlIteration it = evaluate_rl_iteration(sc, costs.get());
-  it.pool_search = std::move(tries);
+  const RlEvaluation e = evaluate_rl(given, costs.get());
+  const Scenario& sc = e.scenario;
+  const RlIteration& it = e.iteration;
   const json report = rl_train_report(sc, it);
   resolved = report["resolved"];
   resolved["rl"] = report["rl"];

@@ -159,6 +159,11 @@ struct RlIteration {
 /// A pure function of its inputs.
 RlIteration evaluate_rl_iteration(const Scenario& s, const CostModel& cost);
 
+/// The rollout engine's tp left "auto" on a pool of `pool_gpus` GPUs: the smallest power of
+/// two dividing the pool (with the engine's pp) whose replica fits (inference_memory), else
+/// the largest that divides it; 1 where none does.
+int64_t rl_auto_rollout_tp(const ModelSpec& m, const SystemSpec& sys, InferencePlan p, int64_t pool_gpus);
+
 /// The pools a split placement can take when the case leaves `gpus` "auto" and its layout
 /// does not imply them (RlSpec::pools_auto): NeMo RL dedicates generation GPUs on a
 /// one-node cluster and whole nodes on several (`policy.generation.colocated.resources`:
@@ -174,6 +179,19 @@ std::vector<Scenario> rl_pool_candidates(const Scenario& s, std::string* why = n
 /// The input problem of a split placement whose pools left "auto" have no candidate:
 /// `why` the first candidate's reason (rl_pool_candidates).
 Issue rl_no_split_issue(int64_t num_gpus, const std::string& why);
+
+/// A scenario with its split pools in force and its iteration.
+struct RlEvaluation {
+  Scenario scenario;
+  RlIteration iteration;
+};
+
+/// One iteration of `s` with pools left to choose (RlSpec::pools_auto) chosen first: every
+/// candidate of rl_pool_candidates evaluated (RlIteration::pool_search) and the fastest
+/// that fits kept (the first, which then reports why it does not, where none fits); ties
+/// keep the smaller rollout pool. Otherwise `s` and evaluate_rl_iteration(s). Throws
+/// InputError where there is no candidate.
+RlEvaluation evaluate_rl(const Scenario& s, const CostModel& cost);
 
 /// `s` with its split pools chosen where they were left to choose (RlSpec::pools_auto): the
 /// candidate whose iteration takes the least time among those that fit (the first, which
