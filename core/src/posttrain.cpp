@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "capsim/core/diagnostics.hpp"
 #include "capsim/core/layout.hpp"
