@@ -76,6 +76,9 @@ std::string model_table(const json& r) {
     s += fmt::format("  moe         {} experts, top-{}, expert ffn {}, shared {}\n", sh["moe"]["num_experts"].get<int64_t>(),
                      sh["moe"]["top_k"].get<int64_t>(), sh["moe"]["expert_intermediate_size"].get<int64_t>(),
                      sh["moe"]["shared_experts"].get<int64_t>());
+  if (sh.contains("sliding_window"))
+    s += fmt::format("  attention   sliding window of {} keys on {} of {} layers\n", sh["sliding_window"].get<int64_t>(),
+                     sh["sliding_layers"].get<int64_t>(), sh["num_layers"].get<int64_t>());
   s += "  KV cache    bytes per token:";
   for (const char* d : {"bf16", "fp8", "int4"})
     s += fmt::format("  {} {:.0f}", d, r["kv_cache_bytes_per_token"][d].get<double>());
@@ -89,10 +92,14 @@ std::string model_table(const json& r) {
   while (i < layers.size()) {
     size_t k = i;
     while (k + 1 < layers.size() && layers[k + 1]["kind"] == layers[i]["kind"] &&
-           layers[k + 1]["params"] == layers[i]["params"])
+           layers[k + 1]["params"] == layers[i]["params"] &&
+           layers[k + 1].value("sliding_window", 0) == layers[i].value("sliding_window", 0))
       ++k;
+    std::string attention = layers[i]["attention"].get<std::string>();
+    if (layers[i].contains("sliding_window"))
+      attention += fmt::format(" window {}", layers[i]["sliding_window"].get<int64_t>());
     s += fmt::format("    {:>4}-{:<4} {:<5} {:<4} {:.4g} params each\n", i, k, layers[i]["kind"].get<std::string>(),
-                     layers[i]["attention"].get<std::string>(), layers[i]["params"].get<double>());
+                     attention, layers[i]["params"].get<double>());
     i = k + 1;
   }
   return s;

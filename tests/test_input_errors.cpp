@@ -354,7 +354,7 @@ TEST(UnknownPreset, ModelType) {
   EXPECT_EQ(issues_of(doc),
             (std::vector<Issue>{{"/model/model_type", "\"lama\"",
                                  "unsupported model family; supported: gpt2, gpt_neox, llama, mistral, gemma, qwen2, "
-                                 "qwen3, nemotron, mixtral, qwen3_moe, deepseek_v2, deepseek_v3",
+                                 "qwen3, nemotron, mixtral, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss",
                                  "did you mean \"llama\"?"}}));
 }
 

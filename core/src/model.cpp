@@ -1,5 +1,6 @@
 #include "capsim/core/model.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <numbers>
@@ -20,6 +21,7 @@ std::string_view to_string(Family f) {
     case Family::qwen3_moe: return "qwen3_moe";
     case Family::deepseek_v2: return "deepseek_v2";
     case Family::deepseek_v3: return "deepseek_v3";
+    case Family::gpt_oss: return "gpt_oss";
   }
   return "?";
 }
@@ -62,6 +64,11 @@ int64_t ModelSpec::kv_width() const {
   return kv_heads * head_dim;
 }
 
+int64_t ModelSpec::sliding_layers() const {
+  if (sliding_window <= 0) return 0;
+  return static_cast<int64_t>(std::count(sliding_layer.begin(), sliding_layer.end(), true));
+}
+
 namespace {
 
 /// Parameters of one normalisation layer over `width` features.
@@ -102,6 +109,7 @@ int64_t attention_params(const ModelSpec& m) {
   if (m.qkv_bias) p += q + 2 * kv;
   if (m.o_bias) p += h;
   if (m.qk_norm) p += 2 * m.head_dim;
+  if (m.attention_sinks) p += m.heads;
   return p;
 }
 
@@ -164,6 +172,13 @@ double forward_matmul_params(const ModelSpec& m) {
                              (m.tied_embeddings ? m.vocab * m.hidden : 0));
 }
 
+double mean_attended_keys(int64_t span, int64_t window) {
+  const double s = static_cast<double>(span);
+  if (window <= 0 || span <= window) return s / 2.0;
+  const double w = static_cast<double>(window);
+  return w - w * w / (2.0 * s);
+}
+
 double forward_flops_per_token(const ModelSpec& m, int64_t seq_len) {
   const double matmul_params = forward_matmul_params(m);
   int64_t qk = m.head_dim, v = m.head_dim;
@@ -171,9 +186,12 @@ double forward_flops_per_token(const ModelSpec& m, int64_t seq_len) {
     qk = m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim;
     v = m.mla->v_head_dim;
   }
-  // Causal: on average a token attends to seq_len/2 keys.
-  const double attn = 2.0 * static_cast<double>(m.layers * m.heads * (qk + v)) *
-                      static_cast<double>(seq_len) / 2.0;
+  // Causal: on average a token attends to seq_len/2 keys; within a sliding window to
+  // mean_attended_keys of them.
+  const int64_t sliding = m.sliding_layers();
+  double attn = 2.0 * static_cast<double>((m.layers - sliding) * m.heads * (qk + v)) * static_cast<double>(seq_len) / 2.0;
+  if (sliding > 0)
+    attn += 2.0 * static_cast<double>(sliding * m.heads * (qk + v)) * mean_attended_keys(seq_len, m.sliding_window);
   return 2.0 * matmul_params + attn;
 }
 

@@ -337,6 +337,7 @@ Defaults family_defaults(Family f) {
     case Family::qwen3_moe: return {2048, 6144, 24, 32, 4, 151936, 32768, false};
     case Family::deepseek_v2: return {4096, 11008, 30, 32, 32, 102400, 2048, false};
     case Family::deepseek_v3: return {7168, 18432, 61, 128, 128, 129280, 4096, false};
+    case Family::gpt_oss: return {2880, 2880, 36, 64, 8, 201088, 131072, false};
   }
   return {};
 }
@@ -347,6 +348,7 @@ bool parse_family(const std::string& s, Family& f) {
       {"mistral", Family::mistral},    {"gemma", Family::gemma},         {"qwen2", Family::qwen2},
       {"qwen3", Family::qwen3},        {"nemotron", Family::nemotron},   {"mixtral", Family::mixtral},
       {"qwen3_moe", Family::qwen3_moe}, {"deepseek_v2", Family::deepseek_v2}, {"deepseek_v3", Family::deepseek_v3},
+      {"gpt_oss", Family::gpt_oss},
   };
   for (const auto& [name, fam] : table) {
     if (s == name) {
@@ -397,6 +399,54 @@ std::string str_of(const json& c, std::initializer_list<const char*> keys, const
   return fallback;
 }
 
+/// Which layers attend through a sliding window, as the family's transformers modeling
+/// code decides (transformers 4.56): the config's `layer_types` where it lists them
+/// ("sliding_attention" / "full_attention"); else Mistral and Mixtral slide on every layer
+/// when `sliding_window` is set (MistralConfig's default is 4096), Qwen2/Qwen3 on the
+/// layers from `max_window_layers` up when `use_sliding_window` is true, and gpt-oss on every
+/// other layer from the first (GptOssConfig: window 128). Other families have no window.
+void read_sliding_window(const json& c, const std::string& pointer, ModelSpec& m, std::vector<Issue>& issues) {
+  const Family f = m.family;
+  const bool qwen = f == Family::qwen2 || f == Family::qwen3 || f == Family::qwen3_moe;
+  const bool reads_window = qwen || f == Family::mistral || f == Family::mixtral || f == Family::gpt_oss;
+  if (!reads_window) return;
+  if (qwen && !bool_of(c, "use_sliding_window", false)) return;
+  const int64_t family_window = f == Family::mistral ? 4096 : f == Family::gpt_oss ? 128 : 0;
+  const auto it = c.find("sliding_window");
+  int64_t window = family_window;
+  if (it != c.end()) window = it->is_null() ? 0 : int_of(c, {"sliding_window"}, 0);
+  if (it != c.end() && it->is_number() && window <= 0) {
+    issues.push_back({pointer + "/sliding_window", brief(*it), "must be a positive integer or null", {}});
+    return;
+  }
+  if (window <= 0 || m.layers <= 0 || m.layers > kMaxLayers) return;
+  std::vector<bool> sliding(static_cast<size_t>(m.layers), false);
+  if (auto lt = c.find("layer_types"); lt != c.end() && !lt->is_null()) {
+    if (!lt->is_array() || static_cast<int64_t>(lt->size()) != m.layers) {
+      issues.push_back({pointer + "/layer_types", brief(*lt),
+                        "must list one type per layer (" + std::to_string(m.layers) + ")", {}});
+      return;
+    }
+    for (size_t i = 0; i < lt->size(); ++i) {
+      const json& v = (*lt)[i];
+      if (v.is_string() && (v == "sliding_attention" || v == "full_attention")) {
+        sliding[i] = v == "sliding_attention";
+      } else {
+        issues.push_back({pointer + "/layer_types/" + std::to_string(i), brief(v),
+                          "must be \"sliding_attention\" or \"full_attention\"", {}});
+        return;
+      }
+    }
+  } else {
+    const int64_t from = qwen ? int_of(c, {"max_window_layers"}, 28) : 0;
+    for (int64_t i = 0; i < m.layers; ++i)
+      sliding[static_cast<size_t>(i)] = f == Family::gpt_oss ? i % 2 == 0 : i >= from;
+  }
+  if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return;
+  m.sliding_window = window;
+  m.sliding_layer = std::move(sliding);
+}
+
 }  // namespace
 
 ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::string name) {
@@ -407,11 +457,11 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
   if (!parse_family(type, m.family)) {
     const std::vector<std::string> known = {"gpt2", "gpt_neox", "llama", "mistral", "gemma", "qwen2",
                                             "qwen3", "nemotron", "mixtral", "qwen3_moe", "deepseek_v2",
-                                            "deepseek_v3"};
+                                            "deepseek_v3", "gpt_oss"};
     const std::string n = nearest(type, known);
     throw InputError({{pointer + "/model_type", "\"" + type + "\"",
                        "unsupported model family; supported: gpt2, gpt_neox, llama, mistral, gemma, qwen2, qwen3, "
-                       "nemotron, mixtral, qwen3_moe, deepseek_v2, deepseek_v3",
+                       "nemotron, mixtral, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss",
                        n.empty() ? "" : "did you mean \"" + n + "\"?"}});
   }
   m.name = name.empty() ? str_of(c, {"_name_or_path"}, type) : std::move(name);
@@ -434,7 +484,10 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
   m.vocab = int_of(c, {"vocab_size"}, d.vocab);
   m.max_position = int_of(c, {"max_position_embeddings", "n_positions"}, d.max_pos);
   const int64_t default_head_dim = m.heads > 0 ? m.hidden / m.heads : 0;
-  const int64_t family_head_dim = f == Family::gemma ? 256 : (f == Family::qwen3 || f == Family::qwen3_moe ? 128 : default_head_dim);
+  const int64_t family_head_dim = f == Family::gemma                               ? 256
+                                  : f == Family::qwen3 || f == Family::qwen3_moe ? 128
+                                  : f == Family::gpt_oss                         ? 64
+                                                                                 : default_head_dim;
   m.head_dim = int_of(c, {"head_dim"}, family_head_dim);
   m.tied_embeddings = bool_of(c, "tie_word_embeddings", d.tied);
 
@@ -503,10 +556,13 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
       const std::string act = str_of(c, {"hidden_activation", "hidden_act"}, f == Family::gemma ? "gelu_pytorch_tanh" : "silu");
       m.activation = act.rfind("gelu", 0) == 0 ? Activation::gelu : Activation::silu;
       m.intermediate = int_of(c, {"intermediate_size"}, d.intermediate);
-      const bool attn_bias = bool_of(c, "attention_bias", false);
+      const bool attn_bias = bool_of(c, "attention_bias", f == Family::gpt_oss);
       m.qkv_bias = f == Family::qwen2 ? true : attn_bias;
       m.o_bias = f == Family::qwen2 ? false : attn_bias;
-      m.mlp_bias = bool_of(c, "mlp_bias", false);
+      // gpt-oss's experts carry biases on both projections (GptOssExperts
+      // gate_up_proj_bias, down_proj_bias); it has no config key for them.
+      m.mlp_bias = f == Family::gpt_oss || bool_of(c, "mlp_bias", false);
+      m.attention_sinks = f == Family::gpt_oss;
       m.qk_norm = f == Family::qwen3 || f == Family::qwen3_moe;
       m.dropout = num_of(c, "attention_dropout", 0.0);
       break;
@@ -514,11 +570,14 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
   }
   positive(gpt2 ? "n_inner" : "intermediate_size", m.intermediate);
 
-  if (f == Family::mixtral) {
+  if (f == Family::mixtral || f == Family::gpt_oss) {
+    // Every layer routes; gpt-oss's router is a linear layer with a bias (GptOssTopKRouter).
+    const bool oss = f == Family::gpt_oss;
     MoeSpec e;
-    e.num_experts = int_of(c, {"num_local_experts"}, 8);
-    e.top_k = int_of(c, {"num_experts_per_tok"}, 2);
+    e.num_experts = int_of(c, {"num_local_experts", "num_experts"}, oss ? 128 : 8);
+    e.top_k = int_of(c, {"num_experts_per_tok"}, oss ? 4 : 2);
     e.expert_intermediate = m.intermediate;
+    e.router_bias = oss;
     m.moe = e;
     m.moe_layer.assign(static_cast<size_t>(m.layers), true);
   } else if (f == Family::qwen3_moe) {
@@ -571,6 +630,7 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
       m.moe = e;
     }
   }
+  read_sliding_window(c, pointer, m, issues);
   // FP8 checkpoint scaling: the config's quantization_config where it has one. DeepSeek-V3
   // architecture models are published in FP8 only with 128x128 weight blocks (DeepSeek-V3
   // technical report, Sec. 3.3.2; deepseek-ai/DeepSeek-V3 config.json weight_block_size).
@@ -591,7 +651,9 @@ ModelSpec model_from_hf_config(const json& c, const std::string& pointer, std::s
   }
   at_most(gpt2 ? "n_inner" : "intermediate_size", m.intermediate, kMaxIntermediate);
   if (m.moe) {
-    const char* experts = f == Family::mixtral ? "num_local_experts" : f == Family::qwen3_moe ? "num_experts" : "n_routed_experts";
+    const char* experts = f == Family::mixtral || f == Family::gpt_oss ? "num_local_experts"
+                          : f == Family::qwen3_moe                 ? "num_experts"
+                                                                   : "n_routed_experts";
     at_most(experts, m.moe->num_experts, kMaxExperts);
     at_most("moe_intermediate_size", m.moe->expert_intermediate, kMaxIntermediate);
     at_most("n_shared_experts", m.moe->shared_experts, kMaxExperts);

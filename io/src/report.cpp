@@ -27,6 +27,7 @@ json layer_json(const ModelSpec& m, int64_t i) {
   j["params_attention"] = lp.attention;
   j["params_mlp"] = lp.dense_mlp + lp.shared_experts + lp.routed_experts + lp.router;
   j["params_norms"] = lp.norms;
+  if (m.is_sliding_layer(i)) j["sliding_window"] = m.sliding_window;
   return j;
 }
 
@@ -72,6 +73,10 @@ json model_report(const ModelSpec& m, int64_t seq_len) {
                     {"qk_nope_head_dim", m.mla->qk_nope_head_dim},
                     {"qk_rope_head_dim", m.mla->qk_rope_head_dim},
                     {"v_head_dim", m.mla->v_head_dim}};
+  }
+  if (m.sliding_window > 0) {
+    shape["sliding_window"] = m.sliding_window;
+    shape["sliding_layers"] = m.sliding_layers();
   }
   j["shape"] = shape;
   json layers = json::array();

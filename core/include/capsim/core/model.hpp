@@ -24,6 +24,7 @@ enum class Family {
   qwen3_moe,
   deepseek_v2,
   deepseek_v3,
+  gpt_oss,
 };
 
 std::string_view to_string(Family f);
@@ -104,6 +105,15 @@ struct ModelSpec {
   std::optional<MlaSpec> mla;
   std::optional<MoeSpec> moe;
   std::vector<bool> moe_layer;  ///< size `layers` when moe is set, else empty
+  /// Sliding-window attention: a layer flagged in `sliding_layer` lets each query attend to
+  /// the `sliding_window` most recent keys, its own included (Hugging Face's sliding_window
+  /// with layer_types; Mistral applies it to every layer, Qwen2 above max_window_layers,
+  /// gpt-oss to every other layer); 0: every layer attends to the whole context.
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layer;  ///< size `layers` when sliding_window > 0, else empty
+  /// A learned logit per query head that joins each softmax as an extra column ("sinks",
+  /// gpt-oss): `heads` parameters a layer, no keys or values.
+  bool attention_sinks = false;
   /// Weight block of the model's published FP8 checkpoint when it is block-scaled
   /// (config.json quantization_config.weight_block_size), 0 when per-tensor or unknown.
   int64_t fp8_weight_block = 0;
@@ -125,6 +135,8 @@ struct ModelSpec {
   bool operator==(const ModelSpec&) const = default;
 
   bool is_moe_layer(int64_t i) const { return moe && moe_layer[static_cast<size_t>(i)]; }
+  bool is_sliding_layer(int64_t i) const { return sliding_window > 0 && sliding_layer[static_cast<size_t>(i)]; }
+  int64_t sliding_layers() const;  ///< how many layers have a sliding window
   int64_t q_width() const;   ///< width of the attention query projection output
   int64_t kv_width() const;  ///< width of one of K or V (GQA), or MLA's per-head total
 };
@@ -163,9 +175,16 @@ ParamCounts count_params(const ModelSpec& m);
 /// plus the shared rope key, as FlashMLA/vLLM cache it).
 double kv_cache_bytes_per_token(const ModelSpec& m, DType dtype);
 
+/// Keys a query attends to on average in causal attention over `span` tokens when each
+/// attends to at most `window` of them (0: no window): span/2 without one (the causal
+/// half), else (span w - w^2/2) / span once the span passes the window, continuous at
+/// span = w.
+double mean_attended_keys(int64_t span, int64_t window);
+
 /// Forward FLOPs for one token at position-averaged context `seq_len`, causal:
 /// 2 x active matmul parameters (excluding the input embedding lookup) plus attention
-/// score and value products 2 x 2 x layers x q-heads x head widths x seq_len / 2.
+/// score and value products 2 x 2 x q-heads x head widths x the keys each layer's query
+/// attends to on average (seq_len / 2, or mean_attended_keys within a sliding window).
 double forward_flops_per_token(const ModelSpec& m, int64_t seq_len);
 /// Matmul weights one token meets in the forward (active parameters without the embedding
 /// lookup and the final norm; a tied output head counts): forward_flops_per_token is twice
