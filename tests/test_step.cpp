@@ -2592,6 +2592,78 @@ TEST(TpOverlap, AutoIsSynchronousElsewhere) {
   EXPECT_FALSE(userbuffers_tp_overlap(sys, tp1));
 }
 
-}  // namespace
+// Sliding-window attention (ModelSpec::sliding_window): a fused kernel visits the key
+// blocks inside each query's window only, a non-causal problem mean_attended_keys wide; a
+// window at least as long as the sequence changes nothing, and an unfused kernel computes and
+// masks the whole score matrix. Mistral 7B slides on every layer (window 4096).
+TEST(SlidingWindow, AttentionVisitsTheWindowOnly) {
+  const ModelSpec& m = model("mistral-7b");
+  ASSERT_EQ(m.sliding_window, 4096);
+  ASSERT_EQ(m.sliding_layers(), m.layers);
+  ModelSpec full = m;
+  full.sliding_window = 0;
+  full.sliding_layer.clear();
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
+  const hw::RooflineCostModel cost(sys);
+  TrainingPlan t;
+  t.dp = 8;
+  t.zero = 1;
+  t.micro_batch = 1;
+  t.global_batch = 8;
+  t.seq_len = 4096;
+  EXPECT_EQ(analytical_step(m, sys, t, cost).step_s, analytical_step(full, sys, t, cost).step_s);
+  t.seq_len = 16384;
+  const StepBreakdown windowed = analytical_step(m, sys, t, cost);
+  const StepBreakdown whole = analytical_step(full, sys, t, cost);
+  auto attention = [&](int64_t kv_len, bool causal) {
+    AttentionShape a;
+    a.heads = m.heads;
+    a.kv_heads = m.kv_heads;
+    a.q_len = 16384;
+    a.kv_len = kv_len;
+    a.qk_dim = a.v_dim = m.head_dim;
+    a.causal = causal;
+    a.kernel = attention_of(t);
+    return cost.attention(a, false).value + cost.attention(a, true).value;
+  };
+  const int64_t keys = std::llround(4096.0 - 4096.0 * 4096.0 / (2.0 * 16384.0));
+  EXPECT_EQ(keys, 3584);
+  const double saved = dbl(m.layers) * (attention(16384, true) - attention(keys, false));
+  EXPECT_GT(saved, 0.0);
+  EXPECT_NEAR(whole.compute_s - windowed.compute_s, saved, 1e-9 * whole.compute_s);
+  // Model FLOPs count the keys inside the window: 3584 a query instead of 8192.
+  const double tokens = 8.0 * 16384.0;
+  const double flops_saved = 3.0 * tokens * dbl(m.layers) * 2.0 * dbl(m.heads) * dbl(2 * m.head_dim) * (8192.0 - 3584.0);
+  EXPECT_NEAR(whole.model_flops_per_step - windowed.model_flops_per_step, flops_saved, 1e-9 * flops_saved);
+  // An unfused kernel gains nothing in time.
+  t.attention = AttentionKernel::unfused;
+  EXPECT_EQ(analytical_step(m, sys, t, cost).compute_s, analytical_step(full, sys, t, cost).compute_s);
+}
 
+// A model whose layers alternate (gpt-oss: a window of 128 on every other layer) prices each
+// layer kind's attention as the share-weighted mix of the windowed and the whole one: half
+// of Mistral's saving when half the layers slide.
+TEST(SlidingWindow, AlternatingLayersSaveInProportion) {
+  ModelSpec half = model("mistral-7b");
+  for (int64_t i = 0; i < half.layers; ++i) half.sliding_layer[static_cast<size_t>(i)] = i % 2 == 0;
+  ModelSpec full = half;
+  full.sliding_window = 0;
+  full.sliding_layer.clear();
+  const ModelSpec& all = model("mistral-7b");
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
+  const hw::RooflineCostModel cost(sys);
+  TrainingPlan t;
+  t.dp = 8;
+  t.zero = 1;
+  t.micro_batch = 1;
+  t.global_batch = 8;
+  t.seq_len = 16384;
+  const double whole = analytical_step(full, sys, t, cost).compute_s;
+  const double saved_all = whole - analytical_step(all, sys, t, cost).compute_s;
+  const double saved_half = whole - analytical_step(half, sys, t, cost).compute_s;
+  EXPECT_GT(saved_all, 0.0);
+  EXPECT_NEAR(saved_half, saved_all / 2.0, 1e-9 * whole);
+}
+
+}  // namespace
 }  // namespace capsim

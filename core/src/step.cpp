@@ -117,6 +117,10 @@ struct Ctx {
   bool hierarchical_ep = false;  ///< tokens cross the network once per node (MoeDispatcher)
   const SystemSpec* sys = nullptr;
   double a2a_share = 0;  ///< a2a_sm_share of the plan's expert-parallel group and dispatcher
+  /// Share of the layer kind being costed whose attention has a sliding window
+  /// (ModelSpec::sliding_layer): layers of a kind differ only in it, so the kind's attention
+  /// is the share-weighted mix of the two.
+  double window_share = 0;
 };
 
 /// Bytes a channel of an NCCL ring or tree collective must carry for NCCL to keep it:
@@ -429,14 +433,30 @@ void add_attention_op(const Ctx& c, const Op& op, LayerCost& lc) {
   a.v_dim = op.v_dim;
   a.causal = op.causal;
   a.kernel = attention_of(c.t);
-  const double f = documents * c.cost.attention(a, false).value;
-  const double bw = documents * c.cost.attention(a, true).value;
+  double f = documents * c.cost.attention(a, false).value;
+  double bw = documents * c.cost.attention(a, true).value;
+  double flops =
+      documents * 2.0 * dbl(a.batch * a.heads) * dbl(a.q_len) * dbl(a.kv_len) * 0.5 * dbl(a.qk_dim + a.v_dim);
+  if (c.window_share > 0 && span > c.m.sliding_window && a.kernel != AttentionKernel::unfused) {
+    // A sliding window: a fused kernel visits only the key blocks inside each query's window
+    // (FlashAttention's window_size; cuDNN's sliding-window mask), so a query attends to
+    // mean_attended_keys of them, a non-causal problem that narrow. An unfused kernel
+    // computes the whole score matrix and masks it, as without a window.
+    AttentionShape w = a;
+    w.kv_len = std::max<int64_t>(1, std::llround(mean_attended_keys(span, c.m.sliding_window)));
+    w.causal = false;
+    const double wf = documents * c.cost.attention(w, false).value;
+    const double wb = documents * c.cost.attention(w, true).value;
+    const double wflops = documents * 2.0 * dbl(w.batch * w.heads) * dbl(w.q_len) * dbl(w.kv_len) * dbl(w.qk_dim + w.v_dim);
+    const double share = c.window_share;
+    f = (1.0 - share) * f + share * wf;
+    bw = (1.0 - share) * bw + share * wb;
+    flops = (1.0 - share) * flops + share * wflops;
+  }
   lc.fwd += f;
   lc.bwd += bw;
   lc.attn_fwd += f;
   lc.attn_bwd += bw;
-  const double flops =
-      documents * 2.0 * dbl(a.batch * a.heads) * dbl(a.q_len) * dbl(a.kv_len) * 0.5 * dbl(a.qk_dim + a.v_dim);
   lc.fwd_flops += flops;
   const bool rerun = c.rc == Recompute::full ||
                      (c.rc == Recompute::selective && (c.pytorch ? a.kernel == AttentionKernel::unfused
@@ -662,7 +682,15 @@ KindCosts cost_kinds(const Ctx& c, const LoweringOptions& lo) {
   for (int kind = 0; kind < 2; ++kind) {
     k.count[kind] = lk.count[kind];
     if (lk.first[kind] < 0) continue;
-    k.kinds[kind] = layer_cost(c, lower_layer(c.m, lk.first[kind], lo), kind == 1);
+    if (c.m.sliding_window > 0) {
+      int64_t sliding = 0;
+      for (int64_t i = 0; i < c.m.layers; ++i) sliding += c.m.is_sliding_layer(i) && (c.m.is_moe_layer(i) ? 1 : 0) == kind;
+      Ctx ck = c;
+      ck.window_share = dbl(sliding) / dbl(lk.count[kind]);
+      k.kinds[kind] = layer_cost(ck, lower_layer(c.m, lk.first[kind], lo), kind == 1);
+    } else {
+      k.kinds[kind] = layer_cost(c, lower_layer(c.m, lk.first[kind], lo), kind == 1);
+    }
     k.have[kind] = true;
   }
   Ctx head_ctx = c;

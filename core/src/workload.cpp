@@ -347,6 +347,9 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
       ops.push_back(qn);
     }
     ops.push_back(attention(m, m.head_dim, m.head_dim, m.kv_heads, o, true));
+    if (m.is_sliding_layer(layer))
+      // Within a sliding window a query attends to mean_attended_keys keys, not span/2.
+      ops.back().flops_per_token = 2.0 * d(m.heads) * d(2 * m.head_dim) * mean_attended_keys(o.attention_span, m.sliding_window);
     ops.push_back(gemm("o_proj", h, q, GemmSplit::row, o, true, Shard::tensor));
   }
   ops.push_back(dropout("attn_dropout", h, o));
