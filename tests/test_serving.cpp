@@ -1128,5 +1128,64 @@ TEST(Serving, SparseDecodeReadsFewerWeightBytes) {
   EXPECT_LT(ratio, 0.7);
 }
 
+// Sliding-window layers (Mistral 7B: a window of 4096 on every layer) read at most the
+// window's keys: a decode over a longer context costs what one over the window costs
+// unwindowed, and a prompt chunk past the window what a chunk attending to exactly the
+// window does; inside the window nothing changes.
+TEST(Serving, SlidingWindowCapsTheKeysAStepReads) {
+  Scenario s = serving_scenario("mistral-7b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  ModelSpec full = s.model;
+  full.sliding_window = 0;
+  full.sliding_layer.clear();
+  const hw::RooflineCostModel cost(s.system);
+  const IterationModel windowed(s.model, s.system, *s.inference, cost);
+  const IterationModel whole(full, s.system, *s.inference, cost);
+  IterationBatch inside;
+  inside.decodes = 4;
+  inside.decode_context = 4 * 2000;
+  inside.decode_window_context = 4 * 2000;
+  inside.context_window = 4096;
+  EXPECT_EQ(windowed.gpu_seconds(inside), whole.gpu_seconds(inside));
+  IterationBatch past = inside;
+  past.decode_context = 4 * 20000;
+  past.decode_window_context = 4 * 4096;
+  IterationBatch at_window = inside;
+  at_window.decode_context = 4 * 4096;
+  EXPECT_DOUBLE_EQ(windowed.gpu_seconds(past), whole.gpu_seconds(at_window));
+  EXPECT_LT(windowed.gpu_seconds(past), whole.gpu_seconds(past));
+  // A 2,000-token chunk after 8,000 cached tokens attends to 4,096 keys a query; unwindowed
+  // that is the chunk after 3,096 (3,096 + 2,000 / 2).
+  IterationBatch chunk;
+  chunk.prefills.push_back({2000, 8000, false});
+  IterationBatch equivalent;
+  equivalent.prefills.push_back({2000, 3096, false});
+  EXPECT_DOUBLE_EQ(windowed.gpu_seconds(chunk), whole.gpu_seconds(equivalent));
+}
+
+// Where the engine keeps only the window's keys and values in sliding-window layers (vLLM's
+// hybrid KV cache manager from 0.9), a request holds the blocks of its full-attention layers'
+// share of every token and of its sliding layers' share of the window (plus the block its
+// oldest token opens); before it, every layer held every token. gpt-oss-20b alternates,
+// window 128, blocks of 16: one 8,000 + 100-token request peaks at
+// ceil(0.5 ceil(8100/16) + 0.5 ceil(143/16)) = 258 blocks, against 507.
+TEST(Serving, SlidingWindowKvHoldsTheWindowWhereTheEngineDoes) {
+  Scenario s = serving_scenario("gpt-oss-20b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->workload.num_requests = 1;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 8000, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
+  s.inference->engine.block_size = 16;
+  const hw::RooflineCostModel cost(s.system);
+  auto peak_blocks = [&](const char* release) {
+    s.inference->profile = io::select_engine_profile("vllm", release, "/inference/engine");
+    const ServingResult r = simulate_serving(s, cost);
+    return std::llround(r.peak_kv_utilization * static_cast<double>(r.memory.num_blocks));
+  };
+  EXPECT_TRUE(io::select_engine_profile("vllm", "0.11.0", "/inference/engine").knobs.sliding_window_kv_bounded);
+  EXPECT_FALSE(io::select_engine_profile("vllm", "0.8.5", "/inference/engine").knobs.sliding_window_kv_bounded);
+  EXPECT_FALSE(io::select_engine_profile("sglang", "0.5.7", "/inference/engine").knobs.sliding_window_kv_bounded);
+  EXPECT_EQ(peak_blocks("0.11.0"), 258);
+  EXPECT_EQ(peak_blocks("0.8.5"), 507);
+}
+
 }  // namespace
 }  // namespace capsim

@@ -22,7 +22,10 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   stream_bytes_per_s_ = gigabyte_s > 0 ? 1e9 / gigabyte_s : std::numeric_limits<double>::infinity();
   engine_ = engine_defaults(p, sys.gpu, 0);
   fp8_block_ = p.fp8_block_scaling.value_or(m.fp8_weight_block > 0);
-  for (int64_t i = 0; i < m.layers; ++i) moe_layers_ += m.is_moe_layer(i) ? 1 : 0;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    moe_layers_ += m.is_moe_layer(i) ? 1 : 0;
+    if (m.is_sliding_layer(i)) ++(m.is_moe_layer(i) ? sliding_moe_ : sliding_dense_);
+  }
   // A shared expert the engine fuses into the routed kernel (EngineDefaults::
   // fused_shared_expert; one shared expert as wide as a routed one, no expert parallel) is
   // one more expert every token picks: its weights stream with the touched experts' and
@@ -112,7 +115,24 @@ double IterationModel::stream(double bytes) const {
   return cost_.memory_bound(Bytes(bytes)).value;
 }
 
-double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t tokens_all) const {
+namespace {
+
+/// Keys the queries of a prompt chunk attend to on average: the chunk's `tokens` queries
+/// follow `cached` prompt tokens and each attends causally to at most `window` keys, its own
+/// included (0: no window): the mean over positions p = cached+1 .. cached+tokens of
+/// min(p, window).
+double chunk_window_keys(int64_t cached, int64_t tokens, int64_t window) {
+  const double c = dbl(cached), t = dbl(tokens), w = dbl(window);
+  if (cached + tokens <= window) return c + (t + 1.0) / 2.0;
+  if (cached >= window) return w;
+  // Positions up to the window count themselves, the rest the whole window.
+  const double below = (w * (w + 1.0) - c * (c + 1.0)) / 2.0;
+  return (below + (c + t - w) * w) / t;
+}
+
+}  // namespace
+
+double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t tokens_all, bool sliding) const {
   // Projections of one layer (attention and norms). Under attention DP each GPU runs its
   // own 1/dp of the sequences with whole weights; the step waits for the busiest GPU.
   const ModelSpec& m = m_;
@@ -148,6 +168,10 @@ double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t 
     s.kv_heads = std::max<int64_t>(1, (m.mla ? m.heads : m.kv_heads) / tp);
     s.q_len = pf.tokens;
     s.kv_len = pf.cached + (pf.tokens + 1) / 2;  // causal: on average half the chunk
+    // Within a sliding window each query attends to at most the window (a fused kernel
+    // skips the key blocks outside it).
+    if (sliding)
+      s.kv_len = std::max<int64_t>(1, std::llround(chunk_window_keys(pf.cached, pf.tokens, m.sliding_window)));
     s.causal = false;
     s.kernel = engine_.prefill_attention_fa2 ? AttentionKernel::flash2 : AttentionKernel::fused;
     s.qk_dim = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
@@ -158,7 +182,14 @@ double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t 
   }
   t += dp_ > 1 ? std::max(largest, prefill / dbl(dp_)) : prefill;
   if (b.decodes > 0) {
-    const double context = b.decode_context / dbl(dp_);
+    // A sliding-window layer reads each decode's last `window` keys at most: the batch's
+    // capped sum where the scheduler took it at this window, else a bound from the total.
+    double cached = b.decode_context;
+    if (sliding)
+      cached = b.context_window == m.sliding_window
+                   ? b.decode_window_context
+                   : std::min(b.decode_context, dbl(b.decodes) * dbl(m.sliding_window));
+    const double context = cached / dbl(dp_);
     const double bytes = context * kv_bytes_token_layer_;
     // MLA decode attends in the compressed space: 2 x heads x (kv_lora + rope) x 2 FLOPs
     // per cached token (FlashMLA is compute-bound at large batch).
@@ -279,9 +310,16 @@ double IterationModel::gpu_seconds(const IterationBatch& b) const {
   const int64_t h = m.hidden;
   double dense_layer = 0, moe_layer = 0;
   const double attn = attention_layer_seconds(b, tokens);
-  dense_layer = attn + dense_ffn_seconds(tokens, m.intermediate);
-  if (m.moe) moe_layer = attn + experts_seconds(tokens);
+  const double ffn = dense_ffn_seconds(tokens, m.intermediate);
+  const double experts = m.moe ? experts_seconds(tokens) : 0.0;
+  dense_layer = attn + ffn;
+  if (m.moe) moe_layer = attn + experts;
   double t = dbl(m.layers - moe_layers_) * dense_layer + dbl(moe_layers_) * moe_layer;
+  if (sliding_dense_ + sliding_moe_ > 0) {
+    // Layers with a sliding window differ from the others in their attention only.
+    const double windowed = attention_layer_seconds(b, tokens, true);
+    t += dbl(sliding_dense_ + sliding_moe_) * (windowed - attn);
+  }
   // Output head (16-bit) and sampling for the sequences that emit a token.
   if (sampled > 0) {
     const double head_bytes = dbl(m.vocab) * dbl(h) / dbl(tp) * 2.0 + dbl(sampled) * dbl(m.vocab) / dbl(tp) * 4.0;

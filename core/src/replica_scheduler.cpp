@@ -10,7 +10,7 @@ ReplicaScheduler::ReplicaScheduler(const SchedulerContext& ctx, Role role)
     : ctx_(ctx), role_(role), free_blocks_(ctx.total_blocks) {}
 
 bool ReplicaScheduler::accept_transfer(Seq q) {
-  const int64_t need = ctx_.engine.reserve_to_completion ? completion_blocks(q) : ceil_div(q.prompt + q.generated + 1, ctx_.block_size);
+  const int64_t need = ctx_.engine.reserve_to_completion ? completion_blocks(q) : blocks_for(q.prompt + q.generated + 1);
   if (need > free_blocks_) return false;
   free_blocks_ -= need;
   q.blocks = need;
@@ -19,7 +19,7 @@ bool ReplicaScheduler::accept_transfer(Seq q) {
 }
 
 int64_t ReplicaScheduler::completion_blocks(const Seq& q) const {
-  return ceil_div(q.prompt + std::max<int64_t>(q.target, q.generated + 1), ctx_.block_size);
+  return blocks_for(q.prompt + std::max<int64_t>(q.target, q.generated + 1));
 }
 
 IterationBatch ReplicaScheduler::plan(double now) {
@@ -98,7 +98,7 @@ bool ReplicaScheduler::prompts_fit(int64_t budget) const {
   int64_t need_tokens = 0, need_blocks = 0;
   for (const Seq& q : waiting_) {
     if (q.queued_at > admit_cutoff_) break;
-    const int64_t b = ctx_.engine.reserve_to_completion ? completion_blocks(q) : ceil_div(q.prompt + 1, ctx_.block_size);
+    const int64_t b = ctx_.engine.reserve_to_completion ? completion_blocks(q) : blocks_for(q.prompt + 1);
     if (seqs + 1 > ctx_.engine.max_num_seqs || need_tokens + q.prompt > budget || need_blocks + b > free_blocks_) break;
     ++seqs;
     need_tokens += q.prompt;
@@ -120,6 +120,25 @@ void ReplicaScheduler::swap_in() {
   }
 }
 
+int64_t ReplicaScheduler::blocks_for(int64_t tokens) const {
+  const int64_t bs = ctx_.block_size;
+  const int64_t all = ceil_div(tokens, bs);
+  const double share = ctx_.window_layer_share;
+  if (share <= 0.0) return all;
+  // A block holds bs tokens of every layer. A layer with a sliding window keeps only the
+  // window's tokens, plus the block the window's oldest token opens (vLLM's hybrid KV cache
+  // manager frees the blocks wholly outside the window): its share of the layers holds
+  // those blocks, the rest every token's.
+  const int64_t window = ceil_div(std::min(tokens, ctx_.sliding_window + bs - 1), bs);
+  return static_cast<int64_t>(std::ceil((1.0 - share) * dbl(all) + share * dbl(window) - 1e-9));
+}
+
+void ReplicaScheduler::add_window_context(IterationBatch& batch, int64_t context) const {
+  if (ctx_.sliding_window <= 0) return;
+  batch.context_window = ctx_.sliding_window;
+  batch.decode_window_context += dbl(std::min(context, ctx_.sliding_window));
+}
+
 void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget) {
   // Decodes first; a sequence that needs a new block and finds none preempts the most
   // recently admitted one.
@@ -128,7 +147,7 @@ void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget) 
     if (q.prefilled < q.prompt) continue;
     const int64_t ctx = q.prompt + q.generated;
     const int64_t make = std::min(steps_, q.target - q.generated);
-    while (ceil_div(ctx + make, ctx_.block_size) > q.blocks) {
+    while (blocks_for(ctx + make) > q.blocks) {
       if (free_blocks_ > 0) {
         --free_blocks_;
         ++q.blocks;
@@ -143,6 +162,7 @@ void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget) 
     tokens_of_.push_back(make);
     batch.decodes += 1;
     batch.decode_context += dbl(ctx);
+    add_window_context(batch, ctx);
     budget -= 1;
   }
 }
@@ -173,12 +193,11 @@ void ReplicaScheduler::preempt_newest() {
 }
 
 void ReplicaScheduler::continue_prefills(IterationBatch& batch, int64_t& budget) {
-  const int64_t bs = ctx_.block_size;
   for (size_t k = 0; k < running_.size() && budget > 0; ++k) {
     Seq& q = running_[k];
     if (q.prefilled >= q.prompt) continue;
     const int64_t c = std::min({q.prompt - q.prefilled, budget, ctx_.rank_tokens});
-    const int64_t need = ceil_div(q.prefilled + c + (q.prefilled + c == q.prompt ? 1 : 0), bs) - q.blocks;
+    const int64_t need = blocks_for(q.prefilled + c + (q.prefilled + c == q.prompt ? 1 : 0)) - q.blocks;
     if (need > free_blocks_) continue;
     free_blocks_ -= std::max<int64_t>(0, need);
     q.blocks += std::max<int64_t>(0, need);
@@ -203,7 +222,7 @@ void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, boo
     const bool ends = q.prefilled + c == q.prompt;
     // Reserving to completion takes the blocks of the whole prompt and every output
     // token up front; otherwise the blocks of this chunk (and the first output token).
-    const int64_t need = ctx_.engine.reserve_to_completion ? completion_blocks(q) : ceil_div(q.prefilled + c + (ends ? 1 : 0), bs);
+    const int64_t need = ctx_.engine.reserve_to_completion ? completion_blocks(q) : blocks_for(q.prefilled + c + (ends ? 1 : 0));
     if (need > free_blocks_) break;
     waiting_.pop_front();
     admitted_ = true;
@@ -230,6 +249,7 @@ IterationBatch ReplicaScheduler::pass(int64_t step) const {
     const Seq& q = running_[decoding_[j]];
     batch.decodes += 1;
     batch.decode_context += dbl(q.prompt + q.generated + step);
+    add_window_context(batch, q.prompt + q.generated + step);
   }
   return batch;
 }

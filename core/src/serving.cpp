@@ -255,6 +255,10 @@ EventLoop::EventLoop(const Scenario& s, const CostModel& cost, ServingResult& ou
            .per_verify = tokens_per_verification(spec_),
            .prefix_hit_rate = w_.prefix_hit_rate,
            .block_size = bs_,
+           .sliding_window = s.model.sliding_window,
+           .window_layer_share = out.engine.sliding_window_kv_bounded && s.model.layers > 0
+                                     ? dbl(s.model.sliding_layers()) / dbl(s.model.layers)
+                                     : 0.0,
            .total_blocks = total_blocks_,
            .rank_tokens = std::max<int64_t>(1, out.engine.max_num_batched_tokens / s.inference->attention_dp_degree()),
            .kv_bytes_per_token = out.memory.kv_bytes_per_token,  // per token, per GPU
@@ -310,7 +314,7 @@ void EventLoop::run(const std::atomic<bool>* cancel) {
         // The longest request (prompt and output) is the one that cannot be placed.
         int64_t longest = 0;
         for (const RequestResult& r : out_.requests) longest = std::max(longest, r.input + r.output);
-        const int64_t need = (longest + bs_ - 1) / bs_;
+        const int64_t need = reps_.empty() ? (longest + bs_ - 1) / bs_ : reps_.front().blocks_for(longest);
         const std::string has = std::to_string(total_blocks_) + " blocks of " + std::to_string(bs_) + " tokens";
         throw ServingDoesNotFit(need > total_blocks_ ? "a request cannot be scheduled: the longest, " +
                                                            std::to_string(longest) + " tokens with its output, needs " +
@@ -392,6 +396,8 @@ double EventLoop::iteration_seconds(ReplicaScheduler& R, IterationBatch& batch, 
     IterationBatch proposal;
     proposal.decodes = batch.decodes;
     proposal.decode_context = batch.decode_context;
+    proposal.decode_window_context = batch.decode_window_context;
+    proposal.context_window = batch.context_window;
     const double one = draft_ ? draft_->seconds(proposal) : spec_.draft_cost_fraction * model_.seconds(proposal);
     dt += dbl(spec_.k) * one;
     batch.verify = spec_.k + 1;

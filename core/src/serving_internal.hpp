@@ -62,6 +62,11 @@ struct SchedulerContext {
   double per_verify;                     ///< expected tokens per verification
   double prefix_hit_rate;                ///< the workload's prefix-cache hit rate
   int64_t block_size;                    ///< tokens per KV block
+  int64_t sliding_window;                ///< the model's sliding window (0: none): caps decode reads
+  /// Shares of the layers with and without a sliding window, for the KV blocks a sequence
+  /// holds where the engine keeps only the window's tokens in the former
+  /// (EngineDefaults::sliding_window_kv_bounded; 0 when it keeps every token).
+  double window_layer_share;
   int64_t total_blocks;                  ///< KV blocks of one replica
   /// Most prompt tokens of one sequence in a step: the step budget of the attention-DP rank
   /// that holds it (the whole budget without attention DP).
@@ -92,6 +97,8 @@ class ReplicaScheduler {
   Role role() const { return role_; }
   /// Requests waiting or running on it (the least-outstanding router's measure).
   size_t outstanding() const { return waiting_.size() + running_.size(); }
+  /// KV blocks a sequence of `tokens` holds (see SchedulerContext::window_layer_share).
+  int64_t blocks_for(int64_t tokens) const;
   /// Whether any sequence waits, runs or is swapped out.
   bool has_work() const { return !running_.empty() || !waiting_.empty() || !swapped_.empty(); }
   /// Whether an iteration is in flight.
@@ -151,6 +158,9 @@ class ReplicaScheduler {
   void swap_in();
   /// Schedules the running decodes within `budget`, growing their blocks.
   void schedule_decodes(IterationBatch& batch, int64_t& budget);
+  /// Adds a decode's context, capped at the model's sliding window, to the batch.
+  void add_window_context(IterationBatch& batch, int64_t context) const;
+
   /// Preempts the most recently admitted running sequence.
   void preempt_newest();
   /// Schedules the next chunks of running prompts within `budget`.

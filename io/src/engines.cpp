@@ -509,6 +509,11 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   // The prompts' attention kernel class: Hopper-native (FlashAttention-3 and the like) or
   // FlashAttention-2 (Ampere-style code).
   optional_rule("prefill_attention", "fa3", "fa2", d.prefill_attention_fa2);
+  // What a sliding-window layer keeps of a sequence's keys and values: every token, as a
+  // full-attention layer does, or only the window's. A profile without a source for it
+  // keeps every token (the plan built in code is vLLM V1's newest release, which bounds it).
+  d.sliding_window_kv_bounded = false;
+  optional_rule("sliding_window_kv", "full", "window", d.sliding_window_kv_bounded);
   d.swap_space_bytes = swap_gib * 1024.0 * 1024.0 * 1024.0;
   if (d.gpu_memory_utilization > 1.0)
     issues.push_back({origin + "#/knobs/gpu_memory_utilization/value", std::to_string(d.gpu_memory_utilization),

@@ -139,6 +139,10 @@ struct EngineDefaults {
   /// Hopper-native one (FlashAttention-3, FlashInfer 0.2's FA3 template, TensorRT-LLM's
   /// warp-specialized fmha), priced at attention_fwd. The same on Ampere, where both are FA2.
   bool prefill_attention_fa2 = false;
+  /// Whether the KV cache of a layer with a sliding window (ModelSpec::sliding_window) holds
+  /// only the keys and values inside the window (vLLM's hybrid KV cache manager, TensorRT-LLM's
+  /// per-window pools) instead of every token's, as a full-attention layer does.
+  bool sliding_window_kv_bounded = true;
   /// While sequences decode, whether a new prefill batch waits for a queue long enough or
   /// for enough decode steps (Hugging Face TGI's router before prefill chunking,
   /// router/src/infer.rs batching_task: a batch is added only if the queue holds at least

@@ -28,6 +28,10 @@ struct IterationBatch {
   int64_t decodes = 0;           ///< sequences generating tokens
   int64_t verify = 1;            ///< positions each decode runs (k + 1 when verifying drafts)
   double decode_context = 0;     ///< sum of their context lengths (tokens already cached)
+  /// The same sum with each context capped at `context_window` tokens: what a layer with that
+  /// sliding window reads (ModelSpec::sliding_window; 0: no cap was taken).
+  double decode_window_context = 0;
+  int64_t context_window = 0;
   struct Prefill {
     int64_t tokens = 0;   ///< prompt tokens computed this iteration
     int64_t cached = 0;   ///< prompt tokens already in the KV cache (earlier chunks)
@@ -56,7 +60,7 @@ class IterationModel {
   double gemm(int64_t m, int64_t n, int64_t k) const;
   /// Seconds of one layer's attention block on `tokens` rows: projections, attention over
   /// the cache (prefill chunks and decodes), norms, the tensor-parallel all-reduces.
-  double attention_layer_seconds(const IterationBatch& b, int64_t tokens) const;
+  double attention_layer_seconds(const IterationBatch& b, int64_t tokens, bool sliding = false) const;
   /// Seconds of a dense MLP of `inner` width on `tokens` rows (split over the attention's
   /// tensor-parallel ranks; under attention DP each GPU's own share of the rows).
   double dense_ffn_seconds(int64_t tokens, int64_t inner) const;
@@ -78,6 +82,7 @@ class IterationModel {
   double stream_bytes_per_s_ = 1;  ///< the cost model's achievable HBM streaming rate
   EngineDefaults engine_;  ///< CUDA graphs and per-step host overhead
   int64_t moe_layers_ = 0;  ///< layers with routed experts
+  int64_t sliding_dense_ = 0, sliding_moe_ = 0;  ///< dense and routed-expert layers with a sliding window
   bool fused_shared_expert_ = false;  ///< the shared expert runs inside the routed kernel
   double ep_max_z_ = 0;     ///< expected_max_standard_normal(ep): the busiest rank's spread
   bool fp8_block_ = false;  ///< block-scaled FP8 (the plan's, or the checkpoint's)
