@@ -92,12 +92,19 @@ std::string model_table(const json& r) {
   while (i < layers.size()) {
     size_t k = i;
     while (k + 1 < layers.size() && layers[k + 1]["kind"] == layers[i]["kind"] &&
-           layers[k + 1]["params"] == layers[i]["params"] &&
-           layers[k + 1].value("sliding_window", 0) == layers[i].value("sliding_window", 0))
+           layers[k + 1]["params"] == layers[i]["params"])
       ++k;
+    // A run's sliding-window layers (a window leaves the parameters alone).
+    size_t windowed = 0;
+    int64_t window = 0;
+    for (size_t j = i; j <= k; ++j)
+      if (layers[j].contains("sliding_window")) {
+        ++windowed;
+        window = layers[j]["sliding_window"].get<int64_t>();
+      }
     std::string attention = layers[i]["attention"].get<std::string>();
-    if (layers[i].contains("sliding_window"))
-      attention += fmt::format(" window {}", layers[i]["sliding_window"].get<int64_t>());
+    if (windowed == k - i + 1) attention += fmt::format(", window {} ", window);
+    else if (windowed > 0) attention += fmt::format(", window {} on {} of {} ", window, windowed, k - i + 1);
     s += fmt::format("    {:>4}-{:<4} {:<5} {:<4} {:.4g} params each\n", i, k, layers[i]["kind"].get<std::string>(),
                      attention, layers[i]["params"].get<double>());
     i = k + 1;
