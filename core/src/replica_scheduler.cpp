@@ -322,8 +322,12 @@ size_t ReplicaScheduler::retire(double now, std::vector<Transfer>& handoffs) {
         ctx_.requests[q.req].finish = now;
         ++completed;
       } else {
-        // The prompt's KV moves to a decode replica, each GPU sending its shard.
-        const double bytes = dbl(q.prompt) * ctx_.kv_bytes_per_token;
+        // The prompt's KV moves to a decode replica, each GPU sending its shard (of the
+        // windowed layers, the window's where the engine caches only that).
+        double bytes = dbl(q.prompt) * ctx_.kv_bytes_per_token;
+        if (const double share = ctx_.window_layer_share; share > 0.0)
+          bytes = ((1.0 - share) * dbl(q.prompt) + share * dbl(std::min(q.prompt, ctx_.sliding_window))) *
+                  ctx_.kv_bytes_per_token;
         Seq moved = q;
         moved.blocks = 0;
         handoffs.push_back({now + ctx_.cost.p2p(Bytes(bytes), ctx_.kv_transfer_over_network).value, moved});
