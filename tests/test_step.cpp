@@ -161,6 +161,17 @@ TEST(Gemm, LargeGemmIsFlopsOverEfficientPeak) {
   }
 }
 
+/// Plain data parallelism over 8 GPUs, one sequence of `seq` tokens on each per step.
+TrainingPlan one_sequence_per_gpu(int64_t seq) {
+  TrainingPlan t;
+  t.dp = 8;
+  t.zero = 1;
+  t.micro_batch = 1;
+  t.global_batch = 8;
+  t.seq_len = seq;
+  return t;
+}
+
 // Packed sequences (TrainingPlan::document_tokens): attention runs once per document over
 // the document's own length, one kernel with the documents as its batch, and the model
 // FLOPs count each token's keys in its document only.
@@ -169,12 +180,7 @@ TEST(Packed, AttentionRunsPerDocument) {
   const ModelSpec& m = model("llama3-8b");
   const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
   const hw::RooflineCostModel cost(sys);
-  TrainingPlan t;
-  t.dp = 8;
-  t.zero = 1;
-  t.micro_batch = 1;
-  t.global_batch = 8;
-  t.seq_len = 8192;
+  TrainingPlan t = one_sequence_per_gpu(8192);
   const StepBreakdown whole = analytical_step(m, sys, t, cost);
   t.document_tokens = 8192;
   EXPECT_EQ(analytical_step(m, sys, t, cost).step_s, whole.step_s);
@@ -2605,12 +2611,7 @@ TEST(SlidingWindow, AttentionVisitsTheWindowOnly) {
   full.sliding_layer.clear();
   const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
   const hw::RooflineCostModel cost(sys);
-  TrainingPlan t;
-  t.dp = 8;
-  t.zero = 1;
-  t.micro_batch = 1;
-  t.global_batch = 8;
-  t.seq_len = 4096;
+  TrainingPlan t = one_sequence_per_gpu(4096);
   EXPECT_EQ(analytical_step(m, sys, t, cost).step_s, analytical_step(full, sys, t, cost).step_s);
   t.seq_len = 16384;
   const StepBreakdown windowed = analytical_step(m, sys, t, cost);
@@ -2652,12 +2653,7 @@ TEST(SlidingWindow, AlternatingLayersSaveInProportion) {
   const ModelSpec& all = model("mistral-7b");
   const SystemSpec sys = system_of("h100-sxm5-80gb", 8);
   const hw::RooflineCostModel cost(sys);
-  TrainingPlan t;
-  t.dp = 8;
-  t.zero = 1;
-  t.micro_batch = 1;
-  t.global_batch = 8;
-  t.seq_len = 16384;
+  TrainingPlan t = one_sequence_per_gpu(16384);
   const double whole = analytical_step(full, sys, t, cost).compute_s;
   const double saved_all = whole - analytical_step(all, sys, t, cost).compute_s;
   const double saved_half = whole - analytical_step(half, sys, t, cost).compute_s;
