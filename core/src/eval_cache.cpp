@@ -16,6 +16,7 @@ LayerKinds layer_kinds(const ModelSpec& m) {
   LayerKinds out;
   for (int64_t i = 0; i < m.layers; ++i) {
     const int k = m.is_moe_layer(i) ? 1 : 0;
+    if (m.is_sliding_layer(i)) ++out.sliding[k];
     if (out.count[k]++ == 0) {
       out.first[k] = i;
       out.params[k] = layer_params(m, i);

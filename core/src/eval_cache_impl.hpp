@@ -110,6 +110,7 @@ struct StepKey {
 struct LayerKinds {
   int64_t first[2] = {-1, -1};
   int64_t count[2] = {0, 0};
+  int64_t sliding[2] = {0, 0};  ///< of them, layers with a sliding window
   LayerParams params[2] = {};
 };
 LayerKinds layer_kinds(const ModelSpec& m);

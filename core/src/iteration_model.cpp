@@ -22,10 +22,8 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   stream_bytes_per_s_ = gigabyte_s > 0 ? 1e9 / gigabyte_s : std::numeric_limits<double>::infinity();
   engine_ = engine_defaults(p, sys.gpu, 0);
   fp8_block_ = p.fp8_block_scaling.value_or(m.fp8_weight_block > 0);
-  for (int64_t i = 0; i < m.layers; ++i) {
-    moe_layers_ += m.is_moe_layer(i) ? 1 : 0;
-    if (m.is_sliding_layer(i)) ++(m.is_moe_layer(i) ? sliding_moe_ : sliding_dense_);
-  }
+  for (int64_t i = 0; i < m.layers; ++i) moe_layers_ += m.is_moe_layer(i) ? 1 : 0;
+  sliding_layers_ = m.sliding_layers();
   // A shared expert the engine fuses into the routed kernel (EngineDefaults::
   // fused_shared_expert; one shared expert as wide as a routed one, no expert parallel) is
   // one more expert every token picks: its weights stream with the touched experts' and
@@ -310,15 +308,13 @@ double IterationModel::gpu_seconds(const IterationBatch& b) const {
   const int64_t h = m.hidden;
   double dense_layer = 0, moe_layer = 0;
   const double attn = attention_layer_seconds(b, tokens);
-  const double ffn = dense_ffn_seconds(tokens, m.intermediate);
-  const double experts = m.moe ? experts_seconds(tokens) : 0.0;
-  dense_layer = attn + ffn;
-  if (m.moe) moe_layer = attn + experts;
+  dense_layer = attn + dense_ffn_seconds(tokens, m.intermediate);
+  if (m.moe) moe_layer = attn + experts_seconds(tokens);
   double t = dbl(m.layers - moe_layers_) * dense_layer + dbl(moe_layers_) * moe_layer;
-  if (sliding_dense_ + sliding_moe_ > 0) {
+  if (sliding_layers_ > 0) {
     // Layers with a sliding window differ from the others in their attention only.
     const double windowed = attention_layer_seconds(b, tokens, true);
-    t += dbl(sliding_dense_ + sliding_moe_) * (windowed - attn);
+    t += dbl(sliding_layers_) * (windowed - attn);
   }
   // Output head (16-bit) and sampling for the sequences that emit a token.
   if (sampled > 0) {

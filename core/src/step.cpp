@@ -682,11 +682,9 @@ KindCosts cost_kinds(const Ctx& c, const LoweringOptions& lo) {
   for (int kind = 0; kind < 2; ++kind) {
     k.count[kind] = lk.count[kind];
     if (lk.first[kind] < 0) continue;
-    if (c.m.sliding_window > 0) {
-      int64_t sliding = 0;
-      for (int64_t i = 0; i < c.m.layers; ++i) sliding += c.m.is_sliding_layer(i) && (c.m.is_moe_layer(i) ? 1 : 0) == kind;
+    if (lk.sliding[kind] > 0) {
       Ctx ck = c;
-      ck.window_share = dbl(sliding) / dbl(lk.count[kind]);
+      ck.window_share = dbl(lk.sliding[kind]) / dbl(lk.count[kind]);
       k.kinds[kind] = layer_cost(ck, lower_layer(c.m, lk.first[kind], lo), kind == 1);
     } else {
       k.kinds[kind] = layer_cost(c, lower_layer(c.m, lk.first[kind], lo), kind == 1);

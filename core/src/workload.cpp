@@ -85,7 +85,7 @@ Op residual(std::string name, int64_t width, const LoweringOptions& o) {
 }
 
 Op attention(const ModelSpec& m, int64_t qk_dim, int64_t v_dim, int64_t kv_heads, const LoweringOptions& o,
-             bool fused_qkv = false) {
+             bool fused_qkv = false, int64_t window = 0) {
   Op op;
   op.name = "core_attention";
   op.kind = OpKind::attention;
@@ -94,8 +94,9 @@ Op attention(const ModelSpec& m, int64_t qk_dim, int64_t v_dim, int64_t kv_heads
   op.qk_dim = qk_dim;
   op.v_dim = v_dim;
   op.causal = true;
-  // QK^T and PV: 2 FLOPs per multiply-add, averaged over causal positions (s/2 keys).
-  op.flops_per_token = 2.0 * d(m.heads) * d(qk_dim + v_dim) * d(o.attention_span) / 2.0;
+  // QK^T and PV: 2 FLOPs per multiply-add, averaged over causal positions (s/2 keys, or
+  // mean_attended_keys within a sliding window).
+  op.flops_per_token = 2.0 * d(m.heads) * d(qk_dim + v_dim) * mean_attended_keys(o.attention_span, window);
   const double q = d(m.heads * qk_dim), k = d(kv_heads * qk_dim), v = d(kv_heads * v_dim);
   op.bytes_per_token = (q + k + v + d(m.heads * v_dim)) * o.act_bytes;
   // The q, k, v attention keeps (LoweringOptions::qkv_views): the fused projection's
@@ -346,10 +347,8 @@ std::vector<Op> lower_layer(const ModelSpec& m, int64_t layer, const LoweringOpt
       Op qn = norm("qk_norm", q + kv, o, Shard::tensor);
       ops.push_back(qn);
     }
-    ops.push_back(attention(m, m.head_dim, m.head_dim, m.kv_heads, o, true));
-    if (m.is_sliding_layer(layer))
-      // Within a sliding window a query attends to mean_attended_keys keys, not span/2.
-      ops.back().flops_per_token = 2.0 * d(m.heads) * d(2 * m.head_dim) * mean_attended_keys(o.attention_span, m.sliding_window);
+    ops.push_back(attention(m, m.head_dim, m.head_dim, m.kv_heads, o, true,
+                            m.is_sliding_layer(layer) ? m.sliding_window : 0));
     ops.push_back(gemm("o_proj", h, q, GemmSplit::row, o, true, Shard::tensor));
   }
   ops.push_back(dropout("attn_dropout", h, o));

@@ -82,7 +82,7 @@ class IterationModel {
   double stream_bytes_per_s_ = 1;  ///< the cost model's achievable HBM streaming rate
   EngineDefaults engine_;  ///< CUDA graphs and per-step host overhead
   int64_t moe_layers_ = 0;  ///< layers with routed experts
-  int64_t sliding_dense_ = 0, sliding_moe_ = 0;  ///< dense and routed-expert layers with a sliding window
+  int64_t sliding_layers_ = 0;  ///< layers with a sliding window (ModelSpec::sliding_layers)
   bool fused_shared_expert_ = false;  ///< the shared expert runs inside the routed kernel
   double ep_max_z_ = 0;     ///< expected_max_standard_normal(ep): the busiest rank's spread
   bool fp8_block_ = false;  ///< block-scaled FP8 (the plan's, or the checkpoint's)
