@@ -419,12 +419,73 @@ std::string serving_table(const json& r) {
   return s;
 }
 
+std::string serving_step_table(const json& r) {
+  const json& l = r["layout"];
+  const json& b = r["batch"];
+  std::string batch;
+  if (b["decodes"].get<int64_t>() > 0)
+    batch = fmt::format("{} decodes at {} cached tokens each", b["decodes"].get<int64_t>(), b["context_tokens"].get<int64_t>());
+  if (b["prompt_tokens"].get<int64_t>() > 0)
+    batch += fmt::format("{}a {}-token prompt chunk", batch.empty() ? "" : " and ", b["prompt_tokens"].get<int64_t>());
+  std::string s = fmt::format("scenario {}\n  step        {}\n  deployment  tp {} pp {} ep {}{}, weights {}, {} ({})\n",
+                              r["id"].get<std::string>(), batch, l["tp"].get<int64_t>(), l["pp"].get<int64_t>(),
+                              l["ep"].get<int64_t>(), l["attention_dp"].get<bool>() ? ", attention data-parallel" : "",
+                              l["weight_dtype"].get<std::string>(), r["engine"]["label"].get<std::string>(),
+                              r["engine"]["profile"].get<std::string>());
+  const double gpu = r["gpu_ms"].get<double>();
+  s += "  part                        ms    share of GPU time\n";
+  for (const auto& p : r["parts_ms"]) {
+    const double v = p["ms"].get<double>();
+    if (v <= 0) continue;
+    s += fmt::format("    {:<22} {:9.3f} {:6.1f}%\n", p["part"].get<std::string>(), v, gpu > 0 ? 100.0 * v / gpu : 0.0);
+  }
+  s += fmt::format("    {:<22} {:9.3f}\n", "GPU", gpu);
+  s += fmt::format("    {:<22} {:9.3f} ({})\n", "host (scheduling)", r["host_ms"].get<double>(),
+                   r["host_overlaps_gpu"].get<bool>() ? "behind the GPU" : "after the GPU");
+  s += fmt::format("    {:<22} {:9.3f}\n", "step", r["step_ms"].get<double>());
+  return s;
+}
+
+int run_infer_step(const InferArgs& a, const Scenario& s, const CostModel& cost) {
+  std::vector<Issue> issues;
+  if (a.max_qps) issues.push_back({"--max-qps", "set", "a single step has no arrival rate", "drop --max-qps or the --step options"});
+  if (!a.trace.empty()) issues.push_back({"--trace", a.trace, "a single step has no timeline", "drop --trace or the --step options"});
+  const int64_t decodes = std::max<int64_t>(0, a.step_decodes), context = std::max<int64_t>(0, a.step_context),
+                prompt = std::max<int64_t>(0, a.step_prompt);
+  if (decodes == 0 && prompt == 0)
+    issues.push_back({"--step-decodes", std::to_string(decodes), "a step needs sequences: decodes or a prompt chunk",
+                      "give --step-decodes N or --step-prompt TOKENS"});
+  if (a.step_context >= 0 && decodes == 0)
+    issues.push_back({"--step-context", std::to_string(context), "the cached tokens of decodes, and there are none",
+                      "give --step-decodes N"});
+  if (!issues.empty()) throw InputError(issues);
+  IterationBatch b;
+  b.decodes = decodes;
+  b.decode_context = static_cast<double>(decodes) * static_cast<double>(context);
+  if (s.model.sliding_window > 0) {
+    b.context_window = s.model.sliding_window;
+    b.decode_window_context = static_cast<double>(decodes) * static_cast<double>(std::min(context, s.model.sliding_window));
+  }
+  if (prompt > 0) b.prefills.push_back({prompt, 0, true});
+  json r;
+  try {
+    r = io::serving_step_report(s, decodes, context, prompt, serving_step(s, cost, b, a.seed));
+  } catch (const ServingDoesNotFit& e) {
+    r = io::serving_does_not_fit_report(s, e.what());
+    emit(resolve_format(a.format) == "json" ? io::dump(r) : fmt::format("does not fit: {}\n", e.what()), a.out);
+    return 0;
+  }
+  emit(resolve_format(a.format) == "json" ? io::dump(r) : serving_step_table(r), a.out);
+  return 0;
+}
+
 int run_infer(const InferArgs& a) {
   Scenario s = io::load_scenario(a.scenario, a.sets);
   if (!s.inference) throw InputError({{"/kind", "\"training\"", "capsim infer needs an inference scenario", {}}});
   const auto cal = load_calibration(a.calibration);
   const io::CostModels costs(s.system, cal ? &*cal : nullptr);
   const CostModel& cost = costs.get();
+  if (a.step_decodes >= 0 || a.step_context >= 0 || a.step_prompt >= 0) return run_infer_step(a, s, cost);
   json r;
   try {
   if (a.max_qps) {
@@ -911,6 +972,21 @@ int main(int argc, char** argv) {
       ->needs(max_qps);
   infer->add_option("--seed", infer_args.seed, "Seed for lengths and arrivals");
   infer->add_option("--trace", infer_args.trace, "Write a Chrome/Perfetto timeline of engine iterations here");
+  // A count of sequences or tokens: the message says what is expected, not a numeric range.
+  const CLI::Validator count(
+      [](std::string& v) {
+        const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+        return digits ? std::string() : "must be a whole number, 0 or more (got " + v + ")";
+      },
+      "COUNT");
+  infer->add_option("--step-decodes", infer_args.step_decodes,
+                    "Instead of a run, the time of one engine iteration by part: sequences decoding in it")
+      ->check(count);
+  infer->add_option("--step-context", infer_args.step_context, "With --step-decodes: tokens each decode has cached")
+      ->check(count);
+  infer->add_option("--step-prompt", infer_args.step_prompt,
+                    "Instead of a run, the time of one engine iteration by part: a prompt chunk of this many tokens")
+      ->check(count);
   add_format(infer, infer_args.format);
   add_out(infer, infer_args.out);
 

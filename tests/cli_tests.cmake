@@ -128,6 +128,25 @@ capsim_cli_expect(NAME cli.infer.request_does_not_fit EXIT_CODE 0
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --set system.gpu=a100-sxm4-40gb --set inference.tp=2
       --set system.num_gpus=2 --format json
   STDOUT "\"status\": \"does_not_fit\"" "no room for the KV cache: the weights take 65.71 GiB a GPU")
+# One engine iteration by part instead of a run: the table and the JSON report.
+capsim_cli_expect(NAME cli.infer.step_table EXIT_CODE 0
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-decodes 64 --step-context 2048
+      --step-prompt 512 --format table
+  STDOUT "step        64 decodes at 2048 cached tokens each and a 512-token prompt chunk" "attention_projections"
+         "tp_all_reduce" "dense_mlp" "GPU" "host (scheduling)")
+capsim_cli_expect(NAME cli.infer.step_json EXIT_CODE 0
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-prompt 4096 --format json
+  STDOUT "\"schema\": \"capsim-serving-step/1\"" "\"prompt_tokens\": 4096" "\"part\": \"routed_experts\"" "\"step_ms\"")
+# A step needs sequences; cached tokens need decodes; a run's options do not apply; all at once.
+capsim_cli_expect(NAME cli.infer.step_errors
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-context 100 --max-qps
+  STDERR "capsim: 3 problems in the input:"
+         "--max-qps: a single step has no arrival rate (got set); drop --max-qps or the --step options"
+         "--step-decodes: a step needs sequences: decodes or a prompt chunk (got 0); give --step-decodes N or --step-prompt TOKENS"
+         "--step-context: the cached tokens of decodes, and there are none (got 100); give --step-decodes N")
+capsim_cli_expect(NAME cli.infer.step_negative EXIT_CODE 2
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-decodes -3
+  STDERR "--step-decodes: must be a whole number, 0 or more (got -3)")
 # An RL iteration: per-phase seconds and the bottleneck, in the table and the JSON report.
 capsim_cli_expect(NAME cli.train.grpo_iteration EXIT_CODE 0
   CMD train ${capsim_scenarios}/grpo-llama3.1-8b-colocated.json --format table

@@ -174,6 +174,105 @@ TEST(Serving, BatchOneDecodeIsBandwidthBound) {
   }
 }
 
+// The parts of a step (capsim infer --step-*) add up to the step the simulator charges, for
+// dense, MoE (with and without expert parallel or attention DP), MLA and sliding-window
+// models, over random mixes of decodes and prompt chunks.
+TEST(Serving, StepPartsAddUpToTheStep) {
+  struct Case {
+    const char* model;
+    const char* gpu;
+    int64_t tp, ep;
+    bool dp;
+    DType dtype;
+  };
+  const Case cases[] = {{"llama3-8b", "h100-sxm5-80gb", 1, 1, false, DType::bf16},
+                        {"llama3-70b", "h100-sxm5-80gb", 4, 1, false, DType::bf16},
+                        {"mistral-7b", "a100-sxm4-80gb", 2, 1, false, DType::bf16},
+                        {"gpt-oss-20b", "h100-sxm5-80gb", 2, 2, false, DType::bf16},
+                        {"qwen3-30b-a3b", "h100-sxm5-80gb", 2, 1, false, DType::fp8},
+                        {"deepseek-v3", "h200-sxm-141gb", 8, 1, false, DType::fp8},
+                        {"deepseek-v3", "h200-sxm-141gb", 8, 8, false, DType::fp8},
+                        {"deepseek-v3", "h200-sxm-141gb", 8, 8, true, DType::fp8}};
+  std::mt19937_64 rng(7);
+  for (const Case& c : cases) {
+    Scenario s = serving_scenario(c.model, c.gpu, c.tp, ServingWorkload::Mode::offline);
+    s.inference->ep = c.ep;
+    s.inference->attention_dp = c.dp;
+    s.inference->weight_dtype = s.inference->activation_dtype = c.dtype;
+    const hw::RooflineCostModel cost(s.system);
+    const IterationModel im(s.model, s.system, *s.inference, cost);
+    for (int i = 0; i < 50; ++i) {
+      IterationBatch b;
+      b.decodes = std::uniform_int_distribution<int64_t>(0, 256)(rng);
+      const int64_t context = std::uniform_int_distribution<int64_t>(1, 16384)(rng);
+      b.decode_context = static_cast<double>(b.decodes * context);
+      if (s.model.sliding_window > 0) {
+        b.context_window = s.model.sliding_window;
+        b.decode_window_context = static_cast<double>(b.decodes * std::min(context, s.model.sliding_window));
+      }
+      if (b.decodes == 0 || i % 3 == 0)
+        b.prefills.push_back({std::uniform_int_distribution<int64_t>(1, 8192)(rng),
+                              std::uniform_int_distribution<int64_t>(0, 8192)(rng), i % 2 == 0});
+      const StepParts p = im.parts(b);
+      const double sum = p.attention_projections + p.attention_kernels + p.elementwise + p.tp_all_reduce + p.dense_mlp +
+                         p.routed_experts + p.router + p.shared_experts + p.expert_exchange + p.head + p.eager_host;
+      EXPECT_EQ(p.gpu, im.gpu_seconds(b)) << c.model;
+      EXPECT_EQ(p.seconds, im.seconds(b)) << c.model;
+      EXPECT_EQ(p.host, im.host_seconds(b)) << c.model;
+      EXPECT_NEAR(sum, p.gpu, 1e-12 * p.gpu) << c.model << " step " << i;
+      for (double part : {p.attention_projections, p.attention_kernels, p.elementwise, p.tp_all_reduce, p.dense_mlp,
+                          p.routed_experts, p.router, p.shared_experts, p.expert_exchange, p.head, p.eager_host})
+        EXPECT_GE(part, 0.0) << c.model;
+      // Dense models have no expert parts; a step without tensor parallelism no all-reduce;
+      // no sequence emits a token without a decode or a prompt's last chunk.
+      if (!s.model.moe) {
+        EXPECT_EQ(p.routed_experts + p.router + p.shared_experts + p.expert_exchange, 0.0);
+      }
+      if (c.tp == 1) {
+        EXPECT_EQ(p.tp_all_reduce, 0.0);
+      }
+      const bool emits = b.decodes > 0 || b.prefills.front().last;
+      EXPECT_EQ(p.head > 0.0, emits) << c.model;
+      // The expert exchange is attention DP's: without it the tensor-parallel all-reduce sums.
+      EXPECT_EQ(p.expert_exchange > 0.0, c.dp) << c.model;
+    }
+  }
+}
+
+// Layers run eagerly add the engine's per-layer host time as a part of their own; a graph
+// replay has none.
+TEST(Serving, StepPartsShowTheEagerHostTime) {
+  Scenario s = serving_scenario("gpt2", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  const hw::RooflineCostModel cost(s.system);
+  IterationBatch b;
+  b.decodes = 2;
+  b.decode_context = 256;
+  EXPECT_EQ(IterationModel(s.model, s.system, *s.inference, cost).parts(b).eager_host, 0.0);
+  s.inference->engine.cuda_graphs = false;
+  const IterationModel eager(s.model, s.system, *s.inference, cost);
+  EXPECT_EQ(eager.parts(b).eager_host, eager.eager_host_seconds());
+  EXPECT_NEAR(eager.parts(b).eager_host, 12 * 47e-6, 1e-12);
+}
+
+// With ep "auto" the step runs in the layout a run of the workload picks.
+TEST(Serving, ServingStepTakesTheLayoutTheRunPicks) {
+  Scenario s = serving_scenario("qwen3-30b-a3b", "h100-sxm5-80gb", 2, ServingWorkload::Mode::offline);
+  s.inference->workload.num_requests = 64;
+  s.inference->ep.reset();
+  const hw::RooflineCostModel cost(s.system);
+  IterationBatch b;
+  b.decodes = 32;
+  b.decode_context = 32.0 * 1000.0;
+  const ServingResult run = simulate_serving(s, cost);
+  const ServingStep step = serving_step(s, cost, b);
+  EXPECT_EQ(step.ep, run.ep);
+  EXPECT_EQ(step.attention_dp, run.attention_dp);
+  Scenario fixed = s;
+  fixed.inference->ep = run.ep;
+  fixed.inference->attention_dp = run.attention_dp;
+  EXPECT_EQ(step.parts.seconds, IterationModel(fixed.model, fixed.system, *fixed.inference, cost).seconds(b));
+}
+
 // A step that is not replayed as a CUDA graph adds the engine's host time per layer to
 // its GPU time: 47 us per dense layer, 975 us per layer with routed experts (DeepSeek-V3:
 // 3 dense + 58 MoE layers), or the user's measured figure for every layer.

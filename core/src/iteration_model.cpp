@@ -130,14 +130,16 @@ double chunk_window_keys(int64_t cached, int64_t tokens, int64_t window) {
 
 }  // namespace
 
-double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t tokens_all, bool sliding) const {
+IterationModel::AttentionParts IterationModel::attention_layer_parts(const IterationBatch& b, int64_t tokens_all,
+                                                                    bool sliding) const {
   // Projections of one layer (attention and norms). Under attention DP each GPU runs its
   // own 1/dp of the sequences with whole weights; the step waits for the busiest GPU.
   const ModelSpec& m = m_;
   const int64_t tp = attn_tp_;
   const int64_t h = m.hidden;
   const int64_t tokens = detail::ceil_div(tokens_all, dp_);
-  double t = 0;
+  AttentionParts parts;
+  double& t = parts.projections;
   if (m.mla) {
     const auto& a = *m.mla;
     const int64_t qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
@@ -178,7 +180,7 @@ double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t 
     prefill += c;
     largest = std::max(largest, c);
   }
-  t += dp_ > 1 ? std::max(largest, prefill / dbl(dp_)) : prefill;
+  parts.prefill_kernels = dp_ > 1 ? std::max(largest, prefill / dbl(dp_)) : prefill;
   if (b.decodes > 0) {
     // A sliding-window layer reads each decode's last `window` keys at most: the batch's
     // capped sum where the scheduler took it at this window, else a bound from the total.
@@ -199,12 +201,12 @@ double IterationModel::attention_layer_seconds(const IterationBatch& b, int64_t 
     /// Decode attention reaches 0.6 of the bf16 peak when compute-bound: FlashMLA's 660 of
     /// 989 TFLOP/s on H800 (hardware.json efficiency.attention, flashmla_readme).
     const double t_flops = flops / (sys_.gpu.peak(DType::bf16).value * 0.6);
-    t += std::max(t_mem, t_flops);
+    parts.decode_kernel = std::max(t_mem, t_flops);
   }
   // Norms, rotary, residuals: a few passes over the hidden states.
-  t += cost_.memory_bound(Bytes(dbl(tokens) * dbl(h) * 2.0 * 8.0)).value;
-  if (tp > 1) t += 2.0 * tp_all_reduce(dbl(tokens) * dbl(h) * 2.0);
-  return t;
+  parts.elementwise = cost_.memory_bound(Bytes(dbl(tokens) * dbl(h) * 2.0 * 8.0)).value;
+  if (tp > 1) parts.all_reduce = 2.0 * tp_all_reduce(dbl(tokens) * dbl(h) * 2.0);
+  return parts;
 }
 
 double IterationModel::dense_ffn_seconds(int64_t tokens_all, int64_t inner) const {
@@ -216,7 +218,7 @@ double IterationModel::dense_ffn_seconds(int64_t tokens_all, int64_t inner) cons
          cost_.memory_bound(Bytes(dbl(tokens) * dbl(inner) / dbl(tp) * 2.0 * 3.0)).value;
 }
 
-double IterationModel::experts_seconds(int64_t tokens) const {
+IterationModel::ExpertParts IterationModel::experts_parts(int64_t tokens) const {
   const ModelSpec& m = m_;
   const int64_t tp = p_.tp;
   const int64_t ep = p_.ep.value_or(1);
@@ -277,9 +279,11 @@ double IterationModel::experts_seconds(int64_t tokens) const {
                              ? w_bytes / (sys_.gpu.hbm_bandwidth().value * moe_hbm) + moe_fixed_us * 1e-6
                              : stream(w_bytes * (m.gated_mlp ? 2.0 / 3.0 : 0.5)) + stream(w_bytes * (m.gated_mlp ? 1.0 / 3.0 : 0.5));
   // The fused kernel hides part of the shorter of the two behind the longer.
-  double experts = std::max(compute, weights) + ge.moe_kernel_unhidden.value * std::min(compute, weights);
-  experts += gemm(tokens, e.num_experts, h);  // router
-  if (e.shared_experts > 0 && !fused_shared_expert_) experts += dense_ffn_seconds(tokens, e.shared_experts * e.shared_intermediate);
+  ExpertParts parts;
+  parts.grouped_gemms = std::max(compute, weights) + ge.moe_kernel_unhidden.value * std::min(compute, weights);
+  parts.router = gemm(tokens, e.num_experts, h);
+  if (e.shared_experts > 0 && !fused_shared_expert_)
+    parts.shared = dense_ffn_seconds(tokens, e.shared_experts * e.shared_intermediate);
   // Expert parallel behind tensor-parallel attention: every rank of the group already holds
   // every token, picks those routed to its own experts, and the partial outputs are summed
   // by the layer's second all-reduce (attention_layer_seconds), as vLLM's FusedMoE does
@@ -287,12 +291,13 @@ double IterationModel::experts_seconds(int64_t tokens) const {
   // no dispatch or combine moves tokens. Behind attention DP each rank holds only its own
   // tokens: they are dispatched to the experts' ranks and combined back (two all-to-alls).
   if (ep > 1 && dp_ > 1)
-    experts += 2.0 * cost_.collective(CollectiveKind::all_to_all, Bytes(dbl(tokens * e.top_k) * dbl(h) * 2.0 / dbl(ep)), ep_group_).value;
+    parts.exchange =
+        2.0 * cost_.collective(CollectiveKind::all_to_all, Bytes(dbl(tokens * e.top_k) * dbl(h) * 2.0 / dbl(ep)), ep_group_).value;
   else if (dp_ > 1)
     // Attention DP in front of tensor-parallel experts: the GPUs' tokens are gathered
     // before the experts and their outputs reduce-scattered back (about one all-reduce).
-    experts += tp_all_reduce(dbl(tokens) * dbl(h) * 2.0);
-  return experts;
+    parts.exchange = tp_all_reduce(dbl(tokens) * dbl(h) * 2.0);
+  return parts;
 }
 
 double IterationModel::gpu_seconds(const IterationBatch& b) const {
@@ -304,8 +309,6 @@ double IterationModel::gpu_seconds(const IterationBatch& b) const {
     if (pf.last) ++sampled;
   }
   if (tokens == 0) return 0.0;
-  const int64_t tp = p_.tp;
-  const int64_t h = m.hidden;
   double dense_layer = 0, moe_layer = 0;
   const double attn = attention_layer_seconds(b, tokens);
   dense_layer = attn + dense_ffn_seconds(tokens, m.intermediate);
@@ -316,18 +319,61 @@ double IterationModel::gpu_seconds(const IterationBatch& b) const {
     const double windowed = attention_layer_seconds(b, tokens, true);
     t += dbl(sliding_layers_) * (windowed - attn);
   }
+  if (sampled > 0) t += head_seconds(sampled);
+  if (!captured(b, tokens)) t += eager_host_s_;
+  return t;
+}
+
+double IterationModel::head_seconds(int64_t sampled) const {
   // Output head (16-bit) and sampling for the sequences that emit a token.
-  if (sampled > 0) {
-    const double head_bytes = dbl(m.vocab) * dbl(h) / dbl(tp) * 2.0 + dbl(sampled) * dbl(m.vocab) / dbl(tp) * 4.0;
-    t += std::max(cost_.gemm_compute(sampled, m.vocab / tp, h, DType::bf16).value, stream(head_bytes));
-  }
+  const int64_t tp = p_.tp, h = m_.hidden;
+  const double head_bytes = dbl(m_.vocab) * dbl(h) / dbl(tp) * 2.0 + dbl(sampled) * dbl(m_.vocab) / dbl(tp) * 4.0;
+  return std::max(cost_.gemm_compute(sampled, m_.vocab / tp, h, DType::bf16).value, stream(head_bytes));
+}
+
+bool IterationModel::captured(const IterationBatch& b, int64_t tokens) const {
   // A step the engine cannot replay as a CUDA graph runs every layer's host work too.
   // Without chunked prefill (vLLM V0's scheduler) only decode batches are captured: V0's
   // CUDAGraphRunner replays decodes, prompts run eagerly.
-  const bool captured = engine_.cuda_graphs && tokens <= engine_.cuda_graph_max_tokens &&
-                        ((engine_.graph_prefill_steps && engine_.chunked_prefill) || b.prefills.empty());
-  if (!captured) t += eager_host_s_;
-  return t;
+  return engine_.cuda_graphs && tokens <= engine_.cuda_graph_max_tokens &&
+         ((engine_.graph_prefill_steps && engine_.chunked_prefill) || b.prefills.empty());
+}
+
+StepParts IterationModel::parts(const IterationBatch& b) const {
+  StepParts out;
+  int64_t tokens = b.decodes * b.verify;
+  int64_t sampled = b.decodes * b.verify;
+  for (const auto& pf : b.prefills) {
+    tokens += pf.tokens;
+    if (pf.last) ++sampled;
+  }
+  out.host_overlaps_gpu = engine_.host_overlaps_gpu;
+  out.host = host_seconds(b);
+  if (tokens == 0) return out;
+  // The same layers gpu_seconds adds: every layer's attention (windowed layers' own),
+  // dense layers' MLPs, routed-expert layers' expert blocks.
+  const double layers = dbl(m_.layers), dense = dbl(m_.layers - moe_layers_), moe = dbl(moe_layers_);
+  const double sliding = dbl(sliding_layers_);
+  const AttentionParts full = attention_layer_parts(b, tokens);
+  const AttentionParts windowed = sliding_layers_ > 0 ? attention_layer_parts(b, tokens, true) : full;
+  auto attn = [&](double AttentionParts::*part) { return (layers - sliding) * full.*part + sliding * windowed.*part; };
+  out.attention_projections = attn(&AttentionParts::projections);
+  out.attention_kernels = attn(&AttentionParts::prefill_kernels) + attn(&AttentionParts::decode_kernel);
+  out.elementwise = attn(&AttentionParts::elementwise);
+  out.tp_all_reduce = attn(&AttentionParts::all_reduce);
+  out.dense_mlp = dense * dense_ffn_seconds(tokens, m_.intermediate);
+  if (m_.moe) {
+    const ExpertParts e = experts_parts(tokens);
+    out.routed_experts = moe * e.grouped_gemms;
+    out.router = moe * e.router;
+    out.shared_experts = moe * e.shared;
+    out.expert_exchange = moe * e.exchange;
+  }
+  if (sampled > 0) out.head = head_seconds(sampled);
+  if (!captured(b, tokens)) out.eager_host = eager_host_s_;
+  out.gpu = gpu_seconds(b);
+  out.seconds = seconds(b);
+  return out;
 }
 
 double IterationModel::seconds(const IterationBatch& b) const {

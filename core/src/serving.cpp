@@ -711,4 +711,22 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
   return best;
 }
 
+ServingStep serving_step(const Scenario& s, const CostModel& cost, const IterationBatch& b, uint64_t seed) {
+  if (!s.inference) throw std::logic_error("serving_step needs an inference plan");
+  Scenario resolved = s;
+  InferencePlan& p = *resolved.inference;
+  if (!p.ep && s.model.moe && p.tp > 1 && s.model.moe->num_experts % p.tp == 0) {
+    // The layout simulate_serving picks for the workload (ep "auto").
+    const ServingResult r = simulate_serving(s, cost, seed);
+    p.ep = r.ep;
+    p.attention_dp = r.attention_dp;
+  }
+  p.attention_dp = p.attention_dp.value_or(false);
+  ServingStep out;
+  out.ep = p.ep.value_or(1);
+  out.attention_dp = *p.attention_dp;
+  out.parts = IterationModel(resolved.model, resolved.system, p, cost).parts(b);
+  return out;
+}
+
 }  // namespace capsim

@@ -621,6 +621,34 @@ json serving_does_not_fit_report(const Scenario& s, const std::string& reason) {
   return r;
 }
 
+json serving_step_report(const Scenario& s, int64_t decodes, int64_t context, int64_t prompt, const ServingStep& st) {
+  const InferencePlan& p = *s.inference;
+  const StepParts& t = st.parts;
+  const double ms = 1e3;
+  json r = {{"schema", "capsim-serving-step/1"}, {"id", s.id}};
+  r["model"] = {{"name", s.model.name}, {"params_total", count_params(s.model).total}};
+  r["layout"] = {{"tp", p.tp}, {"pp", p.pp}, {"ep", st.ep}, {"attention_dp", st.attention_dp},
+                 {"weight_dtype", std::string(to_string(p.weight_dtype))},
+                 {"activation_dtype", std::string(to_string(p.activation_dtype))}};
+  r["engine"] = {{"profile", p.profile.id}, {"label", p.profile.label}, {"version", p.profile.version}};
+  r["batch"] = {{"decodes", decodes}, {"context_tokens", context}, {"prompt_tokens", prompt}};
+  // Every part, in the order a layer runs them; the GPU time is their sum.
+  r["parts_ms"] = json::array();
+  const std::pair<const char*, double> parts[] = {
+      {"attention_projections", t.attention_projections}, {"attention_kernels", t.attention_kernels},
+      {"elementwise", t.elementwise},                     {"tp_all_reduce", t.tp_all_reduce},
+      {"dense_mlp", t.dense_mlp},                         {"router", t.router},
+      {"expert_exchange", t.expert_exchange},             {"routed_experts", t.routed_experts},
+      {"shared_experts", t.shared_experts},               {"head", t.head},
+      {"eager_host", t.eager_host}};
+  for (const auto& [name, seconds] : parts) r["parts_ms"].push_back({{"part", name}, {"ms", seconds * ms}});
+  r["gpu_ms"] = t.gpu * ms;
+  r["host_ms"] = t.host * ms;
+  r["host_overlaps_gpu"] = t.host_overlaps_gpu;
+  r["step_ms"] = t.seconds * ms;
+  return r;
+}
+
 std::string dump(const json& j) { return dump_text(j, 2) + "\n"; }
 
 }  // namespace capsim::io

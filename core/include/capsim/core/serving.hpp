@@ -40,6 +40,26 @@ struct IterationBatch {
   std::vector<Prefill> prefills;
 };
 
+/// Where one iteration's time goes, seconds on the GPU that sets the step (the busiest one
+/// under attention DP), summed over every layer of the model.
+struct StepParts {
+  double attention_projections = 0;  ///< q/k/v/o GEMMs (MLA: the down and up projections)
+  double attention_kernels = 0;      ///< prompt chunks' and decodes' attention over the KV cache
+  double elementwise = 0;            ///< norms, rotary, residuals
+  double tp_all_reduce = 0;          ///< each layer's two tensor-parallel all-reduces
+  double dense_mlp = 0;              ///< the MLPs of layers without routed experts
+  double routed_experts = 0;         ///< the fused MoE kernel's grouped expert GEMMs
+  double router = 0;                 ///< the router's GEMM
+  double shared_experts = 0;         ///< shared experts run beside the routed ones
+  double expert_exchange = 0;        ///< dispatch and combine (or gather) around the experts
+  double head = 0;                   ///< output head and sampling of the sequences that emit a token
+  double eager_host = 0;             ///< host work of every layer when the step is not a CUDA graph replay
+  double gpu = 0;                    ///< the step's GPU time (IterationModel::gpu_seconds): the parts' sum
+  double host = 0;                   ///< the engine's scheduling time (IterationModel::host_seconds)
+  bool host_overlaps_gpu = false;    ///< host time runs behind the GPU (the step is the longer)
+  double seconds = 0;                ///< the step (IterationModel::seconds)
+};
+
 /// Seconds of one iteration on a replica (tp GPUs; pp stages run in sequence).
 class IterationModel {
  public:
@@ -48,6 +68,8 @@ class IterationModel {
   double seconds(const IterationBatch& b) const;
   /// GPU time of the step (with the host time of layers run eagerly, which the GPU waits for).
   double gpu_seconds(const IterationBatch& b) const;
+  /// The step's time by part; the parts sum to gpu_seconds (up to rounding).
+  StepParts parts(const IterationBatch& b) const;
   /// Bytes of weights one GPU reads per iteration at batch 1 (dense layers, all experts
   /// touched by one token, head): the decode roofline's numerator.
   double weight_bytes_per_gpu() const { return weight_bytes_; }
@@ -58,15 +80,33 @@ class IterationModel {
 
  private:
   double gemm(int64_t m, int64_t n, int64_t k) const;
-  /// Seconds of one layer's attention block on `tokens` rows: projections, attention over
-  /// the cache (prefill chunks and decodes), norms, the tensor-parallel all-reduces.
-  double attention_layer_seconds(const IterationBatch& b, int64_t tokens, bool sliding = false) const;
+  /// One layer's attention block by part (its total adds them in the order the step does).
+  struct AttentionParts {
+    double projections = 0, prefill_kernels = 0, decode_kernel = 0, elementwise = 0, all_reduce = 0;
+    double total() const { return (((projections + prefill_kernels) + decode_kernel) + elementwise) + all_reduce; }
+  };
+  /// One layer's attention block on `tokens` rows: projections, attention over the cache
+  /// (prefill chunks and decodes), norms, the tensor-parallel all-reduces.
+  AttentionParts attention_layer_parts(const IterationBatch& b, int64_t tokens, bool sliding = false) const;
+  double attention_layer_seconds(const IterationBatch& b, int64_t tokens, bool sliding = false) const {
+    return attention_layer_parts(b, tokens, sliding).total();
+  }
+  /// One routed-expert block by part (its total adds them in the order the step does).
+  struct ExpertParts {
+    double grouped_gemms = 0, router = 0, shared = 0, exchange = 0;
+    double total() const { return ((grouped_gemms + router) + shared) + exchange; }
+  };
+  ExpertParts experts_parts(int64_t tokens) const;
   /// Seconds of a dense MLP of `inner` width on `tokens` rows (split over the attention's
   /// tensor-parallel ranks; under attention DP each GPU's own share of the rows).
   double dense_ffn_seconds(int64_t tokens, int64_t inner) const;
   /// Seconds of one routed-expert block on `tokens` rows: grouped expert GEMMs, router,
   /// shared experts, the expert-parallel all-to-alls.
-  double experts_seconds(int64_t tokens) const;
+  double experts_seconds(int64_t tokens) const { return experts_parts(tokens).total(); }
+  /// Seconds of the output head and sampling for `sampled` sequences.
+  double head_seconds(int64_t sampled) const;
+  /// Whether the step runs as a CUDA graph replay (no per-layer host work).
+  bool captured(const IterationBatch& b, int64_t tokens) const;
   /// Seconds of a weight-streaming GEMM kernel moving `bytes`.
   double stream(double bytes) const;
   /// Seconds of one tensor-parallel all-reduce of `bytes` (GpuEfficiency::engine_allreduce_*).
@@ -169,6 +209,19 @@ class ServingCancelled : public std::runtime_error {
  public:
   ServingCancelled() : std::runtime_error("cancelled") {}
 };
+
+/// One engine iteration of the scenario's deployment, by part.
+struct ServingStep {
+  StepParts parts;
+  int64_t ep = 1;             ///< expert parallelism the step ran with ("auto" resolved)
+  bool attention_dp = false;  ///< attention data-parallel ("auto" resolved)
+};
+
+/// The time of the iteration `b` on one replica of the scenario's deployment, by part. Where
+/// the scenario leaves the expert layout to the simulator (ep "auto"), the layout a
+/// simulation of its workload (seed `seed`) picks is used; a workload that cannot fit throws
+/// ServingDoesNotFit as simulate_serving does.
+ServingStep serving_step(const Scenario& s, const CostModel& cost, const IterationBatch& b, uint64_t seed = kServingSeed);
 
 /// Throws ServingCancelled once `cancel` is set; a null flag never is.
 void throw_if_cancelled(const std::atomic<bool>* cancel);

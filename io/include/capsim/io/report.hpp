@@ -71,6 +71,12 @@ nlohmann::json analytical_train_report(const Scenario& s, const TrainEvaluation&
 /// reason and the serving memory that rules it out. "Does not fit" is an answer, not an error.
 nlohmann::json serving_does_not_fit_report(const Scenario& s, const std::string& reason);
 
+/// `capsim infer --step-*`: one engine iteration of the deployment (`decodes` sequences with
+/// `context` cached tokens each, and a prompt chunk of `prompt` tokens from its start), its
+/// time by part in milliseconds (schema capsim-serving-step/1).
+nlohmann::json serving_step_report(const Scenario& s, int64_t decodes, int64_t context, int64_t prompt,
+                                   const ServingStep& st);
+
 /// Serialise deterministically (sorted keys, 2-space indent, trailing newline).
 std::string dump(const nlohmann::json& j);
 
