@@ -239,6 +239,38 @@ TEST(Serving, StepPartsAddUpToTheStep) {
   }
 }
 
+// An engine that turns NCCL's NVLS off (SGLang: NCCL_NVLS_ENABLE=0) pays the ring bus
+// bandwidth for the all-reduces NCCL carries: a prompt step's large ones on 8x H100, while a
+// small decode step's take the engine's own one-shot kernel either way.
+TEST(Serving, NcclWithoutNvlsSlowsLargeAllReducesOnly) {
+  Scenario s = serving_scenario("llama3-70b", "h100-sxm5-80gb", 8, ServingWorkload::Mode::offline);
+  const hw::RooflineCostModel cost(s.system);
+  IterationBatch prompt;
+  prompt.prefills.push_back({8192, 0, true});
+  IterationBatch decode;  // 64 KiB all-reduces: the one-shot kernel beats NCCL either way
+  decode.decodes = 4;
+  decode.decode_context = 4.0 * 2048.0;
+  s.inference->profile.knobs.nccl_nvls = true;
+  const IterationModel with(s.model, s.system, *s.inference, cost);
+  s.inference->profile.knobs.nccl_nvls = false;
+  const IterationModel without(s.model, s.system, *s.inference, cost);
+  // 8192 tokens x 8192 hidden x 2 bytes: 128 MiB a call, two calls a layer.
+  const double bytes = 8192.0 * 8192.0 * 2.0;
+  Group ring{8, 8};
+  ring.nvls = false;
+  const double per_call = cost.collective(CollectiveKind::all_reduce, Bytes(bytes), ring).value -
+                          cost.collective(CollectiveKind::all_reduce, Bytes(bytes), Group{8, 8}).value;
+  EXPECT_GT(per_call, 0.0);
+  EXPECT_NEAR(without.parts(prompt).tp_all_reduce - with.parts(prompt).tp_all_reduce,
+              2.0 * static_cast<double>(s.model.layers) * per_call, 1e-9);
+  EXPECT_EQ(without.parts(decode).tp_all_reduce, with.parts(decode).tp_all_reduce);
+  // The profiles say so: SGLang off, vLLM at NCCL's default.
+  for (const char* version : {"0.3.0", "0.4.5", "0.5.7"}) {
+    EXPECT_FALSE(io::select_engine_profile("sglang", version, "/e").knobs.nccl_nvls) << version;
+  }
+  EXPECT_TRUE(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.nccl_nvls);
+}
+
 // Layers run eagerly add the engine's per-layer host time as a part of their own; a graph
 // replay has none.
 TEST(Serving, StepPartsShowTheEagerHostTime) {

@@ -404,6 +404,35 @@ TEST(Collectives, RingInsideANode) {
 // bandwidth, capped at 39 GB/s over two nodes and 20.4 GB/s over more (llMaxBws, x86
 // Intel); for all-reduce over full NVLS nodes also the NVLS tree. With one GPU per node the
 // NIC binds: busbw = nic_gbps / 8 x 1e9 x nic_efficiency.
+// An all-reduce over the full 8-GPU node runs at the NVLS bus bandwidth where the preset
+// measured it (8x H100: 479.9 GB/s) and at the ring's when the group's NCCL has
+// NVLS off (an engine that sets NCCL_NVLS_ENABLE=0); other kinds and smaller groups never
+// use it.
+TEST(Collectives, NvlsOnlyWhereTheGroupAllowsIt) {
+  for (const char* id : {"h100-sxm5-80gb"}) {
+    const SystemSpec sys = system_of(id, 8);
+    const hw::RooflineCostModel cost(sys);
+    const GpuEfficiency& e = sys.gpu.efficiency;
+    ASSERT_GT(e.allreduce_nvls_busbw_gbps.value, 0.0) << id;
+    Group on{8, 8}, off{8, 8};
+    off.nvls = false;
+    const Bytes big(16.0 * 1024 * 1024 * 1024);  // the sweeps' largest point: frac = 1
+    const double t_on = cost.collective(CollectiveKind::all_reduce, big, on).value;
+    const double t_off = cost.collective(CollectiveKind::all_reduce, big, off).value;
+    expect_rel(t_on, ring_factor(CollectiveKind::all_reduce, 8) * big.value / (e.allreduce_nvls_busbw_gbps.value * 1e9), 1e-12);
+    expect_rel(t_off, ring_factor(CollectiveKind::all_reduce, 8) * big.value / (e.allreduce_busbw_gbps.value * 1e9), 1e-12);
+    EXPECT_NEAR(t_off / t_on, e.allreduce_nvls_busbw_gbps.value / e.allreduce_busbw_gbps.value, 1e-12) << id;
+    for (CollectiveKind k : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_to_all})
+      EXPECT_EQ(cost.collective(k, big, on).value, cost.collective(k, big, off).value) << id;
+    const Group four_on{4, 4};
+    Group four_off{4, 4};
+    four_off.nvls = false;
+    EXPECT_EQ(cost.collective(CollectiveKind::all_reduce, big, four_on).value,
+              cost.collective(CollectiveKind::all_reduce, big, four_off).value)
+        << id;
+  }
+}
+
 TEST(Collectives, AcrossNodesNcclsLatencyBandwidthModel) {
   for (const char* id : {"h100-sxm5-80gb", "a100-sxm4-80gb"}) {
     for (double nic_gbps : {100.0, 200.0, 400.0}) {

@@ -49,9 +49,11 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   if (!m.mla) kv_bytes_token_layer_ /= std::min(dbl(attn_tp_), dbl(m.kv_heads));
   tp_group_.size = p.tp;
   tp_group_.per_node = std::min<int64_t>(p.tp, sys.gpus_per_node);
+  tp_group_.nvls = engine_.nccl_nvls;
   const int64_t ep = p.ep.value_or(1);
   ep_group_.size = ep;
   ep_group_.per_node = std::min<int64_t>(ep, sys.gpus_per_node);
+  ep_group_.nvls = engine_.nccl_nvls;
   // Weight bytes read by one decode token on one GPU.
   for (int64_t i = 0; i < m.layers; ++i) {
     const LayerParams lp = layer_params(m, i);

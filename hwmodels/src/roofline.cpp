@@ -156,7 +156,7 @@ double RooflineCostModel::bus_bandwidth(CollectiveKind kind, const Group& group)
       intra = e.allreduce_busbw_gbps.value;
       // NVLS where it was measured: the full 8-GPU NVSwitch node (smaller groups keep the
       // ring figure; no measurement of NVLS over them is at hand).
-      if (e.allreduce_nvls_busbw_gbps.value > 0 && group.size == 8 && group.nodes() == 1)
+      if (group.nvls && e.allreduce_nvls_busbw_gbps.value > 0 && group.size == 8 && group.nodes() == 1)
         intra = e.allreduce_nvls_busbw_gbps.value;
       break;
     case CollectiveKind::all_gather: intra = e.allgather_busbw_gbps.value; break;
@@ -211,7 +211,7 @@ Seconds RooflineCostModel::collective(CollectiveKind kind, Bytes bytes, const Gr
     const double ll = lat + bytes.value * factor / std::min(0.5 * bw, ll_cap);
     double t = std::min(simple, ll);
     const double nvls = e.allreduce_nvls_busbw_gbps.value * kGB;
-    if (kind == CollectiveKind::all_reduce && nvls > 0 && group.per_node == 8) {
+    if (kind == CollectiveKind::all_reduce && group.nvls && nvls > 0 && group.per_node == 8) {
       // Where the node's NVSwitch reduces (NVLS, measured over the full 8-GPU node), NCCL
       // also weighs the NVLS tree: at the NVLS bus bandwidth, capped by the nodes' NICs,
       // which a 2-node tree uses both ways ("Handle 2 node case of NVLSTree": interBw x 2).

@@ -461,6 +461,7 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   optional_boolean("reserve_to_completion", d.reserve_to_completion);
   optional_boolean("attention_dp", d.attention_dp);
   optional_boolean("dp_attention_divides_batched_tokens", d.dp_attention_divides_batched_tokens);
+  optional_boolean("nccl_nvls", d.nccl_nvls);
   // The MoE kernel family (data/moe_kernels.json); a profile without one runs the GPU
   // presets' fused-MoE (Triton) figures.
   d.moe_kernel = MoeKernel{"triton", {}};

@@ -20,6 +20,9 @@ std::string_view to_string(CollectiveKind k);
 struct Group {
   int64_t size = 1;
   int64_t per_node = 1;
+  /// NCCL may run all-reduces over this group with NVLink SHARP where the GPU preset measured
+  /// it (NCCL_NVLS_ENABLE left at NCCL's default); an engine that turns NVLS off clears it.
+  bool nvls = true;
   int64_t nodes() const { return (size + per_node - 1) / per_node; }
   bool operator==(const Group&) const = default;
 };

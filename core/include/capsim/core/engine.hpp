@@ -133,6 +133,9 @@ struct EngineDefaults {
   /// NCCL and its own one-shot kernel where the GPU has that measured (vLLM's custom
   /// all-reduce, which SGLang runs too; TensorRT-LLM's own kernels).
   bool tp_all_reduce_nccl_only = false;
+  /// Whether the engine's NCCL all-reduces may use NVLink SHARP (NCCL's default,
+  /// NCCL_NVLS_ENABLE=2); SGLang sets NCCL_NVLS_ENABLE=0 unless --enable-nccl-nvls.
+  bool nccl_nvls = true;
   /// Whether prompts' attention runs a FlashAttention-2-class kernel (Ampere-style mma.sync
   /// code, also on Hopper: vLLM before 0.7, FlashInfer 0.1 under SGLang and TGI, TurboMind's
   /// own kernel), priced at the GPU preset's attention_fa2 figures, instead of a
