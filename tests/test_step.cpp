@@ -405,11 +405,11 @@ TEST(Collectives, RingInsideANode) {
 // Intel); for all-reduce over full NVLS nodes also the NVLS tree. With one GPU per node the
 // NIC binds: busbw = nic_gbps / 8 x 1e9 x nic_efficiency.
 // An all-reduce over the full 8-GPU node runs at the NVLS bus bandwidth where the preset
-// measured it (8x H100: 479.9 GB/s) and at the ring's when the group's NCCL has
+// measured it (8x H100 479.9, 8x H200 480 GB/s) and at the ring's when the group's NCCL has
 // NVLS off (an engine that sets NCCL_NVLS_ENABLE=0); other kinds and smaller groups never
 // use it.
 TEST(Collectives, NvlsOnlyWhereTheGroupAllowsIt) {
-  for (const char* id : {"h100-sxm5-80gb"}) {
+  for (const char* id : {"h100-sxm5-80gb", "h200-sxm-141gb"}) {
     const SystemSpec sys = system_of(id, 8);
     const hw::RooflineCostModel cost(sys);
     const GpuEfficiency& e = sys.gpu.efficiency;

@@ -204,7 +204,7 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
        // DeepGEMM (profile knob block_fp8_gemm): its DP-attention DeepSeek-R1 runs, which the
        // case schema records as plain TP8, decode 8-11% faster than measured, while SGLang
        // 0.4.5.post3 (+17% -> +3%) and 0.5.7 (+50% -> +31%) came closer.
-       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.07}, {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.08}, {"tpot_p50_ms", 0.07},
+       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.07}, {"itl_p99_ms", 0.185}, {"tpot_mean_ms", 0.08}, {"tpot_p50_ms", 0.07},
         // TPOT P99 0.165 -> 0.14 when SGLang 0.5 fused DeepSeek's shared expert into the
         // routed-expert kernel (profile knob shared_expert).
         {"tpot_p99_ms", 0.14}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.07},
@@ -222,7 +222,12 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // P99 0.297 -> 0.301 when every request paid the front end's own time (vLLM V1 7 ms,
         // SGLang 0.5 6.6 ms, measured at concurrency 1): the DGX H200 DeepSeek-R1 runs whose
         // P99 read a few percent late read a little later.
-        {"ttft_mean_ms", 0.12}, {"ttft_p50_ms", 0.26}, {"ttft_p99_ms", 0.31}}},
+        // P99 0.31 -> 0.32 and ITL P99 0.175 -> 0.185 when the H200 preset took its NVLS
+        // all-reduce figure (480 GB/s, the same source as its size curve, which was a share
+        // of it) and SGLang's profiles their NCCL_NVLS_ENABLE=0: vLLM 0.8.4's DeepSeek-R1
+        // prompt steps on 8x H200 run 4% faster, their long-prompt TTFTs from -5..-7% to
+        // -10..-11% (the measured 8,192-token steps, 520-538 ms, now read 503 ms).
+        {"ttft_mean_ms", 0.12}, {"ttft_p50_ms", 0.26}, {"ttft_p99_ms", 0.32}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
@@ -237,8 +242,10 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // 0.075 -> 0.06 with it; inferencex870 0.32 -> 0.28 with SGLang's fused shared expert.
   // vllmspot 0.082 -> 0.085 (bound 0.09) with the front end's per-request time (its vLLM
   // 0.8.4 TTFTs, a few percent late already, read 2-3 points later).
-  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.28}, {"llmie", 0.06},  {"lmdeploy", 0.08},
-                                                       {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.09}};
+  // llmie 0.06 -> 0.08 and vllmspot 0.09 -> 0.11 with the H200's NVLS all-reduce figure:
+  // their vLLM 0.8.4 DeepSeek-R1 TTFTs read 4-5 points earlier.
+  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.28}, {"llmie", 0.08},  {"lmdeploy", 0.08},
+                                                       {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.11}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
   for (const auto& c : r["cases"]) ++cases_of[c["groups"]["source"].get<std::string>()];
