@@ -134,6 +134,10 @@ capsim_cli_expect(NAME cli.infer.step_table EXIT_CODE 0
       --step-prompt 512 --format table
   STDOUT "step        64 decodes at 2048 cached tokens each and a 512-token prompt chunk" "attention_projections"
          "tp_all_reduce" "dense_mlp" "GPU" "host (scheduling)")
+# A run reports where its engine time went.
+capsim_cli_expect(NAME cli.infer.time_by_part EXIT_CODE 0
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --format table
+  STDOUT "time by part dense_mlp" "of engine time")
 capsim_cli_expect(NAME cli.infer.step_json EXIT_CODE 0
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-prompt 4096 --format json
   STDOUT "\"schema\": \"capsim-serving-step/1\"" "\"prompt_tokens\": 4096" "\"part\": \"routed_experts\"" "\"step_ms\"")

@@ -271,6 +271,57 @@ TEST(Serving, NcclWithoutNvlsSlowsLargeAllReducesOnly) {
   EXPECT_TRUE(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.nccl_nvls);
 }
 
+// A run's time by part (the report's busy_by_part) adds up: the parts to the steps' GPU time,
+// the steps, drafts and swap waits to the iterations' time on the timeline; drafts only with
+// speculative decoding, swap waits only when KV blocks are swapped; nothing without the timeline.
+TEST(Serving, BusyByPartAddsUpToTheRun) {
+  auto check = [](const ServingResult& r, const char* what) {
+    const BusyByPart& b = r.busy;
+    const StepParts& p = b.steps;
+    const double parts = p.attention_projections + p.attention_kernels + p.elementwise + p.tp_all_reduce + p.dense_mlp +
+                         p.routed_experts + p.router + p.shared_experts + p.expert_exchange + p.head + p.eager_host;
+    EXPECT_NEAR(parts, p.gpu, 1e-9 * p.gpu) << what;
+    EXPECT_GE(p.seconds, p.gpu) << what;
+    EXPECT_NEAR(p.seconds + b.drafts_s + b.swaps_s, b.busy_s, 1e-9 * b.busy_s) << what;
+    double timeline = 0;
+    for (const auto& it : r.timeline) timeline += it.end - it.start;
+    EXPECT_NEAR(b.busy_s, timeline, 1e-9 * timeline) << what;
+    EXPECT_GT(b.busy_s, 0.0) << what;
+  };
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->workload.num_requests = 64;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult plain = simulate_serving(s, cost, 7, true);
+  check(plain, "plain");
+  EXPECT_EQ(plain.busy.drafts_s, 0.0);
+  EXPECT_EQ(plain.busy.swaps_s, 0.0);
+  EXPECT_EQ(simulate_serving(s, cost, 7, false).busy.busy_s, 0.0);
+
+  Scenario spec = s;
+  spec.inference->speculative.k = 4;
+  spec.inference->speculative.acceptance = 0.8;
+  spec.inference->speculative.draft_cost_fraction = 0.05;
+  const ServingResult drafted = simulate_serving(spec, cost, 7, true);
+  check(drafted, "speculative");
+  EXPECT_GT(drafted.busy.drafts_s, 0.0);
+
+  Scenario multi = s;
+  multi.inference->engine.scheduler_steps = 4;
+  multi.inference->engine.chunked_prefill = false;
+  check(simulate_serving(multi, cost, 7, true), "multi-step");
+
+  Scenario swap = s;
+  swap.inference->engine.gpu_memory_utilization = 0.24;
+  swap.inference->engine.swap_preemption = true;
+  swap.inference->workload.num_requests = 48;
+  swap.inference->workload.input_tokens = {LengthDist::Kind::fixed, 512, 0, 0};
+  swap.inference->workload.output_tokens = {LengthDist::Kind::fixed, 512, 0, 0};
+  const ServingResult swapped = simulate_serving(swap, cost, 7, true);
+  check(swapped, "swap");
+  EXPECT_GT(swapped.preemptions, 0);
+  EXPECT_GT(swapped.busy.swaps_s, 0.0);
+}
+
 // Layers run eagerly add the engine's per-layer host time as a part of their own; a graph
 // replay has none.
 TEST(Serving, StepPartsShowTheEagerHostTime) {

@@ -210,7 +210,8 @@ class EventLoop {
   bool start_iteration(size_t i);
   /// Seconds of the iteration `R` planned as `batch` (verifying drafts sets its `verify`);
   /// `passes` receives its forward passes.
-  double iteration_seconds(ReplicaScheduler& R, IterationBatch& batch, int64_t& passes) const;
+  /// The iteration's time; with `busy`, its parts are added there.
+  double iteration_seconds(ReplicaScheduler& R, IterationBatch& batch, int64_t& passes, BusyByPart* busy) const;
   /// Appends the iteration replica `i` starts now to the timeline.
   void record(size_t i, const IterationBatch& batch, double dt, int64_t passes);
   /// When the next iteration ends, request arrives or transfer lands; infinity when none.
@@ -380,7 +381,8 @@ bool EventLoop::start_iteration(size_t i) {
   IterationBatch batch = R.plan(t_);
   if (batch.decodes == 0 && batch.prefills.empty()) return false;
   int64_t passes = 1;
-  const double dt = iteration_seconds(R, batch, passes);
+  const double dt = iteration_seconds(R, batch, passes, record_timeline_ ? &out_.busy : nullptr);
+  if (record_timeline_) out_.busy.busy_s += dt;
   R.start(t_, t_ + dt);
   if (record_timeline_) record(i, batch, dt, passes);
   out_.iterations += passes;
@@ -388,9 +390,39 @@ bool EventLoop::start_iteration(size_t i) {
   return true;
 }
 
-double EventLoop::iteration_seconds(ReplicaScheduler& R, IterationBatch& batch, int64_t& passes) const {
+namespace {
+
+/// Adds one forward pass's parts to a run's sums; a pass after the first of a multi-step
+/// round pays no scheduling time (its GPU time is the whole of it).
+void add_parts(StepParts& sum, const StepParts& p, bool gpu_only) {
+  sum.attention_projections += p.attention_projections;
+  sum.attention_kernels += p.attention_kernels;
+  sum.elementwise += p.elementwise;
+  sum.tp_all_reduce += p.tp_all_reduce;
+  sum.dense_mlp += p.dense_mlp;
+  sum.routed_experts += p.routed_experts;
+  sum.router += p.router;
+  sum.shared_experts += p.shared_experts;
+  sum.expert_exchange += p.expert_exchange;
+  sum.head += p.head;
+  sum.eager_host += p.eager_host;
+  sum.gpu += p.gpu;
+  if (gpu_only) {
+    sum.seconds += p.gpu;
+  } else {
+    sum.host += p.host;
+    sum.seconds += p.seconds;
+  }
+  sum.host_overlaps_gpu = p.host_overlaps_gpu;
+}
+
+}  // namespace
+
+double EventLoop::iteration_seconds(ReplicaScheduler& R, IterationBatch& batch, int64_t& passes,
+                                    BusyByPart* busy) const {
   // The step waits for the blocks it swaps out and in.
   double dt = R.take_swap_seconds();
+  if (busy) busy->swaps_s += dt;
   if (spec_.k > 0 && batch.decodes > 0) {
     // Drafting proposes k tokens per decoding sequence, then the target verifies k + 1.
     IterationBatch proposal;
@@ -400,6 +432,7 @@ double EventLoop::iteration_seconds(ReplicaScheduler& R, IterationBatch& batch, 
     proposal.context_window = batch.context_window;
     const double one = draft_ ? draft_->seconds(proposal) : spec_.draft_cost_fraction * model_.seconds(proposal);
     dt += dbl(spec_.k) * one;
+    if (busy) busy->drafts_s += dbl(spec_.k) * one;
     batch.verify = spec_.k + 1;
   }
   if (R.steps() > 1) {
@@ -411,10 +444,12 @@ double EventLoop::iteration_seconds(ReplicaScheduler& R, IterationBatch& batch, 
       if (pass.decodes == 0) break;
       // The round is scheduled once: the per-step host overhead is paid once.
       dt += passes > 0 ? model_.gpu_seconds(pass) : model_.seconds(pass);
+      if (busy) add_parts(busy->steps, model_.parts(pass), passes > 0);
       ++passes;
     }
   } else {
     dt += model_.seconds(batch);
+    if (busy) add_parts(busy->steps, model_.parts(batch), false);
   }
   return dt;
 }

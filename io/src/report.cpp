@@ -355,6 +355,25 @@ json serving_report(const Scenario& s, const std::vector<ServingResult>& runs) {
   return j;
 }
 
+namespace {
+
+/// The parts of a step (or of a run's steps, summed), in the order a layer runs them:
+/// [{"part": name, key: value x scale}].
+json step_parts_array(const StepParts& t, const char* key, double scale) {
+  const std::pair<const char*, double> parts[] = {
+      {"attention_projections", t.attention_projections}, {"attention_kernels", t.attention_kernels},
+      {"elementwise", t.elementwise},                     {"tp_all_reduce", t.tp_all_reduce},
+      {"dense_mlp", t.dense_mlp},                         {"router", t.router},
+      {"expert_exchange", t.expert_exchange},             {"routed_experts", t.routed_experts},
+      {"shared_experts", t.shared_experts},               {"head", t.head},
+      {"eager_host", t.eager_host}};
+  json out = json::array();
+  for (const auto& [name, seconds] : parts) out.push_back({{"part", name}, {key, seconds * scale}});
+  return out;
+}
+
+}  // namespace
+
 json serving_report(const Scenario& s, const ServingResult& r) {
   json j;
   j["schema"] = "capsim-serving-report/1";
@@ -435,6 +454,16 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"max_cached_tokens", r.memory.max_cached_tokens},
                  {"fits", r.memory.fits}};
   if (!r.timeline.empty()) j["over_time"] = utilization_over_time(r, 20);
+  if (r.busy.busy_s > 0) {
+    // Where the engine time went over the run (every replica's iterations, summed).
+    const BusyByPart& b = r.busy;
+    j["busy_by_part"] = {{"parts_s", step_parts_array(b.steps, "s", 1.0)},
+                         {"gpu_s", b.steps.gpu},
+                         {"host_beyond_gpu_s", b.steps.seconds - b.steps.gpu},
+                         {"drafts_s", b.drafts_s},
+                         {"swaps_s", b.swaps_s},
+                         {"busy_s", b.busy_s}};
+  }
   return j;
 }
 
@@ -633,15 +662,7 @@ json serving_step_report(const Scenario& s, int64_t decodes, int64_t context, in
   r["engine"] = {{"profile", p.profile.id}, {"label", p.profile.label}, {"version", p.profile.version}};
   r["batch"] = {{"decodes", decodes}, {"context_tokens", context}, {"prompt_tokens", prompt}};
   // Every part, in the order a layer runs them; the GPU time is their sum.
-  r["parts_ms"] = json::array();
-  const std::pair<const char*, double> parts[] = {
-      {"attention_projections", t.attention_projections}, {"attention_kernels", t.attention_kernels},
-      {"elementwise", t.elementwise},                     {"tp_all_reduce", t.tp_all_reduce},
-      {"dense_mlp", t.dense_mlp},                         {"router", t.router},
-      {"expert_exchange", t.expert_exchange},             {"routed_experts", t.routed_experts},
-      {"shared_experts", t.shared_experts},               {"head", t.head},
-      {"eager_host", t.eager_host}};
-  for (const auto& [name, seconds] : parts) r["parts_ms"].push_back({{"part", name}, {"ms", seconds * ms}});
+  r["parts_ms"] = step_parts_array(t, "ms", ms);
   r["gpu_ms"] = t.gpu * ms;
   r["host_ms"] = t.host * ms;
   r["host_overlaps_gpu"] = t.host_overlaps_gpu;

@@ -158,8 +158,20 @@ struct IterationRecord {
   double kv_utilization = 0;  ///< fraction of the replica's KV blocks in use
 };
 
+/// Where a run's engine time went, summed over the iterations of every replica (with the
+/// timeline: the first run of `capsim infer`). busy_s = steps.seconds + drafts_s + swaps_s
+/// = the iterations' total time; the parts of `steps` sum to steps.gpu, and steps.seconds -
+/// steps.gpu is the scheduling time the steps waited for beyond the GPU.
+struct BusyByPart {
+  StepParts steps;      ///< the forward passes' parts, summed (host: the scheduling time charged)
+  double drafts_s = 0;  ///< speculative decoding's draft proposals
+  double swaps_s = 0;   ///< waiting for KV blocks swapped out and in
+  double busy_s = 0;    ///< every iteration's time, summed
+};
+
 struct ServingResult {
   std::vector<IterationRecord> timeline;  ///< when requested (record_timeline)
+  BusyByPart busy;                        ///< with the timeline; zero without it
   std::vector<RequestResult> requests;  ///< in arrival order
   double duration_s = 0;                ///< first arrival to last finish
   int64_t iterations = 0;
