@@ -415,18 +415,10 @@ std::string serving_table(const json& r) {
   }
   if (r.contains("busy_by_part")) {
     // Where the engine time went: every part above half a percent, largest first.
-    const json& b = r["busy_by_part"];
-    const double busy = b["busy_s"].get<double>();
-    std::vector<std::pair<double, std::string>> shares;
-    for (const auto& p : b["parts_s"]) shares.emplace_back(p["s"].get<double>(), p["part"].get<std::string>());
-    shares.emplace_back(b["host_beyond_gpu_s"].get<double>(), "host");
-    shares.emplace_back(b["drafts_s"].get<double>(), "drafts");
-    shares.emplace_back(b["swaps_s"].get<double>(), "swaps");
-    std::stable_sort(shares.begin(), shares.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
     std::string row;
-    for (const auto& [seconds, name] : shares)
-      if (busy > 0 && seconds / busy >= 0.005) row += fmt::format("{}{} {:.1f}%", row.empty() ? "" : ", ", name, 100.0 * seconds / busy);
-    s += fmt::format("  time by part {} (of {:.1f} s of engine time)\n", row, busy);
+    for (const auto& [name, share] : io::busy_shares(r["busy_by_part"]))
+      if (share >= 0.005) row += fmt::format("{}{} {:.1f}%", row.empty() ? "" : ", ", name, 100.0 * share);
+    s += fmt::format("  time by part {} (of {:.1f} s of engine time)\n", row, r["busy_by_part"]["busy_s"].get<double>());
   }
   if (r.contains("max_qps"))
     s += fmt::format("  max QPS     {:.3f} within TTFT p99 <= {} ms and TPOT p99 <= {} ms\n", r["max_qps"]["qps"].get<double>(),

@@ -96,6 +96,7 @@ ServingOutcome run_serving(const Scenario& s, uint64_t seed, const CalibrationPr
       const nlohmann::json& m = r.at("metrics");
       out.latency = latency_rows(m);
       if (!runs.empty()) out.over_time = serving_over_time(runs.front().timeline);
+      if (r.contains("busy_by_part")) out.time_shares = io::busy_shares(r["busy_by_part"]);
       out.throughput_tokens_per_s = m.value("throughput_tokens_per_s", 0.0);
       out.requests_per_s = m.value("requests_per_s", 0.0);
       out.report = io::dump(r);

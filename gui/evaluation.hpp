@@ -76,6 +76,9 @@ struct ServingOutcome {
   double throughput_tokens_per_s = 0;
   double requests_per_s = 0;
   ServingOverTime over_time;  ///< the first run's timeline (serving_over_time)
+  /// Where the first run's engine time went (the report's busy_by_part, io::busy_shares):
+  /// part, share of the busy time, largest first.
+  std::vector<std::pair<std::string, double>> time_shares;
   std::string report;  ///< io::dump of the report, as `capsim infer --format json`
 };
 

@@ -85,6 +85,11 @@ ServingView::ServingView(QWidget* parent) : QWidget(parent) {
   table_->setFixedHeight(table_->horizontalHeader()->sizeHint().height() +
                          4 * table_->verticalHeader()->defaultSectionSize() + 6);
   layout->addWidget(table_);
+  time_ = new QLabel;
+  time_->setObjectName(QStringLiteral("time_by_part"));
+  time_->setWordWrap(true);
+  time_->setToolTip(tr("The first run's engine time by part, summed over its iterations (capsim infer's busy_by_part)"));
+  layout->addWidget(time_);
 
   chart_ = new QChart;
   chart_->setTitle(tr("Percentiles (ms); E2E in the table"));
@@ -160,6 +165,7 @@ void ServingView::clear_figures() {
     for (int c = 0; c < table_->columnCount(); ++c) table_->setItem(r, c, nullptr);
   clear_chart(chart_);
   clear_over_time();
+  time_->clear();
 }
 
 void ServingView::clear_over_time() {
@@ -319,6 +325,33 @@ void ServingView::show_outcome(const ServingOutcome& outcome) {
   status_->setText(tr("%1 output tokens/s, %2 requests/s")
                        .arg(outcome.throughput_tokens_per_s, 0, 'f', 1)
                        .arg(outcome.requests_per_s, 0, 'f', 3));
+  QStringList shares;
+  for (const auto& [part, share] : outcome.time_shares)
+    if (share >= 0.005) shares << tr("%1 %2%").arg(part_label(part)).arg(100.0 * share, 0, 'f', 1);
+  time_->setText(shares.isEmpty() ? QString() : tr("Engine time: %1").arg(shares.join(QStringLiteral(", "))));
+}
+
+QString ServingView::time_by_part() const { return time_->text(); }
+
+QString ServingView::part_label(const std::string& part) {
+  static const std::pair<const char*, const char*> labels[] = {
+      {"attention_projections", QT_TR_NOOP("attention projections")},
+      {"attention_kernels", QT_TR_NOOP("attention kernels")},
+      {"elementwise", QT_TR_NOOP("norms and residuals")},
+      {"tp_all_reduce", QT_TR_NOOP("TP all-reduce")},
+      {"dense_mlp", QT_TR_NOOP("MLP")},
+      {"router", QT_TR_NOOP("router")},
+      {"expert_exchange", QT_TR_NOOP("expert exchange")},
+      {"routed_experts", QT_TR_NOOP("routed experts")},
+      {"shared_experts", QT_TR_NOOP("shared experts")},
+      {"head", QT_TR_NOOP("output head")},
+      {"eager_host", QT_TR_NOOP("eager host")},
+      {"host", QT_TR_NOOP("scheduling")},
+      {"drafts", QT_TR_NOOP("drafts")},
+      {"swaps", QT_TR_NOOP("swap waits")}};
+  for (const auto& [name, label] : labels)
+    if (part == name) return tr(label);
+  return QString::fromStdString(part);
 }
 
 ServingSla ServingView::sla() const {

@@ -39,6 +39,10 @@ class ServingView : public QWidget {
   double cell(const QString& metric, const QString& column) const;
   /// The status line.
   QString status() const;
+  /// The line under the table: where the run's engine time went; empty without a run.
+  QString time_by_part() const;
+  /// How that line names a part of the report's busy_by_part (io::busy_shares).
+  static QString part_label(const std::string& part);
   /// Whether a run is shown as in flight.
   bool running() const;
 
@@ -90,6 +94,7 @@ class ServingView : public QWidget {
   QTableWidget* table_ = nullptr;
   QChart* chart_ = nullptr;
   QLabel* status_ = nullptr;
+  QLabel* time_ = nullptr;  ///< where the run's engine time went
   QProgressBar* busy_ = nullptr;
   QPushButton* run_ = nullptr;
   QPushButton* cancel_ = nullptr;

@@ -693,6 +693,13 @@ class GuiTest : public QObject {
     QCOMPARE(w.serving_view()->cell(QStringLiteral("ttft"), QStringLiteral("p99")), m["ttft_p99_ms"].get<double>());
     QCOMPARE(w.serving_view()->cell(QStringLiteral("tpot"), QStringLiteral("p50")), m["tpot_p50_ms"].get<double>());
     QCOMPARE(w.current_report().toStdString(), io::dump(io::serving_report(s, runs)));
+    // Under the table, the first run's engine time by part, largest first, as the report has it.
+    const auto shares = io::busy_shares(io::serving_report(s, runs)["busy_by_part"]);
+    QVERIFY(!shares.empty());
+    const QString first = QStringLiteral("Engine time: %1 %2%")
+                              .arg(gui::ServingView::part_label(shares.front().first))
+                              .arg(100.0 * shares.front().second, 0, 'f', 1);
+    QVERIFY2(w.serving_view()->time_by_part().startsWith(first), qPrintable(w.serving_view()->time_by_part()));
   }
 
   /// The chart over time draws the first run's timeline (simulate_serving with the same

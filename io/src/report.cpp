@@ -1,5 +1,6 @@
 #include "capsim/io/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -648,6 +649,18 @@ json serving_does_not_fit_report(const Scenario& s, const std::string& reason) {
   r["memory"] = {{"weights_bytes", mem.weights_bytes}, {"kv_cache_bytes_per_token", mem.kv_bytes_per_token},
                  {"num_blocks", mem.num_blocks}, {"fits", mem.fits}};
   return r;
+}
+
+std::vector<std::pair<std::string, double>> busy_shares(const json& b) {
+  const double busy = b.at("busy_s").get<double>();
+  std::vector<std::pair<std::string, double>> shares;
+  auto add = [&](const std::string& name, double seconds) { shares.emplace_back(name, busy > 0 ? seconds / busy : 0.0); };
+  for (const auto& p : b.at("parts_s")) add(p.at("part").get<std::string>(), p.at("s").get<double>());
+  add("host", b.at("host_beyond_gpu_s").get<double>());
+  add("drafts", b.at("drafts_s").get<double>());
+  add("swaps", b.at("swaps_s").get<double>());
+  std::stable_sort(shares.begin(), shares.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  return shares;
 }
 
 json serving_step_report(const Scenario& s, int64_t decodes, int64_t context, int64_t prompt, const ServingStep& st) {

@@ -71,6 +71,10 @@ nlohmann::json analytical_train_report(const Scenario& s, const TrainEvaluation&
 /// reason and the serving memory that rules it out. "Does not fit" is an answer, not an error.
 nlohmann::json serving_does_not_fit_report(const Scenario& s, const std::string& reason);
 
+/// The report's busy_by_part as shares of the busy time, largest first (ties in the report's
+/// order): every part, "host" (scheduling time beyond the GPU), "drafts" and "swaps".
+std::vector<std::pair<std::string, double>> busy_shares(const nlohmann::json& busy_by_part);
+
 /// `capsim infer --step-*`: one engine iteration of the deployment (`decodes` sequences with
 /// `context` cached tokens each, and a prompt chunk of `prompt` tokens from its start), its
 /// time by part in milliseconds (schema capsim-serving-step/1).
