@@ -220,6 +220,9 @@ TEST(Serving, StepPartsAddUpToTheStep) {
       EXPECT_EQ(p.seconds, im.seconds(b)) << c.model;
       EXPECT_EQ(p.host, im.host_seconds(b)) << c.model;
       EXPECT_NEAR(sum, p.gpu, 1e-12 * p.gpu) << c.model << " step " << i;
+      double listed = 0;  // the report's list of parts names every one of them
+      for (const auto& [name, part] : kStepParts) listed += p.*part;
+      EXPECT_NEAR(listed, sum, 1e-12 * sum) << c.model;
       for (double part : {p.attention_projections, p.attention_kernels, p.elementwise, p.tp_all_reduce, p.dense_mlp,
                           p.routed_experts, p.router, p.shared_experts, p.expert_exchange, p.head, p.eager_host})
         EXPECT_GE(part, 0.0) << c.model;
@@ -278,8 +281,8 @@ TEST(Serving, BusyByPartAddsUpToTheRun) {
   auto check = [](const ServingResult& r, const char* what) {
     const BusyByPart& b = r.busy;
     const StepParts& p = b.steps;
-    const double parts = p.attention_projections + p.attention_kernels + p.elementwise + p.tp_all_reduce + p.dense_mlp +
-                         p.routed_experts + p.router + p.shared_experts + p.expert_exchange + p.head + p.eager_host;
+    double parts = 0;
+    for (const auto& [name, part] : kStepParts) parts += p.*part;
     EXPECT_NEAR(parts, p.gpu, 1e-9 * p.gpu) << what;
     EXPECT_GE(p.seconds, p.gpu) << what;
     EXPECT_NEAR(p.seconds + b.drafts_s + b.swaps_s, b.busy_s, 1e-9 * b.busy_s) << what;

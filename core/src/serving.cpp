@@ -395,17 +395,7 @@ namespace {
 /// Adds one forward pass's parts to a run's sums; a pass after the first of a multi-step
 /// round pays no scheduling time (its GPU time is the whole of it).
 void add_parts(StepParts& sum, const StepParts& p, bool gpu_only) {
-  sum.attention_projections += p.attention_projections;
-  sum.attention_kernels += p.attention_kernels;
-  sum.elementwise += p.elementwise;
-  sum.tp_all_reduce += p.tp_all_reduce;
-  sum.dense_mlp += p.dense_mlp;
-  sum.routed_experts += p.routed_experts;
-  sum.router += p.router;
-  sum.shared_experts += p.shared_experts;
-  sum.expert_exchange += p.expert_exchange;
-  sum.head += p.head;
-  sum.eager_host += p.eager_host;
+  for (const auto& [name, part] : kStepParts) sum.*part += p.*part;
   sum.gpu += p.gpu;
   if (gpu_only) {
     sum.seconds += p.gpu;

@@ -361,15 +361,8 @@ namespace {
 /// The parts of a step (or of a run's steps, summed), in the order a layer runs them:
 /// [{"part": name, key: value x scale}].
 json step_parts_array(const StepParts& t, const char* key, double scale) {
-  const std::pair<const char*, double> parts[] = {
-      {"attention_projections", t.attention_projections}, {"attention_kernels", t.attention_kernels},
-      {"elementwise", t.elementwise},                     {"tp_all_reduce", t.tp_all_reduce},
-      {"dense_mlp", t.dense_mlp},                         {"router", t.router},
-      {"expert_exchange", t.expert_exchange},             {"routed_experts", t.routed_experts},
-      {"shared_experts", t.shared_experts},               {"head", t.head},
-      {"eager_host", t.eager_host}};
   json out = json::array();
-  for (const auto& [name, seconds] : parts) out.push_back({{"part", name}, {key, seconds * scale}});
+  for (const auto& [name, part] : kStepParts) out.push_back({{"part", name}, {key, t.*part * scale}});
   return out;
 }
 

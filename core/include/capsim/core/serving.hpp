@@ -4,10 +4,12 @@
 /// scheduler (continuous batching, chunked prefill, paged KV blocks, preemption by
 /// recompute) that turns a workload into per-request latencies.
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "capsim/core/cost_model.hpp"
@@ -59,6 +61,22 @@ struct StepParts {
   bool host_overlaps_gpu = false;    ///< host time runs behind the GPU (the step is the longer)
   double seconds = 0;                ///< the step (IterationModel::seconds)
 };
+
+/// Every part of a step, in the order a layer runs them, under its report name; StepParts::gpu
+/// is their sum.
+inline constexpr std::array<std::pair<const char*, double StepParts::*>, 11> kStepParts = {{
+    {"attention_projections", &StepParts::attention_projections},
+    {"attention_kernels", &StepParts::attention_kernels},
+    {"elementwise", &StepParts::elementwise},
+    {"tp_all_reduce", &StepParts::tp_all_reduce},
+    {"dense_mlp", &StepParts::dense_mlp},
+    {"router", &StepParts::router},
+    {"expert_exchange", &StepParts::expert_exchange},
+    {"routed_experts", &StepParts::routed_experts},
+    {"shared_experts", &StepParts::shared_experts},
+    {"head", &StepParts::head},
+    {"eager_host", &StepParts::eager_host},
+}};
 
 /// Seconds of one iteration on a replica (tp GPUs; pp stages run in sequence).
 class IterationModel {
