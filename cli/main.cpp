@@ -979,11 +979,14 @@ int main(int argc, char** argv) {
       ->needs(max_qps);
   infer->add_option("--seed", infer_args.seed, "Seed for lengths and arrivals");
   infer->add_option("--trace", infer_args.trace, "Write a Chrome/Perfetto timeline of engine iterations here");
-  // A count of sequences or tokens: the message says what is expected, not a numeric range.
+  // A count of sequences or tokens, at most a billion (far beyond any engine's batch, and
+  // products of two such counts stay exact in the step's arithmetic).
   const CLI::Validator count(
       [](std::string& v) {
-        const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
-        return digits ? std::string() : "must be a whole number, 0 or more (got " + v + ")";
+        const bool digits = !v.empty() && v.size() <= 10 && v.find_first_not_of("0123456789") == std::string::npos;
+        return digits && std::stoll(v) <= 1000000000LL
+                   ? std::string()
+                   : "must be a whole number from 0 to 1000000000 (got " + v + ")";
       },
       "COUNT");
   infer->add_option("--step-decodes", infer_args.step_decodes,

@@ -150,7 +150,10 @@ capsim_cli_expect(NAME cli.infer.step_errors
          "--step-context: the cached tokens of decodes, and there are none (got 100); give --step-decodes N")
 capsim_cli_expect(NAME cli.infer.step_negative EXIT_CODE 2
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-decodes -3
-  STDERR "--step-decodes: must be a whole number, 0 or more (got -3)")
+  STDERR "--step-decodes: must be a whole number from 0 to 1000000000 (got -3)")
+capsim_cli_expect(NAME cli.infer.step_too_many EXIT_CODE 2
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-prompt 9223372036854775807
+  STDERR "--step-prompt: must be a whole number from 0 to 1000000000 (got 9223372036854775807)")
 # An RL iteration: per-phase seconds and the bottleneck, in the table and the JSON report.
 capsim_cli_expect(NAME cli.train.grpo_iteration EXIT_CODE 0
   CMD train ${capsim_scenarios}/grpo-llama3.1-8b-colocated.json --format table
