@@ -209,8 +209,8 @@ class EventLoop {
   /// Starts an iteration on replica `i` when it is idle and has work; whether it did.
   bool start_iteration(size_t i);
   /// Seconds of the iteration `R` planned as `batch` (verifying drafts sets its `verify`);
-  /// `passes` receives its forward passes.
-  /// The iteration's time; with `busy`, its parts are added there.
+  /// `passes` receives its forward passes; with `busy`, its parts, drafts and swap wait are
+  /// added there.
   double iteration_seconds(ReplicaScheduler& R, IterationBatch& batch, int64_t& passes, BusyByPart* busy) const;
   /// Appends the iteration replica `i` starts now to the timeline.
   void record(size_t i, const IterationBatch& batch, double dt, int64_t passes);
@@ -690,12 +690,22 @@ ServingResult simulate_limits_resolved(const Scenario& s, const CostModel& cost,
 
 }  // namespace
 
+namespace {
+
+/// Whether the run picks the expert layout: ep "auto" on an MoE model whose experts divide
+/// over the tensor-parallel group.
+bool ep_left_to_the_run(const Scenario& s) {
+  const InferencePlan& p = *s.inference;
+  return !p.ep && s.model.moe && p.tp > 1 && s.model.moe->num_experts % p.tp == 0;
+}
+
+}  // namespace
+
 ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
                                bool record_token_gaps, const std::atomic<bool>* cancel) {
   if (!s.inference) throw std::logic_error("simulate_serving needs an inference plan");
   const InferencePlan& p = *s.inference;
-  const bool ep_choice = !p.ep && s.model.moe && p.tp > 1 && s.model.moe->num_experts % p.tp == 0;
-  if (!ep_choice) {
+  if (!ep_left_to_the_run(s)) {
     Scenario fixed = s;
     fixed.inference->attention_dp = p.attention_dp.value_or(false);
     return simulate_limits_resolved(fixed, cost, seed, record_timeline, record_token_gaps, cancel);
@@ -740,8 +750,8 @@ ServingStep serving_step(const Scenario& s, const CostModel& cost, const Iterati
   if (!s.inference) throw std::logic_error("serving_step needs an inference plan");
   Scenario resolved = s;
   InferencePlan& p = *resolved.inference;
-  if (!p.ep && s.model.moe && p.tp > 1 && s.model.moe->num_experts % p.tp == 0) {
-    // The layout simulate_serving picks for the workload (ep "auto").
+  if (ep_left_to_the_run(s)) {
+    // The layout simulate_serving picks for the workload.
     const ServingResult r = simulate_serving(s, cost, seed);
     p.ep = r.ep;
     p.attention_dp = r.attention_dp;
