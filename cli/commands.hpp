@@ -39,8 +39,9 @@ struct InferArgs {
   double ttft_p99_ms = 500;
   double tpot_p99_ms = 50;
   uint64_t seed = 20261129;
-  /// One iteration instead of a run (--step-decodes, --step-context, --step-prompt); -1: not given.
-  int64_t step_decodes = -1, step_context = -1, step_prompt = -1;
+  /// One iteration instead of a run (--step-decodes, --step-context, --step-prompt,
+  /// --step-prompt-cached); -1: not given.
+  int64_t step_decodes = -1, step_context = -1, step_prompt = -1, step_prompt_cached = -1;
 };
 
 int run_infer(const InferArgs& a);

@@ -432,8 +432,11 @@ std::string serving_step_table(const json& r) {
   std::string batch;
   if (b["decodes"].get<int64_t>() > 0)
     batch = fmt::format("{} decodes at {} cached tokens each", b["decodes"].get<int64_t>(), b["context_tokens"].get<int64_t>());
-  if (b["prompt_tokens"].get<int64_t>() > 0)
+  if (b["prompt_tokens"].get<int64_t>() > 0) {
     batch += fmt::format("{}a {}-token prompt chunk", batch.empty() ? "" : " and ", b["prompt_tokens"].get<int64_t>());
+    if (b["prompt_cached_tokens"].get<int64_t>() > 0)
+      batch += fmt::format(" after {} cached prompt tokens", b["prompt_cached_tokens"].get<int64_t>());
+  }
   std::string s = fmt::format("scenario {}\n  step        {}\n  deployment  tp {} pp {} ep {}{}, weights {}, {} ({})\n",
                               r["id"].get<std::string>(), batch, l["tp"].get<int64_t>(), l["pp"].get<int64_t>(),
                               l["ep"].get<int64_t>(), l["attention_dp"].get<bool>() ? ", attention data-parallel" : "",
@@ -458,13 +461,16 @@ int run_infer_step(const InferArgs& a, const Scenario& s, const CostModel& cost)
   if (a.max_qps) issues.push_back({"--max-qps", "set", "a single step has no arrival rate", "drop --max-qps or the --step options"});
   if (!a.trace.empty()) issues.push_back({"--trace", a.trace, "a single step has no timeline", "drop --trace or the --step options"});
   const int64_t decodes = std::max<int64_t>(0, a.step_decodes), context = std::max<int64_t>(0, a.step_context),
-                prompt = std::max<int64_t>(0, a.step_prompt);
+                prompt = std::max<int64_t>(0, a.step_prompt), cached = std::max<int64_t>(0, a.step_prompt_cached);
   if (decodes == 0 && prompt == 0)
     issues.push_back({"--step-decodes", std::to_string(decodes), "a step needs sequences: decodes or a prompt chunk",
                       "give --step-decodes N or --step-prompt TOKENS"});
   if (a.step_context >= 0 && decodes == 0)
     issues.push_back({"--step-context", std::to_string(context), "the cached tokens of decodes, and there are none",
                       "give --step-decodes N"});
+  if (a.step_prompt_cached >= 0 && prompt == 0)
+    issues.push_back({"--step-prompt-cached", std::to_string(cached), "the tokens before a prompt chunk, and there is none",
+                      "give --step-prompt TOKENS"});
   if (!issues.empty()) throw InputError(issues);
   IterationBatch b;
   b.decodes = decodes;
@@ -473,10 +479,10 @@ int run_infer_step(const InferArgs& a, const Scenario& s, const CostModel& cost)
     b.context_window = s.model.sliding_window;
     b.decode_window_context = static_cast<double>(decodes) * static_cast<double>(std::min(context, s.model.sliding_window));
   }
-  if (prompt > 0) b.prefills.push_back({prompt, 0, true});
+  if (prompt > 0) b.prefills.push_back({prompt, cached, true});
   json r;
   try {
-    r = io::serving_step_report(s, decodes, context, prompt, serving_step(s, cost, b, a.seed));
+    r = io::serving_step_report(s, b, serving_step(s, cost, b, a.seed));
   } catch (const ServingDoesNotFit& e) {
     r = io::serving_does_not_fit_report(s, e.what());
     emit(resolve_format(a.format) == "json" ? io::dump(r) : fmt::format("does not fit: {}\n", e.what()), a.out);
@@ -492,7 +498,8 @@ int run_infer(const InferArgs& a) {
   const auto cal = load_calibration(a.calibration);
   const io::CostModels costs(s.system, cal ? &*cal : nullptr);
   const CostModel& cost = costs.get();
-  if (a.step_decodes >= 0 || a.step_context >= 0 || a.step_prompt >= 0) return run_infer_step(a, s, cost);
+  if (a.step_decodes >= 0 || a.step_context >= 0 || a.step_prompt >= 0 || a.step_prompt_cached >= 0)
+    return run_infer_step(a, s, cost);
   json r;
   try {
   if (a.max_qps) {
@@ -996,6 +1003,9 @@ int main(int argc, char** argv) {
       ->check(count);
   infer->add_option("--step-prompt", infer_args.step_prompt,
                     "Instead of a run, the time of one engine iteration by part: a prompt chunk of this many tokens")
+      ->check(count);
+  infer->add_option("--step-prompt-cached", infer_args.step_prompt_cached,
+                    "With --step-prompt: prompt tokens already cached before the chunk (a later chunk of a long prompt)")
       ->check(count);
   add_format(infer, infer_args.format);
   add_out(infer, infer_args.out);

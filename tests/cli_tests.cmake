@@ -141,6 +141,12 @@ capsim_cli_expect(NAME cli.infer.time_by_part EXIT_CODE 0
 capsim_cli_expect(NAME cli.infer.step_json EXIT_CODE 0
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-prompt 4096 --format json
   STDOUT "\"schema\": \"capsim-serving-step/1\"" "\"prompt_tokens\": 4096" "\"part\": \"routed_experts\"" "\"step_ms\"")
+capsim_cli_expect(NAME cli.infer.step_later_chunk EXIT_CODE 0
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-prompt 8192 --step-prompt-cached 24576 --format table
+  STDOUT "step        a 8192-token prompt chunk after 24576 cached prompt tokens" "attention_kernels")
+capsim_cli_expect(NAME cli.infer.step_cached_without_prompt
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-decodes 8 --step-prompt-cached 100
+  STDERR "--step-prompt-cached: the tokens before a prompt chunk, and there is none (got 100); give --step-prompt TOKENS")
 # A step needs sequences; cached tokens need decodes; a run's options do not apply; all at once.
 capsim_cli_expect(NAME cli.infer.step_errors
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-context 100 --max-qps

@@ -340,6 +340,24 @@ TEST(Serving, StepPartsShowTheEagerHostTime) {
   EXPECT_NEAR(eager.parts(b).eager_host, 12 * 47e-6, 1e-12);
 }
 
+// A later chunk of a long prompt attends to the prompt already cached: only its attention
+// kernels cost more; the projections, MLPs and all-reduces see the same tokens.
+TEST(Serving, LaterPromptChunkPaysOnlyItsLongerAttention) {
+  Scenario s = serving_scenario("llama3-70b", "h100-sxm5-80gb", 4, ServingWorkload::Mode::offline);
+  const hw::RooflineCostModel cost(s.system);
+  const IterationModel im(s.model, s.system, *s.inference, cost);
+  IterationBatch first, later;
+  first.prefills.push_back({8192, 0, true});
+  later.prefills.push_back({8192, 24576, true});
+  const StepParts a = im.parts(first), b = im.parts(later);
+  EXPECT_GT(b.attention_kernels, a.attention_kernels);
+  for (const auto& [name, part] : kStepParts)
+    if (std::string(name) != "attention_kernels") {
+      EXPECT_EQ(b.*part, a.*part) << name;
+    }
+  EXPECT_NEAR(b.gpu - a.gpu, b.attention_kernels - a.attention_kernels, 1e-12);
+}
+
 // With ep "auto" the step runs in the layout a run of the workload picks.
 TEST(Serving, ServingStepTakesTheLayoutTheRunPicks) {
   Scenario s = serving_scenario("qwen3-30b-a3b", "h100-sxm5-80gb", 2, ServingWorkload::Mode::offline);

@@ -656,7 +656,7 @@ std::vector<std::pair<std::string, double>> busy_shares(const json& b) {
   return shares;
 }
 
-json serving_step_report(const Scenario& s, int64_t decodes, int64_t context, int64_t prompt, const ServingStep& st) {
+json serving_step_report(const Scenario& s, const IterationBatch& b, const ServingStep& st) {
   const InferencePlan& p = *s.inference;
   const StepParts& t = st.parts;
   const double ms = 1e3;
@@ -666,7 +666,11 @@ json serving_step_report(const Scenario& s, int64_t decodes, int64_t context, in
                  {"weight_dtype", std::string(to_string(p.weight_dtype))},
                  {"activation_dtype", std::string(to_string(p.activation_dtype))}};
   r["engine"] = {{"profile", p.profile.id}, {"label", p.profile.label}, {"version", p.profile.version}};
-  r["batch"] = {{"decodes", decodes}, {"context_tokens", context}, {"prompt_tokens", prompt}};
+  const int64_t context = b.decodes > 0 ? std::llround(b.decode_context / static_cast<double>(b.decodes)) : 0;
+  r["batch"] = {{"decodes", b.decodes},
+                {"context_tokens", context},
+                {"prompt_tokens", b.prefills.empty() ? 0 : b.prefills.front().tokens},
+                {"prompt_cached_tokens", b.prefills.empty() ? 0 : b.prefills.front().cached}};
   // Every part, in the order a layer runs them; the GPU time is their sum.
   r["parts_ms"] = step_parts_array(t, "ms", ms);
   r["gpu_ms"] = t.gpu * ms;

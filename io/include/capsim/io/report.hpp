@@ -75,11 +75,10 @@ nlohmann::json serving_does_not_fit_report(const Scenario& s, const std::string&
 /// order): every part, "host" (scheduling time beyond the GPU), "drafts" and "swaps".
 std::vector<std::pair<std::string, double>> busy_shares(const nlohmann::json& busy_by_part);
 
-/// `capsim infer --step-*`: one engine iteration of the deployment (`decodes` sequences with
-/// `context` cached tokens each, and a prompt chunk of `prompt` tokens from its start), its
-/// time by part in milliseconds (schema capsim-serving-step/1).
-nlohmann::json serving_step_report(const Scenario& s, int64_t decodes, int64_t context, int64_t prompt,
-                                   const ServingStep& st);
+/// `capsim infer --step-*`: one engine iteration of the deployment (`b`: decodes with an equal
+/// share of its cached context each, at most one prompt chunk), its time by part in
+/// milliseconds (schema capsim-serving-step/1).
+nlohmann::json serving_step_report(const Scenario& s, const IterationBatch& b, const ServingStep& st);
 
 /// Serialise deterministically (sorted keys, 2-space indent, trailing newline).
 std::string dump(const nlohmann::json& j);
