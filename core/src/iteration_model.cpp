@@ -302,7 +302,9 @@ IterationModel::ExpertParts IterationModel::experts_parts(int64_t tokens) const 
   return parts;
 }
 
-double IterationModel::gpu_seconds(const IterationBatch& b) const {
+double IterationModel::gpu_seconds(const IterationBatch& b) const { return step_gpu_seconds(b, nullptr); }
+
+double IterationModel::step_gpu_seconds(const IterationBatch& b, StepParts* parts) const {
   const ModelSpec& m = m_;
   int64_t tokens = b.decodes * b.verify;
   int64_t sampled = b.decodes * b.verify;
@@ -311,18 +313,40 @@ double IterationModel::gpu_seconds(const IterationBatch& b) const {
     if (pf.last) ++sampled;
   }
   if (tokens == 0) return 0.0;
-  double dense_layer = 0, moe_layer = 0;
-  const double attn = attention_layer_seconds(b, tokens);
-  dense_layer = attn + dense_ffn_seconds(tokens, m.intermediate);
-  if (m.moe) moe_layer = attn + experts_seconds(tokens);
+  const AttentionParts attn_parts = attention_layer_parts(b, tokens);
+  const double attn = attn_parts.total();
+  const double ffn = dense_ffn_seconds(tokens, m.intermediate);
+  const ExpertParts experts = m.moe ? experts_parts(tokens) : ExpertParts{};
+  const double dense_layer = attn + ffn;
+  const double moe_layer = m.moe ? attn + experts.total() : 0.0;
   double t = dbl(m.layers - moe_layers_) * dense_layer + dbl(moe_layers_) * moe_layer;
+  AttentionParts windowed_parts = attn_parts;
   if (sliding_layers_ > 0) {
     // Layers with a sliding window differ from the others in their attention only.
-    const double windowed = attention_layer_seconds(b, tokens, true);
-    t += dbl(sliding_layers_) * (windowed - attn);
+    windowed_parts = attention_layer_parts(b, tokens, true);
+    t += dbl(sliding_layers_) * (windowed_parts.total() - attn);
   }
-  if (sampled > 0) t += head_seconds(sampled);
-  if (!captured(b, tokens)) t += eager_host_s_;
+  const double head = sampled > 0 ? head_seconds(sampled) : 0.0;
+  if (sampled > 0) t += head;
+  const bool eager = !captured(b, tokens);
+  if (eager) t += eager_host_s_;
+  if (parts) {
+    // The same layers by part: every layer's attention (windowed layers' own), dense
+    // layers' MLPs, routed-expert layers' expert blocks.
+    const double full = dbl(m.layers - sliding_layers_), sliding = dbl(sliding_layers_), moe = dbl(moe_layers_);
+    auto per_layer = [&](double AttentionParts::*part) { return full * attn_parts.*part + sliding * windowed_parts.*part; };
+    parts->attention_projections = per_layer(&AttentionParts::projections);
+    parts->attention_kernels = per_layer(&AttentionParts::prefill_kernels) + per_layer(&AttentionParts::decode_kernel);
+    parts->elementwise = per_layer(&AttentionParts::elementwise);
+    parts->tp_all_reduce = per_layer(&AttentionParts::all_reduce);
+    parts->dense_mlp = dbl(m.layers - moe_layers_) * ffn;
+    parts->routed_experts = moe * experts.grouped_gemms;
+    parts->router = moe * experts.router;
+    parts->shared_experts = moe * experts.shared;
+    parts->expert_exchange = moe * experts.exchange;
+    parts->head = head;
+    parts->eager_host = eager ? eager_host_s_ : 0.0;
+  }
   return t;
 }
 
@@ -343,44 +367,17 @@ bool IterationModel::captured(const IterationBatch& b, int64_t tokens) const {
 
 StepParts IterationModel::parts(const IterationBatch& b) const {
   StepParts out;
-  int64_t tokens = b.decodes * b.verify;
-  int64_t sampled = b.decodes * b.verify;
-  for (const auto& pf : b.prefills) {
-    tokens += pf.tokens;
-    if (pf.last) ++sampled;
-  }
   out.host_overlaps_gpu = engine_.host_overlaps_gpu;
   out.host = host_seconds(b);
-  if (tokens == 0) return out;
-  // The same layers gpu_seconds adds: every layer's attention (windowed layers' own),
-  // dense layers' MLPs, routed-expert layers' expert blocks.
-  const double layers = dbl(m_.layers), dense = dbl(m_.layers - moe_layers_), moe = dbl(moe_layers_);
-  const double sliding = dbl(sliding_layers_);
-  const AttentionParts full = attention_layer_parts(b, tokens);
-  const AttentionParts windowed = sliding_layers_ > 0 ? attention_layer_parts(b, tokens, true) : full;
-  auto attn = [&](double AttentionParts::*part) { return (layers - sliding) * full.*part + sliding * windowed.*part; };
-  out.attention_projections = attn(&AttentionParts::projections);
-  out.attention_kernels = attn(&AttentionParts::prefill_kernels) + attn(&AttentionParts::decode_kernel);
-  out.elementwise = attn(&AttentionParts::elementwise);
-  out.tp_all_reduce = attn(&AttentionParts::all_reduce);
-  out.dense_mlp = dense * dense_ffn_seconds(tokens, m_.intermediate);
-  if (m_.moe) {
-    const ExpertParts e = experts_parts(tokens);
-    out.routed_experts = moe * e.grouped_gemms;
-    out.router = moe * e.router;
-    out.shared_experts = moe * e.shared;
-    out.expert_exchange = moe * e.exchange;
-  }
-  if (sampled > 0) out.head = head_seconds(sampled);
-  if (!captured(b, tokens)) out.eager_host = eager_host_s_;
-  out.gpu = gpu_seconds(b);
-  out.seconds = seconds(b);
+  out.gpu = step_gpu_seconds(b, &out);
+  out.seconds = step_seconds(out.gpu, out.host);
   return out;
 }
 
-double IterationModel::seconds(const IterationBatch& b) const {
+double IterationModel::seconds(const IterationBatch& b) const { return step_seconds(gpu_seconds(b), host_seconds(b)); }
+
+double IterationModel::step_seconds(double gpu, double host) const {
   // The engine's host work for the step: after the GPU, or behind it when it overlaps.
-  const double gpu = gpu_seconds(b), host = host_seconds(b);
   if (gpu == 0.0) return 0.0;
   return engine_.host_overlaps_gpu ? std::max(gpu, host) : gpu + host;
 }

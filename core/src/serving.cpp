@@ -433,13 +433,15 @@ double EventLoop::iteration_seconds(ReplicaScheduler& R, IterationBatch& batch, 
       const IterationBatch pass = R.pass(step);
       if (pass.decodes == 0) break;
       // The round is scheduled once: the per-step host overhead is paid once.
-      dt += passes > 0 ? model_.gpu_seconds(pass) : model_.seconds(pass);
-      if (busy) add_parts(busy->steps, model_.parts(pass), passes > 0);
+      const StepParts p = model_.parts(pass);
+      dt += passes > 0 ? p.gpu : p.seconds;
+      if (busy) add_parts(busy->steps, p, passes > 0);
       ++passes;
     }
   } else {
-    dt += model_.seconds(batch);
-    if (busy) add_parts(busy->steps, model_.parts(batch), false);
+    const StepParts p = model_.parts(batch);
+    dt += p.seconds;
+    if (busy) add_parts(busy->steps, p, false);
   }
   return dt;
 }

@@ -123,6 +123,10 @@ class IterationModel {
   double experts_seconds(int64_t tokens) const { return experts_parts(tokens).total(); }
   /// Seconds of the output head and sampling for `sampled` sequences.
   double head_seconds(int64_t sampled) const;
+  /// The step's GPU time (gpu_seconds); with `parts`, its parts are written there too.
+  double step_gpu_seconds(const IterationBatch& b, StepParts* parts) const;
+  /// The step from its GPU and host times: their sum, or the larger when the host overlaps.
+  double step_seconds(double gpu, double host) const;
   /// Whether the step runs as a CUDA graph replay (no per-layer host work).
   bool captured(const IterationBatch& b, int64_t tokens) const;
   /// Seconds of a weight-streaming GEMM kernel moving `bytes`.
