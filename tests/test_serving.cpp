@@ -1117,8 +1117,8 @@ TEST(Serving, PercentilesEqualTheSortedInterpolation) {
 namespace capsim {
 namespace {
 
-Scenario single_request(int64_t input, int64_t output) {
-  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+Scenario single_request(int64_t input, int64_t output, const std::string& model = "llama3-8b") {
+  Scenario s = serving_scenario(model, "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
   s.inference->workload.num_requests = 1;
   s.inference->workload.input_tokens = {LengthDist::Kind::fixed, static_cast<double>(input), 0, 0};
   s.inference->workload.output_tokens = {LengthDist::Kind::fixed, static_cast<double>(output), 0, 0};
@@ -1372,10 +1372,7 @@ TEST(Serving, SlidingWindowCapsTheKeysAStepReads) {
 // window 128, blocks of 16: one 8,000 + 100-token request peaks at
 // ceil(0.5 ceil(8100/16) + 0.5 ceil(143/16)) = 258 blocks, against 507.
 TEST(Serving, SlidingWindowKvHoldsTheWindowWhereTheEngineDoes) {
-  Scenario s = serving_scenario("gpt-oss-20b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
-  s.inference->workload.num_requests = 1;
-  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 8000, 0, 0};
-  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
+  Scenario s = single_request(8000, 100, "gpt-oss-20b");
   s.inference->engine.block_size = 16;
   const hw::RooflineCostModel cost(s.system);
   auto peak_blocks = [&](const char* release) {
