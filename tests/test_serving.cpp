@@ -471,6 +471,34 @@ TEST(Serving, AutoBatchLimitsAreTrtllmBenchs) {
   EXPECT_EQ(r.engine.max_num_batched_tokens, std::max<int64_t>(8192, 2048));
 }
 
+// One step of such a deployment is priced under the limits its run uses: trtllm-bench
+// captures graphs up to its batch cap (640 at 1000/1000 above), so 600 decodes replay a
+// graph where the library's own 128 would run them eagerly.
+TEST(Serving, ServingStepRunsUnderTheLaunchersBatchLimits) {
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->profile = io::select_engine_profile("trtllm", "1.0", "/inference/engine");
+  s.inference->weight_dtype = s.inference->activation_dtype = DType::fp8;
+  s.inference->kv_dtype.reset();
+  s.inference->engine.max_num_seqs_auto = true;
+  s.inference->workload.num_requests = 50;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 1000, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 1000, 0, 0};
+  const hw::RooflineCostModel cost(s.system);
+  IterationBatch b;
+  b.decodes = 600;
+  b.decode_context = 600.0 * 1500.0;
+  const ServingStep step = serving_step(s, cost, b);
+  EXPECT_EQ(step.parts.eager_host, 0.0);
+  Scenario sized = s;
+  sized.inference->attention_dp = false;
+  sized.inference->engine.max_num_seqs = 640;
+  sized.inference->engine.max_num_batched_tokens = 2048;
+  EXPECT_EQ(step.parts.seconds, IterationModel(sized.model, sized.system, *sized.inference, cost).seconds(b));
+  // A cap the scenario gives bounds the graphs instead: 600 decodes above 256 run eagerly.
+  s.inference->engine.max_num_seqs = 256;
+  EXPECT_GT(serving_step(s, cost, b).parts.eager_host, 0.0);
+}
+
 // Under attention DP each rank's executor runs trtllm-bench's limits. Qwen3-30B-A3B FP8
 // (30,532,122,624 parameters; 2 x 48 layers x max(2, 4) KV heads x 128 x 1 B = 49,152 B a
 // token) on two H100s at 1000/1000: (2 x 85,520,809,984 - 30,532,122,624) x 0.9 B of KV room

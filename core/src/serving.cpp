@@ -660,34 +660,49 @@ std::optional<int64_t> tgi_launcher_prefill_budget(const Scenario& s, const Engi
   return static_cast<int64_t>(value);
 }
 
-/// The run with the batch limits resolved: as given; the engine's defaults; or, for
-/// max_num_seqs "auto" on an engine whose launcher sizes them for the workload
-/// (EngineDefaults::batch_limits_from_trtllm_bench), the launcher's; or, for an absent
-/// max_num_batched_tokens on an engine whose launcher sizes the prefill budget
-/// (EngineDefaults::prefill_budget_from_tgi_launcher), that.
-ServingResult simulate_limits_resolved(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
-                                       bool record_token_gaps, const std::atomic<bool>* cancel) {
+/// The scenario with the batch limits its engine's launcher sizes: as given; the engine's
+/// defaults; or, for max_num_seqs "auto" on an engine whose launcher sizes them for the
+/// workload (EngineDefaults::batch_limits_from_trtllm_bench), the launcher's; or, for an
+/// absent max_num_batched_tokens on an engine whose launcher sizes the prefill budget
+/// (EngineDefaults::prefill_budget_from_tgi_launcher), that. `launcher_budget` is the step
+/// budget the launcher set, 0 where the scenario or the engine's default set it.
+struct LauncherSized {
+  Scenario s;
+  int64_t launcher_budget = 0;
+};
+LauncherSized launcher_sized(const Scenario& s, uint64_t seed) {
   const InferencePlan& p = *s.inference;
-  // The run with the launcher's step budget, unless the scenario gives one.
-  auto run_with_budget = [&](Scenario sized, int64_t budget) {
-    if (p.engine.max_num_batched_tokens) return simulate_once(sized, cost, seed, record_timeline, record_token_gaps, cancel);
-    sized.inference->engine.max_num_batched_tokens = budget;
-    ServingResult r = simulate_once(sized, cost, seed, record_timeline, record_token_gaps, cancel);
-    r.launcher_max_num_batched_tokens = budget;
-    return r;
+  LauncherSized out{s, 0};
+  // The launcher's step budget, unless the scenario gives one.
+  auto set_budget = [&](int64_t budget) {
+    if (p.engine.max_num_batched_tokens) return;
+    out.s.inference->engine.max_num_batched_tokens = budget;
+    out.launcher_budget = budget;
   };
-  if (!p.engine.max_num_batched_tokens && p.profile.knobs.prefill_budget_from_tgi_launcher)
-    if (const std::optional<int64_t> budget = tgi_launcher_prefill_budget(s, engine_defaults(p, s.system.gpu, 0)))
-      return run_with_budget(s, *budget);
+  if (!p.engine.max_num_batched_tokens && p.profile.knobs.prefill_budget_from_tgi_launcher) {
+    if (const std::optional<int64_t> budget = tgi_launcher_prefill_budget(s, engine_defaults(p, s.system.gpu, 0))) {
+      set_budget(*budget);
+      return out;
+    }
+  }
   if (!p.engine.max_num_seqs_auto || p.engine.max_num_seqs || !p.profile.knobs.batch_limits_from_trtllm_bench)
-    return simulate_once(s, cost, seed, record_timeline, record_token_gaps, cancel);
+    return out;
   const DrawnWorkload drawn = detail::generate_requests(p.workload, seed);
   const EngineDefaults d = engine_defaults(p, s.system.gpu, drawn.longest);
   const std::optional<BatchLimits> limits = trtllm_bench_batch_limits(s, d, drawn.requests);
-  if (!limits) return simulate_once(s, cost, seed, record_timeline, record_token_gaps, cancel);
-  Scenario sized = s;
-  sized.inference->engine.max_num_seqs = limits->max_num_seqs;
-  return run_with_budget(std::move(sized), limits->max_num_batched_tokens);
+  if (!limits) return out;
+  out.s.inference->engine.max_num_seqs = limits->max_num_seqs;
+  set_budget(limits->max_num_batched_tokens);
+  return out;
+}
+
+/// The run with the batch limits the engine's launcher sizes (launcher_sized).
+ServingResult simulate_limits_resolved(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
+                                       bool record_token_gaps, const std::atomic<bool>* cancel) {
+  const LauncherSized sized = launcher_sized(s, seed);
+  ServingResult r = simulate_once(sized.s, cost, seed, record_timeline, record_token_gaps, cancel);
+  r.launcher_max_num_batched_tokens = sized.launcher_budget;
+  return r;
 }
 
 }  // namespace
@@ -759,10 +774,13 @@ ServingStep serving_step(const Scenario& s, const CostModel& cost, const Iterati
     p.attention_dp = r.attention_dp;
   }
   p.attention_dp = p.attention_dp.value_or(false);
+  // The batch limits the run works under: a launcher's sizing caps the CUDA graphs too.
+  resolved = launcher_sized(resolved, seed).s;
+  const InferencePlan& sized = *resolved.inference;
   ServingStep out;
-  out.ep = p.ep.value_or(1);
-  out.attention_dp = *p.attention_dp;
-  out.parts = IterationModel(resolved.model, resolved.system, p, cost).parts(b);
+  out.ep = sized.ep.value_or(1);
+  out.attention_dp = *sized.attention_dp;
+  out.parts = IterationModel(resolved.model, resolved.system, sized, cost).parts(b);
   return out;
 }
 
