@@ -75,6 +75,42 @@ TEST(Serving, ExpertParallelBehindTensorParallelAttentionRunsNoAllToAll) {
   EXPECT_GE(IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b), moe_layers * 2.0 * 1000.0);
 }
 
+// TensorRT-LLM's CutlassFusedMoE behind attention DP gathers every rank's tokens instead of
+// dispatching them (fused_moe_cutlass.py): an all-gather of the hidden states (8-bit under
+// per-tensor FP8, 16-bit under block-scaled FP8) with each token's top-k expert ids (int32)
+// and weights (fp32), and a reduce-scatter of the 16-bit outputs; no all-to-all. Qwen3-30B-
+// A3B (hidden 2048, top-8) on 2 GPUs, 64 decodes: all-gather of 64 x (2048 + 64) B and
+// reduce-scatter of 64 x 2048 x 2 B per MoE layer.
+TEST(Serving, GatheringEngineRunsNoAllToAllBehindAttentionDp) {
+  Scenario s = serving_scenario("qwen3-30b-a3b", "h100-sxm5-80gb", 2, ServingWorkload::Mode::offline);
+  s.inference->ep = 2;
+  s.inference->attention_dp = true;
+  s.inference->weight_dtype = s.inference->activation_dtype = DType::fp8;
+  s.inference->profile = io::select_engine_profile("trtllm", "1.0", "/inference/engine");
+  ASSERT_TRUE(s.inference->profile.knobs.moe_dp_gathers_tokens);
+  IterationBatch b;
+  b.decodes = 64;
+  b.decode_context = 64.0 * 1000.0;
+  const SlowAllToAll slow(s.system);
+  const hw::RooflineCostModel cost(s.system);
+  const double exchange = IterationModel(s.model, s.system, *s.inference, slow).parts(b).expert_exchange;
+  Group ep;
+  ep.size = 2;
+  ep.per_node = 2;
+  const double layers = 48.0;
+  const double gather = cost.collective(CollectiveKind::all_gather, Bytes(64.0 * (2048.0 + 8.0 * 8.0)), ep).value;
+  const double scatter = cost.collective(CollectiveKind::reduce_scatter, Bytes(64.0 * 2048.0 * 2.0), ep).value;
+  EXPECT_NEAR(exchange, layers * (gather + scatter), 1e-12);
+  // Block-scaled FP8 gathers the 16-bit hidden states: the fused kernel quantizes them.
+  s.inference->fp8_block_scaling = true;
+  const double block = IterationModel(s.model, s.system, *s.inference, slow).parts(b).expert_exchange;
+  const double gather16 = cost.collective(CollectiveKind::all_gather, Bytes(64.0 * (2048.0 * 2.0 + 8.0 * 8.0)), ep).value;
+  EXPECT_NEAR(block, layers * (gather16 + scatter), 1e-12);
+  // The same deployment on an engine that dispatches runs the two all-to-alls.
+  s.inference->profile.knobs.moe_dp_gathers_tokens = false;
+  EXPECT_GE(IterationModel(s.model, s.system, *s.inference, slow).parts(b).expert_exchange, 1000.0);
+}
+
 // ep "auto" is the fastest of experts split inside the tp group (ep 1) and whole experts
 // spread over it (ep = tp): the run equals the faster of the two runs with ep stated.
 TEST(Serving, AutoExpertParallelismIsTheFasterLayout) {

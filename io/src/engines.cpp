@@ -503,6 +503,9 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   optional_rule("block_fp8_gemm", "fixed_tile", "deepgemm", d.block_fp8_gemm_fills_sms);
   // Where a single shared expert runs: its own MLP, or inside the routed-expert kernel.
   optional_rule("shared_expert", "separate", "fused", d.fused_shared_expert);
+  // How routed tokens reach the experts behind attention DP: all-to-alls, or an
+  // all-gather of every rank's tokens and a reduce-scatter of the outputs.
+  optional_rule("moe_dp_exchange", "all_to_all", "gather_reduce_scatter", d.moe_dp_gathers_tokens);
   // What an absent max_num_batched_tokens runs: the default, or TGI 3's launcher budget.
   optional_rule("max_num_batched_tokens_auto", "default", "tgi-launcher", d.prefill_budget_from_tgi_launcher);
   // The tensor-parallel all-reduce: the engine's own kernel where it beats NCCL, or NCCL.
