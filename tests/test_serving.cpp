@@ -106,6 +106,11 @@ TEST(Serving, GatheringEngineRunsNoAllToAllBehindAttentionDp) {
   const double block = IterationModel(s.model, s.system, *s.inference, slow).parts(b).expert_exchange;
   const double gather16 = cost.collective(CollectiveKind::all_gather, Bytes(64.0 * (2048.0 * 2.0 + 8.0 * 8.0)), ep).value;
   EXPECT_NEAR(block, layers * (gather16 + scatter), 1e-12);
+  // Experts split over the group (ep 1) are fed the same way.
+  s.inference->ep = 1;
+  EXPECT_NEAR(IterationModel(s.model, s.system, *s.inference, slow).parts(b).expert_exchange,
+              layers * (gather16 + scatter), 1e-12);
+  s.inference->ep = 2;
   // The same deployment on an engine that dispatches runs the two all-to-alls.
   s.inference->profile.knobs.moe_dp_gathers_tokens = false;
   EXPECT_GE(IterationModel(s.model, s.system, *s.inference, slow).parts(b).expert_exchange, 1000.0);

@@ -292,15 +292,17 @@ IterationModel::ExpertParts IterationModel::experts_parts(int64_t tokens) const 
   // (layer.py: tensor_model_parallel_all_reduce(final_hidden_states) when tp or ep > 1);
   // no dispatch or combine moves tokens. Behind attention DP each rank holds only its own
   // tokens: they are dispatched to the experts' ranks and combined back (two all-to-alls).
-  if (ep > 1 && dp_ > 1 && engine_.moe_dp_gathers_tokens) {
-    // Gathered instead (EngineDefaults::moe_dp_gathers_tokens): every rank receives all
-    // ranks' tokens, 8-bit where per-tensor FP8 quantizes them before the gather (16-bit for
-    // block-scaled FP8, quantized inside the fused kernel), with their top-k expert ids
-    // (int32) and weights (fp32); the 16-bit outputs are reduce-scattered back.
+  if (dp_ > 1 && engine_.moe_dp_gathers_tokens) {
+    // Gathered instead (EngineDefaults::moe_dp_gathers_tokens), whether the experts are
+    // whole on their ranks or split over the group: every rank receives all ranks' tokens,
+    // 8-bit where per-tensor FP8 quantizes them before the gather (16-bit for block-scaled
+    // FP8, quantized inside the fused kernel), with their top-k expert ids (int32) and
+    // weights (fp32); the 16-bit outputs are reduce-scattered back.
     const double x_bytes = math_ == DType::fp8 && !fp8_block_ ? 1.0 : 2.0;
     const double gathered = dbl(tokens) * (dbl(h) * x_bytes + dbl(e.top_k) * 8.0);
-    parts.exchange = cost_.collective(CollectiveKind::all_gather, Bytes(gathered), ep_group_).value +
-                     cost_.collective(CollectiveKind::reduce_scatter, Bytes(dbl(tokens) * dbl(h) * 2.0), ep_group_).value;
+    // The attention-DP ranks are the tensor-parallel group's GPUs.
+    parts.exchange = cost_.collective(CollectiveKind::all_gather, Bytes(gathered), tp_group_).value +
+                     cost_.collective(CollectiveKind::reduce_scatter, Bytes(dbl(tokens) * dbl(h) * 2.0), tp_group_).value;
   } else if (ep > 1 && dp_ > 1) {
     parts.exchange =
         2.0 * cost_.collective(CollectiveKind::all_to_all, Bytes(dbl(tokens * e.top_k) * dbl(h) * 2.0 / dbl(ep)), ep_group_).value;

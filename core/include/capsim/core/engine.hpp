@@ -128,12 +128,13 @@ struct EngineDefaults {
   /// expert every token picks (SGLang's shared-experts fusion for DeepSeek V3/R1 without
   /// expert parallelism: E+1 experts, top-(k+1)), instead of as a separate dense MLP.
   bool fused_shared_expert = false;
-  /// How routed tokens reach the experts behind attention DP with expert parallelism:
-  /// false, dispatch and combine all-to-alls (each token to the ranks of its top-k
-  /// experts and back); true, every rank gathers all ranks' tokens (all-gather, after
-  /// quantizing them to FP8 under per-tensor FP8), runs its own experts on the rows routed
-  /// to them and reduce-scatters the outputs back (TensorRT-LLM's CutlassFusedMoE:
-  /// allgather before fused_moe, reducescatter after, with attention DP on).
+  /// How routed tokens reach the experts behind attention DP: false, with expert
+  /// parallelism, dispatch and combine all-to-alls (each token to the ranks of its top-k
+  /// experts and back), and with the experts split over the group, about one all-reduce;
+  /// true, every rank gathers all ranks' tokens (all-gather, after quantizing them to FP8
+  /// under per-tensor FP8), runs its own experts or expert slices on them and
+  /// reduce-scatters the outputs back (TensorRT-LLM's CutlassFusedMoE: allgather before
+  /// fused_moe, reducescatter after, with attention DP on).
   bool moe_dp_gathers_tokens = false;
   /// Whether the engine's tensor-parallel all-reduce is always NCCL's (LMDeploy TurboMind up
   /// to 0.7.1: ftNcclAllReduceSum in every layer) or, inside one NVLink domain, the faster of
