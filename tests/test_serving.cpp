@@ -471,17 +471,24 @@ TEST(Serving, EagerStepAddsHostTimePerLayer) {
 // = 1064 -> the 2048 floor (above 1000 + 640). 2048 in / 128 out: 489.1 requests -> 512;
 // 489.1 x 17 = 8314 -> 1024 x 9 = 9216. A budget the scenario gives wins; an explicit cap
 // turns the launcher off; each run keeps the first run's limits.
-TEST(Serving, AutoBatchLimitsAreTrtllmBenchs) {
+/// Llama-3-8B FP8 on one H100 under TensorRT-LLM with max_num_seqs "auto": 50 requests of
+/// 1000 in / 1000 out.
+Scenario trtllm_bench_llama3_8b() {
   Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
   s.inference->profile = io::select_engine_profile("trtllm", "1.0", "/inference/engine");
-  ASSERT_TRUE(s.inference->profile.knobs.batch_limits_from_trtllm_bench);
-  ASSERT_EQ(count_params(s.model).total, 8030261248);
   s.inference->weight_dtype = s.inference->activation_dtype = DType::fp8;
   s.inference->kv_dtype.reset();
   s.inference->engine.max_num_seqs_auto = true;
   s.inference->workload.num_requests = 50;
   s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 1000, 0, 0};
   s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 1000, 0, 0};
+  return s;
+}
+
+TEST(Serving, AutoBatchLimitsAreTrtllmBenchs) {
+  Scenario s = trtllm_bench_llama3_8b();
+  ASSERT_TRUE(s.inference->profile.knobs.batch_limits_from_trtllm_bench);
+  ASSERT_EQ(count_params(s.model).total, 8030261248);
   const hw::RooflineCostModel cost(s.system);
   ServingResult r = simulate_serving(s, cost);
   EXPECT_EQ(r.engine.max_num_seqs, 640);
@@ -516,14 +523,7 @@ TEST(Serving, AutoBatchLimitsAreTrtllmBenchs) {
 // captures graphs up to its batch cap (640 at 1000/1000 above), so 600 decodes replay a
 // graph where the library's own 128 would run them eagerly.
 TEST(Serving, ServingStepRunsUnderTheLaunchersBatchLimits) {
-  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
-  s.inference->profile = io::select_engine_profile("trtllm", "1.0", "/inference/engine");
-  s.inference->weight_dtype = s.inference->activation_dtype = DType::fp8;
-  s.inference->kv_dtype.reset();
-  s.inference->engine.max_num_seqs_auto = true;
-  s.inference->workload.num_requests = 50;
-  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 1000, 0, 0};
-  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 1000, 0, 0};
+  Scenario s = trtllm_bench_llama3_8b();
   const hw::RooflineCostModel cost(s.system);
   IterationBatch b;
   b.decodes = 600;
