@@ -108,6 +108,7 @@ int run_calibrate_compare(const CalibrateArgs& a) {
   const hw::RooflineCostModel model(sys);
   struct Group {
     std::vector<double> err;  // signed relative error of the default model
+    nlohmann::json points = nlohmann::json::array();  // GEMMs: each shape, measured and modelled
   };
   std::map<std::string, Group> groups;
   std::vector<Issue> issues;
@@ -123,10 +124,14 @@ int run_calibrate_compare(const CalibrateArgs& a) {
       if (m.time_s <= 0) continue;
       double pred = 0;
       std::string key;
+      nlohmann::json point;  // the measurement's shape, where the report lists each point
       switch (m.kind) {
         case RawMeasurement::Kind::gemm:
           pred = model.gemm(m.m, m.n, m.k, m.dtype).value;
-          key = "gemm " + std::string(to_string(m.dtype));
+          // By rows: a few stream the weights, up to a few hundred fill part of one wave of
+          // output tiles, more fill the GPU; the model is off differently in each.
+          key = fmt::format("gemm {}, {} rows", to_string(m.dtype), m.m <= 16 ? "1-16" : (m.m <= 512 ? "17-512" : "> 512"));
+          point = {{"m", m.m}, {"n", m.n}, {"k", m.k}};
           break;
         case RawMeasurement::Kind::memory:
           pred = model.memory_bound(Bytes(m.bytes)).value;
@@ -161,6 +166,12 @@ int run_calibrate_compare(const CalibrateArgs& a) {
         }
       }
       groups[key].err.push_back((pred - m.time_s) / m.time_s);
+      if (!point.is_null()) {
+        point["measured_s"] = m.time_s;
+        point["model_s"] = pred;
+        point["rel_err"] = (pred - m.time_s) / m.time_s;
+        groups[key].points.push_back(std::move(point));
+      }
     }
   }
   if (!issues.empty()) throw InputError(issues);
@@ -181,6 +192,7 @@ int run_calibrate_compare(const CalibrateArgs& a) {
                      100 * pct(sorted, 0.5));
     j["cases"][k] = {{"points", g.err.size()}, {"median_abs_rel_err", pct(abs, 0.5)}, {"p90_abs_rel_err", pct(abs, 0.9)},
                      {"median_rel_err", pct(sorted, 0.5)}};
+    if (!g.points.empty()) j["cases"][k]["shapes"] = g.points;
   }
   if (!all.empty()) {
     std::sort(all.begin(), all.end());

@@ -230,6 +230,14 @@ capsim_cli_expect(NAME cli.calibrate.compare EXIT_CODE 0
   CMD calibrate compare ${CMAKE_CURRENT_BINARY_DIR}/h100-nccl.jsonl --gpu h100-sxm5-80gb --format table
   STDOUT "default model (h100-sxm5-80gb, 8 GPUs/node, NIC 400 Gb/s) against the measurements" "all_to_all x8 on 1 node(s), >= 1 MiB" "overall median |error|")
 set_tests_properties(cli.calibrate.compare PROPERTIES DEPENDS cli.calibrate.import LABELS cli)
+# GEMMs by rows, and each shape in the JSON report (the published H100 table).
+capsim_cli_expect(NAME cli.calibrate.compare_gemm EXIT_CODE 0
+  CMD calibrate compare ${CAPSIM_DATA_DIR}/calibration/raw/h100-vllm-gemm-public.jsonl --gpu h100-sxm5-80gb --format table
+  STDOUT "gemm bf16, 1-16 rows" "gemm fp8, 17-512 rows" "overall median |error| 4.3% over 17 points")
+capsim_cli_expect(NAME cli.calibrate.compare_gemm_json EXIT_CODE 0
+  CMD calibrate compare ${CAPSIM_DATA_DIR}/calibration/raw/h100-vllm-gemm-public.jsonl --gpu h100-sxm5-80gb --format json
+  STDOUT "\"shapes\"" "\"m\": 128" "\"measured_s\"")
+set_tests_properties(cli.calibrate.compare_gemm cli.calibrate.compare_gemm_json PROPERTIES LABELS cli)
 capsim_cli_expect(NAME cli.plan.no_default_price
   CMD plan ${capsim_scenarios}/plan-no-default-price.json
   STDERR "/offers/0/usd_per_gpu_hour: is required: no default price for h800-sxm5-80gb; defaults (data/prices.json) cover a100-sxm4-40gb, h100-sxm5-80gb, h200-sxm-141gb")
