@@ -251,10 +251,11 @@ struct ServingStep {
   bool attention_dp = false;  ///< attention data-parallel ("auto" resolved)
 };
 
-/// The time of the iteration `b` on one replica of the scenario's deployment, by part. Where
-/// the scenario leaves the expert layout to the simulator (ep "auto"), the layout a
-/// simulation of its workload (seed `seed`) picks is used; a workload that cannot fit throws
-/// ServingDoesNotFit as simulate_serving does.
+/// The time of the iteration `b` on one replica of the scenario's deployment, by part, under
+/// the batch limits a run of the scenario uses (a launcher's sizing included, which also
+/// bounds the CUDA graphs). Where the scenario leaves the expert layout to the simulator (ep
+/// "auto"), the layout a simulation of its workload (seed `seed`) picks is used; a workload
+/// that cannot fit throws ServingDoesNotFit as simulate_serving does.
 ServingStep serving_step(const Scenario& s, const CostModel& cost, const IterationBatch& b, uint64_t seed = kServingSeed);
 
 /// Throws ServingCancelled once `cancel` is set; a null flag never is.
