@@ -453,6 +453,16 @@ std::string serving_step_table(const json& r) {
   s += fmt::format("    {:<22} {:9.3f} ({})\n", "host (scheduling)", r["host_ms"].get<double>(),
                    r["host_overlaps_gpu"].get<bool>() ? "behind the GPU" : "after the GPU");
   s += fmt::format("    {:<22} {:9.3f}\n", "step", r["step_ms"].get<double>());
+  // Why eager_host is there or not: the engine's graph capture against this step.
+  const json& g = r["cuda_graph"];
+  const int64_t captured = g["max_tokens"].get<int64_t>();
+  const int64_t tokens = b["decodes"].get<int64_t>() + b["prompt_tokens"].get<int64_t>();
+  std::string why;
+  if (g["replayed"].get<bool>()) why = fmt::format("replayed (steps up to {} tokens are captured)", captured);
+  else if (captured == 0) why = "eager (the engine captures no CUDA graphs)";
+  else if (tokens > captured) why = fmt::format("eager ({} tokens, above the {} captured)", tokens, captured);
+  else why = "eager (steps with a prompt chunk are not captured)";
+  s += fmt::format("  CUDA graph  {}\n", why);
   return s;
 }
 

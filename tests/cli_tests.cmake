@@ -133,14 +133,19 @@ capsim_cli_expect(NAME cli.infer.step_table EXIT_CODE 0
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-decodes 64 --step-context 2048
       --step-prompt 512 --format table
   STDOUT "step        64 decodes at 2048 cached tokens each and a 512-token prompt chunk" "attention_projections"
-         "tp_all_reduce" "dense_mlp" "GPU" "host (scheduling)")
+         "tp_all_reduce" "dense_mlp" "GPU" "host (scheduling)" "CUDA graph  eager (576 tokens, above the 512 captured)")
+# Whether the step replays a CUDA graph, and the capture size behind it.
+capsim_cli_expect(NAME cli.infer.step_graph EXIT_CODE 0
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-decodes 64 --step-context 2048 --format table
+  STDOUT "CUDA graph  replayed (steps up to 512 tokens are captured)")
 # A run reports where its engine time went.
 capsim_cli_expect(NAME cli.infer.time_by_part EXIT_CODE 0
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --format table
   STDOUT "time by part dense_mlp" "of engine time")
 capsim_cli_expect(NAME cli.infer.step_json EXIT_CODE 0
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-prompt 4096 --format json
-  STDOUT "\"schema\": \"capsim-serving-step/1\"" "\"prompt_tokens\": 4096" "\"part\": \"routed_experts\"" "\"step_ms\"")
+  STDOUT "\"schema\": \"capsim-serving-step/1\"" "\"prompt_tokens\": 4096" "\"part\": \"routed_experts\"" "\"step_ms\""
+         "\"replayed\": false" "\"max_tokens\": 512")
 capsim_cli_expect(NAME cli.infer.step_later_chunk EXIT_CODE 0
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-prompt 8192 --step-prompt-cached 24576 --format table
   STDOUT "step        a 8192-token prompt chunk after 24576 cached prompt tokens" "attention_kernels")

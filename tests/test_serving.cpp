@@ -530,6 +530,8 @@ TEST(Serving, ServingStepRunsUnderTheLaunchersBatchLimits) {
   b.decode_context = 600.0 * 1500.0;
   const ServingStep step = serving_step(s, cost, b);
   EXPECT_EQ(step.parts.eager_host, 0.0);
+  EXPECT_TRUE(step.graph_replay);
+  EXPECT_EQ(step.graph_max_tokens, 640);
   Scenario sized = s;
   sized.inference->attention_dp = false;
   sized.inference->engine.max_num_seqs = 640;
@@ -537,7 +539,10 @@ TEST(Serving, ServingStepRunsUnderTheLaunchersBatchLimits) {
   EXPECT_EQ(step.parts.seconds, IterationModel(sized.model, sized.system, *sized.inference, cost).seconds(b));
   // A cap the scenario gives bounds the graphs instead: 600 decodes above 256 run eagerly.
   s.inference->engine.max_num_seqs = 256;
-  EXPECT_GT(serving_step(s, cost, b).parts.eager_host, 0.0);
+  const ServingStep capped = serving_step(s, cost, b);
+  EXPECT_GT(capped.parts.eager_host, 0.0);
+  EXPECT_FALSE(capped.graph_replay);
+  EXPECT_EQ(capped.graph_max_tokens, 256);
 }
 
 // Under attention DP each rank's executor runs trtllm-bench's limits. Qwen3-30B-A3B FP8

@@ -377,6 +377,12 @@ bool IterationModel::captured(const IterationBatch& b, int64_t tokens) const {
          ((engine_.graph_prefill_steps && engine_.chunked_prefill) || b.prefills.empty());
 }
 
+bool IterationModel::replays_graph(const IterationBatch& b) const {
+  int64_t tokens = b.decodes * b.verify;
+  for (const auto& pf : b.prefills) tokens += pf.tokens;
+  return tokens > 0 && captured(b, tokens);
+}
+
 StepParts IterationModel::parts(const IterationBatch& b) const {
   StepParts out;
   out.host_overlaps_gpu = engine_.host_overlaps_gpu;

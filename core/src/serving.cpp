@@ -780,7 +780,12 @@ ServingStep serving_step(const Scenario& s, const CostModel& cost, const Iterati
   ServingStep out;
   out.ep = sized.ep.value_or(1);
   out.attention_dp = *sized.attention_dp;
-  out.parts = IterationModel(resolved.model, resolved.system, sized, cost).parts(b);
+  const IterationModel im(resolved.model, resolved.system, sized, cost);
+  out.parts = im.parts(b);
+  out.graph_replay = im.replays_graph(b);
+  out.graph_max_tokens = im.graph_max_tokens();
+  const EngineDefaults d = engine_defaults(sized, resolved.system.gpu, 0);
+  out.graph_prefill_steps = d.graph_prefill_steps && d.chunked_prefill;
   return out;
 }
 

@@ -677,6 +677,9 @@ json serving_step_report(const Scenario& s, const IterationBatch& b, const Servi
   r["host_ms"] = t.host * ms;
   r["host_overlaps_gpu"] = t.host_overlaps_gpu;
   r["step_ms"] = t.seconds * ms;
+  r["cuda_graph"] = {{"replayed", st.graph_replay},
+                     {"max_tokens", st.graph_max_tokens},
+                     {"prompt_steps", st.graph_prefill_steps}};
   return r;
 }
 

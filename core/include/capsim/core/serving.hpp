@@ -93,6 +93,10 @@ class IterationModel {
   double weight_bytes_per_gpu() const { return weight_bytes_; }
   /// Host seconds a step that is not replayed as a CUDA graph adds to its GPU time.
   double eager_host_seconds() const { return eager_host_s_; }
+  /// Whether the step `b` replays a captured CUDA graph (no per-layer host work).
+  bool replays_graph(const IterationBatch& b) const;
+  /// The largest step (tokens) the engine captures as a CUDA graph; 0 where it runs none.
+  int64_t graph_max_tokens() const { return engine_.cuda_graphs ? engine_.cuda_graph_max_tokens : 0; }
   /// Host seconds the engine spends scheduling the step (EngineDefaults::step_overhead_*).
   double host_seconds(const IterationBatch& b) const;
 
@@ -247,8 +251,11 @@ class ServingCancelled : public std::runtime_error {
 /// One engine iteration of the scenario's deployment, by part.
 struct ServingStep {
   StepParts parts;
-  int64_t ep = 1;             ///< expert parallelism the step ran with ("auto" resolved)
-  bool attention_dp = false;  ///< attention data-parallel ("auto" resolved)
+  int64_t ep = 1;                ///< expert parallelism the step ran with ("auto" resolved)
+  bool attention_dp = false;     ///< attention data-parallel ("auto" resolved)
+  bool graph_replay = false;     ///< the step replays a captured CUDA graph
+  int64_t graph_max_tokens = 0;  ///< the largest captured step, tokens (0: the engine captures none)
+  bool graph_prefill_steps = false;  ///< steps with a prompt chunk are captured too
 };
 
 /// The time of the iteration `b` on one replica of the scenario's deployment, by part, under
