@@ -318,12 +318,10 @@ double IterationModel::gpu_seconds(const IterationBatch& b) const { return step_
 
 double IterationModel::step_gpu_seconds(const IterationBatch& b, StepParts* parts) const {
   const ModelSpec& m = m_;
-  int64_t tokens = b.decodes * b.verify;
+  const int64_t tokens = b.tokens();
   int64_t sampled = b.decodes * b.verify;
-  for (const auto& pf : b.prefills) {
-    tokens += pf.tokens;
+  for (const auto& pf : b.prefills)
     if (pf.last) ++sampled;
-  }
   if (tokens == 0) return 0.0;
   const AttentionParts attn_parts = attention_layer_parts(b, tokens);
   const double attn = attn_parts.total();
@@ -378,8 +376,7 @@ bool IterationModel::captured(const IterationBatch& b, int64_t tokens) const {
 }
 
 bool IterationModel::replays_graph(const IterationBatch& b) const {
-  int64_t tokens = b.decodes * b.verify;
-  for (const auto& pf : b.prefills) tokens += pf.tokens;
+  const int64_t tokens = b.tokens();
   return tokens > 0 && captured(b, tokens);
 }
 

@@ -40,6 +40,12 @@ struct IterationBatch {
     bool last = false;    ///< the chunk ends the prompt (samples the first token)
   };
   std::vector<Prefill> prefills;
+  /// The tokens the iteration computes: every decode position and prompt chunk token.
+  int64_t tokens() const {
+    int64_t t = decodes * verify;
+    for (const Prefill& p : prefills) t += p.tokens;
+    return t;
+  }
 };
 
 /// Where one iteration's time goes, seconds on the GPU that sets the step (the busiest one
