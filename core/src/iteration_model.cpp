@@ -372,7 +372,7 @@ bool IterationModel::captured(const IterationBatch& b, int64_t tokens) const {
   // Without chunked prefill (vLLM V0's scheduler) only decode batches are captured: V0's
   // CUDAGraphRunner replays decodes, prompts run eagerly.
   return engine_.cuda_graphs && tokens <= engine_.cuda_graph_max_tokens &&
-         ((engine_.graph_prefill_steps && engine_.chunked_prefill) || b.prefills.empty());
+         (captures_prefill_steps() || b.prefills.empty());
 }
 
 bool IterationModel::replays_graph(const IterationBatch& b) const {

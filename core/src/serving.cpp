@@ -784,8 +784,7 @@ ServingStep serving_step(const Scenario& s, const CostModel& cost, const Iterati
   out.parts = im.parts(b);
   out.graph_replay = im.replays_graph(b);
   out.graph_max_tokens = im.graph_max_tokens();
-  const EngineDefaults d = engine_defaults(sized, resolved.system.gpu, 0);
-  out.graph_prefill_steps = d.graph_prefill_steps && d.chunked_prefill;
+  out.graph_prefill_steps = im.captures_prefill_steps();
   return out;
 }
 

@@ -103,6 +103,8 @@ class IterationModel {
   bool replays_graph(const IterationBatch& b) const;
   /// The largest step (tokens) the engine captures as a CUDA graph; 0 where it runs none.
   int64_t graph_max_tokens() const { return engine_.cuda_graphs ? engine_.cuda_graph_max_tokens : 0; }
+  /// Whether steps with a prompt chunk are captured too (captured()'s rule for them).
+  bool captures_prefill_steps() const { return engine_.graph_prefill_steps && engine_.chunked_prefill; }
   /// Host seconds the engine spends scheduling the step (EngineDefaults::step_overhead_*).
   double host_seconds(const IterationBatch& b) const;
 
