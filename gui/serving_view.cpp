@@ -345,6 +345,7 @@ QString ServingView::part_label(const std::string& part) {
       {"routed_experts", QT_TR_NOOP("routed experts")},
       {"shared_experts", QT_TR_NOOP("shared experts")},
       {"head", QT_TR_NOOP("output head")},
+      {"kernel_gaps", QT_TR_NOOP("kernel gaps")},
       {"eager_host", QT_TR_NOOP("eager host")},
       {"host", QT_TR_NOOP("scheduling")},
       {"drafts", QT_TR_NOOP("drafts")},

@@ -215,6 +215,40 @@ TEST(Serving, BatchOneDecodeIsBandwidthBound) {
   }
 }
 
+// The GPU idles between two dependent kernels, 1.3 us on Hopper even when a CUDA graph
+// launches them (graph_kernel_gap_us): one gap for each kernel priced by its own duration.
+// Llama 3 8B decodes run QKV, output, gate/up and down GEMMs and one attention kernel in
+// each of 32 layers, then the head: 161 gaps, at any tensor parallelism (the all-reduces'
+// figures hold their gaps). DeepSeek-V3 (MLA with a query LoRA: five projection GEMMs; 3
+// dense layers, 58 with a router and an unfused shared expert) has 61 x 6 + 3 x 2 + 58 x 3
+// + 1 = 547. An eager step has the same gaps and its host time on top; a GPU without the
+// figure has none.
+TEST(Serving, KernelsIdleTheGpuBetweenThem) {
+  IterationBatch b;
+  b.decodes = 4;
+  b.decode_context = 4 * 512;
+  for (int64_t tp : {1, 4}) {
+    Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", tp, ServingWorkload::Mode::offline);
+    const hw::RooflineCostModel cost(s.system);
+    const double gap = s.system.gpu.efficiency.graph_kernel_gap_us.value * 1e-6;
+    EXPECT_DOUBLE_EQ(gap, 1.3e-6);
+    const StepParts graphed = IterationModel(s.model, s.system, *s.inference, cost).parts(b);
+    EXPECT_NEAR(graphed.kernel_gaps, (32 * 5 + 1) * gap, 1e-15) << tp;
+    EXPECT_EQ(graphed.eager_host, 0.0);
+    s.inference->engine.cuda_graphs = false;
+    const StepParts eager = IterationModel(s.model, s.system, *s.inference, cost).parts(b);
+    EXPECT_EQ(eager.kernel_gaps, graphed.kernel_gaps);
+    EXPECT_GT(eager.eager_host, 0.0);
+  }
+  Scenario d = serving_scenario("deepseek-v3", "h200-sxm-141gb", 8, ServingWorkload::Mode::offline);
+  d.inference->profile = io::select_engine_profile("vllm", "0.8.4", "/inference/engine");
+  const hw::RooflineCostModel dcost(d.system);
+  EXPECT_NEAR(IterationModel(d.model, d.system, *d.inference, dcost).parts(b).kernel_gaps, 547 * 1.3e-6, 1e-15);
+  Scenario a = serving_scenario("llama3-8b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::offline);
+  const hw::RooflineCostModel acost(a.system);
+  EXPECT_EQ(IterationModel(a.model, a.system, *a.inference, acost).parts(b).kernel_gaps, 0.0);
+}
+
 // The parts of a step (capsim infer --step-*) add up to the step the simulator charges, for
 // dense, MoE (with and without expert parallel or attention DP), MLA and sliding-window
 // models, over random mixes of decodes and prompt chunks.
@@ -256,7 +290,8 @@ TEST(Serving, StepPartsAddUpToTheStep) {
                               std::uniform_int_distribution<int64_t>(0, 8192)(rng), i % 2 == 0});
       const StepParts p = im.parts(b);
       const double sum = p.attention_projections + p.attention_kernels + p.elementwise + p.tp_all_reduce + p.dense_mlp +
-                         p.routed_experts + p.router + p.shared_experts + p.expert_exchange + p.head + p.eager_host;
+                         p.routed_experts + p.router + p.shared_experts + p.expert_exchange + p.head + p.kernel_gaps +
+                         p.eager_host;
       EXPECT_EQ(p.gpu, im.gpu_seconds(b)) << c.model;
       EXPECT_EQ(p.seconds, im.seconds(b)) << c.model;
       EXPECT_EQ(p.host, im.host_seconds(b)) << c.model;
@@ -265,8 +300,12 @@ TEST(Serving, StepPartsAddUpToTheStep) {
       for (const auto& [name, part] : kStepParts) listed += p.*part;
       EXPECT_NEAR(listed, sum, 1e-12 * sum) << c.model;
       for (double part : {p.attention_projections, p.attention_kernels, p.elementwise, p.tp_all_reduce, p.dense_mlp,
-                          p.routed_experts, p.router, p.shared_experts, p.expert_exchange, p.head, p.eager_host})
+                          p.routed_experts, p.router, p.shared_experts, p.expert_exchange, p.head, p.kernel_gaps, p.eager_host})
         EXPECT_GE(part, 0.0) << c.model;
+      // Every step idles between its kernels where the GPU has the gap measured; only an
+      // eager one adds host time.
+      EXPECT_EQ(p.kernel_gaps > 0.0, s.system.gpu.efficiency.graph_kernel_gap_us.value > 0) << c.model;
+      EXPECT_EQ(p.eager_host > 0.0, !im.replays_graph(b)) << c.model;
       // Dense models have no expert parts; a step without tensor parallelism no all-reduce;
       // no sequence emits a token without a decode or a prompt's last chunk.
       if (!s.model.moe) {

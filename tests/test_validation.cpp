@@ -204,10 +204,19 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
        // DeepGEMM (profile knob block_fp8_gemm): its DP-attention DeepSeek-R1 runs, which the
        // case schema records as plain TP8, decode 8-11% faster than measured, while SGLang
        // 0.4.5.post3 (+17% -> +3%) and 0.5.7 (+50% -> +31%) came closer.
-       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.07}, {"itl_p99_ms", 0.185}, {"tpot_mean_ms", 0.08}, {"tpot_p50_ms", 0.07},
+       // TPOT mean 0.08 -> 0.085 and P50 0.07 -> 0.075 with the GPU's idle time between
+       // kernels (graph_kernel_gap_us) and vLLM V1's host time refitted under it (0.9 ->
+       // 1.4 ms a step, its blog's 1.69x over V0): vLLM 0.8.4's DeepSeek-R1 mean TPOTs on
+       // the DGX H200, -1..+6%, read +1..+9%, those on Nebius H200 (-6..-7%) -4..-5%.
+       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.07}, {"itl_p99_ms", 0.185}, {"tpot_mean_ms", 0.085}, {"tpot_p50_ms", 0.075},
         // TPOT P99 0.165 -> 0.14 when SGLang 0.5 fused DeepSeek's shared expert into the
-        // routed-expert kernel (profile knob shared_expert).
-        {"tpot_p99_ms", 0.14}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.07},
+        // routed-expert kernel (profile knob shared_expert). 0.14 -> 0.175 when every step
+        // paid the GPU's idle time between its kernels (graph_kernel_gap_us, 1.3 us on
+        // Hopper; DeepSeek-R1's 61 layers add 0.7 ms to a 40 ms decode step) and vLLM V1's
+        // host time was refitted under it: the cases around the median of 19, slow at P99
+        // already, moved away (vLLM 0.8.4's ShareGPT runs +13.0% and +15.9% to +17-18%,
+        // SGLang 0.5.7 at concurrency 8 +10.2% -> +14.2%).
+        {"tpot_p99_ms", 0.175}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.07},
         // TTFT P50 rose from 0.19 when engines one batch ahead (SGLang 0.4+, TensorRT-LLM)
         // began admitting a request that arrives mid-step to the batch after next: the
         // median of 20 cases sits between two SGLang DeepSeek-R1 cases at 0.21 and 0.29.
@@ -227,7 +236,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // of it) and SGLang's profiles their NCCL_NVLS_ENABLE=0: vLLM 0.8.4's DeepSeek-R1
         // prompt steps on 8x H200 run 4% faster, their long-prompt TTFTs from -5..-7% to
         // -10..-11% (the measured 8,192-token steps, 520-538 ms, now read 503 ms).
-        {"ttft_mean_ms", 0.12}, {"ttft_p50_ms", 0.26}, {"ttft_p99_ms", 0.32}}},
+        // P50 0.26 -> 0.165 and P99 0.32 -> 0.31 with the kernel gaps: the prompt steps'
+        // decodes run longer, and vLLM 0.8.4's first tokens, early, come later.
+        {"ttft_mean_ms", 0.12}, {"ttft_p50_ms", 0.165}, {"ttft_p99_ms", 0.31}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
@@ -244,7 +255,10 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // 0.8.4 TTFTs, a few percent late already, read 2-3 points later).
   // llmie 0.06 -> 0.08 and vllmspot 0.09 -> 0.11 with the H200's NVLS all-reduce figure:
   // their vLLM 0.8.4 DeepSeek-R1 TTFTs read 4-5 points earlier.
-  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.28}, {"llmie", 0.08},  {"lmdeploy", 0.08},
+  // inferencex870 0.28 -> 0.29 and llmie 0.08 -> 0.065 with the graph gaps: SGLang 0.5.7's
+  // DeepSeek-R1 decodes, 19-32% slow already, read 2-4 points slower, vLLM 0.8.4's on Nebius
+  // H200, 6-8% fast, read 5-6% fast.
+  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.29}, {"llmie", 0.065}, {"lmdeploy", 0.08},
                                                        {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.11}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
@@ -365,8 +379,13 @@ TEST(Validation, PostTrainingErrorBounds) {
   // +6.9%), eight already fast away (Qwen3-235B on-policy -15..-21% -> -18..-23%, Qwen3-30B
   // -33..-34% -> -34..-36%), which moved the median; NeMo 24.07's LoRA rows (outside the
   // validation files) went from +12.9/+16.3/-1.2% to +8.8/+12.7/-2.5%.
+  // Tokens/s 19.0% until every step paid the GPU's idle time between kernels
+  // (graph_kernel_gap_us) and vLLM V1's host time was refitted under it: 18 of the 22 runs
+  // moved toward their measurements (DeepSeek-V3 FP8 +27% -> +23..+25%, Qwen3-235B
+  // on-policy +22..+30% -> +20..+27%), four already slow away (the split Qwen3-235B -16.5%
+  // and -19.1% -> -17.9% and -21.7%), which moved the median to 19.6%.
   EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.175);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.195);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.197);
   // The tail too (today 33.3% and 50.1%: Qwen3-30B-A3B's v0.6 runs, 31% fast, read 33% fast
   // once vLLM 0.17.1 overlaps its host time, 31.4% and 46.6% before; 36.6% and 49.5% before
   // the published refit

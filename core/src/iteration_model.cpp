@@ -16,6 +16,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   // cores and reads fewer weight bytes; W8A8 uses int8 tensor cores; fp8 uses fp8 ones.
   wbytes_ = dtype_bytes(p.weight_dtype);
   tail_s_ = sys.gpu.efficiency.gemm_tail_us.value * 1e-6;
+  graph_gap_s_ = sys.gpu.efficiency.graph_kernel_gap_us.value * 1e-6;
   // Achievable streaming rate of the cost model (calibrated where a profile says so), read
   // at a size far above any launch floor.
   const double gigabyte_s = cost.memory_bound(Bytes(1e9)).value;
@@ -340,6 +341,11 @@ double IterationModel::step_gpu_seconds(const IterationBatch& b, StepParts* part
   if (sampled > 0) t += head;
   const bool eager = !captured(b, tokens);
   if (eager) t += eager_host_s_;
+  // The GPU idles between two dependent kernels even when a graph launches them; an eager
+  // step's launches add its layers' host time on top (eager_host_s_ was measured as eager
+  // minus replayed steps, both with these gaps).
+  const double gaps = step_kernels(b) * graph_gap_s_;
+  t += gaps;
   if (parts) {
     // The same layers by part: every layer's attention (windowed layers' own), dense
     // layers' MLPs, routed-expert layers' expert blocks.
@@ -355,9 +361,32 @@ double IterationModel::step_gpu_seconds(const IterationBatch& b, StepParts* part
     parts->shared_experts = moe * experts.shared;
     parts->expert_exchange = moe * experts.exchange;
     parts->head = head;
+    parts->kernel_gaps = gaps;
     parts->eager_host = eager ? eager_host_s_ : 0.0;
   }
   return t;
+}
+
+double IterationModel::step_kernels(const IterationBatch& b) const {
+  const ModelSpec& m = m_;
+  // Only kernels priced by their own duration: the weight-streaming GEMMs (gemm_tail_us is
+  // a profiler's kernel time) and attention over the cache (bytes or FLOPs at a rate). The
+  // floored passes (norms, quantization, activations) carry the launch in their floor, and
+  // the fused MoE layer's and the all-reduces' figures were timed over back-to-back
+  // launches, gaps included.
+  double attention = m.mla ? (m.mla->q_lora_rank > 0 ? 5.0 : 4.0) : 2.0;
+  attention += (b.decodes > 0 ? 1.0 : 0.0) + (b.prefills.empty() ? 0.0 : 1.0);
+  const double ffn = 2.0;
+  double experts = 0;
+  if (m.moe) {
+    experts = 1.0;  // the router's GEMM
+    if (m.moe->shared_experts > 0 && !fused_shared_expert_) experts += ffn;
+  }
+  int64_t sampled = b.decodes;
+  for (const auto& pf : b.prefills)
+    if (pf.last) ++sampled;
+  return dbl(m.layers) * attention + dbl(m.layers - moe_layers_) * ffn + dbl(moe_layers_) * experts +
+         (sampled > 0 ? 1.0 : 0.0);
 }
 
 double IterationModel::head_seconds(int64_t sampled) const {

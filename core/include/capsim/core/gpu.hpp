@@ -61,6 +61,10 @@ struct GpuEfficiency {
   /// Microseconds a weight-streaming GEMM kernel adds to bytes / achievable bandwidth
   /// (pipeline fill, wave tail, epilogue); 0 = not measured, no term added.
   Sourced gemm_tail_us;
+  /// Microseconds of idle GPU between two dependent kernels of a replayed CUDA graph (the
+  /// next kernel's launch and ramp after the previous one drains); 0 = not measured, no
+  /// term added.
+  Sourced graph_kernel_gap_us;
   /// A serving engine's fused MoE layer (routing alignment, activation quantisation, the
   /// two grouped expert GEMMs, activation, combine) when it streams expert weights:
   /// time = moe_kernel_fixed_us + weight bytes / (moe_kernel_hbm x HBM peak). 0 = not

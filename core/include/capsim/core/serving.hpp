@@ -61,6 +61,7 @@ struct StepParts {
   double shared_experts = 0;         ///< shared experts run beside the routed ones
   double expert_exchange = 0;        ///< dispatch and combine (or gather) around the experts
   double head = 0;                   ///< output head and sampling of the sequences that emit a token
+  double kernel_gaps = 0;            ///< idle GPU between dependent kernels (GpuEfficiency::graph_kernel_gap_us)
   double eager_host = 0;             ///< host work of every layer when the step is not a CUDA graph replay
   double gpu = 0;                    ///< the step's GPU time (IterationModel::gpu_seconds): the parts' sum
   double host = 0;                   ///< the engine's scheduling time (IterationModel::host_seconds)
@@ -70,7 +71,7 @@ struct StepParts {
 
 /// Every part of a step, in the order a layer runs them, under its report name; StepParts::gpu
 /// is their sum.
-inline constexpr std::array<std::pair<const char*, double StepParts::*>, 11> kStepParts = {{
+inline constexpr std::array<std::pair<const char*, double StepParts::*>, 12> kStepParts = {{
     {"attention_projections", &StepParts::attention_projections},
     {"attention_kernels", &StepParts::attention_kernels},
     {"elementwise", &StepParts::elementwise},
@@ -81,6 +82,7 @@ inline constexpr std::array<std::pair<const char*, double StepParts::*>, 11> kSt
     {"routed_experts", &StepParts::routed_experts},
     {"shared_experts", &StepParts::shared_experts},
     {"head", &StepParts::head},
+    {"kernel_gaps", &StepParts::kernel_gaps},
     {"eager_host", &StepParts::eager_host},
 }};
 
@@ -135,6 +137,10 @@ class IterationModel {
   double experts_seconds(int64_t tokens) const { return experts_parts(tokens).total(); }
   /// Seconds of the output head and sampling for `sampled` sequences.
   double head_seconds(int64_t sampled) const;
+  /// Kernels of the step priced by their own duration, each followed by the GPU's idle gap:
+  /// every layer's projection, MLP, shared-expert and router GEMMs, its attention kernels,
+  /// and the head.
+  double step_kernels(const IterationBatch& b) const;
   /// The step's GPU time (gpu_seconds); with `parts`, its parts are written there too.
   double step_gpu_seconds(const IterationBatch& b, StepParts* parts) const;
   /// The step from its GPU and host times: their sum, or the larger when the host overlaps.
@@ -153,6 +159,7 @@ class IterationModel {
   double wbytes_ = 2;
   double kv_bytes_token_layer_ = 0;  ///< per GPU
   double tail_s_ = 0;  ///< fixed time of one GEMM kernel (GpuEfficiency::gemm_tail_us)
+  double graph_gap_s_ = 0;  ///< idle GPU time per kernel (GpuEfficiency::graph_kernel_gap_us)
   double stream_bytes_per_s_ = 1;  ///< the cost model's achievable HBM streaming rate
   EngineDefaults engine_;  ///< CUDA graphs and per-step host overhead
   int64_t moe_layers_ = 0;  ///< layers with routed experts
