@@ -300,8 +300,8 @@ TEST(HostileDataFile, EngineProfileWithMistypedNames) {
 
 // A knob that names one of two rules takes only those two words: what "auto" runs for
 // max_num_seqs, the capture size a scenario leaves, what the memory fraction is a fraction
-// of, the kernel of block-FP8 linear layers, where a shared expert runs, how tokens reach
-// the experts behind attention DP.
+// of, the kernel of block-FP8 linear layers, how MLA's down projections run, where a shared
+// expert runs, how tokens reach the experts behind attention DP.
 TEST(HostileDataFile, EngineProfileWithAnUnknownRuleWord) {
   struct Case {
     const char* profile;
@@ -324,6 +324,8 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownRuleWord) {
        "engine.json#/knobs/tp_all_reduce/value: must be \"engine_kernel\" or \"nccl\" (got \"custom\")"},
       {"tgi-3", "max_num_batched_tokens_auto", "compute",
        "engine.json#/knobs/max_num_batched_tokens_auto/value: must be \"default\" or \"tgi-launcher\" (got \"compute\")"},
+      {"sglang-0.5", "mla_down_projections", "merged",
+       "engine.json#/knobs/mla_down_projections/value: must be \"separate\" or \"fused\" (got \"merged\")"},
       {"trtllm", "moe_dp_exchange", "deepep",
        "engine.json#/knobs/moe_dp_exchange/value: must be \"all_to_all\" or \"gather_reduce_scatter\" (got \"deepep\")"},
   };

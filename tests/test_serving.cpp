@@ -249,6 +249,36 @@ TEST(Serving, KernelsIdleTheGpuBetweenThem) {
   EXPECT_EQ(IterationModel(a.model, a.system, *a.inference, acost).parts(b).kernel_gaps, 0.0);
 }
 
+// DeepSeek's query and key-value down projections read the same hidden states; an engine
+// that fuses them (SGLang from 0.4.6, TensorRT-LLM: profile knob mla_down_projections) runs
+// one GEMM over both weights instead of two. At 4 decodes every one of the 61 layers saves
+// at least one GEMM's fixed time and one read of the 7,168-wide activations (4 x 7,168 x 2
+// bytes; more where the narrow GEMMs' few tiles leave them compute-bound), and one kernel's
+// gap.
+TEST(Serving, FusedMlaDownProjectionsRunOneGemm) {
+  Scenario d = serving_scenario("deepseek-v3", "h200-sxm-141gb", 8, ServingWorkload::Mode::offline);
+  d.inference->profile = io::select_engine_profile("vllm", "0.8.4", "/inference/engine");
+  ASSERT_FALSE(d.inference->profile.knobs.mla_fused_down_projections);
+  const hw::RooflineCostModel cost(d.system);
+  IterationBatch b;
+  b.decodes = 4;
+  b.decode_context = 4 * 512;
+  const StepParts separate = IterationModel(d.model, d.system, *d.inference, cost).parts(b);
+  d.inference->profile.knobs.mla_fused_down_projections = true;
+  const StepParts fused = IterationModel(d.model, d.system, *d.inference, cost).parts(b);
+  const GpuEfficiency& e = d.system.gpu.efficiency;
+  const double rate = 1e9 / cost.memory_bound(Bytes(1e9)).value;
+  EXPECT_GE(separate.attention_projections - fused.attention_projections,
+            61 * (e.gemm_tail_us.value * 1e-6 + 4 * 7168 * 2 / rate));
+  EXPECT_NEAR(separate.kernel_gaps - fused.kernel_gaps, 61 * e.graph_kernel_gap_us.value * 1e-6, 1e-12);
+  EXPECT_EQ(separate.routed_experts, fused.routed_experts);
+  // The engines that fuse them say so; SGLang from the release after the change.
+  EXPECT_TRUE(io::select_engine_profile("sglang", "0.5.7", "/e").knobs.mla_fused_down_projections);
+  EXPECT_TRUE(io::select_engine_profile("sglang", "0.4.6", "/e").knobs.mla_fused_down_projections);
+  EXPECT_FALSE(io::select_engine_profile("sglang", "0.4.5.post3", "/e").knobs.mla_fused_down_projections);
+  EXPECT_TRUE(io::select_engine_profile("trtllm", "1.0", "/e").knobs.mla_fused_down_projections);
+}
+
 // The parts of a step (capsim infer --step-*) add up to the step the simulator charges, for
 // dense, MoE (with and without expert parallel or attention DP), MLA and sliding-window
 // models, over random mixes of decodes and prompt chunks.

@@ -208,7 +208,11 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
        // kernels (graph_kernel_gap_us) and vLLM V1's host time refitted under it (0.9 ->
        // 1.4 ms a step, its blog's 1.69x over V0): vLLM 0.8.4's DeepSeek-R1 mean TPOTs on
        // the DGX H200, -1..+6%, read +1..+9%, those on Nebius H200 (-6..-7%) -4..-5%.
-       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.07}, {"itl_p99_ms", 0.185}, {"tpot_mean_ms", 0.085}, {"tpot_p50_ms", 0.075},
+       // TPOT P50 0.075 -> 0.065 and mean 0.085 -> 0.09 when SGLang (0.4.6+) and TensorRT-LLM
+       // ran DeepSeek's query and key-value down projections as one GEMM (profile knob
+       // mla_down_projections): TensorRT-LLM's DeepSeek-R1 decodes, slow, came 3-7 points
+       // closer, its 10,000-token run, fast, read 3 points faster, which moved the mean's median.
+       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.07}, {"itl_p99_ms", 0.185}, {"tpot_mean_ms", 0.09}, {"tpot_p50_ms", 0.065},
         // TPOT P99 0.165 -> 0.14 when SGLang 0.5 fused DeepSeek's shared expert into the
         // routed-expert kernel (profile knob shared_expert). 0.14 -> 0.175 when every step
         // paid the GPU's idle time between its kernels (graph_kernel_gap_us, 1.3 us on
@@ -258,7 +262,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // inferencex870 0.28 -> 0.29 and llmie 0.08 -> 0.065 with the graph gaps: SGLang 0.5.7's
   // DeepSeek-R1 decodes, 19-32% slow already, read 2-4 points slower, vLLM 0.8.4's on Nebius
   // H200, 6-8% fast, read 5-6% fast.
-  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.29}, {"llmie", 0.065}, {"lmdeploy", 0.08},
+  // inferencex870 0.29 -> 0.26 with SGLang 0.5's fused MLA down projections (its TPOTs
+  // +24..+34% -> +19..+32%).
+  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.26}, {"llmie", 0.065}, {"lmdeploy", 0.08},
                                                        {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.11}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;

@@ -146,13 +146,17 @@ IterationModel::AttentionParts IterationModel::attention_layer_parts(const Itera
   if (m.mla) {
     const auto& a = *m.mla;
     const int64_t qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    // The query and key-value down projections read the same hidden states: one GEMM over
+    // both weights where the engine fuses them (EngineDefaults::mla_fused_down_projections).
+    const bool fused_down = a.q_lora_rank > 0 && engine_.mla_fused_down_projections;
     if (a.q_lora_rank > 0) {
-      t += gemm(tokens, a.q_lora_rank, h);
+      t += fused_down ? gemm(tokens, a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim, h)
+                      : gemm(tokens, a.q_lora_rank, h);
       t += gemm(tokens, m.heads * qk / tp, a.q_lora_rank);
     } else {
       t += gemm(tokens, m.heads * qk / tp, h);
     }
-    t += gemm(tokens, a.kv_lora_rank + a.qk_rope_head_dim, h);
+    if (!fused_down) t += gemm(tokens, a.kv_lora_rank + a.qk_rope_head_dim, h);
     t += gemm(tokens, m.heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, a.kv_lora_rank);
     t += gemm(tokens, h, m.heads * a.v_head_dim / tp);
   } else {
@@ -374,7 +378,11 @@ double IterationModel::step_kernels(const IterationBatch& b) const {
   // floored passes (norms, quantization, activations) carry the launch in their floor, and
   // the fused MoE layer's and the all-reduces' figures were timed over back-to-back
   // launches, gaps included.
-  double attention = m.mla ? (m.mla->q_lora_rank > 0 ? 5.0 : 4.0) : 2.0;
+  double attention = 2.0;
+  if (m.mla) {
+    attention = m.mla->q_lora_rank > 0 ? 5.0 : 4.0;
+    if (m.mla->q_lora_rank > 0 && engine_.mla_fused_down_projections) attention -= 1.0;
+  }
   attention += (b.decodes > 0 ? 1.0 : 0.0) + (b.prefills.empty() ? 0.0 : 1.0);
   const double ffn = 2.0;
   double experts = 0;

@@ -501,6 +501,9 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   // The kernel of block-scaled FP8 linear layers: a fixed tile shape, or DeepGEMM's per-shape
   // choice.
   optional_rule("block_fp8_gemm", "fixed_tile", "deepgemm", d.block_fp8_gemm_fills_sms);
+  // An MLA model's query and key-value down projections: two GEMMs, or one over their
+  // concatenated weights.
+  optional_rule("mla_down_projections", "separate", "fused", d.mla_fused_down_projections);
   // Where a single shared expert runs: its own MLP, or inside the routed-expert kernel.
   optional_rule("shared_expert", "separate", "fused", d.fused_shared_expert);
   // How routed tokens reach the experts behind attention DP: all-to-alls, or an

@@ -124,6 +124,10 @@ struct EngineDefaults {
   /// (SGLang's default on Hopper), so that only its measured rate and the weight stream
   /// bound it.
   bool block_fp8_gemm_fills_sms = false;
+  /// Whether an MLA model's query and key-value down projections (DeepSeek V3/R1's q_a_proj
+  /// and kv_a_proj_with_mqa, which read the same hidden states) run as one GEMM, as SGLang
+  /// (from 0.4.6) and TensorRT-LLM run them, instead of two as in the reference model code.
+  bool mla_fused_down_projections = false;
   /// Whether a model's one shared expert runs inside the routed-expert kernel as one more
   /// expert every token picks (SGLang's shared-experts fusion for DeepSeek V3/R1 without
   /// expert parallelism: E+1 experts, top-(k+1)), instead of as a separate dense MLP.
