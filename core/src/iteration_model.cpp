@@ -31,6 +31,24 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   // each token brings one more routed row.
   fused_shared_expert_ = engine_.fused_shared_expert && m.moe && p.ep.value_or(1) == 1 &&
                          m.moe->shared_experts == 1 && m.moe->shared_intermediate == m.moe->expert_intermediate;
+  fused_down_ = m.mla && m.mla->q_lora_rank > 0 && engine_.mla_fused_down_projections;
+  // The kernels of a step priced by their own duration, each followed by the GPU's idle gap
+  // (step_gpu_seconds): the weight-streaming GEMMs (gemm_tail_us is a profiler's kernel
+  // time) and attention over the cache (bytes or FLOPs at a rate). The floored passes
+  // (norms, quantization, activations) carry the launch in their floor, and the fused MoE
+  // layer's and the all-reduces' figures were timed over back-to-back launches, gaps
+  // included. Here the GEMMs every step runs: each layer's projections (MLA: the query
+  // down (with the key-value one where fused) and up, key-value down, key-value up and
+  // output), each dense layer's two MLP GEMMs, each routed-expert layer's router and an
+  // unfused shared expert's two.
+  {
+    double projections = 2.0;
+    if (m.mla) projections = (m.mla->q_lora_rank > 0 ? 5.0 : 4.0) - (fused_down_ ? 1.0 : 0.0);
+    const double ffn = 2.0;
+    double experts = 0;
+    if (m.moe) experts = 1.0 + (m.moe->shared_experts > 0 && !fused_shared_expert_ ? ffn : 0.0);
+    layer_gemm_kernels_ = dbl(m.layers) * projections + dbl(m.layers - moe_layers_) * ffn + dbl(moe_layers_) * experts;
+  }
   ep_max_z_ = expected_max_standard_normal(p.ep.value_or(1));
   eager_host_s_ = engine_.eager_host_s_per_layer
                       ? *engine_.eager_host_s_per_layer * dbl(m.layers)
@@ -148,15 +166,14 @@ IterationModel::AttentionParts IterationModel::attention_layer_parts(const Itera
     const int64_t qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
     // The query and key-value down projections read the same hidden states: one GEMM over
     // both weights where the engine fuses them (EngineDefaults::mla_fused_down_projections).
-    const bool fused_down = a.q_lora_rank > 0 && engine_.mla_fused_down_projections;
     if (a.q_lora_rank > 0) {
-      t += fused_down ? gemm(tokens, a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim, h)
-                      : gemm(tokens, a.q_lora_rank, h);
+      t += fused_down_ ? gemm(tokens, a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim, h)
+                       : gemm(tokens, a.q_lora_rank, h);
       t += gemm(tokens, m.heads * qk / tp, a.q_lora_rank);
     } else {
       t += gemm(tokens, m.heads * qk / tp, h);
     }
-    if (!fused_down) t += gemm(tokens, a.kv_lora_rank + a.qk_rope_head_dim, h);
+    if (!fused_down_) t += gemm(tokens, a.kv_lora_rank + a.qk_rope_head_dim, h);
     t += gemm(tokens, m.heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, a.kv_lora_rank);
     t += gemm(tokens, h, m.heads * a.v_head_dim / tp);
   } else {
@@ -348,7 +365,12 @@ double IterationModel::step_gpu_seconds(const IterationBatch& b, StepParts* part
   // The GPU idles between two dependent kernels even when a graph launches them; an eager
   // step's launches add its layers' host time on top (eager_host_s_ was measured as eager
   // minus replayed steps, both with these gaps).
-  const double gaps = step_kernels(b) * graph_gap_s_;
+  // Besides the GEMMs: the attention kernels of the decodes and of the prompt chunks in each
+  // layer, and the head where a sequence emits a token.
+  const double kernels = layer_gemm_kernels_ +
+                         dbl(m.layers) * ((b.decodes > 0 ? 1.0 : 0.0) + (b.prefills.empty() ? 0.0 : 1.0)) +
+                         (sampled > 0 ? 1.0 : 0.0);
+  const double gaps = kernels * graph_gap_s_;
   t += gaps;
   if (parts) {
     // The same layers by part: every layer's attention (windowed layers' own), dense
@@ -369,32 +391,6 @@ double IterationModel::step_gpu_seconds(const IterationBatch& b, StepParts* part
     parts->eager_host = eager ? eager_host_s_ : 0.0;
   }
   return t;
-}
-
-double IterationModel::step_kernels(const IterationBatch& b) const {
-  const ModelSpec& m = m_;
-  // Only kernels priced by their own duration: the weight-streaming GEMMs (gemm_tail_us is
-  // a profiler's kernel time) and attention over the cache (bytes or FLOPs at a rate). The
-  // floored passes (norms, quantization, activations) carry the launch in their floor, and
-  // the fused MoE layer's and the all-reduces' figures were timed over back-to-back
-  // launches, gaps included.
-  double attention = 2.0;
-  if (m.mla) {
-    attention = m.mla->q_lora_rank > 0 ? 5.0 : 4.0;
-    if (m.mla->q_lora_rank > 0 && engine_.mla_fused_down_projections) attention -= 1.0;
-  }
-  attention += (b.decodes > 0 ? 1.0 : 0.0) + (b.prefills.empty() ? 0.0 : 1.0);
-  const double ffn = 2.0;
-  double experts = 0;
-  if (m.moe) {
-    experts = 1.0;  // the router's GEMM
-    if (m.moe->shared_experts > 0 && !fused_shared_expert_) experts += ffn;
-  }
-  int64_t sampled = b.decodes;
-  for (const auto& pf : b.prefills)
-    if (pf.last) ++sampled;
-  return dbl(m.layers) * attention + dbl(m.layers - moe_layers_) * ffn + dbl(moe_layers_) * experts +
-         (sampled > 0 ? 1.0 : 0.0);
 }
 
 double IterationModel::head_seconds(int64_t sampled) const {

@@ -137,10 +137,6 @@ class IterationModel {
   double experts_seconds(int64_t tokens) const { return experts_parts(tokens).total(); }
   /// Seconds of the output head and sampling for `sampled` sequences.
   double head_seconds(int64_t sampled) const;
-  /// Kernels of the step priced by their own duration, each followed by the GPU's idle gap:
-  /// every layer's projection, MLP, shared-expert and router GEMMs, its attention kernels,
-  /// and the head.
-  double step_kernels(const IterationBatch& b) const;
   /// The step's GPU time (gpu_seconds); with `parts`, its parts are written there too.
   double step_gpu_seconds(const IterationBatch& b, StepParts* parts) const;
   /// The step from its GPU and host times: their sum, or the larger when the host overlaps.
@@ -165,6 +161,8 @@ class IterationModel {
   int64_t moe_layers_ = 0;  ///< layers with routed experts
   int64_t sliding_layers_ = 0;  ///< layers with a sliding window (ModelSpec::sliding_layers)
   bool fused_shared_expert_ = false;  ///< the shared expert runs inside the routed kernel
+  bool fused_down_ = false;  ///< MLA's query and key-value down projections are one GEMM
+  double layer_gemm_kernels_ = 0;  ///< the GEMMs of every step, summed over the layers (each pays a gap)
   double ep_max_z_ = 0;     ///< expected_max_standard_normal(ep): the busiest rank's spread
   bool fp8_block_ = false;  ///< block-scaled FP8 (the plan's, or the checkpoint's)
   double eager_host_s_ = 0;  ///< host time an eager step adds (all layers)
