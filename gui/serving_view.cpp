@@ -337,7 +337,7 @@ QString ServingView::part_label(const std::string& part) {
   static const std::pair<const char*, const char*> labels[] = {
       {"attention_projections", QT_TR_NOOP("attention projections")},
       {"attention_kernels", QT_TR_NOOP("attention kernels")},
-      {"elementwise", QT_TR_NOOP("norms and residuals")},
+      {"elementwise", QT_TR_NOOP("norms, rotary, KV write")},
       {"tp_all_reduce", QT_TR_NOOP("TP all-reduce")},
       {"dense_mlp", QT_TR_NOOP("MLP")},
       {"router", QT_TR_NOOP("router")},

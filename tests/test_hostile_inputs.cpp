@@ -328,6 +328,8 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownRuleWord) {
        "engine.json#/knobs/mla_down_projections/value: must be \"separate\" or \"fused\" (got \"merged\")"},
       {"trtllm", "moe_dp_exchange", "deepep",
        "engine.json#/knobs/moe_dp_exchange/value: must be \"all_to_all\" or \"gather_reduce_scatter\" (got \"deepep\")"},
+      {"vllm-v1", "rope_kv_write", "inline",
+       "engine.json#/knobs/rope_kv_write/value: must be \"separate\", \"fused\" or \"in_attention\" (got \"inline\")"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.knob);

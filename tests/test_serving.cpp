@@ -249,6 +249,52 @@ TEST(Serving, KernelsIdleTheGpuBetweenThem) {
   EXPECT_EQ(IterationModel(a.model, a.system, *a.inference, acost).parts(b).kernel_gaps, 0.0);
 }
 
+// A layer's small kernels (norms, rotary, the KV-cache write) each take at least the launch
+// floor: at one decode token every one of them is floored, so the step's elementwise part
+// is layers x kernels x floor. Llama 3 8B on vLLM runs four a layer (two residual norms,
+// rotary, reshape_and_cache_flash); one fewer where the engine fuses rotary with the cache
+// write, two fewer where its attention kernel does both. MLA adds its two latent norms,
+// Qwen3 its per-head query and key norms.
+TEST(Serving, EverySmallKernelOfALayerTakesALaunch) {
+  IterationBatch b;
+  b.decodes = 1;
+  b.decode_context = 512;
+  auto elementwise = [&](const char* model, const char* gpu, int64_t tp, std::optional<EngineDefaults::RopeKvWrite> rw) {
+    Scenario s = serving_scenario(model, gpu, tp, ServingWorkload::Mode::offline);
+    s.inference->profile = io::select_engine_profile("vllm", "0.8.4", "/inference/engine");
+    EXPECT_EQ(s.inference->profile.knobs.rope_kv_write, EngineDefaults::RopeKvWrite::separate);
+    if (rw) s.inference->profile.knobs.rope_kv_write = *rw;
+    const hw::RooflineCostModel cost(s.system);
+    const double floor = cost.memory_bound(Bytes(1)).value;
+    return IterationModel(s.model, s.system, *s.inference, cost).parts(b).elementwise / floor;
+  };
+  using RW = EngineDefaults::RopeKvWrite;
+  EXPECT_NEAR(elementwise("llama3-8b", "h100-sxm5-80gb", 1, std::nullopt), 32 * 4, 1e-9);
+  EXPECT_NEAR(elementwise("llama3-8b", "h100-sxm5-80gb", 4, std::nullopt), 32 * 4, 1e-9);
+  EXPECT_NEAR(elementwise("llama3-8b", "h100-sxm5-80gb", 1, RW::fused), 32 * 3, 1e-9);
+  EXPECT_NEAR(elementwise("llama3-8b", "a100-sxm4-80gb", 1, RW::in_attention), 32 * 2, 1e-9);
+  EXPECT_NEAR(elementwise("qwen3-8b", "h100-sxm5-80gb", 1, std::nullopt), 36 * 6, 1e-9);
+  EXPECT_NEAR(elementwise("deepseek-v3", "h200-sxm-141gb", 8, std::nullopt), 61 * 6, 1e-9);
+  // The engines say how they run them.
+  EXPECT_EQ(io::select_engine_profile("trtllm", "1.0", "/e").knobs.rope_kv_write, RW::fused);
+  EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.2.0", "/e").knobs.rope_kv_write, RW::in_attention);
+  EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.7.0", "/e").knobs.rope_kv_write, RW::in_attention);
+  EXPECT_EQ(io::select_engine_profile("sglang", "0.4.5", "/e").knobs.rope_kv_write, RW::separate);
+  EXPECT_EQ(io::select_engine_profile("vllm", "0.5.3", "/e").knobs.rope_kv_write, RW::separate);
+  // At prefill sizes the kernels move their bytes: two residual norms over the hidden
+  // states (read and write the input and the residual), rotary over the 32 query and 8 key
+  // heads, the cache write of 8 key and 8 value heads (read 16-bit, write 16-bit).
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->profile = io::select_engine_profile("vllm", "0.8.4", "/inference/engine");
+  const hw::RooflineCostModel cost(s.system);
+  IterationBatch p;
+  p.prefills.push_back({.tokens = 8192, .cached = 0, .last = true});
+  const double rate = 1e9 / cost.memory_bound(Bytes(1e9)).value;
+  const double per_token = 2 * 4096 * 2 * 4 + (32 + 8) * 128 * 2 * 2 + 16 * 128 * 2 * 2;
+  EXPECT_NEAR(IterationModel(s.model, s.system, *s.inference, cost).parts(p).elementwise, 32 * 8192 * per_token / rate,
+              1e-9);
+}
+
 // DeepSeek's query and key-value down projections read the same hidden states; an engine
 // that fuses them (SGLang from 0.4.6, TensorRT-LLM: profile knob mla_down_projections) runs
 // one GEMM over both weights instead of two. At 4 decodes every one of the 61 layers saves

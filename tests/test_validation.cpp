@@ -212,7 +212,13 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
        // ran DeepSeek's query and key-value down projections as one GEMM (profile knob
        // mla_down_projections): TensorRT-LLM's DeepSeek-R1 decodes, slow, came 3-7 points
        // closer, its 10,000-token run, fast, read 3 points faster, which moved the mean's median.
-       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.07}, {"itl_p99_ms", 0.185}, {"tpot_mean_ms", 0.09}, {"tpot_p50_ms", 0.065},
+       // ITL mean 0.07 -> 0.085, TPOT mean 0.09 -> 0.095 and P50 0.065 -> 0.085 when every
+       // small kernel of a layer took its own launch (norms, MLA's latent norms, rotary, the
+       // KV-cache write; profile knob rope_kv_write): DeepSeek-R1's 61 layers run six where
+       // one floored pass stood, about 1 ms more of a 40-50 ms step, and the DeepSeek-R1 runs
+       // on H200 around the medians, slow already (vLLM 0.8.4 +2..+9%, TensorRT-LLM +12..+29%),
+       // read 2-3 points slower.
+       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.085}, {"itl_p99_ms", 0.185}, {"tpot_mean_ms", 0.095}, {"tpot_p50_ms", 0.085},
         // TPOT P99 0.165 -> 0.14 when SGLang 0.5 fused DeepSeek's shared expert into the
         // routed-expert kernel (profile knob shared_expert). 0.14 -> 0.175 when every step
         // paid the GPU's idle time between its kernels (graph_kernel_gap_us, 1.3 us on
@@ -220,7 +226,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // host time was refitted under it: the cases around the median of 19, slow at P99
         // already, moved away (vLLM 0.8.4's ShareGPT runs +13.0% and +15.9% to +17-18%,
         // SGLang 0.5.7 at concurrency 8 +10.2% -> +14.2%).
-        {"tpot_p99_ms", 0.175}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.07},
+        // 0.175 -> 0.19, throughput 0.065 -> 0.07 and requests 0.07 -> 0.075 with the layers'
+        // small kernels (above): the same DeepSeek-R1 runs.
+        {"tpot_p99_ms", 0.19}, {"throughput_tokens_per_s", 0.07}, {"requests_per_s", 0.075},
         // TTFT P50 rose from 0.19 when engines one batch ahead (SGLang 0.4+, TensorRT-LLM)
         // began admitting a request that arrives mid-step to the batch after next: the
         // median of 20 cases sits between two SGLang DeepSeek-R1 cases at 0.21 and 0.29.
@@ -242,7 +250,11 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // -10..-11% (the measured 8,192-token steps, 520-538 ms, now read 503 ms).
         // P50 0.26 -> 0.165 and P99 0.32 -> 0.31 with the kernel gaps: the prompt steps'
         // decodes run longer, and vLLM 0.8.4's first tokens, early, come later.
-        {"ttft_mean_ms", 0.12}, {"ttft_p50_ms", 0.165}, {"ttft_p99_ms", 0.31}}},
+        // Mean 0.12 -> 0.13, P50 0.165 -> 0.18 and P99 0.31 -> 0.315 with the layers' small
+        // kernels: prompt steps share their step with decodes that now run longer, and the
+        // DeepSeek-R1 TTFTs that read late (SGLang 0.4.5.post3 on Nebius H200, vLLM 0.8.4's
+        // EP8 ShareGPT run) read later.
+        {"ttft_mean_ms", 0.13}, {"ttft_p50_ms", 0.18}, {"ttft_p99_ms", 0.315}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
@@ -264,7 +276,10 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // H200, 6-8% fast, read 5-6% fast.
   // inferencex870 0.29 -> 0.26 with SGLang 0.5's fused MLA down projections (its TPOTs
   // +24..+34% -> +19..+32%).
-  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.26}, {"llmie", 0.065}, {"lmdeploy", 0.08},
+  // inferencex870 0.26 -> 0.31 and llmie 0.065 -> 0.08 with the layers' small kernels: SGLang
+  // 0.5.7's DeepSeek-R1 TPOTs, +19..+32% slow, read +27..+35% (six floored kernels a layer
+  // where one stood; SGLang may overlap or fuse some of them on DeepSeek, not established).
+  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.31}, {"llmie", 0.08}, {"lmdeploy", 0.08},
                                                        {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.11}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
@@ -390,8 +405,12 @@ TEST(Validation, PostTrainingErrorBounds) {
   // moved toward their measurements (DeepSeek-V3 FP8 +27% -> +23..+25%, Qwen3-235B
   // on-policy +22..+30% -> +20..+27%), four already slow away (the split Qwen3-235B -16.5%
   // and -19.1% -> -17.9% and -21.7%), which moved the median to 19.6%.
-  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.175);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.197);
+  // Step 16.6% -> 13.2% and tokens/s 19.6% -> 17.4% when every small kernel of a layer took
+  // its own launch (norms, MLA's latent norms, Qwen3's per-head norms, rotary, the KV-cache
+  // write): the rollouts' decode steps, fast, run longer (Qwen3-30B-A3B's 48 layers with
+  // per-head norms run six where one floored pass stood).
+  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.14);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.18);
   // The tail too (today 33.3% and 50.1%: Qwen3-30B-A3B's v0.6 runs, 31% fast, read 33% fast
   // once vLLM 0.17.1 overlaps its host time, 31.4% and 46.6% before; 36.6% and 49.5% before
   // the published refit

@@ -66,6 +66,44 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   // under attention DP a GPU keeps its own sequences' whole KV.
   kv_bytes_token_layer_ = kv_cache_bytes_per_token(m, kv) / dbl(m.layers);
   if (!m.mla) kv_bytes_token_layer_ /= std::min(dbl(attn_tp_), dbl(m.kv_heads));
+  // The layer's small kernels, each a pass over what it reads and writes per token (16-bit
+  // activations), priced as a floored stream: the reference layer's two norms, each adding
+  // the residual in (read the input and the residual, write both: vLLM's fused_add_rms_norm);
+  // MLA's norms of the query and key-value latents; per-head query and key norms (Qwen3: two
+  // RMSNorm calls); rotary over the queries and keys and the KV-cache write (read 16-bit
+  // keys and values, write them in the cache's type), two kernels, one, or none as the
+  // engine runs them (EngineDefaults::rope_kv_write). Models with learned positions have no
+  // rotary. The dense MLP's activation is priced with the MLP (dense_ffn_seconds).
+  {
+    const double h = dbl(m.hidden), heads = dbl(m.heads / attn_tp_);
+    const double residual_norm = h * 2.0 * 4.0;
+    layer_small_kernel_bytes_ = {residual_norm, residual_norm};
+    double kv_heads = 0, rope_width = 0;
+    if (m.mla) {
+      if (m.mla->q_lora_rank > 0) layer_small_kernel_bytes_.push_back(dbl(m.mla->q_lora_rank) * 2.0 * 2.0);
+      layer_small_kernel_bytes_.push_back(dbl(m.mla->kv_lora_rank) * 2.0 * 2.0);
+      kv_heads = 1.0;  // the shared rope key
+      rope_width = dbl(m.mla->qk_rope_head_dim);
+    } else {
+      kv_heads = std::max(1.0, dbl(m.kv_heads) / dbl(attn_tp_));
+      rope_width = dbl(m.head_dim);
+    }
+    if (m.qk_norm) {
+      layer_small_kernel_bytes_.push_back(heads * dbl(m.head_dim) * 2.0 * 2.0);
+      layer_small_kernel_bytes_.push_back(kv_heads * dbl(m.head_dim) * 2.0 * 2.0);
+    }
+    const double rope = m.learned_positions ? 0.0 : (heads + kv_heads) * rope_width * 2.0 * 2.0;
+    const double kv_type_bytes = dtype_bytes(kv);
+    const double cache_write = kv_bytes_token_layer_ / kv_type_bytes * 2.0 + kv_bytes_token_layer_;
+    switch (engine_.rope_kv_write) {
+      case EngineDefaults::RopeKvWrite::separate:
+        if (rope > 0) layer_small_kernel_bytes_.push_back(rope);
+        layer_small_kernel_bytes_.push_back(cache_write);
+        break;
+      case EngineDefaults::RopeKvWrite::fused: layer_small_kernel_bytes_.push_back(rope + cache_write); break;
+      case EngineDefaults::RopeKvWrite::in_attention: break;
+    }
+  }
   tp_group_.size = p.tp;
   tp_group_.per_node = std::min<int64_t>(p.tp, sys.gpus_per_node);
   tp_group_.nvls = engine_.nccl_nvls;
@@ -227,8 +265,9 @@ IterationModel::AttentionParts IterationModel::attention_layer_parts(const Itera
     const double t_flops = flops / (sys_.gpu.peak(DType::bf16).value * 0.6);
     parts.decode_kernel = std::max(t_mem, t_flops);
   }
-  // Norms, rotary, residuals: a few passes over the hidden states.
-  parts.elementwise = cost_.memory_bound(Bytes(dbl(tokens) * dbl(h) * 2.0 * 8.0)).value;
+  // Norms, rotary and the KV-cache write: one floored pass each (layer_small_kernel_bytes_).
+  for (const double per_token : layer_small_kernel_bytes_)
+    parts.elementwise += cost_.memory_bound(Bytes(dbl(tokens) * per_token)).value;
   if (tp > 1) parts.all_reduce = 2.0 * tp_all_reduce(dbl(tokens) * dbl(h) * 2.0);
   return parts;
 }

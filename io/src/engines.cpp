@@ -504,6 +504,21 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   // An MLA model's query and key-value down projections: two GEMMs, or one over their
   // concatenated weights.
   optional_rule("mla_down_projections", "separate", "fused", d.mla_fused_down_projections);
+  // How a layer's rotary and KV-cache write run: two kernels, one, or inside attention.
+  if (has_knob("rope_kv_write")) {
+    for (const KnobValue& v : knob("rope_kv_write")) {
+      using RopeKv = EngineDefaults::RopeKvWrite;
+      const std::string s = v.value->is_string() ? v.value->get<std::string>() : std::string();
+      const std::optional<RopeKv> r = s == "separate"       ? std::optional(RopeKv::separate)
+                                      : s == "fused"        ? std::optional(RopeKv::fused)
+                                      : s == "in_attention" ? std::optional(RopeKv::in_attention)
+                                                            : std::nullopt;
+      if (!r)
+        issues.push_back({v.at, brief(*v.value), "must be \"separate\", \"fused\" or \"in_attention\"", {}});
+      else if (v.in_force)
+        d.rope_kv_write = *r;
+    }
+  }
   // Where a single shared expert runs: its own MLP, or inside the routed-expert kernel.
   optional_rule("shared_expert", "separate", "fused", d.fused_shared_expert);
   // How routed tokens reach the experts behind attention DP: all-to-alls, or an

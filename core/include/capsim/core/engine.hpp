@@ -128,6 +128,13 @@ struct EngineDefaults {
   /// and kv_a_proj_with_mqa, which read the same hidden states) run as one GEMM, as SGLang
   /// (from 0.4.6) and TensorRT-LLM run them, instead of two as in the reference model code.
   bool mla_fused_down_projections = false;
+  /// How a layer rotates the new queries and keys and writes the keys and values into the
+  /// paged KV cache: `separate`, two kernels (a rotary kernel, then the cache write, as the
+  /// reference model code and vLLM run them: rotary_embedding, reshape_and_cache_flash);
+  /// `fused`, one kernel doing both; `in_attention`, inside the attention kernel, with no
+  /// kernel of their own.
+  enum class RopeKvWrite { separate, fused, in_attention };
+  RopeKvWrite rope_kv_write = RopeKvWrite::separate;
   /// Whether a model's one shared expert runs inside the routed-expert kernel as one more
   /// expert every token picks (SGLang's shared-experts fusion for DeepSeek V3/R1 without
   /// expert parallelism: E+1 experts, top-(k+1)), instead of as a separate dense MLP.

@@ -163,6 +163,9 @@ class IterationModel {
   bool fused_shared_expert_ = false;  ///< the shared expert runs inside the routed kernel
   bool fused_down_ = false;  ///< MLA's query and key-value down projections are one GEMM
   double layer_gemm_kernels_ = 0;  ///< the GEMMs of every step, summed over the layers (each pays a gap)
+  /// One layer's small kernels besides its GEMMs and attention: norms, rotary and the KV-cache
+  /// write, each a floored pass over the bytes it moves per token (attention_layer_parts).
+  std::vector<double> layer_small_kernel_bytes_;
   double ep_max_z_ = 0;     ///< expected_max_standard_normal(ep): the busiest rank's spread
   bool fp8_block_ = false;  ///< block-scaled FP8 (the plan's, or the checkpoint's)
   double eager_host_s_ = 0;  ///< host time an eager step adds (all layers)
