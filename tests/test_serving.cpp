@@ -295,6 +295,38 @@ TEST(Serving, EverySmallKernelOfALayerTakesALaunch) {
               1e-9);
 }
 
+// vLLM quantizes a per-tensor FP8 (or W8A8) linear layer's 16-bit input in a kernel of its
+// own (apply_fp8_linear: scaled_fp8_quant, then cutlass_scaled_mm; profile knob
+// activation_quant): at one decode token each of a Llama layer's four GEMMs (qkv, o,
+// gate_up, down) gains one floored pass; a MoE router, a 16-bit layer, gains none; BF16
+// and block-scaled FP8 (quantized per token group already) are unchanged.
+TEST(Serving, PerTensorFp8LayersQuantizeTheirInputFirst) {
+  IterationBatch b;
+  b.decodes = 1;
+  b.decode_context = 512;
+  auto parts = [&](const char* model, DType dt, bool separate) {
+    Scenario s = serving_scenario(model, "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+    s.inference->profile = io::select_engine_profile("vllm", "0.8.4", "/inference/engine");
+    EXPECT_TRUE(s.inference->profile.knobs.activation_quant_kernel);
+    s.inference->profile.knobs.activation_quant_kernel = separate;
+    s.inference->weight_dtype = s.inference->activation_dtype = dt;
+    const hw::RooflineCostModel cost(s.system);
+    return std::pair(IterationModel(s.model, s.system, *s.inference, cost).parts(b), cost.memory_bound(Bytes(1)).value);
+  };
+  const auto [fused, floor] = parts("llama3-8b", DType::fp8, false);
+  const auto separate = parts("llama3-8b", DType::fp8, true).first;
+  EXPECT_NEAR(separate.attention_projections - fused.attention_projections, 32 * 2 * floor, 1e-12);
+  EXPECT_NEAR(separate.dense_mlp - fused.dense_mlp, 32 * 2 * floor, 1e-12);
+  EXPECT_EQ(parts("llama3-8b", DType::bf16, true).first.gpu, parts("llama3-8b", DType::bf16, false).first.gpu);
+  const StepParts moe_fused = parts("qwen3-30b-a3b", DType::fp8, false).first;
+  const StepParts moe_separate = parts("qwen3-30b-a3b", DType::fp8, true).first;
+  EXPECT_EQ(moe_separate.router, moe_fused.router);
+  EXPECT_NEAR(moe_separate.attention_projections - moe_fused.attention_projections, 48 * 2 * floor, 1e-12);
+  // The engines without a source for it keep the quantization in the producing kernel.
+  EXPECT_FALSE(io::select_engine_profile("trtllm", "1.0", "/e").knobs.activation_quant_kernel);
+  EXPECT_TRUE(io::select_engine_profile("vllm", "0.5.3", "/e").knobs.activation_quant_kernel);
+}
+
 // DeepSeek's query and key-value down projections read the same hidden states; an engine
 // that fuses them (SGLang from 0.4.6, TensorRT-LLM: profile knob mla_down_projections) runs
 // one GEMM over both weights instead of two. At 4 decodes every one of the 61 layers saves
@@ -1180,13 +1212,18 @@ TEST(Serving, Fp8BlockScalingAddsQuantizationAndSlowsLargeGemms) {
   decode.decode_context = 128;
   IterationBatch prefill;
   prefill.prefills.push_back({8192, 0, true});
+  // Against per-tensor FP8 whose quantization is fused into the kernel before it: four
+  // projections a layer (QKV, output, gate/up, down), each behind one quantization.
+  s.inference->profile.knobs.activation_quant_kernel = false;
   const IterationModel tensor(s.model, s.system, *s.inference, cost);
   Scenario b = s;
   b.inference->fp8_block_scaling = true;
   const IterationModel block(b.model, b.system, *b.inference, cost);
-  // Four projections a layer (QKV, output, gate/up, down), each behind one quantization.
   EXPECT_NEAR(block.seconds(decode) - tensor.seconds(decode), 4.0 * 32.0 * cost.memory_bound(Bytes(1)).value, 1e-12);
   EXPECT_GT(block.seconds(prefill), 1.5 * tensor.seconds(prefill));
+  // Where per-tensor FP8 quantizes in a kernel of its own too (vLLM), a decode pays the same.
+  s.inference->profile.knobs.activation_quant_kernel = true;
+  EXPECT_NEAR(block.seconds(decode), IterationModel(s.model, s.system, *s.inference, cost).seconds(decode), 1e-12);
 }
 
 // FP8 scaling "auto" follows the model's published FP8 checkpoint: DeepSeek-V3 models are

@@ -121,7 +121,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   weight_bytes_ += dbl(m.vocab * m.hidden) / tp * 2.0;  // head stays in 16 bits
 }
 
-double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
+double IterationModel::gemm(int64_t m, int64_t n, int64_t k, bool quantized_input) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0.0;
   // Roofline of pre-quantized weights: tensor-core time against streaming the weights
   // (and the 16-bit activations in and out) from HBM.
@@ -143,6 +143,11 @@ double IterationModel::gemm(int64_t m, int64_t n, int64_t k) const {
     else if (ge.gemm_fp8_block.value > 0)
       compute = std::max(compute, flops / (fp8_peak * ge.gemm_fp8_block.value));
     quantize = cost_.memory_bound(Bytes(dbl(m) * dbl(k) * (2.0 + 1.0 + 4.0 / 128.0))).value;
+  } else if (math_ != DType::bf16 && engine_.activation_quant_kernel && quantized_input) {
+    // Per-tensor FP8 or W8A8: the engine quantizes the 16-bit input in a kernel of its own
+    // (read 16-bit, write 8-bit values; a static scale, or one per row for int8), a floored
+    // pass. A dynamic per-tensor FP8 scale takes a second kernel for the maximum, not counted.
+    quantize = cost_.memory_bound(Bytes(dbl(m) * dbl(k) * (2.0 + 1.0))).value;
   }
   if (p_.sparse_24) {
     // 2:4 sparsity: sparse tensor cores skip the zero half (twice the dense rate, the
@@ -344,7 +349,7 @@ IterationModel::ExpertParts IterationModel::experts_parts(int64_t tokens) const 
   // The fused kernel hides part of the shorter of the two behind the longer.
   ExpertParts parts;
   parts.grouped_gemms = std::max(compute, weights) + ge.moe_kernel_unhidden.value * std::min(compute, weights);
-  parts.router = gemm(tokens, e.num_experts, h);
+  parts.router = gemm(tokens, e.num_experts, h, false);
   if (e.shared_experts > 0 && !fused_shared_expert_)
     parts.shared = dense_ffn_seconds(tokens, e.shared_experts * e.shared_intermediate);
   // Expert parallel behind tensor-parallel attention: every rank of the group already holds

@@ -519,6 +519,10 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
         d.rope_kv_write = *r;
     }
   }
+  // Where a per-tensor FP8 or W8A8 layer quantizes its input: in the kernel that produced
+  // it, or in a kernel of its own ahead of the GEMM.
+  d.activation_quant_kernel = false;
+  optional_rule("activation_quant", "fused", "separate", d.activation_quant_kernel);
   // Where a single shared expert runs: its own MLP, or inside the routed-expert kernel.
   optional_rule("shared_expert", "separate", "fused", d.fused_shared_expert);
   // How routed tokens reach the experts behind attention DP: all-to-alls, or an

@@ -135,6 +135,12 @@ struct EngineDefaults {
   /// kernel of their own.
   enum class RopeKvWrite { separate, fused, in_attention };
   RopeKvWrite rope_kv_write = RopeKvWrite::separate;
+  /// Whether a linear layer with per-tensor FP8 or W8A8 (int8) weights and activations
+  /// quantizes its 16-bit input in a kernel of its own ahead of the GEMM (vLLM's
+  /// apply_fp8_linear / apply_int8_linear: scaled_fp8_quant, scaled_int8_quant), instead of
+  /// in the kernel that produced it. The plan built in code is vLLM V1's; a profile without
+  /// the knob fuses it.
+  bool activation_quant_kernel = true;
   /// Whether a model's one shared expert runs inside the routed-expert kernel as one more
   /// expert every token picks (SGLang's shared-experts fusion for DeepSeek V3/R1 without
   /// expert parallelism: E+1 experts, top-(k+1)), instead of as a separate dense MLP.

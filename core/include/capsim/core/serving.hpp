@@ -111,7 +111,9 @@ class IterationModel {
   double host_seconds(const IterationBatch& b) const;
 
  private:
-  double gemm(int64_t m, int64_t n, int64_t k) const;
+  /// `quantized_input`: whether the GEMM's input is quantized ahead of it (per-tensor FP8 and
+  /// W8A8 under EngineDefaults::activation_quant_kernel); a router's 16-bit GEMM is not.
+  double gemm(int64_t m, int64_t n, int64_t k, bool quantized_input = true) const;
   /// One layer's attention block by part (its total adds them in the order the step does).
   struct AttentionParts {
     double projections = 0, prefill_kernels = 0, decode_kernel = 0, elementwise = 0, all_reduce = 0;
