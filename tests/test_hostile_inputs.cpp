@@ -330,6 +330,8 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownRuleWord) {
        "engine.json#/knobs/moe_dp_exchange/value: must be \"all_to_all\" or \"gather_reduce_scatter\" (got \"deepep\")"},
       {"vllm-v0.6", "activation_quant", "per_token",
        "engine.json#/knobs/activation_quant/value: must be \"fused\" or \"separate\" (got \"per_token\")"},
+      {"lmdeploy-turbomind", "residual_norm", "fused",
+       "engine.json#/knobs/residual_norm/value: must be \"separate\" or \"in_all_reduce\" (got \"fused\")"},
       {"vllm-v1", "rope_kv_write", "inline",
        "engine.json#/knobs/rope_kv_write/value: must be \"separate\", \"fused\" or \"in_attention\" (got \"inline\")"},
   };

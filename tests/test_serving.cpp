@@ -281,6 +281,19 @@ TEST(Serving, EverySmallKernelOfALayerTakesALaunch) {
   EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.7.0", "/e").knobs.rope_kv_write, RW::in_attention);
   EXPECT_EQ(io::select_engine_profile("sglang", "0.4.5", "/e").knobs.rope_kv_write, RW::separate);
   EXPECT_EQ(io::select_engine_profile("vllm", "0.5.3", "/e").knobs.rope_kv_write, RW::separate);
+  // LMDeploy TurboMind from 0.7.2 adds the residual and normalizes inside its tensor-parallel
+  // all-reduce: with its rotary and cache write inside attention, a layer at TP4 runs no
+  // small kernel of its own, at TP1 its two norms.
+  EXPECT_FALSE(io::select_engine_profile("lmdeploy", "0.7.1", "/e").knobs.residual_norm_in_all_reduce);
+  for (const int64_t tp : {1, 4}) {
+    Scenario l = serving_scenario("llama3-8b", "h100-sxm5-80gb", tp, ServingWorkload::Mode::offline);
+    l.inference->profile = io::select_engine_profile("lmdeploy", "0.7.2", "/inference/engine");
+    ASSERT_TRUE(l.inference->profile.knobs.residual_norm_in_all_reduce);
+    const hw::RooflineCostModel cost(l.system);
+    const double floor = cost.memory_bound(Bytes(1)).value;
+    EXPECT_NEAR(IterationModel(l.model, l.system, *l.inference, cost).parts(b).elementwise, tp > 1 ? 0.0 : 32 * 2 * floor,
+                1e-12);
+  }
   // At prefill sizes the kernels move their bytes: two residual norms over the hidden
   // states (read and write the input and the residual), rotary over the 32 query and 8 key
   // heads, the cache write of 8 key and 8 value heads (read 16-bit, write 16-bit).

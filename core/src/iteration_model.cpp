@@ -78,6 +78,9 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
     const double h = dbl(m.hidden), heads = dbl(m.heads / attn_tp_);
     const double residual_norm = h * 2.0 * 4.0;
     layer_small_kernel_bytes_ = {residual_norm, residual_norm};
+    // An engine that adds the residual and normalizes inside its tensor-parallel all-reduce
+    // runs neither norm as a kernel of its own (only where attention is tensor-parallel).
+    if (engine_.residual_norm_in_all_reduce && attn_tp_ > 1) norms_in_all_reduce_ = 2;
     double kv_heads = 0, rope_width = 0;
     if (m.mla) {
       if (m.mla->q_lora_rank > 0) layer_small_kernel_bytes_.push_back(dbl(m.mla->q_lora_rank) * 2.0 * 2.0);
@@ -271,8 +274,8 @@ IterationModel::AttentionParts IterationModel::attention_layer_parts(const Itera
     parts.decode_kernel = std::max(t_mem, t_flops);
   }
   // Norms, rotary and the KV-cache write: one floored pass each (layer_small_kernel_bytes_).
-  for (const double per_token : layer_small_kernel_bytes_)
-    parts.elementwise += cost_.memory_bound(Bytes(dbl(tokens) * per_token)).value;
+  for (size_t i = norms_in_all_reduce_; i < layer_small_kernel_bytes_.size(); ++i)
+    parts.elementwise += cost_.memory_bound(Bytes(dbl(tokens) * layer_small_kernel_bytes_[i])).value;
   if (tp > 1) parts.all_reduce = 2.0 * tp_all_reduce(dbl(tokens) * dbl(h) * 2.0);
   return parts;
 }

@@ -523,6 +523,9 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   // it, or in a kernel of its own ahead of the GEMM.
   d.activation_quant_kernel = false;
   optional_rule("activation_quant", "fused", "separate", d.activation_quant_kernel);
+  // Where the residual add and norm run under tensor parallelism: kernels of their own, or
+  // inside the all-reduce.
+  optional_rule("residual_norm", "separate", "in_all_reduce", d.residual_norm_in_all_reduce);
   // Where a single shared expert runs: its own MLP, or inside the routed-expert kernel.
   optional_rule("shared_expert", "separate", "fused", d.fused_shared_expert);
   // How routed tokens reach the experts behind attention DP: all-to-alls, or an

@@ -135,6 +135,10 @@ struct EngineDefaults {
   /// kernel of their own.
   enum class RopeKvWrite { separate, fused, in_attention };
   RopeKvWrite rope_kv_write = RopeKvWrite::separate;
+  /// Whether, under tensor parallelism, the layer's residual add and norm run inside its
+  /// all-reduce kernel (LMDeploy TurboMind from 0.7.2: AllreduceResidualBiasRMSnorm) instead of
+  /// as kernels of their own after it.
+  bool residual_norm_in_all_reduce = false;
   /// Whether a linear layer with per-tensor FP8 or W8A8 (int8) weights and activations
   /// quantizes its 16-bit input in a kernel of its own ahead of the GEMM (vLLM's
   /// apply_fp8_linear / apply_int8_linear: scaled_fp8_quant, scaled_int8_quant), instead of

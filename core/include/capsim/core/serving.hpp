@@ -168,6 +168,9 @@ class IterationModel {
   /// One layer's small kernels besides its GEMMs and attention: norms, rotary and the KV-cache
   /// write, each a floored pass over the bytes it moves per token (attention_layer_parts).
   std::vector<double> layer_small_kernel_bytes_;
+  /// How many of them, from the first, the attention's tensor-parallel all-reduces run
+  /// instead (EngineDefaults::residual_norm_in_all_reduce): the two residual norms, or none.
+  size_t norms_in_all_reduce_ = 0;
   double ep_max_z_ = 0;     ///< expected_max_standard_normal(ep): the busiest rank's spread
   bool fp8_block_ = false;  ///< block-scaled FP8 (the plan's, or the checkpoint's)
   double eager_host_s_ = 0;  ///< host time an eager step adds (all layers)
