@@ -332,6 +332,8 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownRuleWord) {
        "engine.json#/knobs/activation_quant/value: must be \"fused\" or \"separate\" (got \"per_token\")"},
       {"lmdeploy-turbomind", "residual_norm", "fused",
        "engine.json#/knobs/residual_norm/value: must be \"separate\" or \"in_all_reduce\" (got \"fused\")"},
+      {"lmdeploy-turbomind-0.1", "mlp_gate_up", 2,
+       "engine.json#/knobs/mlp_gate_up/value: must be \"fused\" or \"separate\" (got 2)"},
       {"vllm-v1", "rope_kv_write", "inline",
        "engine.json#/knobs/rope_kv_write/value: must be \"separate\", \"fused\" or \"in_attention\" (got \"inline\")"},
   };

@@ -340,6 +340,31 @@ TEST(Serving, PerTensorFp8LayersQuantizeTheirInputFirst) {
   EXPECT_TRUE(io::select_engine_profile("vllm", "0.5.3", "/e").knobs.activation_quant_kernel);
 }
 
+// LMDeploy TurboMind ran a 16-bit gated MLP's gate and up projections as two GEMMs until
+// 0.5 (w1, w3, then the activation; profile knob mlp_gate_up), one over both weights after:
+// at one decode every layer pays one more GEMM's fixed time and the GPU's gap after it.
+TEST(Serving, SeparateGateAndUpProjectionsRunTwoGemms) {
+  IterationBatch b;
+  b.decodes = 1;
+  b.decode_context = 512;
+  auto step = [&](const char* version) {
+    Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+    s.inference->profile = io::select_engine_profile("lmdeploy", version, "/inference/engine");
+    const hw::RooflineCostModel cost(s.system);
+    return IterationModel(s.model, s.system, *s.inference, cost).parts(b);
+  };
+  EXPECT_TRUE(io::select_engine_profile("lmdeploy", "0.2.0", "/e").knobs.mlp_gate_up_separate);
+  EXPECT_TRUE(io::select_engine_profile("lmdeploy", "0.4.1", "/e").knobs.mlp_gate_up_separate);
+  EXPECT_FALSE(io::select_engine_profile("lmdeploy", "0.6.0", "/e").knobs.mlp_gate_up_separate);
+  EXPECT_FALSE(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.mlp_gate_up_separate);
+  const StepParts two = step("0.4.1"), one = step("0.6.0");
+  Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  const GpuEfficiency& e = s.system.gpu.efficiency;
+  EXPECT_NEAR(two.kernel_gaps - one.kernel_gaps, 32 * e.graph_kernel_gap_us.value * 1e-6, 1e-12);
+  EXPECT_GE(two.dense_mlp - one.dense_mlp, 32 * e.gemm_tail_us.value * 1e-6 * 0.999);
+  EXPECT_EQ(two.attention_projections, one.attention_projections);
+}
+
 // DeepSeek's query and key-value down projections read the same hidden states; an engine
 // that fuses them (SGLang from 0.4.6, TensorRT-LLM: profile knob mla_down_projections) runs
 // one GEMM over both weights instead of two. At 4 decodes every one of the 61 layers saves

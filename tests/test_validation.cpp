@@ -218,7 +218,11 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
        // one floored pass stood, about 1 ms more of a 40-50 ms step, and the DeepSeek-R1 runs
        // on H200 around the medians, slow already (vLLM 0.8.4 +2..+9%, TensorRT-LLM +12..+29%),
        // read 2-3 points slower.
-       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.085}, {"itl_p99_ms", 0.185}, {"tpot_mean_ms", 0.095}, {"tpot_p50_ms", 0.085},
+       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.085},
+        // ITL P99 0.185 -> 0.18 (17.4%) when LMDeploy TurboMind up to 0.4 ran the gate and up
+        // projections as two GEMMs (profile knob mlp_gate_up): its A100 runs' ITLs, a few
+        // percent fast, came 0.5-1 point closer.
+        {"itl_p99_ms", 0.18}, {"tpot_mean_ms", 0.095}, {"tpot_p50_ms", 0.085},
         // TPOT P99 0.165 -> 0.14 when SGLang 0.5 fused DeepSeek's shared expert into the
         // routed-expert kernel (profile knob shared_expert). 0.14 -> 0.175 when every step
         // paid the GPU's idle time between its kernels (graph_kernel_gap_us, 1.3 us on
@@ -279,7 +283,7 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // inferencex870 0.26 -> 0.31 and llmie 0.065 -> 0.08 with the layers' small kernels: SGLang
   // 0.5.7's DeepSeek-R1 TPOTs, +19..+32% slow, read +27..+35% (six floored kernels a layer
   // where one stood; SGLang may overlap or fuse some of them on DeepSeek, not established).
-  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.31}, {"llmie", 0.08}, {"lmdeploy", 0.08},
+  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.31}, {"llmie", 0.08}, {"lmdeploy", 0.07},
                                                        {"sglang", 0.11},        {"trtllm", 0.09}, {"vllmspot", 0.11}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;

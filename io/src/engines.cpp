@@ -526,6 +526,8 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   // Where the residual add and norm run under tensor parallelism: kernels of their own, or
   // inside the all-reduce.
   optional_rule("residual_norm", "separate", "in_all_reduce", d.residual_norm_in_all_reduce);
+  // A gated MLP's gate and up projections: one GEMM over both weights, or two.
+  optional_rule("mlp_gate_up", "fused", "separate", d.mlp_gate_up_separate);
   // Where a single shared expert runs: its own MLP, or inside the routed-expert kernel.
   optional_rule("shared_expert", "separate", "fused", d.fused_shared_expert);
   // How routed tokens reach the experts behind attention DP: all-to-alls, or an
