@@ -334,6 +334,8 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownRuleWord) {
        "engine.json#/knobs/residual_norm/value: must be \"separate\" or \"in_all_reduce\" (got \"fused\")"},
       {"lmdeploy-turbomind-0.1", "mlp_gate_up", 2,
        "engine.json#/knobs/mlp_gate_up/value: must be \"fused\" or \"separate\" (got 2)"},
+      {"lmdeploy-turbomind", "int4_gated_activation", "epilogue",
+       "engine.json#/knobs/int4_gated_activation/value: must be \"separate\" or \"in_gemm\" (got \"epilogue\")"},
       {"vllm-v1", "rope_kv_write", "inline",
        "engine.json#/knobs/rope_kv_write/value: must be \"separate\", \"fused\" or \"in_attention\" (got \"inline\")"},
   };

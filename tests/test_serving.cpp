@@ -363,6 +363,22 @@ TEST(Serving, SeparateGateAndUpProjectionsRunTwoGemms) {
   EXPECT_NEAR(two.kernel_gaps - one.kernel_gaps, 32 * e.graph_kernel_gap_us.value * 1e-6, 1e-12);
   EXPECT_GE(two.dense_mlp - one.dense_mlp, 32 * e.gemm_tail_us.value * 1e-6 * 0.999);
   EXPECT_EQ(two.attention_projections, one.attention_projections);
+  // Its int4 (AWQ) weights run one w1||w3 GEMM with the SiLU in the epilogue at every
+  // release of the profile: no activation kernel, and no second GEMM even up to 0.4.
+  auto int4 = [&](const char* version, bool in_gemm) {
+    Scenario q = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+    q.inference->profile = io::select_engine_profile("lmdeploy", version, "/inference/engine");
+    EXPECT_TRUE(q.inference->profile.knobs.int4_silu_in_gemm);
+    q.inference->profile.knobs.int4_silu_in_gemm = in_gemm;
+    q.inference->weight_dtype = DType::int4;
+    const hw::RooflineCostModel cost(q.system);
+    return std::pair(IterationModel(q.model, q.system, *q.inference, cost).parts(b), cost.memory_bound(Bytes(1)).value);
+  };
+  const auto [fused, floor] = int4("0.6.0", true);
+  EXPECT_NEAR(int4("0.6.0", false).first.dense_mlp - fused.dense_mlp, 32 * floor, 1e-12);
+  EXPECT_EQ(int4("0.4.1", true).first.dense_mlp, fused.dense_mlp);
+  EXPECT_EQ(int4("0.4.1", true).first.kernel_gaps, fused.kernel_gaps);
+  EXPECT_FALSE(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.int4_silu_in_gemm);
 }
 
 // DeepSeek's query and key-value down projections read the same hidden states; an engine

@@ -46,7 +46,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
     if (m.mla) projections = (m.mla->q_lora_rank > 0 ? 5.0 : 4.0) - (fused_down_ ? 1.0 : 0.0);
     // A gated MLP's gate and up projections: one GEMM over both weights, or two where the
     // engine runs them apart (EngineDefaults::mlp_gate_up_separate).
-    const double ffn = m.gated_mlp && engine_.mlp_gate_up_separate ? 3.0 : 2.0;
+    const double ffn = m.gated_mlp && gate_up_separate() ? 3.0 : 2.0;
     double experts = 0;
     if (m.moe) experts = 1.0 + (m.moe->shared_experts > 0 && !fused_shared_expert_ ? ffn : 0.0);
     layer_gemm_kernels_ = dbl(m.layers) * projections + dbl(m.layers - moe_layers_) * ffn + dbl(moe_layers_) * experts;
@@ -287,9 +287,13 @@ double IterationModel::dense_ffn_seconds(int64_t tokens_all, int64_t inner) cons
   const int64_t tp = attn_tp_;
   const int64_t tokens = detail::ceil_div(tokens_all, dp_);
   const int64_t h = m.hidden;
-  const double gate_up = m.gated_mlp && engine_.mlp_gate_up_separate ? 2.0 * gemm(tokens, inner / tp, h)
-                                                                     : gemm(tokens, inner * (m.gated_mlp ? 2 : 1) / tp, h);
-  return gate_up + gemm(tokens, h, inner / tp) + cost_.memory_bound(Bytes(dbl(tokens) * dbl(inner) / dbl(tp) * 2.0 * 3.0)).value;
+  const double gate_up = m.gated_mlp && gate_up_separate() ? 2.0 * gemm(tokens, inner / tp, h)
+                                                           : gemm(tokens, inner * (m.gated_mlp ? 2 : 1) / tp, h);
+  // The activation: a pass of its own (read the gate and up halves, write the product),
+  // none where the engine applies it in the GEMM's epilogue.
+  const double activation =
+      silu_in_gemm() ? 0.0 : cost_.memory_bound(Bytes(dbl(tokens) * dbl(inner) / dbl(tp) * 2.0 * 3.0)).value;
+  return gate_up + gemm(tokens, h, inner / tp) + activation;
 }
 
 IterationModel::ExpertParts IterationModel::experts_parts(int64_t tokens) const {

@@ -528,6 +528,8 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   optional_rule("residual_norm", "separate", "in_all_reduce", d.residual_norm_in_all_reduce);
   // A gated MLP's gate and up projections: one GEMM over both weights, or two.
   optional_rule("mlp_gate_up", "fused", "separate", d.mlp_gate_up_separate);
+  // Where int4 weights apply a gated MLP's activation: a kernel of its own, or the GEMM.
+  optional_rule("int4_gated_activation", "separate", "in_gemm", d.int4_silu_in_gemm);
   // Where a single shared expert runs: its own MLP, or inside the routed-expert kernel.
   optional_rule("shared_expert", "separate", "fused", d.fused_shared_expert);
   // How routed tokens reach the experts behind attention DP: all-to-alls, or an

@@ -142,6 +142,10 @@ struct EngineDefaults {
   /// Whether a gated MLP's gate and up projections run as two GEMMs (LMDeploy TurboMind's
   /// 16-bit weights up to 0.4: w1, w3, then the activation) instead of one over both weights.
   bool mlp_gate_up_separate = false;
+  /// Whether int4 (AWQ/GPTQ) weights run the gated MLP as one w1||w3 GEMM with the SiLU and
+  /// the product in its epilogue (LMDeploy TurboMind's kFusedSiluFfn), with no activation
+  /// kernel.
+  bool int4_silu_in_gemm = false;
   /// Whether a linear layer with per-tensor FP8 or W8A8 (int8) weights and activations
   /// quantizes its 16-bit input in a kernel of its own ahead of the GEMM (vLLM's
   /// apply_fp8_linear / apply_int8_linear: scaled_fp8_quant, scaled_int8_quant), instead of

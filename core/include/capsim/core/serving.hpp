@@ -105,6 +105,12 @@ class IterationModel {
   bool replays_graph(const IterationBatch& b) const;
   /// The largest step (tokens) the engine captures as a CUDA graph; 0 where it runs none.
   int64_t graph_max_tokens() const { return engine_.cuda_graphs ? engine_.cuda_graph_max_tokens : 0; }
+  /// Whether a gated MLP's activation runs in the gate-up GEMM's epilogue: the engine does so
+  /// for int4 weights (EngineDefaults::int4_silu_in_gemm), over one w1||w3 GEMM.
+  bool silu_in_gemm() const { return engine_.int4_silu_in_gemm && p_.weight_dtype == DType::int4 && m_.gated_mlp; }
+  /// Whether the gate and up projections run as two GEMMs (EngineDefaults::mlp_gate_up_separate;
+  /// never where the activation runs in their one GEMM's epilogue).
+  bool gate_up_separate() const { return engine_.mlp_gate_up_separate && !silu_in_gemm(); }
   /// Whether steps with a prompt chunk are captured too (captured()'s rule for them).
   bool captures_prefill_steps() const { return engine_.graph_prefill_steps && engine_.chunked_prefill; }
   /// Host seconds the engine spends scheduling the step (EngineDefaults::step_overhead_*).
