@@ -479,16 +479,27 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
       }
     }
   }
-  // Optional knobs that name one of two rules: absent is the first (the engine's own
-  // default), `out` is whether the profile names the second.
-  auto optional_rule = [&](const char* key, const char* first, const char* second, bool& out) {
+  // Optional knobs that name one of a few rules: absent leaves `out` as it is (the engine's
+  // own default); otherwise `out` is the index of the rule the profile names.
+  auto named_rule = [&](const char* key, const std::vector<std::string>& words, size_t& out) {
     if (!has_knob(key)) return;
+    std::string expected = "must be ";
+    for (size_t i = 0; i < words.size(); ++i)
+      expected += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + ("\"" + words[i] + "\"");
     for (const KnobValue& v : knob(key)) {
-      if (!v.value->is_string() || (*v.value != first && *v.value != second))
-        issues.push_back({v.at, brief(*v.value), std::string("must be \"") + first + "\" or \"" + second + "\"", {}});
+      const auto at = v.value->is_string() ? std::find(words.begin(), words.end(), v.value->get<std::string>()) : words.end();
+      if (at == words.end())
+        issues.push_back({v.at, brief(*v.value), expected, {}});
       else if (v.in_force)
-        out = *v.value == second;
+        out = static_cast<size_t>(at - words.begin());
     }
+  };
+  // Knobs that name one of two rules: absent is the first, `out` is whether the profile
+  // names the second.
+  auto optional_rule = [&](const char* key, const char* first, const char* second, bool& out) {
+    size_t rule = out ? 1 : 0;
+    named_rule(key, {first, second}, rule);
+    out = rule == 1;
   };
   // What max_num_seqs "auto" runs: the engine's default, or the batch limits its
   // benchmark launcher computes for the workload.
@@ -505,19 +516,11 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   // concatenated weights.
   optional_rule("mla_down_projections", "separate", "fused", d.mla_fused_down_projections);
   // How a layer's rotary and KV-cache write run: two kernels, one, or inside attention.
-  if (has_knob("rope_kv_write")) {
-    for (const KnobValue& v : knob("rope_kv_write")) {
-      using RopeKv = EngineDefaults::RopeKvWrite;
-      const std::string s = v.value->is_string() ? v.value->get<std::string>() : std::string();
-      const std::optional<RopeKv> r = s == "separate"       ? std::optional(RopeKv::separate)
-                                      : s == "fused"        ? std::optional(RopeKv::fused)
-                                      : s == "in_attention" ? std::optional(RopeKv::in_attention)
-                                                            : std::nullopt;
-      if (!r)
-        issues.push_back({v.at, brief(*v.value), "must be \"separate\", \"fused\" or \"in_attention\"", {}});
-      else if (v.in_force)
-        d.rope_kv_write = *r;
-    }
+  {
+    // In the order of EngineDefaults::RopeKvWrite.
+    size_t rule = static_cast<size_t>(d.rope_kv_write);
+    named_rule("rope_kv_write", {"separate", "fused", "in_attention"}, rule);
+    d.rope_kv_write = static_cast<EngineDefaults::RopeKvWrite>(rule);
   }
   // Where a per-tensor FP8 or W8A8 layer quantizes its input: in the kernel that produced
   // it, or in a kernel of its own ahead of the GEMM.
