@@ -206,9 +206,10 @@ TEST(Serving, BatchOneDecodeIsBandwidthBound) {
     const double t = im.gpu_seconds(b);  // the GPU's part; the engine's host time comes on top
     const double roofline = im.weight_bytes_per_gpu() / (s.system.gpu.hbm_bandwidth().value * s.system.gpu.efficiency.hbm.value);
     // Four GEMM kernels a layer (QKV, output, gate/up, down) and the head, each with the
-    // GPU's fixed fill-and-drain time.
+    // GPU's fixed fill-and-drain time, and each layer's attention kernel with its own.
     const double gemm_kernels = 4.0 * static_cast<double>(s.model.layers) + 1.0;
-    const double tails = gemm_kernels * s.system.gpu.efficiency.gemm_tail_us.value * 1e-6;
+    const double tails = gemm_kernels * s.system.gpu.efficiency.gemm_tail_us.value * 1e-6 +
+                         static_cast<double>(s.model.layers) * s.system.gpu.efficiency.decode_attention_fixed_us.value * 1e-6;
     EXPECT_GT(tails, 0.0);
     EXPECT_GT(t, roofline + tails) << model;
     EXPECT_LT(t, 1.25 * roofline + tails) << model;  // plus the KV cache, norms and small kernels
@@ -247,6 +248,37 @@ TEST(Serving, KernelsIdleTheGpuBetweenThem) {
   Scenario a = serving_scenario("llama3-8b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::offline);
   const hw::RooflineCostModel acost(a.system);
   EXPECT_EQ(IterationModel(a.model, a.system, *a.inference, acost).parts(b).kernel_gaps, 0.0);
+}
+
+// A decode attention kernel over the cache takes the GPU's measured fixed time beyond its
+// bytes at the stream rate (decode_attention_fixed_us: a split-KV pass and its merge), so
+// one short sequence costs each layer that time, not a launch floor; a GPU without the
+// figure streams the bytes with the floor under them.
+TEST(Serving, DecodeAttentionPaysItsKernelsFixedTime) {
+  auto attention = [](const char* gpu, int64_t decodes, int64_t context) {
+    Scenario s = serving_scenario("llama3-8b", gpu, 1, ServingWorkload::Mode::offline);
+    const hw::RooflineCostModel cost(s.system);
+    IterationBatch b;
+    b.decodes = decodes;
+    b.decode_context = decodes * context;
+    return IterationModel(s.model, s.system, *s.inference, cost).parts(b).attention_kernels;
+  };
+  // Llama 3 8B: 8 KV heads of 128, 16-bit K and V: 4 KiB a token and layer; 32 layers.
+  const double per_token = 8.0 * 128 * 2 * 2;
+  for (const char* gpu : {"h100-sxm5-80gb", "h200-sxm-141gb"}) {
+    const GpuSpec g = io::load_gpu(gpu);
+    const double fixed = g.efficiency.decode_attention_fixed_us.value * 1e-6;
+    const double rate = g.hbm_bandwidth().value * g.efficiency.hbm.value;
+    ASSERT_GT(fixed, 10e-6) << gpu;
+    for (const auto& [decodes, context] : {std::pair<int64_t, int64_t>{1, 1024}, {64, 2048}})
+      EXPECT_NEAR(attention(gpu, decodes, context), 32 * (fixed + static_cast<double>(decodes * context) * per_token / rate), 1e-9)
+          << gpu << " " << decodes;
+  }
+  const GpuSpec a100 = io::load_gpu("a100-sxm4-80gb");
+  EXPECT_EQ(a100.efficiency.decode_attention_fixed_us.value, 0.0);
+  const hw::RooflineCostModel a100_cost(serving_scenario("llama3-8b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::offline).system);
+  EXPECT_NEAR(attention("a100-sxm4-80gb", 1, 1024), 32 * a100_cost.memory_bound(Bytes(1)).value, 1e-12);
+  EXPECT_NEAR(attention("a100-sxm4-80gb", 64, 2048), 32 * a100_cost.memory_bound(Bytes(64 * 2048 * per_token)).value, 1e-12);
 }
 
 // A layer's small kernels (norms, rotary, the KV-cache write) each take at least the launch

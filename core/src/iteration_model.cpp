@@ -17,6 +17,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   wbytes_ = dtype_bytes(p.weight_dtype);
   tail_s_ = sys.gpu.efficiency.gemm_tail_us.value * 1e-6;
   graph_gap_s_ = sys.gpu.efficiency.graph_kernel_gap_us.value * 1e-6;
+  decode_attn_fixed_s_ = sys.gpu.efficiency.decode_attention_fixed_us.value * 1e-6;
   // Achievable streaming rate of the cost model (calibrated where a profile says so), read
   // at a size far above any launch floor.
   const double gigabyte_s = cost.memory_bound(Bytes(1e9)).value;
@@ -269,7 +270,11 @@ IterationModel::AttentionParts IterationModel::attention_layer_parts(const Itera
     if (m.mla) flops = 4.0 * dbl(m.heads / tp) * dbl(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim) * context;
     else flops = 4.0 * dbl(m.heads / tp) * dbl(m.head_dim) * context;
     flops *= dbl(b.verify);
-    const double t_mem = cost_.memory_bound(Bytes(bytes)).value;
+    // The cache's bytes at the achievable stream rate, plus the kernel's fixed time where
+    // the GPU has it measured (decode_attention_fixed_us: a split-KV pass and its merge
+    // take it however few keys they read), else the floored stream.
+    const double t_mem = decode_attn_fixed_s_ > 0 ? decode_attn_fixed_s_ + bytes / stream_bytes_per_s_
+                                                  : cost_.memory_bound(Bytes(bytes)).value;
     /// Decode attention reaches 0.6 of the bf16 peak when compute-bound: FlashMLA's 660 of
     /// 989 TFLOP/s on H800 (hardware.json efficiency.attention, flashmla_readme).
     const double t_flops = flops / (sys_.gpu.peak(DType::bf16).value * 0.6);

@@ -186,6 +186,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("gemm_k_half", g.efficiency.gemm_k_half, false);
     sourced("gemm_tail_us", g.efficiency.gemm_tail_us, true);
     sourced("graph_kernel_gap_us", g.efficiency.graph_kernel_gap_us, true);
+    sourced("decode_attention_fixed_us", g.efficiency.decode_attention_fixed_us, true);
     sourced("gemm_fp8_block", g.efficiency.gemm_fp8_block, true);
     sourced("gemm_fp8_block_large_m", g.efficiency.gemm_fp8_block_large_m, true);
     sourced("moe_kernel_hbm", g.efficiency.moe_kernel_hbm, true);

@@ -65,6 +65,11 @@ struct GpuEfficiency {
   /// next kernel's launch and ramp after the previous one drains); 0 = not measured, no
   /// term added.
   Sourced graph_kernel_gap_us;
+  /// Microseconds a decode attention kernel over the paged KV cache takes beyond its bytes
+  /// at the achievable stream rate (the split-KV partial pass and its merge, their ramps and
+  /// dependent loads), a profiler's device time; 0 = not measured: the floored stream
+  /// applies.
+  Sourced decode_attention_fixed_us;
   /// A serving engine's fused MoE layer (routing alignment, activation quantisation, the
   /// two grouped expert GEMMs, activation, combine) when it streams expert weights:
   /// time = moe_kernel_fixed_us + weight bytes / (moe_kernel_hbm x HBM peak). 0 = not

@@ -164,6 +164,7 @@ class IterationModel {
   double kv_bytes_token_layer_ = 0;  ///< per GPU
   double tail_s_ = 0;  ///< fixed time of one GEMM kernel (GpuEfficiency::gemm_tail_us)
   double graph_gap_s_ = 0;  ///< idle GPU time per kernel (GpuEfficiency::graph_kernel_gap_us)
+  double decode_attn_fixed_s_ = 0;  ///< fixed time of a decode attention kernel (GpuEfficiency::decode_attention_fixed_us)
   double stream_bytes_per_s_ = 1;  ///< the cost model's achievable HBM streaming rate
   EngineDefaults engine_;  ///< CUDA graphs and per-step host overhead
   int64_t moe_layers_ = 0;  ///< layers with routed experts
