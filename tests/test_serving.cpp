@@ -260,7 +260,7 @@ TEST(Serving, DecodeAttentionPaysItsKernelsFixedTime) {
     const hw::RooflineCostModel cost(s.system);
     IterationBatch b;
     b.decodes = decodes;
-    b.decode_context = decodes * context;
+    b.decode_context = static_cast<double>(decodes * context);
     return IterationModel(s.model, s.system, *s.inference, cost).parts(b).attention_kernels;
   };
   // Llama 3 8B: 8 KV heads of 128, 16-bit K and V: 4 KiB a token and layer; 32 layers.
