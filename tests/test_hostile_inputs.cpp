@@ -348,6 +348,18 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownRuleWord) {
   }
 }
 
+// vLLM V1's graph-piece knobs: a negative time and a rule value that is not a boolean
+// are reported together, each at its place.
+TEST(HostileDataFile, EngineProfileWithBrokenGraphPieceKnobs) {
+  nlohmann::json e = shipped("engines", "vllm-v1");
+  e["knobs"]["piecewise_graph_us_per_layer"]["value"] = -15;
+  e["knobs"]["full_graph_decode_steps"]["by_release"][0]["value"] = "yes";
+  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "engine.json#/knobs/piecewise_graph_us_per_layer/value: must be a number >= 0 (got -15)",
+                     "engine.json#/knobs/full_graph_decode_steps/by_release/0/value: must be true or false (got \"yes\")"}));
+}
+
 // A GPU rule of a knob: every broken field is reported at its place, all at once.
 TEST(HostileDataFile, EngineProfileWithBrokenGpuRules) {
   nlohmann::json e = shipped("engines", "vllm-v1");

@@ -242,12 +242,43 @@ TEST(Serving, KernelsIdleTheGpuBetweenThem) {
     EXPECT_GT(eager.eager_host, 0.0);
   }
   Scenario d = serving_scenario("deepseek-v3", "h200-sxm-141gb", 8, ServingWorkload::Mode::offline);
-  d.inference->profile = io::select_engine_profile("vllm", "0.8.4", "/inference/engine");
+  d.inference->profile = io::select_engine_profile("vllm", "0.11.0", "/inference/engine");
   const hw::RooflineCostModel dcost(d.system);
   EXPECT_NEAR(IterationModel(d.model, d.system, *d.inference, dcost).parts(b).kernel_gaps, 547 * 1.3e-6, 1e-15);
   Scenario a = serving_scenario("llama3-8b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::offline);
   const hw::RooflineCostModel acost(a.system);
   EXPECT_EQ(IterationModel(a.model, a.system, *a.inference, acost).parts(b).kernel_gaps, 0.0);
+}
+
+// vLLM V1 captures each layer in graph pieces and runs the attention between them, so a
+// graphed step idles at every layer's boundaries (15 us a layer, its PR #20059's ITL at
+// 1 QPS); from 0.11.0 decode-only steps replay one whole graph (FULL_AND_PIECEWISE) and
+// only steps with prompt tokens pay. An eager step pays its host time instead, and the
+// other engines replay whole graphs.
+TEST(Serving, PiecewiseGraphsIdleAtEachLayer) {
+  IterationBatch decode;
+  decode.decodes = 4;
+  decode.decode_context = 4 * 512;
+  IterationBatch mixed = decode;
+  mixed.prefills.push_back({100, 0, true});
+  auto gaps = [](const char* engine, const char* version, const IterationBatch& b, bool graphs) {
+    Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+    s.inference->profile = io::select_engine_profile(engine, version, "/inference/engine");
+    if (!graphs) s.inference->engine.cuda_graphs = false;
+    const hw::RooflineCostModel cost(s.system);
+    const IterationModel im(s.model, s.system, *s.inference, cost);
+    // Less the kernels' own gaps: one a GEMM (4 a layer) and attention kernel, and the head.
+    const double kernels = 32 * (4 + (b.decodes > 0) + !b.prefills.empty()) + 1;
+    return im.parts(b).kernel_gaps - kernels * 1.3e-6;
+  };
+  EXPECT_NEAR(gaps("vllm", "0.8.4", decode, true), 32 * 15e-6, 1e-12);
+  EXPECT_NEAR(gaps("vllm", "0.10.2", mixed, true), 32 * 15e-6, 1e-12);
+  EXPECT_NEAR(gaps("vllm", "0.11.0", decode, true), 0.0, 1e-12);
+  EXPECT_NEAR(gaps("vllm", "0.11.0", mixed, true), 32 * 15e-6, 1e-12);
+  EXPECT_NEAR(gaps("vllm", "0.8.4", decode, false), 0.0, 1e-12);
+  for (const auto& [engine, version] : {std::pair<const char*, const char*>{"vllm", "0.6.0"}, {"sglang", "0.4.5"},
+                                        {"trtllm", "1.0"}, {"lmdeploy", "0.7.0"}})
+    EXPECT_NEAR(gaps(engine, version, decode, true), 0.0, 1e-12) << engine;
 }
 
 // A decode attention kernel over the cache takes the GPU's measured fixed time beyond its
@@ -496,9 +527,12 @@ TEST(Serving, StepPartsAddUpToTheStep) {
       for (double part : {p.attention_projections, p.attention_kernels, p.elementwise, p.tp_all_reduce, p.dense_mlp,
                           p.routed_experts, p.router, p.shared_experts, p.expert_exchange, p.head, p.kernel_gaps, p.eager_host})
         EXPECT_GE(part, 0.0) << c.model;
-      // Every step idles between its kernels where the GPU has the gap measured; only an
-      // eager one adds host time.
-      EXPECT_EQ(p.kernel_gaps > 0.0, s.system.gpu.efficiency.graph_kernel_gap_us.value > 0) << c.model;
+      // Every step idles between its kernels where the GPU has the gap measured, and a
+      // graphed step with prompt tokens at its graph pieces' boundaries (vLLM V1's knobs:
+      // decode-only steps are whole graphs); only an eager one adds host time.
+      EXPECT_EQ(p.kernel_gaps > 0.0,
+                s.system.gpu.efficiency.graph_kernel_gap_us.value > 0 || (im.replays_graph(b) && !b.prefills.empty()))
+          << c.model;
       EXPECT_EQ(p.eager_host > 0.0, !im.replays_graph(b)) << c.model;
       // Dense models have no expert parts; a step without tensor parallelism no all-reduce;
       // no sequence emits a token without a decode or a prompt's last chunk.
@@ -682,7 +716,8 @@ TEST(Serving, EagerStepAddsHostTimePerLayer) {
   prompt.prefills.push_back({100, 0, true});
   const double chunked = IterationModel(s.model, s.system, *s.inference, cost).seconds(prompt);
   s.inference->engine.chunked_prefill = false;
-  EXPECT_NEAR(IterationModel(s.model, s.system, *s.inference, cost).seconds(prompt) - chunked, 12 * 47e-6, 1e-12);
+  // (The chunked engine replays the prompt step as graphs in pieces, 15 us a layer.)
+  EXPECT_NEAR(IterationModel(s.model, s.system, *s.inference, cost).seconds(prompt) - chunked, 12 * (47e-6 - 15e-6), 1e-12);
   EXPECT_DOUBLE_EQ(IterationModel(s.model, s.system, *s.inference, cost).seconds(b), graphed);
 
   Scenario d = serving_scenario("deepseek-v3", "h200-sxm-141gb", 8, ServingWorkload::Mode::offline);
@@ -693,7 +728,7 @@ TEST(Serving, EagerStepAddsHostTimePerLayer) {
   prefill.prefills.push_back({513, 0, true});
   d.inference->engine.cuda_graph_max_tokens = 513;
   const double captured = IterationModel(d.model, d.system, *d.inference, dcost).seconds(prefill);
-  EXPECT_NEAR(graphs_on.seconds(prefill) - captured, graphs_on.eager_host_seconds(), 1e-12);
+  EXPECT_NEAR(graphs_on.seconds(prefill) - captured, graphs_on.eager_host_seconds() - 61 * 15e-6, 1e-12);
 }
 
 // max_num_seqs "auto" on TensorRT-LLM runs the batch limits trtllm-bench computes

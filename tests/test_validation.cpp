@@ -224,12 +224,17 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
        // keys) and the host times fitted to engine blogs were refitted under it: every
        // DeepSeek-R1 run here is on H200 and most read slow already (vLLM 0.8.4 +2..+12%
        // -> +3..+14%, SGLang 0.5.7 +27..+35% -> +34..+40%); the A100 runs have no figure.
-       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.095},
+       // ITL mean 0.095 -> 0.10, TPOT mean 0.115 -> 0.12 and P50 0.097 -> 0.107 when vLLM
+       // V1's graphed steps paid the boundaries of their graph pieces (15 us a layer before
+       // 0.11.0; profile knobs piecewise_graph_us_per_layer, full_graph_decode_steps) and
+       // V1's host time was refitted under them (1.4 -> 0.9 ms a step): vLLM 0.8.4's 61-layer
+       // DeepSeek-R1 decodes, slow already, read about a point slower.
+       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.10},
         // ITL P99 0.185 -> 0.18 (17.4%) when LMDeploy TurboMind up to 0.4 ran the gate and up
         // projections as two GEMMs (profile knob mlp_gate_up): its A100 runs' ITLs, a few
         // percent fast, came 0.5-1 point closer. 0.18 -> 0.175 with the decode attention
         // kernel's fixed time (above).
-        {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.115}, {"tpot_p50_ms", 0.097},
+        {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.12}, {"tpot_p50_ms", 0.107},
         // TPOT P99 0.165 -> 0.14 when SGLang 0.5 fused DeepSeek's shared expert into the
         // routed-expert kernel (profile knob shared_expert). 0.14 -> 0.175 when every step
         // paid the GPU's idle time between its kernels (graph_kernel_gap_us, 1.3 us on
@@ -239,8 +244,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // SGLang 0.5.7 at concurrency 8 +10.2% -> +14.2%).
         // 0.175 -> 0.19, throughput 0.065 -> 0.07 and requests 0.07 -> 0.075 with the layers'
         // small kernels (above): the same DeepSeek-R1 runs. 0.19 -> 0.205 and requests
-        // 0.075 -> 0.09 with the decode attention kernel's fixed time (above).
-        {"tpot_p99_ms", 0.205}, {"throughput_tokens_per_s", 0.07}, {"requests_per_s", 0.09},
+        // 0.075 -> 0.09 with the decode attention kernel's fixed time (above), 0.09 -> 0.095
+        // with vLLM V1's graph pieces (above).
+        {"tpot_p99_ms", 0.205}, {"throughput_tokens_per_s", 0.07}, {"requests_per_s", 0.095},
         // TTFT P50 rose from 0.19 when engines one batch ahead (SGLang 0.4+, TensorRT-LLM)
         // began admitting a request that arrives mid-step to the batch after next: the
         // median of 20 cases sits between two SGLang DeepSeek-R1 cases at 0.21 and 0.29.
@@ -267,8 +273,10 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // DeepSeek-R1 TTFTs that read late (SGLang 0.4.5.post3 on Nebius H200, vLLM 0.8.4's
         // EP8 ShareGPT run) read later. P50 0.18 -> 0.165 with the decode attention kernel's
         // fixed time (the prompt steps' decodes run longer; the median sits between vLLM
-        // 0.8.4 runs that read early).
-        {"ttft_mean_ms", 0.13}, {"ttft_p50_ms", 0.165}, {"ttft_p99_ms", 0.315}}},
+        // 0.8.4 runs that read early). 0.165 -> 0.185 with vLLM V1's graph pieces: its
+        // ShareGPT DeepSeek-R1 runs, whose short prompts share steps with decodes, read 2-5
+        // points later (+8..+10% -> +10..+15%).
+        {"ttft_mean_ms", 0.13}, {"ttft_p50_ms", 0.185}, {"ttft_p99_ms", 0.315}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
@@ -295,8 +303,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // where one stood; SGLang may overlap or fuse some of them on DeepSeek, not established).
   // inferencex870 0.31 -> 0.34, llmie 0.08 -> 0.085 and vllmspot 0.11 -> 0.115 with the
   // decode attention kernel's fixed time on Hopper: the same slow DeepSeek-R1 decodes.
+  // vllmspot 0.115 -> 0.13 with vLLM V1's graph pieces (its vLLM 0.8.4 runs).
   const std::map<std::string, double> family_bounds = {{"inferencex870", 0.34}, {"llmie", 0.085}, {"lmdeploy", 0.07},
-                                                       {"sglang", 0.11},         {"trtllm", 0.09},  {"vllmspot", 0.115}};
+                                                       {"sglang", 0.11},         {"trtllm", 0.09},  {"vllmspot", 0.13}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
   for (const auto& c : r["cases"]) ++cases_of[c["groups"]["source"].get<std::string>()];
@@ -427,9 +436,11 @@ TEST(Validation, PostTrainingErrorBounds) {
   // per-head norms run six where one floored pass stood).
   // Step 13.2% -> 12.3% and tokens/s 17.4% -> 14.5% when a decode attention kernel took its
   // measured fixed time on Hopper (decode_attention_fixed_us): the rollouts' decode steps,
-  // fast, run longer again.
+  // fast, run longer again. Tokens/s 14.5% -> 15.2% when vLLM V1's host time was refitted
+  // under its graph pieces' boundaries (1.4 -> 0.9 ms a step): the rollouts on releases
+  // that replay decodes as whole graphs (0.11.0 on) lost half a millisecond a step.
   EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.13);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.15);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.155);
   // The tail too (today 33.3% and 50.1%: Qwen3-30B-A3B's v0.6 runs, 31% fast, read 33% fast
   // once vLLM 0.17.1 overlaps its host time, 31.4% and 46.6% before; 36.6% and 49.5% before
   // the published refit

@@ -429,7 +429,11 @@ double IterationModel::step_gpu_seconds(const IterationBatch& b, StepParts* part
   const double kernels = layer_gemm_kernels_ +
                          dbl(m.layers) * ((b.decodes > 0 ? 1.0 : 0.0) + (b.prefills.empty() ? 0.0 : 1.0)) +
                          (sampled > 0 ? 1.0 : 0.0);
-  const double gaps = kernels * graph_gap_s_;
+  // A step replayed as graphs captured in pieces idles at every layer's boundaries too
+  // (EngineDefaults::piecewise_graph_s_per_layer), unless it is a decode-only step the
+  // engine captures whole.
+  const bool pieces = !eager && !(engine_.full_graph_decode_steps && b.prefills.empty());
+  const double gaps = kernels * graph_gap_s_ + (pieces ? dbl(m.layers) * engine_.piecewise_graph_s_per_layer : 0.0);
   t += gaps;
   if (parts) {
     // The same layers by part: every layer's attention (windowed layers' own), dense

@@ -462,6 +462,11 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   optional_boolean("attention_dp", d.attention_dp);
   optional_boolean("dp_attention_divides_batched_tokens", d.dp_attention_divides_batched_tokens);
   optional_boolean("nccl_nvls", d.nccl_nvls);
+  // Graphs captured in pieces around each layer's attention (vLLM V1); absent: whole graphs.
+  d.piecewise_graph_s_per_layer = 0;
+  d.full_graph_decode_steps = false;
+  if (has_knob("piecewise_graph_us_per_layer")) number("piecewise_graph_us_per_layer", d.piecewise_graph_s_per_layer, 1e-6);
+  optional_boolean("full_graph_decode_steps", d.full_graph_decode_steps);
   // The MoE kernel family (data/moe_kernels.json); a profile without one runs the GPU
   // presets' fused-MoE (Triton) figures.
   d.moe_kernel = MoeKernel{"triton", {}};

@@ -392,6 +392,8 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"cuda_graphs", r.engine.cuda_graphs},
                  {"cuda_graph_max_tokens", r.engine.cuda_graph_max_tokens},
                  {"graph_prefill_steps", r.engine.graph_prefill_steps},
+                 {"piecewise_graph_us_per_layer", r.engine.piecewise_graph_s_per_layer * 1e6},
+                 {"full_graph_decode_steps", r.engine.full_graph_decode_steps},
                  {"mixed_prefill_decode", r.engine.mixed_prefill_decode},
                  {"unchunked_prefill_unbounded", r.engine.unchunked_prefill_unbounded},
                  {"unchunked_prefill_with_decodes", r.engine.unchunked_prefill_with_decodes},

@@ -204,13 +204,20 @@ struct EngineDefaults {
   /// Whether steps that carry prompt tokens are captured too (vLLM V1's piecewise graphs)
   /// or only decode-only steps (vLLM V0's CUDAGraphRunner, SGLang's decode graphs).
   bool graph_prefill_steps = true;
+  /// GPU time per layer that a step replayed as CUDA graphs pays where the engine captures
+  /// each layer in pieces and runs its attention between them (vLLM V1's piecewise graphs):
+  /// the launches and ramps at the pieces' boundaries. 0: the step is one whole graph.
+  double piecewise_graph_s_per_layer = 15.0 * 1e-6;  // us to s, as the profile reader converts it
+  /// Whether decode-only steps are captured whole all the same (vLLM's FULL_AND_PIECEWISE,
+  /// its default from 0.11.0), so that only steps with prompt tokens pay the boundaries.
+  bool full_graph_decode_steps = true;
   /// Whether a step carries prompt chunks and decodes together (vLLM, TensorRT-LLM's
   /// in-flight batching) or the engine runs a prompt-only batch whenever it can form one
   /// and the decodes wait (SGLang, enable_mixed_chunk off by default).
   bool mixed_prefill_decode = true;
   /// Host work per scheduled step (scheduling, input preparation, sampling bookkeeping,
   /// detokenisation): a fixed part and a part per sequence in the step.
-  double step_overhead_s = 1.4 * 1e-3;  // ms to s, as the profile reader converts it
+  double step_overhead_s = 0.9 * 1e-3;  // ms to s, as the profile reader converts it
   double step_overhead_per_seq_s = 0;
   /// Whether that host work runs while the GPU computes the previous step (SGLang's
   /// overlap scheduler, TensorRT-LLM's overlap scheduler, vLLM's asynchronous scheduling,
