@@ -283,11 +283,14 @@ TEST(Serving, PiecewiseGraphsIdleAtEachLayer) {
 
 // A decode attention kernel over the cache takes the GPU's measured fixed time beyond its
 // bytes at the stream rate (decode_attention_fixed_us: a split-KV pass and its merge), so
-// one short sequence costs each layer that time, not a launch floor; a GPU without the
-// figure streams the bytes with the floor under them.
+// one short sequence costs each layer that time, not a launch floor. Once the decodes' KV
+// heads on a GPU fill 0.8 of its SMs (132 on H100 and H200: 106 heads) the kernel no longer
+// splits and streams the bytes alone: Llama 3 8B's 8 KV heads at 13 sequences split, at 14
+// do not; at TP4 (2 heads a GPU) 52 and 53. A GPU without the figure streams the bytes
+// with the floor under them.
 TEST(Serving, DecodeAttentionPaysItsKernelsFixedTime) {
-  auto attention = [](const char* gpu, int64_t decodes, int64_t context) {
-    Scenario s = serving_scenario("llama3-8b", gpu, 1, ServingWorkload::Mode::offline);
+  auto attention = [](const char* gpu, int64_t decodes, int64_t context, int64_t tp = 1) {
+    Scenario s = serving_scenario("llama3-8b", gpu, tp, ServingWorkload::Mode::offline);
     const hw::RooflineCostModel cost(s.system);
     IterationBatch b;
     b.decodes = decodes;
@@ -301,9 +304,17 @@ TEST(Serving, DecodeAttentionPaysItsKernelsFixedTime) {
     const double fixed = g.efficiency.decode_attention_fixed_us.value * 1e-6;
     const double rate = g.hbm_bandwidth().value * g.efficiency.hbm.value;
     ASSERT_GT(fixed, 10e-6) << gpu;
-    for (const auto& [decodes, context] : {std::pair<int64_t, int64_t>{1, 1024}, {64, 2048}})
+    for (const auto& [decodes, context] : {std::pair<int64_t, int64_t>{1, 1024}, {13, 2048}})
       EXPECT_NEAR(attention(gpu, decodes, context), 32 * (fixed + static_cast<double>(decodes * context) * per_token / rate), 1e-9)
           << gpu << " " << decodes;
+    const hw::RooflineCostModel cost(serving_scenario("llama3-8b", gpu, 1, ServingWorkload::Mode::offline).system);
+    for (const int64_t decodes : {14, 64})
+      EXPECT_NEAR(attention(gpu, decodes, 2048), 32 * cost.memory_bound(Bytes(static_cast<double>(decodes * 2048) * per_token)).value,
+                  1e-12)
+          << gpu << " " << decodes;
+    // Tensor parallel over 4 GPUs: 2 KV heads each, a quarter of the bytes.
+    EXPECT_NEAR(attention(gpu, 52, 2048, 4), 32 * (fixed + 52.0 * 2048.0 * per_token / 4.0 / rate), 1e-9) << gpu;
+    EXPECT_NEAR(attention(gpu, 53, 2048, 4), 32 * cost.memory_bound(Bytes(53.0 * 2048.0 * per_token / 4.0)).value, 1e-12) << gpu;
   }
   const GpuSpec a100 = io::load_gpu("a100-sxm4-80gb");
   EXPECT_EQ(a100.efficiency.decode_attention_fixed_us.value, 0.0);
@@ -1380,7 +1391,9 @@ TEST(Serving, Fp8ScalingFollowsTheCheckpoint) {
 }
 
 // W4A16 (4-bit weights, 16-bit tensor cores) at batch 1 on a 70B model is 2-3.5x faster
-// than bf16; the gain shrinks as the batch grows and compute takes over.
+// than bf16; the gain shrinks as the batch grows and compute takes over. (From 1 to 16
+// sequences the attention kernel stops splitting its keys, a time both steps lose, so the
+// ratio is compared from 16 sequences on.)
 TEST(Serving, WeightOnlyInt4DecodeSpeedupShrinksWithBatch) {
   Scenario bf16 = serving_scenario("llama3-70b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
   Scenario w4 = bf16;
@@ -1397,8 +1410,9 @@ TEST(Serving, WeightOnlyInt4DecodeSpeedupShrinksWithBatch) {
   const double r1 = ratio(1);
   EXPECT_GE(r1, 2.0);
   EXPECT_LE(r1, 3.5);
-  double prev = r1;
-  for (int64_t batch : {16, 64, 256, 1024}) {
+  double prev = ratio(16);
+  EXPECT_LE(prev, 3.5);
+  for (int64_t batch : {64, 256, 1024}) {
     const double r = ratio(batch);
     EXPECT_LE(r, prev + 1e-9) << batch;
     prev = r;

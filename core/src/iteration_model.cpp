@@ -271,10 +271,19 @@ IterationModel::AttentionParts IterationModel::attention_layer_parts(const Itera
     else flops = 4.0 * dbl(m.heads / tp) * dbl(m.head_dim) * context;
     flops *= dbl(b.verify);
     // The cache's bytes at the achievable stream rate, plus the kernel's fixed time where
-    // the GPU has it measured (decode_attention_fixed_us: a split-KV pass and its merge
-    // take it however few keys they read), else the floored stream.
-    const double t_mem = decode_attn_fixed_s_ > 0 ? decode_attn_fixed_s_ + bytes / stream_bytes_per_s_
-                                                  : cost_.memory_bound(Bytes(bytes)).value;
+    // the GPU has it measured and the kernel splits the keys (decode_attention_fixed_us: a
+    // split-KV pass and its merge take it however few keys they read), else the floored
+    // stream. FlashAttention splits only while the decodes' KV heads on the GPU fill less
+    // than 0.8 of its SMs (num_splits_heuristic, flash_api.cpp: "If we have enough to almost
+    // fill the SMs, then just use 1 split"); one unsplit kernel streams the cache (vLLM
+    // issue #9471's H100 profile: 64 sequences of 1,024-2,048 keys, 138.8 us a call, 3%
+    // above their bytes at the stream rate). MLA's kernel (FlashMLA) always schedules its
+    // splits over the SMs.
+    const double kv_heads_gpu = std::max(1.0, dbl(m.kv_heads) / dbl(attn_tp_));
+    const double decodes_gpu = std::ceil(dbl(b.decodes) / dbl(dp_));
+    const bool splits = m.mla || decodes_gpu * kv_heads_gpu < 0.8 * dbl(sys_.gpu.sm_count);
+    const double t_mem = decode_attn_fixed_s_ > 0 && splits ? decode_attn_fixed_s_ + bytes / stream_bytes_per_s_
+                                                            : cost_.memory_bound(Bytes(bytes)).value;
     /// Decode attention reaches 0.6 of the bf16 peak when compute-bound: FlashMLA's 660 of
     /// 989 TFLOP/s on H800 (hardware.json efficiency.attention, flashmla_readme).
     const double t_flops = flops / (sys_.gpu.peak(DType::bf16).value * 0.6);
