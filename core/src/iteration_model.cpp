@@ -69,6 +69,12 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   // under attention DP a GPU keeps its own sequences' whole KV.
   kv_bytes_token_layer_ = kv_cache_bytes_per_token(m, kv) / dbl(m.layers);
   if (!m.mla) kv_bytes_token_layer_ /= std::min(dbl(attn_tp_), dbl(m.kv_heads));
+  // Decodes per GPU below which the decode attention kernel splits the keys and pays its
+  // fixed time (attention_layer_parts): while their KV heads fill less than 0.8 of the SMs;
+  // MLA's kernel at every batch; none where the GPU has no figure.
+  if (decode_attn_fixed_s_ > 0)
+    decode_split_below_ = m.mla ? std::numeric_limits<double>::infinity()
+                                : 0.8 * dbl(sys.gpu.sm_count) / std::max(1.0, dbl(m.kv_heads) / dbl(attn_tp_));
   // The layer's small kernels, each a pass over what it reads and writes per token (16-bit
   // activations), priced as a floored stream: the reference layer's two norms, each adding
   // the residual in (read the input and the residual, write both: vLLM's fused_add_rms_norm);
@@ -279,11 +285,8 @@ IterationModel::AttentionParts IterationModel::attention_layer_parts(const Itera
     // issue #9471's H100 profile: 64 sequences of 1,024-2,048 keys, 138.8 us a call, 3%
     // above their bytes at the stream rate). MLA's kernel (FlashMLA) always schedules its
     // splits over the SMs.
-    const double kv_heads_gpu = std::max(1.0, dbl(m.kv_heads) / dbl(attn_tp_));
-    const double decodes_gpu = std::ceil(dbl(b.decodes) / dbl(dp_));
-    const bool splits = m.mla || decodes_gpu * kv_heads_gpu < 0.8 * dbl(sys_.gpu.sm_count);
-    const double t_mem = decode_attn_fixed_s_ > 0 && splits ? decode_attn_fixed_s_ + bytes / stream_bytes_per_s_
-                                                            : cost_.memory_bound(Bytes(bytes)).value;
+    const bool splits = std::ceil(dbl(b.decodes) / dbl(dp_)) < decode_split_below_;
+    const double t_mem = splits ? decode_attn_fixed_s_ + bytes / stream_bytes_per_s_ : cost_.memory_bound(Bytes(bytes)).value;
     /// Decode attention reaches 0.6 of the bf16 peak when compute-bound: FlashMLA's 660 of
     /// 989 TFLOP/s on H800 (hardware.json efficiency.attention, flashmla_readme).
     const double t_flops = flops / (sys_.gpu.peak(DType::bf16).value * 0.6);
