@@ -1,0 +1,461 @@
+#!/usr/bin/env python3
+"""Measure one GPU through PyTorch and write capsim's raw calibration format.
+
+For machines where PyTorch is installed but capsim-calibrate cannot be built. Writes
+capsim-calibration-raw/1 lines (docs/calibration.md) for:
+
+  clock    sustained bf16 GEMM load (8192^3) for --burn seconds while nvidia-smi samples the
+           SM clock, power and temperature (smi.csv beside the output): the clock a long
+           training or serving run settles at, against the rated boost clock;
+  gemm     cuBLASLt through torch: bf16 (F.linear) and per-tensor FP8 (torch._scaled_mm, bf16
+           out) on the projection shapes of Llama-3 8B (TP1) and 70B (TP2, TP4) from 1 to 8192
+           rows, weights rotated over copies larger than L2 so every call reads its weights
+           from memory, as a model's layers do;
+  decode   one query token per sequence over a contiguous KV cache (32 query / 8 KV heads,
+           head dim 128, bf16), 1 to 256 sequences of 1K to 8K keys, through the
+           FlashAttention-2 kernel PyTorch carries (impl "flash2") and cuDNN (impl "cudnn");
+  attention  training attention forward and backward, causal and not, 32 heads of 128,
+           1K to 128K tokens (32K tokens a call where the length allows), same two kernels;
+  memory   device-to-device copies of 64 MiB to 4 GiB.
+
+Short kernels are captured in a CUDA graph of many calls (rotating inputs) and timed by
+replaying it with events, so launch overhead stays out and only the gaps of graph replay
+remain; `time_s` is the median per-call time over replays. Where the profiler works,
+`cupti_kernel_s` is the summed device time of the call's kernels from CUPTI (through
+torch.profiler). Long kernels (training attention) are timed with events around each call.
+
+Usage: python3 calibrate/torch_probe.py -o OUT.jsonl [--budget SECONDS] [--burn SECONDS]
+The output is rewritten atomically after each group. Groups run in the order above and
+the run stops starting new measurements once --budget seconds have passed.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+try:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+except ImportError:  # older torch
+    SDPBackend = None
+
+L2_ROTATE_BYTES = 256 * 2**20  # rotate inputs over at least this many bytes (H100/H200 L2: 50/60 MB)
+
+
+def now_utc():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Writer:
+    def __init__(self, path, header):
+        self.path = path
+        self.lines = [header]
+
+    def add(self, line):
+        self.lines.append(line)
+
+    def flush(self):
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            for line in self.lines:
+                f.write(json.dumps(line, sort_keys=True) + "\n")
+        os.replace(tmp, self.path)
+
+
+def smi(query):
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip()
+    except Exception as e:  # noqa: BLE001 - a missing nvidia-smi is a note, not a failure
+        return "n/a (%s)" % e
+
+
+def percentile(xs, q):
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, int(round(q * (len(s) - 1)))))]
+
+
+def cupti_kernel_seconds(run, calls):
+    """Summed device time of every kernel `run()` launches, per call, from torch.profiler."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            run()
+            torch.cuda.synchronize()
+        total_us = 0.0
+        for e in prof.key_averages():
+            t = getattr(e, "self_device_time_total", None)
+            if t is None:
+                t = getattr(e, "self_cuda_time_total", 0.0)
+            total_us += t
+        return total_us * 1e-6 / calls if total_us > 0 else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def time_graph(calls, replays=7, cupti=True):
+    """Capture `calls` (callables) into one CUDA graph; median per-call seconds over replays."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for c in calls[: min(3, len(calls))]:
+            c()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in calls:
+            c()
+    g.replay()
+    torch.cuda.synchronize()
+    per_call = []
+    for _ in range(replays):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        per_call.append(a.elapsed_time(b) * 1e-3 / len(calls))
+    kernels = cupti_kernel_seconds(g.replay, len(calls)) if cupti else None
+    del g
+    return per_call, kernels
+
+
+def time_events(fn, reps):
+    fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1e-3)
+    return ts
+
+
+def stats_fields(ts):
+    return {"time_s": statistics.median(ts), "p10_s": percentile(ts, 0.1), "p90_s": percentile(ts, 0.9),
+            "repeats": len(ts)}
+
+
+def burn(seconds, writer, log):
+    """Sustained 8192^3 bf16 GEMMs; per-second TFLOP/s, with nvidia-smi sampling beside it."""
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    flops = 2.0 * n ** 3
+    torch.matmul(a, b)
+    torch.cuda.synchronize()
+    rates = []
+    t_end = time.time() + seconds
+    while time.time() < t_end:
+        e0 = torch.cuda.Event(enable_timing=True)
+        e1 = torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(50):
+            torch.matmul(a, b)
+        e1.record()
+        e1.synchronize()
+        dt = e0.elapsed_time(e1) * 1e-3
+        rates.append(50 * flops / dt)
+    half = rates[len(rates) // 2:]
+    t = [flops / r for r in half]
+    writer.add(dict(kind="gemm", dtype="bf16", m=n, n=n, k=n, flops=flops, sustained_s=seconds,
+                    **stats_fields(t)))
+    log("burn: %d batches of 50, first %.0f TFLOP/s, second half median %.0f TFLOP/s" %
+        (len(rates), rates[0] / 1e12, statistics.median(half) / 1e12))
+
+
+GEMM_SHAPES = [  # (N, K, what): weight N x K, activations M x K
+    (6144, 4096, "llama3-8b qkv tp1"), (4096, 4096, "llama3-8b o tp1"),
+    (28672, 4096, "llama3-8b gate_up tp1"), (4096, 14336, "llama3-8b down tp1"),
+    (5120, 8192, "llama3-70b qkv tp2"), (8192, 4096, "llama3-70b o tp2"),
+    (28672, 8192, "llama3-70b gate_up tp2"), (8192, 14336, "llama3-70b down tp2"),
+    (2560, 8192, "llama3-70b qkv tp4"), (8192, 2048, "llama3-70b o tp4"),
+    (14336, 8192, "llama3-70b gate_up tp4"), (8192, 7168, "llama3-70b down tp4"),
+]
+GEMM_ROWS = [1, 16, 32, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096, 8192]
+# A second set for checking a model on shapes it was not shaped on: DeepSeek-V3's MLA
+# projections (TP1 and TP8), narrow and wide dense projections, and finer rows up to 1024.
+GEMM_SHAPES_MORE = [
+    (2112, 7168, "deepseek-v3 q_a+kv_a down"), (24576, 1536, "deepseek-v3 q_b tp1"),
+    (3072, 1536, "deepseek-v3 q_b tp8"), (4096, 512, "deepseek-v3 kv_b tp8"),
+    (7168, 2048, "deepseek-v3 o tp8"), (1024, 4096, "narrow 1024x4096"), (2048, 4096, "narrow 2048x4096"),
+    (3072, 4096, "narrow 3072x4096"), (5120, 5120, "square 5120"), (10240, 5120, "qwen-32b-like qkv tp1"),
+    (5120, 13824, "down 5120x13824"), (57344, 8192, "llama3-70b gate_up tp1"), (8192, 28672, "llama3-70b down tp1"),
+    (1536, 8192, "narrow 1536x8192"),
+]
+GEMM_ROWS_MORE = [1, 8, 24, 48, 80, 112, 160, 224, 320, 448, 640, 768, 1024]
+
+
+def gemms(writer, log, deadline, shapes=None, rows=None):
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    for n, k, what in shapes or GEMM_SHAPES:
+        for dtype in ("bf16", "fp8"):
+            if time.time() > deadline:
+                return
+            if dtype == "fp8" and fp8 is None:
+                continue
+            elt = 2 if dtype == "bf16" else 1
+            copies = max(2, min(64, math.ceil(L2_ROTATE_BYTES / (n * k * elt))))
+            ws = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.05 for _ in range(copies)]
+            if dtype == "fp8":
+                ws = [w.to(fp8) for w in ws]
+            one = torch.ones((), device="cuda", dtype=torch.float32)
+            for m in rows or GEMM_ROWS:
+                if time.time() > deadline:
+                    break
+                try:
+                    xs_n = max(2, min(16, math.ceil(L2_ROTATE_BYTES / 4 / (m * k * elt))))
+                    xs = [torch.randn(m, k, device="cuda", dtype=torch.bfloat16) for _ in range(xs_n)]
+                    if dtype == "fp8":
+                        xs = [x.to(fp8) for x in xs]
+                    flops = 2.0 * m * n * k
+                    # enough calls for ~2 ms of work at 500 TFLOP/s, at least one pass over the copies
+                    calls_n = max(copies, min(512, int(math.ceil(2e-3 / max(flops / 5e14, 3e-6)))))
+                    calls = []
+                    for i in range(calls_n):
+                        w = ws[i % copies]
+                        x = xs[i % xs_n]
+                        if dtype == "bf16":
+                            calls.append(lambda x=x, w=w: F.linear(x, w))
+                        else:
+                            calls.append(lambda x=x, w=w: torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one,
+                                                                           out_dtype=torch.bfloat16))
+                    ts, cupti = time_graph(calls, cupti=False)
+                    line = dict(kind="gemm", dtype=dtype, m=m, n=n, k=k, flops=flops, shape=what, **stats_fields(ts))
+                    if cupti:
+                        line["cupti_kernel_s"] = cupti
+                    writer.add(line)
+                except Exception as e:  # noqa: BLE001
+                    log("gemm %s m=%d n=%d k=%d: %s" % (dtype, m, n, k, str(e).splitlines()[0][:200]))
+                finally:
+                    xs = None
+            ws = None
+            torch.cuda.empty_cache()
+        writer.flush()
+        log("gemm %s done" % what)
+
+
+def backends():
+    if SDPBackend is None:
+        return []
+    return [("flash2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)]
+
+
+def decode(writer, log, deadline):
+    hq, d = 32, 128
+    for impl, be in backends():
+        hkv, gqa = 8, True
+        for s in (1024, 2048, 4096, 8192):
+            for b in (1, 4, 16, 32, 64, 128, 256):
+                if time.time() > deadline:
+                    return
+                try:
+                    kv_bytes = 2 * b * hkv * s * d * 2
+                    copies = max(2, min(64, math.ceil(L2_ROTATE_BYTES / kv_bytes)))
+                    qs = [torch.randn(b, hq, 1, d, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
+                    ks = [torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
+                    vs = [torch.randn(b, hkv, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
+                    calls_n = max(copies, 32)
+                    calls = []
+                    for i in range(calls_n):
+                        j = i % copies
+
+                        def call(j=j):
+                            with sdpa_kernel(be):
+                                return F.scaled_dot_product_attention(qs[j], ks[j], vs[j], enable_gqa=gqa)
+                        calls.append(call)
+                    try:
+                        ts, cupti = time_graph(calls)
+                    except Exception as e:  # noqa: BLE001
+                        if not gqa:
+                            raise
+                        # no grouped-query support in this kernel: K and V repeated to the query heads
+                        log("decode %s: no GQA (%s); K and V repeated to %d heads" %
+                            (impl, str(e).splitlines()[0][:120], hq))
+                        gqa, hkv = False, hq
+                        ks = [x.repeat_interleave(hq // 8, dim=1) for x in ks]
+                        vs = [x.repeat_interleave(hq // 8, dim=1) for x in vs]
+                        kv_bytes = 2 * b * hkv * s * d * 2
+                        ts, cupti = time_graph(calls)
+                    flops = 4.0 * b * hq * s * d
+                    line = dict(kind="attention", **{"pass": "fwd"}, causal=False, batch=b, heads=hq, kv_heads=hkv,
+                                head_dim=d, seq_q=1, seq_kv=s, dtype="bf16", flops=flops, impl=impl,
+                                kv_bytes=kv_bytes, **stats_fields(ts))
+                    if cupti:
+                        line["cupti_kernel_s"] = cupti
+                    writer.add(line)
+                except Exception as e:  # noqa: BLE001
+                    log("decode %s b=%d s=%d: %s" % (impl, b, s, str(e).splitlines()[0][:200]))
+                finally:
+                    qs = ks = vs = None
+                    torch.cuda.empty_cache()
+        writer.flush()
+        log("decode %s done" % impl)
+
+
+def attention(writer, log, deadline):
+    h, d = 32, 128
+    tokens = 32768
+    for impl, be in backends():
+        for s in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072):
+            for causal in (True, False):
+                if s == 131072 and not causal:
+                    continue
+                if time.time() > deadline:
+                    return
+                b = max(1, tokens // s)
+                try:
+                    q = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                    k = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                    v = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                    go = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
+                    flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+                    reps = 3 if s >= 32768 else 5
+                    with sdpa_kernel(be):
+                        def fwd():
+                            with torch.no_grad():
+                                F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                        ts = time_events(fwd, reps)
+                        writer.add(dict(kind="attention", **{"pass": "fwd"}, causal=causal, batch=b, heads=h,
+                                        kv_heads=h, head_dim=d, seq_q=s, seq_kv=s, dtype="bf16", flops=flops,
+                                        impl=impl, **stats_fields(ts)))
+                        o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+                        def bwd():
+                            torch.autograd.grad(o, (q, k, v), go, retain_graph=True)
+                        ts = time_events(bwd, reps)
+                        writer.add(dict(kind="attention", **{"pass": "bwd"}, causal=causal, batch=b, heads=h,
+                                        kv_heads=h, head_dim=d, seq_q=s, seq_kv=s, dtype="bf16",
+                                        flops=2.5 * flops, impl=impl, **stats_fields(ts)))
+                except Exception as e:  # noqa: BLE001
+                    log("attention %s s=%d causal=%s: %s" % (impl, s, causal, str(e).splitlines()[0][:200]))
+                finally:
+                    q = k = v = go = o = None
+                    torch.cuda.empty_cache()
+            writer.flush()
+        log("attention %s done" % impl)
+
+
+def kernel_names(out_path, log):
+    """Which kernels one call launches (names from CUPTI through torch.profiler): the tile shape
+    and split-K choice of cuBLASLt's GEMMs, the split of the decode attention kernel."""
+    from torch.profiler import ProfilerActivity, profile
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+    cases = []
+    for dt in ("bf16", "fp8"):
+        for n, k in ((4096, 4096), (4096, 14336), (28672, 4096), (8192, 2048), (4096, 512)):
+            for m in (1, 16, 64, 128, 256, 512, 1024, 4096):
+                cases.append(("gemm", dt, m, n, k))
+    for b in (1, 16, 32, 128):
+        cases.append(("decode", "bf16", b, 4096, 0))
+    result = []
+    for kind, dt, m, n, k in cases:
+        try:
+            if kind == "gemm":
+                x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+                w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+                if dt == "fp8":
+                    x, w = x.to(fp8), w.to(fp8)
+                    fn = lambda: torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+                else:
+                    fn = lambda: F.linear(x, w)
+            else:
+                q = torch.randn(m, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+                kk = torch.randn(m, 8, n, 128, device="cuda", dtype=torch.bfloat16)
+                vv = torch.randn(m, 8, n, 128, device="cuda", dtype=torch.bfloat16)
+
+                def fn():
+                    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                        return F.scaled_dot_product_attention(q, kk, vv, enable_gqa=True)
+            fn()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                fn()
+                torch.cuda.synchronize()
+            names = sorted({e.key for e in prof.key_averages() if getattr(e, "self_device_time_total", 0) > 0})
+            result.append({"kind": kind, "dtype": dt, "m": m, "n": n, "k": k, "kernels": names})
+        except Exception as e:  # noqa: BLE001
+            log("names %s %s m=%d n=%d k=%d: %s" % (kind, dt, m, n, k, str(e).splitlines()[0][:160]))
+    with open(out_path, "w") as f:
+        json.dump(result, f, indent=1)
+    log("kernel names: %d cases to %s" % (len(result), out_path))
+
+
+def memory(writer, log, deadline):
+    for mib in (64, 256, 1024, 4096):
+        if time.time() > deadline:
+            return
+        n = mib * 2**20
+        src = torch.empty(n, device="cuda", dtype=torch.uint8).random_(0, 255)
+        dst = torch.empty_like(src)
+        ts = time_events(lambda: dst.copy_(src), 10)
+        writer.add(dict(kind="memory", op="copy", bytes=2.0 * n, **stats_fields(ts)))
+        src = dst = None
+        torch.cuda.empty_cache()
+    writer.flush()
+    log("memory done")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--budget", type=float, default=330.0, help="seconds after which no new measurement starts")
+    ap.add_argument("--burn", type=float, default=20.0, help="seconds of sustained GEMM load for the clock reading")
+    ap.add_argument("--only", default="clock,gemm,decode,attention,memory",
+                    help="groups to run: clock, names, gemm, gemm-more, decode, attention, memory")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("torch_probe: no CUDA device visible", file=sys.stderr)
+        return 3
+    start = time.time()
+    deadline = start + args.budget
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+    def log(msg):
+        print("[%6.1f s] %s" % (time.time() - start, msg), flush=True)
+
+    header = {"schema": "capsim-calibration-raw/1", "kind": "header", "source": "torch_probe.py",
+              "host": socket.gethostname(), "gpu": torch.cuda.get_device_name(0), "gpu_count": 1,
+              "driver": smi("driver_version"), "cuda_runtime": torch.version.cuda or "",
+              "cudnn": str(torch.backends.cudnn.version()), "created": now_utc(), "torch": torch.__version__,
+              "rated_max_sm_clock_mhz": smi("clocks.max.sm"), "power_limit_w": smi("power.limit")}
+    writer = Writer(args.out, header)
+    writer.flush()
+    log("gpu %s, torch %s, cuda %s, cudnn %s" % (header["gpu"], torch.__version__, header["cuda_runtime"],
+                                                 header["cudnn"]))
+    only = set(args.only.split(","))
+    if "clock" in only:
+        burn(args.burn, writer, log)
+        writer.flush()
+    def gemms_more(w, lg, dl):
+        gemms(w, lg, dl, GEMM_SHAPES_MORE, GEMM_ROWS_MORE)
+
+    if "names" in only:
+        kernel_names(os.path.splitext(args.out)[0] + "-kernels.json", log)
+    for name, fn in (("gemm", gemms), ("gemm-more", gemms_more), ("decode", decode), ("attention", attention),
+                     ("memory", memory)):
+        if name in only and time.time() < deadline:
+            fn(writer, log, deadline)
+            writer.flush()
+    log("wrote %d measurements to %s" % (len(writer.lines) - 1, args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
