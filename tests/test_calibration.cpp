@@ -376,27 +376,34 @@ TEST(RooflineCollectives, AcrossNodesAgainstPublishedLogs) {
   }
 }
 
-// The roofline's GEMM against published kernel tables (data/calibration/raw/, vLLM's
+// The roofline's GEMM against kernel tables (data/calibration/raw/): published ones (vLLM's
 // benchmarks/kernels/bench_fp8_gemm.py output in vLLM PRs #49363 on H100 and #18778 / #19566
-// on B200: CUTLASS per-tensor FP8 with the activation already quantized, and torch BF16).
-// The bounds record where the model stands, by regime, so that a change to it shows here.
-// Up to 16 rows the kernels stream the weights: the roofline is within 15% on H100, while
-// on B200 it misses a fixed ~2 us a kernel (9-58% fast); the serving iteration model adds
-// the preset's gemm_tail_us (B200's fitted to these rows) and is within a median 6% / 16%. From 17 to 512 rows it counts 256-wide
-// tiles, too few for the SMs (vLLM's SM90 FP8 dispatch runs 64x64 and 64x128 tiles up to
-// 128 rows, scaled_mm_sm90_fp8_dispatch.cuh), and charges up to 1.5x on H100 (128 rows) and
-// 3.5x on B200 BF16 (docs/engines.md, "Where the figures are weak").
+// on B200: CUTLASS per-tensor FP8 with the activation already quantized, and torch BF16) and
+// cuBLASLt measured on an H200 (calibrate/torch_probe.py, two runs; the short kernels ran at
+// 1965-1980 MHz, about 1.23x the sustained clock the model charges, so larger GEMMs read
+// about 20% slow). The bounds record where the model stands, by regime, so that a change to
+// it shows here. Up to 16 rows the kernels stream the weights: the bare roofline has no
+// fixed time and reads fast (H100 within 15%; B200 and the H200's small shapes 9-73% fast);
+// the serving iteration model adds the preset's gemm_tail_us (B200's fitted to these rows)
+// and is within a median 6-9% (H100, H200) / 16% (B200). From 17 to 512 rows the Hopper
+// presets fill the SMs as cuBLASLt does, with narrower tiles or split K
+// (gemm_split_k_min): a median within 20% and no overcharge beyond 2x, where one 256-wide
+// tile per 128 rows charged up to 4x; B200 has no split figure and still charges up to 3.5x
+// on BF16 (docs/engines.md, "Where the figures are weak").
 TEST(RooflineGemm, AgainstPublishedKernelTables) {
   struct Table {
     const char* gpu;
     const char* file;
     double small_m_low, small_m_high;  // signed error bounds up to 16 rows
-    double mid_high;                    // largest overcharge from 17 to 512 rows
-    double stream_median;               // the weight stream plus gemm_tail_us, up to 16 rows
+    double mid_low, mid_high;           // signed error bounds from 17 to 512 rows
+    double mid_median_low, mid_median_high;
+    double stream_median;  // the weight stream plus gemm_tail_us, up to 16 rows
   };
   const std::vector<Table> tables = {
-      {"h100-sxm5-80gb", "h100-vllm-gemm-public.jsonl", -0.15, 0.03, 0.55, 0.07},
-      {"b200", "b200-vllm-gemm-public.jsonl", -0.59, -0.08, 2.56, 0.17},
+      {"h100-sxm5-80gb", "h100-vllm-gemm-public.jsonl", -0.15, 0.03, -0.21, 0.12, -0.06, -0.04, 0.07},
+      {"b200", "b200-vllm-gemm-public.jsonl", -0.59, -0.08, -0.08, 2.56, 0.80, 0.82, 0.17},
+      {"h200-sxm-141gb", "h200-torch-probe-run1.jsonl", -0.57, -0.06, -0.56, 0.86, -0.12, -0.10, 0.08},
+      {"h200-sxm-141gb", "h200-torch-probe-run2.jsonl", -0.73, 0.01, -0.70, 1.02, -0.18, -0.17, 0.10},
   };
   const fs::path dir = fs::path(CAPSIM_TEST_DATA_DIR) / "calibration" / "raw";
   for (const Table& t : tables) {
@@ -409,26 +416,32 @@ TEST(RooflineGemm, AgainstPublishedKernelTables) {
     // a gigabyte, plus the preset's fixed kernel time.
     const double rate = 1e9 / cost.memory_bound(Bytes(1e9)).value;
     const double tail = sys.gpu.efficiency.gemm_tail_us.value * 1e-6;
-    double small_lo = 1e9, small_hi = -1e9, mid_hi = -1e9;
-    std::vector<double> stream_err;
+    double small_lo = 1e9, small_hi = -1e9, mid_lo = 1e9, mid_hi = -1e9;
+    std::vector<double> stream_err, mid_err;
     for (const RawMeasurement& m : raw.rows) {
-      ASSERT_EQ(m.kind, RawMeasurement::Kind::gemm) << t.file;
+      if (m.kind != RawMeasurement::Kind::gemm) continue;
       const double e = cost.gemm(m.m, m.n, m.k, m.dtype, 1).value / m.time_s - 1.0;
       if (m.m <= 16) {
         small_lo = std::min(small_lo, e), small_hi = std::max(small_hi, e);
         const double bytes = static_cast<double>(m.n * m.k) * dtype_bytes(m.dtype) + static_cast<double>(m.m * (m.n + m.k)) * 2.0;
         stream_err.push_back(std::fabs((bytes / rate + tail) / m.time_s - 1.0));
       } else if (m.m <= 512) {
-        mid_hi = std::max(mid_hi, e);
+        mid_lo = std::min(mid_lo, e), mid_hi = std::max(mid_hi, e);
+        mid_err.push_back(e);
       }
     }
     std::sort(stream_err.begin(), stream_err.end());
+    std::sort(mid_err.begin(), mid_err.end());
     ASSERT_GE(stream_err.size(), 4u) << t.file;
+    ASSERT_GE(mid_err.size(), 4u) << t.file;
     EXPECT_LE(stream_err[stream_err.size() / 2], t.stream_median) << t.file;
     EXPECT_GE(small_lo, t.small_m_low) << t.file;
     EXPECT_LE(small_hi, t.small_m_high) << t.file;
+    EXPECT_GE(mid_lo, t.mid_low) << t.file;
     EXPECT_LE(mid_hi, t.mid_high) << t.file;
-    EXPECT_GT(mid_hi, 0.3) << t.file << ": the mid-size overcharge is gone; tighten the bounds and the docs";
+    const double mid_median = mid_err[mid_err.size() / 2];
+    EXPECT_GE(mid_median, t.mid_median_low) << t.file;
+    EXPECT_LE(mid_median, t.mid_median_high) << t.file;
   }
 }
 

@@ -459,8 +459,8 @@ TEST(Serving, SeparateGateAndUpProjectionsRunTwoGemms) {
 // that fuses them (SGLang from 0.4.6, TensorRT-LLM: profile knob mla_down_projections) runs
 // one GEMM over both weights instead of two. At 4 decodes every one of the 61 layers saves
 // at least one GEMM's fixed time and one read of the 7,168-wide activations (4 x 7,168 x 2
-// bytes; more where the narrow GEMMs' few tiles leave them compute-bound), and one kernel's
-// gap.
+// bytes; exactly that where both GEMMs stream their weights, as cuBLASLt's narrow tiles and
+// split K let them at 4 rows), and one kernel's gap.
 TEST(Serving, FusedMlaDownProjectionsRunOneGemm) {
   Scenario d = serving_scenario("deepseek-v3", "h200-sxm-141gb", 8, ServingWorkload::Mode::offline);
   d.inference->profile = io::select_engine_profile("vllm", "0.8.4", "/inference/engine");
@@ -475,7 +475,7 @@ TEST(Serving, FusedMlaDownProjectionsRunOneGemm) {
   const GpuEfficiency& e = d.system.gpu.efficiency;
   const double rate = 1e9 / cost.memory_bound(Bytes(1e9)).value;
   EXPECT_GE(separate.attention_projections - fused.attention_projections,
-            61 * (e.gemm_tail_us.value * 1e-6 + 4 * 7168 * 2 / rate));
+            61 * (e.gemm_tail_us.value * 1e-6 + 4 * 7168 * 2 / rate) * (1.0 - 1e-12));
   EXPECT_NEAR(separate.kernel_gaps - fused.kernel_gaps, 61 * e.graph_kernel_gap_us.value * 1e-6, 1e-12);
   EXPECT_EQ(separate.routed_experts, fused.routed_experts);
   // The engines that fuse them say so; SGLang from the release after the change.

@@ -287,10 +287,12 @@ TEST(Gemm, WaveAndDepthFactors) {
 
 // A narrow N takes narrow tiles as a narrow M does (cuBLAS runs the transpose): 128
 // columns fill a 128-wide tile, 32 columns half a 64-wide one, on either architecture.
+// (Without a measured split-K figure, as on the A100: the fixed tiles alone.)
 TEST(Gemm, NarrowOutputTakesNarrowTiles) {
   for (const char* id : {"h100-sxm5-80gb", "a100-sxm4-80gb"}) {
     SCOPED_TRACE(id);
-    const SystemSpec sys = system_of(id, 1);
+    SystemSpec sys = system_of(id, 1);
+    sys.gpu.efficiency.gemm_split_k_min.value = 0;
     const hw::RooflineCostModel cost(sys);
     const GpuEfficiency& e = sys.gpu.efficiency;
     const double sms = dbl(sys.gpu.sm_count);
@@ -302,6 +304,47 @@ TEST(Gemm, NarrowOutputTakesNarrowTiles) {
     // And the transpose of the last: one 16-row tile per 128 columns (256 on Hopper).
     const double cols = sys.gpu.arch == GpuArch::ampere ? 128.0 : 256.0;
     expect_rel(cost.gemm_efficiency(8, 4096, k_ref, DType::bf16), e.gemm_bf16.value * (4096.0 / cols) / sms * 0.5, 1e-12);
+  }
+}
+
+// Where the preset has a measured split-K figure (Hopper: gemm_split_k_min, from cuBLASLt's
+// kernels on an H200) and the fixed tiles would leave SMs idle in their only wave, the GEMM
+// takes the best fill over 64/128-row by 64/128/256-column tiles, splitting K over idle SMs
+// with at least gemm_split_k_min of K a split:
+//  - 128 x 4096 x 4096: 64x64 tiles, 2 x 64 = 128 of 132 SMs, no split (cuBLASLt:
+//    nvjet_sm90_tst_64x64); the fixed 128x256 tile filled 16;
+//  - 16 x 4096 x 14336: 16 tiles of 16x256, each K split 8 ways (132 / 16), 128 SMs with
+//    1,792 of K each; 16 x 4096 x 512 splits only 2 ways (512 / 256);
+//  - a GEMM of a wave or more, and any GEMM on the A100 (no figure), as before.
+TEST(Gemm, IdleSmsTakeNarrowerTilesOrSplitK) {
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 1);
+  SystemSpec fixed_tiles = sys;
+  fixed_tiles.gpu.efficiency.gemm_split_k_min.value = 0;
+  const hw::RooflineCostModel cost(sys), fixed(fixed_tiles);
+  const GpuEfficiency& e = sys.gpu.efficiency;
+  ASSERT_EQ(e.gemm_split_k_min.value, 256);
+  const double sms = dbl(sys.gpu.sm_count), k0 = e.gemm_k_half.value;
+  const double k_ref = dbl(reference_k(e.gemm_bf16_shape));
+  const auto eff = [&](double fill, double k) { return e.gemm_bf16.value * fill * (k / (k + k0)) / (k_ref / (k_ref + k0)); };
+  expect_rel(cost.gemm_efficiency(128, 4096, 4096, DType::bf16), eff(128.0 / sms, 4096), 1e-12);
+  expect_rel(fixed.gemm_efficiency(128, 4096, 4096, DType::bf16), eff(16.0 / sms, 4096), 1e-12);
+  expect_rel(cost.gemm_efficiency(16, 4096, 14336, DType::bf16), eff(128.0 / sms, 14336.0 / 8) , 1e-12);
+  expect_rel(cost.gemm_efficiency(16, 4096, 512, DType::bf16), eff(32.0 / sms, 256), 1e-12);
+  for (const auto [m, n, k] : {std::array<int64_t, 3>{4096, 4096, 4096}, {1408, 3072, 8192}, {8192, 28672, 4096}})
+    EXPECT_EQ(cost.gemm_efficiency(m, n, k, DType::bf16), fixed.gemm_efficiency(m, n, k, DType::bf16)) << m << "x" << n;
+  const SystemSpec a100 = system_of("a100-sxm4-80gb", 1);
+  ASSERT_EQ(a100.gpu.efficiency.gemm_split_k_min.value, 0);
+  const hw::RooflineCostModel ampere(a100);
+  const double a_ref = dbl(reference_k(a100.gpu.efficiency.gemm_bf16_shape)), a_k0 = a100.gpu.efficiency.gemm_k_half.value;
+  expect_rel(ampere.gemm_efficiency(128, 4096, 4096, DType::bf16),
+             a100.gpu.efficiency.gemm_bf16.value * 32.0 / dbl(a100.gpu.sm_count) * (4096.0 / (4096.0 + a_k0)) / (a_ref / (a_ref + a_k0)),
+             1e-12);
+  // Over random shapes the search never does worse than the fixed tiles.
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    const int64_t m = 1 + static_cast<int64_t>(rng() % 2048), n = 16 + static_cast<int64_t>(rng() % 30000),
+                  k = 64 + static_cast<int64_t>(rng() % 30000);
+    EXPECT_GE(cost.gemm_efficiency(m, n, k, DType::bf16), fixed.gemm_efficiency(m, n, k, DType::bf16)) << m << "x" << n << "x" << k;
   }
 }
 

@@ -181,7 +181,7 @@ TEST(Validation, PublicH100NetworkProfileHelps) {
 // Serving: every offline-throughput and serving-percentile case is simulated, and each
 // metric's median |error| stays within the figure recorded here (the current model plus a
 // small margin: a ratchet, lowered as the model improves). The goals are 12% for every
-// metric and 15% for TTFT; the TTFT, TPOT P99 and ITL P99 bounds are above them today.
+// metric and 15% for TTFT; the TTFT P50/P99 and ITL P99 bounds are above them today.
 TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   const auto dir = std::filesystem::path(CAPSIM_TEST_DATA_DIR) / "validation";
   const nlohmann::json r = io::run_validation({dir / "inference-public.json", dir / "serving-percentiles-public.json"});
@@ -193,7 +193,11 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   EXPECT_EQ(n, 82u);
   const std::map<std::string, std::map<std::string, double>> bounds = {
       {"inference-public.json",
-       {{"throughput_tokens_per_s", 0.09}, {"tpot_p50_ms", 0.075}, {"ttft_p50_ms", 0.12}, {"itl_p50_ms", 0.09}}},
+       // ITL P50 0.09 -> 0.10 and throughput 0.09 -> 0.065 when Hopper GEMMs of 17-512 rows
+       // filled the SMs as cuBLASLt does (narrower tiles or split K, gemm_split_k_min, measured
+       // on an H200): TensorRT-LLM's offline runs, slow, came closer (-7.7% -> -5.0% signed);
+       // SGLang's H100 runs' ITL P50 moved a point away.
+       {{"throughput_tokens_per_s", 0.065}, {"tpot_p50_ms", 0.075}, {"ttft_p50_ms", 0.12}, {"itl_p50_ms", 0.10}}},
       {"serving-percentiles-public.json",
        // ITL mean 0.035, TPOT P50 0.035 and P99 0.13 until expert-parallel ranks waited for the
        // busiest one (ep_rank_imbalance): at decode batches the busiest of 8 ranks streams
@@ -234,7 +238,14 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // projections as two GEMMs (profile knob mlp_gate_up): its A100 runs' ITLs, a few
         // percent fast, came 0.5-1 point closer. 0.18 -> 0.175 with the decode attention
         // kernel's fixed time (above).
-        {"itl_p99_ms", 0.175}, {"tpot_mean_ms", 0.12}, {"tpot_p50_ms", 0.107},
+        // With the Hopper GEMMs' measured tile and split-K fill (gemm_split_k_min: one 128x256
+        // tile per 128 rows had charged the decode steps' narrow projections 2-4x what
+        // cuBLASLt takes on an H200) and the host times refitted under it (vLLM 0.5 8.0 ms +
+        // 165 us a sequence, 0.6 7.7 ms, V1 0.7 ms): ITL mean 0.10 -> 0.095, P99 0.175 ->
+        // 0.15, TPOT mean 0.12 -> 0.10, P50 0.107 -> 0.06. The DeepSeek-R1 decodes on H200,
+        // slow, came closer (vLLM 0.8.4 on the DGX H200 +4..+15% -> -10..+4%, TensorRT-LLM
+        // +16..+34% -> +7..+22%); vLLM 0.8.4 on Nebius H200 went from 0..+7% to -8..-10%.
+        {"itl_p99_ms", 0.15}, {"tpot_mean_ms", 0.10}, {"tpot_p50_ms", 0.06},
         // TPOT P99 0.165 -> 0.14 when SGLang 0.5 fused DeepSeek's shared expert into the
         // routed-expert kernel (profile knob shared_expert). 0.14 -> 0.175 when every step
         // paid the GPU's idle time between its kernels (graph_kernel_gap_us, 1.3 us on
@@ -246,7 +257,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // small kernels (above): the same DeepSeek-R1 runs. 0.19 -> 0.205 and requests
         // 0.075 -> 0.09 with the decode attention kernel's fixed time (above), 0.09 -> 0.095
         // with vLLM V1's graph pieces (above).
-        {"tpot_p99_ms", 0.205}, {"throughput_tokens_per_s", 0.07}, {"requests_per_s", 0.095},
+        // TPOT P99 0.205 -> 0.115, throughput 0.07 -> 0.065 and requests 0.095 -> 0.08 with the
+        // GEMMs' measured fill (above).
+        {"tpot_p99_ms", 0.115}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.08},
         // TTFT P50 rose from 0.19 when engines one batch ahead (SGLang 0.4+, TensorRT-LLM)
         // began admitting a request that arrives mid-step to the batch after next: the
         // median of 20 cases sits between two SGLang DeepSeek-R1 cases at 0.21 and 0.29.
@@ -276,7 +289,8 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // 0.8.4 runs that read early). 0.165 -> 0.185 with vLLM V1's graph pieces: its
         // ShareGPT DeepSeek-R1 runs, whose short prompts share steps with decodes, read 2-5
         // points later (+8..+10% -> +10..+15%).
-        {"ttft_mean_ms", 0.13}, {"ttft_p50_ms", 0.185}, {"ttft_p99_ms", 0.315}}},
+        // P99 0.315 -> 0.305 with the GEMMs' measured fill (above).
+        {"ttft_mean_ms", 0.13}, {"ttft_p50_ms", 0.185}, {"ttft_p99_ms", 0.305}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
@@ -304,8 +318,12 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // inferencex870 0.31 -> 0.34, llmie 0.08 -> 0.085 and vllmspot 0.11 -> 0.115 with the
   // decode attention kernel's fixed time on Hopper: the same slow DeepSeek-R1 decodes.
   // vllmspot 0.115 -> 0.13 with vLLM V1's graph pieces (its vLLM 0.8.4 runs).
-  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.34}, {"llmie", 0.085}, {"lmdeploy", 0.07},
-                                                       {"sglang", 0.11},         {"trtllm", 0.09},  {"vllmspot", 0.13}};
+  // llmie 0.085 -> 0.11, trtllm 0.09 -> 0.06 and vllmspot 0.13 -> 0.10 with the Hopper
+  // GEMMs' measured tile and split-K fill: vLLM 0.8.4's DeepSeek-R1 runs on the Nebius H200,
+  // 0..+7% slow, read 8-10% fast, the same runs on the DGX H200 (slower host CPUs, the
+  // source says) and TensorRT-LLM's, slow, came closer.
+  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.34}, {"llmie", 0.11}, {"lmdeploy", 0.07},
+                                                       {"sglang", 0.11},         {"trtllm", 0.06},  {"vllmspot", 0.10}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
   for (const auto& c : r["cases"]) ++cases_of[c["groups"]["source"].get<std::string>()];
@@ -439,8 +457,16 @@ TEST(Validation, PostTrainingErrorBounds) {
   // fast, run longer again. Tokens/s 14.5% -> 15.2% when vLLM V1's host time was refitted
   // under its graph pieces' boundaries (1.4 -> 0.9 ms a step): the rollouts on releases
   // that replay decodes as whole graphs (0.11.0 on) lost half a millisecond a step.
-  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.13);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.155);
+  // Step 12.3% -> 16.5% and tokens/s 15.2% -> 20.1% when Hopper GEMMs of 17-512 rows filled
+  // the SMs as cuBLASLt does on an H200 (narrower tiles or split K, gemm_split_k_min; the
+  // rollouts' BF16 projections are those cuBLASLt GEMMs) and vLLM V1's host time was refitted
+  // under it (0.9 -> 0.7 ms): the rollouts' decode steps, fast already, run faster (Llama-3.1
+  // 8B on-policy -8% -> -21%, Qwen3-32B -2% -> -17%). What they still miss is outside the
+  // GEMMs; the decode attention kernel's rate is the first suspect (PyTorch's
+  // FlashAttention-2 streams the cache at 2.5 TB/s on the same H200 once it stops splitting,
+  // where the model takes 4.3; vLLM V1's FA3 kernel was not measured).
+  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.17);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.205);
   // The tail too (today 33.3% and 50.1%: Qwen3-30B-A3B's v0.6 runs, 31% fast, read 33% fast
   // once vLLM 0.17.1 overlaps its host time, 31.4% and 46.6% before; 36.6% and 49.5% before
   // the published refit
@@ -452,8 +478,9 @@ TEST(Validation, PostTrainingErrorBounds) {
   // -2..-10%, DeepSeek-V3's FP8 ones at TP16 from -4..-15% to -32..-39% (their decode is
   // missing something the old over-priced all-reduce stood in for).
   // (0.34 and 0.51 before the narrow-N tiles above.)
-  EXPECT_LE(g["grpo"]["step_time_s"]["p90_abs_error"].get<double>(), 0.35);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["p90_abs_error"].get<double>(), 0.54);
+  // (0.35 and 0.54 before the GEMMs' measured fill, above.)
+  EXPECT_LE(g["grpo"]["step_time_s"]["p90_abs_error"].get<double>(), 0.37);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["p90_abs_error"].get<double>(), 0.59);
 
   const nlohmann::json by_source = io::group_errors(r, "source");
   ASSERT_TRUE(by_source.contains("litgpt"));

@@ -26,25 +26,55 @@ double RooflineCostModel::clock_factor() const {
 
 double RooflineCostModel::shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch) const {
   const GpuSpec& g = sys_.gpu;
-  // Output tiles of the kernels cuBLAS picks for large problems: 128x256 on Hopper and
-  // Blackwell (CUTLASS sm90 default), 128x128 on Ampere; 64-row tiles for skinny M and
-  // 16 rows (one tensor-core MMA) for decode-sized M. A narrow N takes the same narrower
-  // tiles: a GEMM is its own transpose (C^T = B^T A^T), and cuBLAS runs both operand
-  // orders, its nvjet kernels naming the layout beside tiles such as 64x8 (H200, DeepSeek-V3
-  // router at 4 tokens: nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT, vLLM issue #28084) and
-  // 16x64 (B200, 8 x 1024 x 2048: nvjet_sm100_tss_16x64_64x16_4x1_v_bz_TNN, vLLM PR
-  // #41300). A rank-32 adapter or a 128-expert router is not padded to 256 columns.
-  const int64_t tm = m >= 128 ? 128 : (m > 16 ? 64 : 16);
-  const int64_t tn_large = g.arch == GpuArch::ampere ? 128 : 256;
-  const int64_t tn = n >= tn_large ? tn_large : (n >= 128 ? 128 : (n > 16 ? 64 : 16));
-  const int64_t tiles = ceil_div(m, tm) * ceil_div(n, tn) * batch;
   const int64_t sms = std::max(1, g.sm_count);
-  const int64_t waves = ceil_div(tiles, sms);
-  const double wave = dbl(tiles) / dbl(waves * sms);
-  const double pad = dbl(m) * dbl(n) / (dbl(ceil_div(m, tm) * tm) * dbl(ceil_div(n, tn) * tn));
   const double k0 = g.efficiency.gemm_k_half.value;
-  const double kf = dbl(k) / (dbl(k) + k0);
-  return wave * pad * kf;
+  // One tile configuration: the share of the SMs its tiles (times the K splits) fill in
+  // their last wave, the share of each tile holding output, and the K depth of each split.
+  const auto factor = [&](int64_t tm, int64_t tn, int64_t split) {
+    const int64_t units = ceil_div(m, tm) * ceil_div(n, tn) * batch * split;
+    const int64_t waves = ceil_div(units, sms);
+    const double wave = dbl(units) / dbl(waves * sms);
+    const double pad = dbl(m) * dbl(n) / (dbl(ceil_div(m, tm) * tm) * dbl(ceil_div(n, tn) * tn));
+    const double kk = dbl(k) / dbl(split);
+    return wave * pad * kk / (kk + k0);
+  };
+  // A narrow N takes a narrower tile: a GEMM is its own transpose (C^T = B^T A^T), and cuBLAS
+  // runs both operand orders, its nvjet kernels naming the layout beside tiles such as 64x8
+  // (H200, DeepSeek-V3 router at 4 tokens: nvjet_tst_64x8_64x16_4x1_v_bz_splitK_TNT, vLLM
+  // issue #28084) and 16x64 (B200, 8 x 1024 x 2048: nvjet_sm100_tss_16x64_64x16_4x1_v_bz_TNN,
+  // vLLM PR #41300). A rank-32 adapter or a 128-expert router is not padded to 256 columns.
+  const auto cols = [&](int64_t want) { return n >= want ? want : (n >= 128 ? 128 : (n > 16 ? 64 : 16)); };
+  // The tiles cuBLAS picks for large problems: 128x256 on Hopper and Blackwell (CUTLASS sm90
+  // default), 128x128 on Ampere; 64-row tiles for skinny M and 16 rows (one tensor-core MMA)
+  // for decode-sized M.
+  const int64_t wide = g.arch == GpuArch::ampere ? 128 : 256;
+  const int64_t tm0 = m >= 128 ? 128 : (m > 16 ? 64 : 16), tn0 = cols(wide);
+  double best = factor(tm0, tn0, 1);
+  const double split_min = g.efficiency.gemm_split_k_min.value;
+  if (split_min > 0 && ceil_div(m, tm0) * ceil_div(n, tn0) * batch < sms) {
+    // Where measured (data/calibration/raw/h200-torch-probe-kernels.json) and those tiles
+    // leave SMs idle in their only wave, cuBLASLt sizes its tile to fill them (nvjet_sm90
+    // 64x64 for 128 x 4096 x 4096, 128x64 at 256 rows, 128x128 at 512) and, where its tiles
+    // still leave SMs idle, splits K over them and sums the partial products in
+    // cublasLt::splitKreduce_kernel (128 x 4096 x 14336: ..._128x64_..._splitK_TNT). The
+    // best fill over its tile sizes, each split to at most one wave with at least
+    // gemm_split_k_min of K a split. A GEMM of a wave or more keeps the large tile, whose
+    // partial last wave the measured large-GEMM efficiency is taken against.
+    const int64_t row_tiles[2] = {64, 128};
+    const int64_t col_tiles[3] = {64, 128, 256};
+    for (const int64_t tm_want : row_tiles) {
+      const int64_t tm = m > 16 ? tm_want : 16;
+      for (const int64_t tn_want : col_tiles) {
+        const int64_t tn = m > 16 ? cols(tn_want) : cols(wide);
+        const int64_t tiles = ceil_div(m, tm) * ceil_div(n, tn) * batch;
+        int64_t split = 1;
+        if (tiles < sms)
+          split = std::max<int64_t>(1, std::min<int64_t>(sms / tiles, static_cast<int64_t>(dbl(k) / split_min)));
+        best = std::max(best, factor(tm, tn, split));
+      }
+    }
+  }
+  return best;
 }
 
 double RooflineCostModel::gemm_efficiency(int64_t m, int64_t n, int64_t k, DType dtype, int64_t batch) const {

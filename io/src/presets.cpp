@@ -184,6 +184,7 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     shape("gemm_fp8", g.efficiency.gemm_fp8_shape);
     shape("gemm_int8", g.efficiency.gemm_int8_shape);
     sourced("gemm_k_half", g.efficiency.gemm_k_half, false);
+    sourced("gemm_split_k_min", g.efficiency.gemm_split_k_min, true);
     sourced("gemm_tail_us", g.efficiency.gemm_tail_us, true);
     sourced("graph_kernel_gap_us", g.efficiency.graph_kernel_gap_us, true);
     sourced("decode_attention_fixed_us", g.efficiency.decode_attention_fixed_us, true);

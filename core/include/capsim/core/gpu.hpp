@@ -51,6 +51,11 @@ struct GpuEfficiency {
   Sourced gemm_bf16, gemm_fp8, gemm_int8;  ///< best large-GEMM fraction of dense peak
   std::array<double, 3> gemm_bf16_shape{}, gemm_fp8_shape{}, gemm_int8_shape{};  ///< m,n,k measured (0 = unknown)
   Sourced gemm_k_half;  ///< K at which eff(K) = K/(K+K0) is one half
+  /// Fewest K elements a split of a split-K GEMM takes: where this is set the GEMM library
+  /// picks the tile (64 or 128 rows by 64, 128 or 256 columns) that fills the SMs best and,
+  /// where even that leaves SMs idle, splits K over them; 0 = not measured: one 128-row tile
+  /// (64 or 16 for fewer rows) by the architecture's widest, no split.
+  Sourced gemm_split_k_min;
   /// FP8 GEMM with 128x128 weight-block and 1x128 activation-group scales (the serving
   /// engines' CUTLASS blockwise kernel) at large shapes, as a fraction of the dense fp8
   /// peak; 0 = not measured (per-tensor figure).
