@@ -397,6 +397,78 @@ def kernel_names(out_path, log):
     log("kernel names: %d cases to %s" % (len(result), out_path))
 
 
+def train_clock(seconds, out_path, log):
+    """A training-like load: forward, backward and AdamW over eight Llama-3-8B-shaped layers
+    (hidden 4096, 32 heads, 8 KV heads, SwiGLU 14336, bf16, one 8192-token sequence, causal
+    SDPA) for `seconds`, each step timed with events, so that the clock the GPU settles at
+    under a mixed compute/memory load can be read beside nvidia-smi's samples."""
+    torch.manual_seed(0)
+    h, heads, kvh, ffn, layers, tokens = 4096, 32, 8, 14336, 8, 8192
+    hd = h // heads
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1 = torch.nn.RMSNorm(h)
+            self.qkv = torch.nn.Linear(h, (heads + 2 * kvh) * hd, bias=False)
+            self.o = torch.nn.Linear(h, h, bias=False)
+            self.n2 = torch.nn.RMSNorm(h)
+            self.gu = torch.nn.Linear(h, 2 * ffn, bias=False)
+            self.d = torch.nn.Linear(ffn, h, bias=False)
+
+        def forward(self, x):
+            q, k, v = self.qkv(self.n1(x)).split([heads * hd, kvh * hd, kvh * hd], dim=-1)
+            q = q.view(1, tokens, heads, hd).transpose(1, 2)
+            k = k.view(1, tokens, kvh, hd).transpose(1, 2)
+            v = v.view(1, tokens, kvh, hd).transpose(1, 2)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            x = x + self.o(a.transpose(1, 2).reshape(1, tokens, h))
+            g, u = self.gu(self.n2(x)).chunk(2, dim=-1)
+            return x + self.d(F.silu(g) * u)
+
+    model = torch.nn.Sequential(*[Layer() for _ in range(layers)]).cuda().to(torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
+    x = torch.randn(1, tokens, h, device="cuda", dtype=torch.bfloat16)
+    params = sum(p.numel() for p in model.parameters())
+    # 6 x parameters x tokens for the matrices, and causal attention: 3 x 2 x 2 x tokens^2/2 x h per layer
+    flops = 6.0 * params * tokens + layers * 6.0 * tokens * tokens * h
+    steps = []
+    t_end = time.time() + seconds
+    while time.time() < t_end:
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        model(x).float().square().mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        b.record()
+        b.synchronize()
+        steps.append({"wall": time.time(), "step_s": a.elapsed_time(b) * 1e-3})
+    rates = [flops / st["step_s"] / 1e12 for st in steps]
+    half = rates[len(rates) // 2:]
+    # Where a step's device time goes: three steps under the profiler, kernels summed by name.
+    kernels = {}
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                model(x).float().square().mean().backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+        for e in prof.key_averages():
+            t = getattr(e, "self_device_time_total", 0.0)
+            if t > 0:
+                kernels[e.key] = {"us_per_step": t / 3.0, "calls_per_step": e.count / 3.0}
+    except Exception as e:  # noqa: BLE001
+        log("train-clock profile: %s" % str(e).splitlines()[0][:160])
+    with open(out_path, "w") as f:
+        json.dump({"params": params, "tokens": tokens, "flops_per_step": flops, "steps": steps,
+                   "kernels": kernels}, f)
+    log("train-clock: %d steps, first %.0f TFLOP/s, second half median %.0f TFLOP/s (model FLOPs)" %
+        (len(steps), rates[0], statistics.median(half)))
+
+
 def memory(writer, log, deadline):
     for mib in (64, 256, 1024, 4096):
         if time.time() > deadline:
@@ -418,7 +490,7 @@ def main():
     ap.add_argument("--budget", type=float, default=330.0, help="seconds after which no new measurement starts")
     ap.add_argument("--burn", type=float, default=20.0, help="seconds of sustained GEMM load for the clock reading")
     ap.add_argument("--only", default="clock,gemm,decode,attention,memory",
-                    help="groups to run: clock, names, gemm, gemm-more, decode, attention, memory")
+                    help="groups to run: clock, train-clock, names, gemm, gemm-more, decode, attention, memory")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("torch_probe: no CUDA device visible", file=sys.stderr)
@@ -446,6 +518,8 @@ def main():
     def gemms_more(w, lg, dl):
         gemms(w, lg, dl, GEMM_SHAPES_MORE, GEMM_ROWS_MORE)
 
+    if "train-clock" in only:
+        train_clock(args.burn, os.path.splitext(args.out)[0] + "-train-clock.json", log)
     if "names" in only:
         kernel_names(os.path.splitext(args.out)[0] + "-kernels.json", log)
     for name, fn in (("gemm", gemms), ("gemm-more", gemms_more), ("decode", decode), ("attention", attention),
