@@ -138,12 +138,21 @@ int run_calibrate_compare(const CalibrateArgs& a) {
           key = "memory " + m.op;
           break;
         case RawMeasurement::Kind::attention: {
-          if (!m.op.empty()) continue;  // not a fused kernel
+          // Fused kernels over prompt-length blocks, priced with the table of the kernel that
+          // ran: cuDNN's ("cudnn", what capsim-calibrate times), FlashAttention-2's
+          // ("flash2", PyTorch's flash backend) or the architecture's best (no impl). The
+          // two-GEMM stand-in ("cublaslt-bmm") is not attention; decode shapes (one query
+          // over a cache) are memory-bound kernels the serving model prices apart.
+          AttentionKernel kernel = AttentionKernel::fused;
+          if (m.op == "cudnn") kernel = AttentionKernel::cudnn;
+          else if (m.op == "flash2") kernel = AttentionKernel::flash2;
+          else if (!m.op.empty()) continue;
+          if (m.seq_q != m.seq_kv) continue;
           AttentionShape s;
           s.batch = m.batch, s.heads = m.heads, s.kv_heads = m.kv_heads, s.q_len = m.seq_q, s.kv_len = m.seq_kv;
-          s.qk_dim = s.v_dim = m.head_dim, s.causal = m.causal;
+          s.qk_dim = s.v_dim = m.head_dim, s.causal = m.causal, s.kernel = kernel;
           pred = model.attention(s, m.backward).value;
-          key = std::string("attention ") + (m.backward ? "bwd" : "fwd");
+          key = std::string("attention ") + (m.backward ? "bwd" : "fwd") + (m.op.empty() ? "" : " (" + m.op + ")");
           break;
         }
         case RawMeasurement::Kind::launch: continue;

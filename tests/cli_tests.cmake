@@ -242,7 +242,14 @@ capsim_cli_expect(NAME cli.calibrate.compare_gemm EXIT_CODE 0
 capsim_cli_expect(NAME cli.calibrate.compare_gemm_json EXIT_CODE 0
   CMD calibrate compare ${CAPSIM_DATA_DIR}/calibration/raw/h100-vllm-gemm-public.jsonl --gpu h100-sxm5-80gb --format json
   STDOUT "\"shapes\"" "\"m\": 128" "\"measured_s\"")
-set_tests_properties(cli.calibrate.compare_gemm cli.calibrate.compare_gemm_json PROPERTIES LABELS cli)
+# Attention by the kernel that ran (cuDNN's and PyTorch's FlashAttention-2, measured on an
+# H200), each against its own table; decode lines (one query over a cache) are left out.
+capsim_cli_expect(NAME cli.calibrate.compare_attention_kernels EXIT_CODE 0
+  CMD calibrate compare ${CAPSIM_DATA_DIR}/calibration/raw/h200-torch-probe-run1.jsonl --gpu h200-sxm-141gb --format table
+  STDOUT "attention bwd (cudnn)                            15" "attention fwd (flash2)                           15"
+         "overall median |error| 20.2% over 400 points")
+set_tests_properties(cli.calibrate.compare_gemm cli.calibrate.compare_gemm_json cli.calibrate.compare_attention_kernels
+  PROPERTIES LABELS cli)
 capsim_cli_expect(NAME cli.plan.no_default_price
   CMD plan ${capsim_scenarios}/plan-no-default-price.json
   STDERR "/offers/0/usd_per_gpu_hour: is required: no default price for h800-sxm5-80gb; defaults (data/prices.json) cover a100-sxm4-40gb, h100-sxm5-80gb, h200-sxm-141gb")
