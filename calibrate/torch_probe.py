@@ -151,14 +151,25 @@ def stats_fields(ts):
             "repeats": len(ts)}
 
 
-def burn(seconds, writer, log):
-    """Sustained 8192^3 bf16 GEMMs; per-second TFLOP/s, with nvidia-smi sampling beside it."""
+def burn(seconds, writer, log, dtype="bf16"):
+    """Sustained 8192^3 GEMMs (bf16, or per-tensor FP8 with bf16 output); per-batch TFLOP/s,
+    with nvidia-smi sampling beside it."""
     n = 8192
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    if dtype == "fp8":
+        one = torch.ones((), device="cuda", dtype=torch.float32)
+        a8, b8 = a.to(torch.float8_e4m3fn), b.t().contiguous().to(torch.float8_e4m3fn).t()
+
+        def mm():
+            return torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    else:
+        def mm():
+            return torch.matmul(a, b)
     flops = 2.0 * n ** 3
-    torch.matmul(a, b)
+    mm()
     torch.cuda.synchronize()
+    log("burn %s from %.3f (epoch s)" % (dtype, time.time()))
     rates = []
     t_end = time.time() + seconds
     while time.time() < t_end:
@@ -166,17 +177,17 @@ def burn(seconds, writer, log):
         e1 = torch.cuda.Event(enable_timing=True)
         e0.record()
         for _ in range(50):
-            torch.matmul(a, b)
+            mm()
         e1.record()
         e1.synchronize()
         dt = e0.elapsed_time(e1) * 1e-3
         rates.append(50 * flops / dt)
     half = rates[len(rates) // 2:]
     t = [flops / r for r in half]
-    writer.add(dict(kind="gemm", dtype="bf16", m=n, n=n, k=n, flops=flops, sustained_s=seconds,
+    writer.add(dict(kind="gemm", dtype=dtype, m=n, n=n, k=n, flops=flops, sustained_s=seconds,
                     **stats_fields(t)))
-    log("burn: %d batches of 50, first %.0f TFLOP/s, second half median %.0f TFLOP/s" %
-        (len(rates), rates[0] / 1e12, statistics.median(half) / 1e12))
+    log("burn %s: %d batches of 50, first %.0f TFLOP/s, second half median %.0f TFLOP/s, until %.3f" %
+        (dtype, len(rates), rates[0] / 1e12, statistics.median(half) / 1e12, time.time()))
 
 
 GEMM_SHAPES = [  # (N, K, what): weight N x K, activations M x K
@@ -490,7 +501,7 @@ def main():
     ap.add_argument("--budget", type=float, default=330.0, help="seconds after which no new measurement starts")
     ap.add_argument("--burn", type=float, default=20.0, help="seconds of sustained GEMM load for the clock reading")
     ap.add_argument("--only", default="clock,gemm,decode,attention,memory",
-                    help="groups to run: clock, train-clock, names, gemm, gemm-more, decode, attention, memory")
+                    help="groups to run: clock, clock-fp8, train-clock, names, gemm, gemm-more, decode, attention, memory")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("torch_probe: no CUDA device visible", file=sys.stderr)
@@ -514,6 +525,9 @@ def main():
     only = set(args.only.split(","))
     if "clock" in only:
         burn(args.burn, writer, log)
+        writer.flush()
+    if "clock-fp8" in only:
+        burn(args.burn, writer, log, "fp8")
         writer.flush()
     def gemms_more(w, lg, dl):
         gemms(w, lg, dl, GEMM_SHAPES_MORE, GEMM_ROWS_MORE)

@@ -487,5 +487,25 @@ TEST(RooflineGemm, AgainstPublishedKernelTables) {
   }
 }
 
+// The Hopper presets' large-GEMM rate (the typical fraction of the rated peak at the
+// sustained clock) against 8192 x 8192 x 8192 GEMMs run back to back for 25 s on an H200
+// until the board sat at its 700 W limit (data/calibration/raw/h200-torch-probe-sustained*:
+// bf16 665 TFLOP/s at 1485 MHz, per-tensor FP8 1233 TFLOP/s at 1380 MHz): the model is 6-7%
+// slower than that, for both types.
+TEST(RooflineGemm, SustainedLargeGemmsOnAnH200) {
+  SystemSpec sys;
+  sys.gpu = io::load_gpu("h200-sxm-141gb");
+  const hw::RooflineCostModel cost(sys);
+  const RawFile raw = io::read_raw(fs::path(CAPSIM_TEST_DATA_DIR) / "calibration" / "raw" / "h200-torch-probe-sustained.jsonl");
+  ASSERT_EQ(raw.rows.size(), 2u);
+  for (const RawMeasurement& m : raw.rows) {
+    ASSERT_EQ(m.kind, RawMeasurement::Kind::gemm);
+    ASSERT_EQ(m.m, 8192);
+    const double e = cost.gemm(m.m, m.n, m.k, m.dtype, 1).value / m.time_s - 1.0;
+    EXPECT_GT(e, 0.05) << to_string(m.dtype);
+    EXPECT_LT(e, 0.08) << to_string(m.dtype);
+  }
+}
+
 }  // namespace
 }  // namespace capsim
