@@ -480,6 +480,34 @@ def train_clock(seconds, out_path, log):
         (len(steps), rates[0], statistics.median(half)))
 
 
+def small_kernels(out_path, log):
+    """Back-to-back small memory-bound kernels in a CUDA graph, as a decode step runs its norms,
+    activations and residual adds: per call, graph replay time (kernel plus the gap to the
+    next) and CUPTI kernel time, by rows of a 4096- or 8192-wide hidden state."""
+    result = []
+    for hidden in (4096, 8192):
+        for rows in (1, 8, 32, 128, 512, 2048):
+            xs = [torch.randn(rows, hidden, device="cuda", dtype=torch.bfloat16) for _ in range(8)]
+            w = torch.randn(hidden, device="cuda", dtype=torch.bfloat16)
+            ops = {
+                "tiny_add (one element)": lambda i: xs[i % 8][:1, :1].add_(1.0),
+                "rms_norm": lambda i: F.rms_norm(xs[i % 8], (hidden,), w, 1e-5),
+                "silu": lambda i: F.silu(xs[i % 8]),
+                "add": lambda i: xs[i % 8] + xs[(i + 1) % 8],
+            }
+            for name, op in ops.items():
+                try:
+                    calls = [(lambda i=i, op=op: op(i)) for i in range(64)]
+                    ts, cupti = time_graph(calls)
+                    result.append({"op": name, "rows": rows, "hidden": hidden, "bytes_in": rows * hidden * 2,
+                                   "time_s": statistics.median(ts), "cupti_kernel_s": cupti})
+                except Exception as e:  # noqa: BLE001
+                    log("small %s rows=%d: %s" % (name, rows, str(e).splitlines()[0][:160]))
+    with open(out_path, "w") as f:
+        json.dump(result, f, indent=1)
+    log("small kernels: %d cases to %s" % (len(result), out_path))
+
+
 def memory(writer, log, deadline):
     for mib in (64, 256, 1024, 4096):
         if time.time() > deadline:
@@ -501,7 +529,7 @@ def main():
     ap.add_argument("--budget", type=float, default=330.0, help="seconds after which no new measurement starts")
     ap.add_argument("--burn", type=float, default=20.0, help="seconds of sustained GEMM load for the clock reading")
     ap.add_argument("--only", default="clock,gemm,decode,attention,memory",
-                    help="groups to run: clock, clock-fp8, train-clock, names, gemm, gemm-more, decode, attention, memory")
+                    help="groups to run: clock, clock-fp8, train-clock, small, names, gemm, gemm-more, decode, attention, memory")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("torch_probe: no CUDA device visible", file=sys.stderr)
@@ -534,6 +562,8 @@ def main():
 
     if "train-clock" in only:
         train_clock(args.burn, os.path.splitext(args.out)[0] + "-train-clock.json", log)
+    if "small" in only:
+        small_kernels(os.path.splitext(args.out)[0] + "-small.json", log)
     if "names" in only:
         kernel_names(os.path.splitext(args.out)[0] + "-kernels.json", log)
     for name, fn in (("gemm", gemms), ("gemm-more", gemms_more), ("decode", decode), ("attention", attention),
