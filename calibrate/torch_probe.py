@@ -115,35 +115,27 @@ def time_graph(calls, replays=7, cupti=True):
     with torch.cuda.graph(g):
         for c in calls:
             c()
-    g.replay()
-    torch.cuda.synchronize()
-    per_call = []
-    for _ in range(replays):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        per_call.append(a.elapsed_time(b) * 1e-3 / len(calls))
+    per_call = [t / len(calls) for t in time_events(g.replay, replays)]
     kernels = cupti_kernel_seconds(g.replay, len(calls)) if cupti else None
     del g
     return per_call, kernels
 
 
+def elapsed(fn):
+    """Seconds of device time `fn` takes on the current stream, between two events."""
+    a = torch.cuda.Event(enable_timing=True)
+    b = torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1e-3
+
+
 def time_events(fn, reps):
     fn()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1e-3)
-    return ts
+    return [elapsed(fn) for _ in range(reps)]
 
 
 def stats_fields(ts):
@@ -172,16 +164,12 @@ def burn(seconds, writer, log, dtype="bf16"):
     log("burn %s from %.3f (epoch s)" % (dtype, time.time()))
     rates = []
     t_end = time.time() + seconds
-    while time.time() < t_end:
-        e0 = torch.cuda.Event(enable_timing=True)
-        e1 = torch.cuda.Event(enable_timing=True)
-        e0.record()
+    def batch():
         for _ in range(50):
             mm()
-        e1.record()
-        e1.synchronize()
-        dt = e0.elapsed_time(e1) * 1e-3
-        rates.append(50 * flops / dt)
+
+    while time.time() < t_end:
+        rates.append(50 * flops / elapsed(batch))
     half = rates[len(rates) // 2:]
     t = [flops / r for r in half]
     writer.add(dict(kind="gemm", dtype=dtype, m=n, n=n, k=n, flops=flops, sustained_s=seconds,
@@ -445,16 +433,13 @@ def train_clock(seconds, out_path, log):
     flops = 6.0 * params * tokens + layers * 6.0 * tokens * tokens * h
     steps = []
     t_end = time.time() + seconds
-    while time.time() < t_end:
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
+    def step():
         model(x).float().square().mean().backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        b.record()
-        b.synchronize()
-        steps.append({"wall": time.time(), "step_s": a.elapsed_time(b) * 1e-3})
+
+    while time.time() < t_end:
+        steps.append({"wall": time.time(), "step_s": elapsed(step)})
     rates = [flops / st["step_s"] / 1e12 for st in steps]
     half = rates[len(rates) // 2:]
     # Where a step's device time goes: three steps under the profiler, kernels summed by name.
@@ -463,9 +448,7 @@ def train_clock(seconds, out_path, log):
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(3):
-                model(x).float().square().mean().backward()
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+                step()
             torch.cuda.synchronize()
         for e in prof.key_averages():
             t = getattr(e, "self_device_time_total", 0.0)
