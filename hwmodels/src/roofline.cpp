@@ -60,18 +60,21 @@ double RooflineCostModel::shape_factor(int64_t m, int64_t n, int64_t k, int64_t 
     // best fill over its tile sizes, each split to at most one wave with at least
     // gemm_split_k_min of K a split. A GEMM of a wave or more keeps the large tile, whose
     // partial last wave the measured large-GEMM efficiency is taken against.
-    const int64_t row_tiles[2] = {64, 128};
-    const int64_t col_tiles[3] = {64, 128, 256};
-    for (const int64_t tm_want : row_tiles) {
-      const int64_t tm = m > 16 ? tm_want : 16;
-      for (const int64_t tn_want : col_tiles) {
-        const int64_t tn = m > 16 ? cols(tn_want) : cols(wide);
-        const int64_t tiles = ceil_div(m, tm) * ceil_div(n, tn) * batch;
-        int64_t split = 1;
-        if (tiles < sms)
-          split = std::max<int64_t>(1, std::min<int64_t>(sms / tiles, static_cast<int64_t>(dbl(k) / split_min)));
-        best = std::max(best, factor(tm, tn, split));
-      }
+    // Decode-sized M has one tile height (16) and the architecture's width; each distinct
+    // (rows, columns) pair is tried once (cols() folds the widths a narrow N cannot use).
+    const int64_t max_split = std::max<int64_t>(1, static_cast<int64_t>(dbl(k) / split_min));
+    const auto try_tile = [&](int64_t tm, int64_t tn) {
+      const int64_t tiles = ceil_div(m, tm) * ceil_div(n, tn) * batch;
+      const int64_t split = tiles < sms ? std::max<int64_t>(1, std::min<int64_t>(sms / tiles, max_split)) : 1;
+      best = std::max(best, factor(tm, tn, split));
+    };
+    if (m <= 16) {
+      try_tile(16, cols(wide));
+    } else {
+      const int64_t widths[3] = {cols(64), cols(128), cols(256)};
+      for (const int64_t tm : {int64_t{64}, int64_t{128}})
+        for (size_t i = 0; i < 3; ++i)
+          if (i == 0 || widths[i] != widths[i - 1]) try_tile(tm, widths[i]);
     }
   }
   return best;
