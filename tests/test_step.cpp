@@ -339,6 +339,12 @@ TEST(Gemm, IdleSmsTakeNarrowerTilesOrSplitK) {
   expect_rel(ampere.gemm_efficiency(128, 4096, 4096, DType::bf16),
              a100.gpu.efficiency.gemm_bf16.value * 32.0 / dbl(a100.gpu.sm_count) * (4096.0 / (4096.0 + a_k0)) / (a_ref / (a_ref + a_k0)),
              1e-12);
+  // A split figure far below any K splits up to one wave, no further (and stays finite).
+  SystemSpec tiny = sys;
+  tiny.gpu.efficiency.gemm_split_k_min.value = 1e-300;
+  const double t = hw::RooflineCostModel(tiny).gemm_efficiency(16, 4096, 14336, DType::bf16);
+  EXPECT_TRUE(std::isfinite(t));
+  expect_rel(t, eff(128.0 / sms, 14336.0 / 8), 1e-12);
   // Over random shapes the search never does worse than the fixed tiles.
   std::mt19937_64 rng(7);
   for (int i = 0; i < 2000; ++i) {

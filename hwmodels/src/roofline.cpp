@@ -62,7 +62,7 @@ double RooflineCostModel::shape_factor(int64_t m, int64_t n, int64_t k, int64_t 
     // partial last wave the measured large-GEMM efficiency is taken against.
     // Decode-sized M has one tile height (16) and the architecture's width; each distinct
     // (rows, columns) pair is tried once (cols() folds the widths a narrow N cannot use).
-    const int64_t max_split = std::max<int64_t>(1, static_cast<int64_t>(dbl(k) / split_min));
+    const int64_t max_split = static_cast<int64_t>(std::clamp(dbl(k) / split_min, 1.0, dbl(sms)));
     const auto try_tile = [&](int64_t tm, int64_t tn) {
       const int64_t tiles = ceil_div(m, tm) * ceil_div(n, tn) * batch;
       const int64_t split = tiles < sms ? std::max<int64_t>(1, std::min<int64_t>(sms / tiles, max_split)) : 1;
