@@ -30,11 +30,15 @@ double RooflineCostModel::shape_factor(int64_t m, int64_t n, int64_t k, int64_t 
   const double k0 = g.efficiency.gemm_k_half.value;
   // One tile configuration: the share of the SMs its tiles (times the K splits) fill in
   // their last wave, the share of each tile holding output, and the K depth of each split.
-  const auto factor = [&](int64_t tm, int64_t tn, int64_t split) {
-    const int64_t units = ceil_div(m, tm) * ceil_div(n, tn) * batch * split;
+  // Tiles that leave SMs idle split K over them, up to one wave and at most `split_cap` ways.
+  const auto factor = [&](int64_t tm, int64_t tn, int64_t split_cap) {
+    const int64_t row_tiles = ceil_div(m, tm), col_tiles = ceil_div(n, tn);
+    const int64_t tiles = row_tiles * col_tiles * batch;
+    const int64_t split = tiles < sms ? std::min(sms / tiles, split_cap) : 1;
+    const int64_t units = tiles * split;
     const int64_t waves = ceil_div(units, sms);
     const double wave = dbl(units) / dbl(waves * sms);
-    const double pad = dbl(m) * dbl(n) / (dbl(ceil_div(m, tm) * tm) * dbl(ceil_div(n, tn) * tn));
+    const double pad = dbl(m) * dbl(n) / (dbl(row_tiles * tm) * dbl(col_tiles * tn));
     const double kk = dbl(k) / dbl(split);
     return wave * pad * kk / (kk + k0);
   };
@@ -63,18 +67,13 @@ double RooflineCostModel::shape_factor(int64_t m, int64_t n, int64_t k, int64_t 
     // Decode-sized M has one tile height (16) and the architecture's width; each distinct
     // (rows, columns) pair is tried once (cols() folds the widths a narrow N cannot use).
     const int64_t max_split = static_cast<int64_t>(std::clamp(dbl(k) / split_min, 1.0, dbl(sms)));
-    const auto try_tile = [&](int64_t tm, int64_t tn) {
-      const int64_t tiles = ceil_div(m, tm) * ceil_div(n, tn) * batch;
-      const int64_t split = tiles < sms ? std::max<int64_t>(1, std::min<int64_t>(sms / tiles, max_split)) : 1;
-      best = std::max(best, factor(tm, tn, split));
-    };
     if (m <= 16) {
-      try_tile(16, cols(wide));
+      best = std::max(best, factor(16, cols(wide), max_split));
     } else {
       const int64_t widths[3] = {cols(64), cols(128), cols(256)};
       for (const int64_t tm : {int64_t{64}, int64_t{128}})
         for (size_t i = 0; i < 3; ++i)
-          if (i == 0 || widths[i] != widths[i - 1]) try_tile(tm, widths[i]);
+          if (i == 0 || widths[i] != widths[i - 1]) best = std::max(best, factor(tm, widths[i], max_split));
     }
   }
   return best;
