@@ -282,12 +282,10 @@ TEST(Serving, PiecewiseGraphsIdleAtEachLayer) {
 }
 
 // A decode attention kernel over the cache takes the GPU's measured fixed time beyond its
-// bytes at the stream rate (decode_attention_fixed_us: a split-KV pass and its merge), so
-// one short sequence costs each layer that time, not a launch floor. Once the decodes' KV
-// heads on a GPU fill 0.8 of its SMs (132 on H100 and H200: 106 heads) the kernel no longer
-// splits and streams the bytes alone: Llama 3 8B's 8 KV heads at 13 sequences split, at 14
-// do not; at TP4 (2 heads a GPU) 52 and 53. A GPU without the figure streams the bytes
-// with the floor under them.
+// bytes at the stream rate (decode_attention_fixed_us), so one short sequence costs each
+// layer that time, not a launch floor, and so does every batch: batched timings at 64
+// sequences run that far above their bytes whether the kernel splits the keys or not. A GPU
+// without the figure streams the bytes with the floor under them.
 TEST(Serving, DecodeAttentionPaysItsKernelsFixedTime) {
   auto attention = [](const char* gpu, int64_t decodes, int64_t context, int64_t tp = 1) {
     Scenario s = serving_scenario("llama3-8b", gpu, tp, ServingWorkload::Mode::offline);
@@ -304,17 +302,12 @@ TEST(Serving, DecodeAttentionPaysItsKernelsFixedTime) {
     const double fixed = g.efficiency.decode_attention_fixed_us.value * 1e-6;
     const double rate = g.hbm_bandwidth().value * g.efficiency.hbm.value;
     ASSERT_GT(fixed, 10e-6) << gpu;
-    for (const auto& [decodes, context] : {std::pair<int64_t, int64_t>{1, 1024}, {13, 2048}})
+    for (const auto& [decodes, context] : {std::pair<int64_t, int64_t>{1, 1024}, {13, 2048}, {14, 2048}, {64, 2048}, {512, 1024}})
       EXPECT_NEAR(attention(gpu, decodes, context), 32 * (fixed + static_cast<double>(decodes * context) * per_token / rate), 1e-9)
           << gpu << " " << decodes;
-    const hw::RooflineCostModel cost(serving_scenario("llama3-8b", gpu, 1, ServingWorkload::Mode::offline).system);
-    for (const int64_t decodes : {14, 64})
-      EXPECT_NEAR(attention(gpu, decodes, 2048), 32 * cost.memory_bound(Bytes(static_cast<double>(decodes * 2048) * per_token)).value,
-                  1e-12)
-          << gpu << " " << decodes;
     // Tensor parallel over 4 GPUs: 2 KV heads each, a quarter of the bytes.
-    EXPECT_NEAR(attention(gpu, 52, 2048, 4), 32 * (fixed + 52.0 * 2048.0 * per_token / 4.0 / rate), 1e-9) << gpu;
-    EXPECT_NEAR(attention(gpu, 53, 2048, 4), 32 * cost.memory_bound(Bytes(53.0 * 2048.0 * per_token / 4.0)).value, 1e-12) << gpu;
+    for (const int64_t decodes : {52, 53})
+      EXPECT_NEAR(attention(gpu, decodes, 2048, 4), 32 * (fixed + static_cast<double>(decodes) * 2048.0 * per_token / 4.0 / rate), 1e-9) << gpu;
   }
   const GpuSpec a100 = io::load_gpu("a100-sxm4-80gb");
   EXPECT_EQ(a100.efficiency.decode_attention_fixed_us.value, 0.0);
@@ -1388,6 +1381,30 @@ TEST(Serving, Fp8ScalingFollowsTheCheckpoint) {
   EXPECT_DOUBLE_EQ(IterationModel(s.model, s.system, *s.inference, cost).seconds(prefill), tensor);
   s.inference->fp8_block_scaling.reset();
   EXPECT_EQ(io::serving_report(s, simulate_serving(s, cost))["resolved"]["fp8_scaling"], "block");
+}
+
+// Batched paged decode attention on an H100 SXM as published (onnxruntime PR #21414, nvbench
+// GPU time, 64 query / 8 KV heads of 128, 16-bit, 64 sequences; Llama 3 70B's attention at
+// TP1): FlashAttention-2 at page 256, 128 and 256 keys: 28.780 and 43.563 us (one split by
+// its heuristic); the PR's own kernel at page 16, 256 and 512 keys: 39.474 and 61.917 us.
+// The model (fixed time plus bytes at the stream rate) is within 15% of each; the bytes
+// alone miss them by 28-61%.
+TEST(Serving, BatchedDecodeAttentionAgainstPublishedH100Timings) {
+  Scenario s = serving_scenario("llama3-70b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  const hw::RooflineCostModel cost(s.system);
+  const IterationModel im(s.model, s.system, *s.inference, cost);
+  ASSERT_EQ(s.model.heads, 64);
+  ASSERT_EQ(s.model.kv_heads, 8);
+  ASSERT_EQ(s.model.head_dim, 128);
+  auto per_layer_us = [&](int64_t keys) {
+    IterationBatch b;
+    b.decodes = 64;
+    b.decode_context = 64.0 * static_cast<double>(keys);
+    return im.parts(b).attention_kernels / static_cast<double>(s.model.layers) * 1e6;
+  };
+  for (const auto& [keys, measured_us] :
+       {std::pair<int64_t, double>{128, 28.780}, {256, 43.563}, {256, 39.474}, {512, 61.917}})
+    EXPECT_NEAR(per_layer_us(keys), measured_us, 0.15 * measured_us) << keys;
 }
 
 // W4A16 (4-bit weights, 16-bit tensor cores) at batch 1 on a 70B model is 2-3.5x faster

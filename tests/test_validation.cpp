@@ -196,8 +196,11 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
        // ITL P50 0.09 -> 0.10 and throughput 0.09 -> 0.065 when Hopper GEMMs of 17-512 rows
        // filled the SMs as cuBLASLt does (narrower tiles or split K, gemm_split_k_min, measured
        // on an H200): TensorRT-LLM's offline runs, slow, came closer (-7.7% -> -5.0% signed);
-       // SGLang's H100 runs' ITL P50 moved a point away.
-       {{"throughput_tokens_per_s", 0.065}, {"tpot_p50_ms", 0.075}, {"ttft_p50_ms", 0.12}, {"itl_p50_ms", 0.10}}},
+       // SGLang's H100 runs' ITL P50 moved a point away. Throughput 0.065 -> 0.075 when the
+       // decode attention kernel paid its fixed time at every batch (batched H100 timings
+       // published at 64 sequences): TensorRT-LLM's offline runs, slow, read 1-3 points slower
+       // (-5.0% -> -6.4% signed); its XQA kernel's batched timings are not published.
+       {{"throughput_tokens_per_s", 0.075}, {"tpot_p50_ms", 0.075}, {"ttft_p50_ms", 0.12}, {"itl_p50_ms", 0.10}}},
       {"serving-percentiles-public.json",
        // ITL mean 0.035, TPOT P50 0.035 and P99 0.13 until expert-parallel ranks waited for the
        // busiest one (ep_rank_imbalance): at decode batches the busiest of 8 ranks streams
@@ -322,8 +325,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // GEMMs' measured tile and split-K fill: vLLM 0.8.4's DeepSeek-R1 runs on the Nebius H200,
   // 0..+7% slow, read 8-10% fast, the same runs on the DGX H200 (slower host CPUs, the
   // source says) and TensorRT-LLM's, slow, came closer.
+  // trtllm 0.06 -> 0.07 with the decode attention kernel's fixed time at every batch (above).
   const std::map<std::string, double> family_bounds = {{"inferencex870", 0.34}, {"llmie", 0.11}, {"lmdeploy", 0.07},
-                                                       {"sglang", 0.11},         {"trtllm", 0.06},  {"vllmspot", 0.10}};
+                                                       {"sglang", 0.11},         {"trtllm", 0.07},  {"vllmspot", 0.10}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
   for (const auto& c : r["cases"]) ++cases_of[c["groups"]["source"].get<std::string>()];

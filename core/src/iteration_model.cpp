@@ -69,12 +69,6 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   // under attention DP a GPU keeps its own sequences' whole KV.
   kv_bytes_token_layer_ = kv_cache_bytes_per_token(m, kv) / dbl(m.layers);
   if (!m.mla) kv_bytes_token_layer_ /= std::min(dbl(attn_tp_), dbl(m.kv_heads));
-  // Decodes per GPU below which the decode attention kernel splits the keys and pays its
-  // fixed time (attention_layer_parts): while their KV heads fill less than 0.8 of the SMs;
-  // MLA's kernel at every batch; none where the GPU has no figure.
-  if (decode_attn_fixed_s_ > 0)
-    decode_split_below_ = m.mla ? std::numeric_limits<double>::infinity()
-                                : 0.8 * dbl(sys.gpu.sm_count) / std::max(1.0, dbl(m.kv_heads) / dbl(attn_tp_));
   // The layer's small kernels, each a pass over what it reads and writes per token (16-bit
   // activations), priced as a floored stream: the reference layer's two norms, each adding
   // the residual in (read the input and the residual, write both: vLLM's fused_add_rms_norm);
@@ -276,17 +270,16 @@ IterationModel::AttentionParts IterationModel::attention_layer_parts(const Itera
     if (m.mla) flops = 4.0 * dbl(m.heads / tp) * dbl(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim) * context;
     else flops = 4.0 * dbl(m.heads / tp) * dbl(m.head_dim) * context;
     flops *= dbl(b.verify);
-    // The cache's bytes at the achievable stream rate, plus the kernel's fixed time where
-    // the GPU has it measured and the kernel splits the keys (decode_attention_fixed_us: a
-    // split-KV pass and its merge take it however few keys they read), else the floored
-    // stream. FlashAttention splits only while the decodes' KV heads on the GPU fill less
-    // than 0.8 of its SMs (num_splits_heuristic, flash_api.cpp: "If we have enough to almost
-    // fill the SMs, then just use 1 split"); one unsplit kernel streams the cache (vLLM
-    // issue #9471's H100 profile: 64 sequences of 1,024-2,048 keys, 138.8 us a call, 3%
-    // above their bytes at the stream rate). MLA's kernel (FlashMLA) always schedules its
-    // splits over the SMs.
-    const bool splits = std::ceil(dbl(b.decodes) / dbl(dp_)) < decode_split_below_;
-    const double t_mem = splits ? decode_attn_fixed_s_ + bytes / stream_bytes_per_s_ : cost_.memory_bound(Bytes(bytes)).value;
+    // The cache's bytes at the achievable stream rate plus the kernel's fixed time where the
+    // GPU has it measured (decode_attention_fixed_us), at every batch: batched timings on an
+    // H100 at 64 sequences run 14-22 us above their bytes at that rate whether the kernel
+    // splits the keys or not (FlashAttention-2 paged, page 256, 64 / 8 heads, 64 sequences of
+    // 128-256 keys: 28.8 and 43.6 us for 33 and 65 MiB, onnxruntime PR #21414, one split by
+    // its num_splits_heuristic; that PR's paged kernel at page 16, 256-512 keys: 39.5 and
+    // 61.9 us; FlashInfer's tensor-core decode at 64 sequences of 1,024 keys, 32 / 4 heads,
+    // 60% of the 3.35 TB/s peak in its 2024-02-02 blog's Fig. 9). Else the floored stream.
+    const double t_mem =
+        decode_attn_fixed_s_ > 0 ? decode_attn_fixed_s_ + bytes / stream_bytes_per_s_ : cost_.memory_bound(Bytes(bytes)).value;
     /// Decode attention reaches 0.6 of the bf16 peak when compute-bound: FlashMLA's 660 of
     /// 989 TFLOP/s on H800 (hardware.json efficiency.attention, flashmla_readme).
     const double t_flops = flops / (sys_.gpu.peak(DType::bf16).value * 0.6);

@@ -165,7 +165,6 @@ class IterationModel {
   double tail_s_ = 0;  ///< fixed time of one GEMM kernel (GpuEfficiency::gemm_tail_us)
   double graph_gap_s_ = 0;  ///< idle GPU time per kernel (GpuEfficiency::graph_kernel_gap_us)
   double decode_attn_fixed_s_ = 0;  ///< fixed time of a decode attention kernel (GpuEfficiency::decode_attention_fixed_us)
-  double decode_split_below_ = 0;  ///< decodes per GPU below which that kernel splits the keys and pays it
   double stream_bytes_per_s_ = 1;  ///< the cost model's achievable HBM streaming rate
   EngineDefaults engine_;  ///< CUDA graphs and per-step host overhead
   int64_t moe_layers_ = 0;  ///< layers with routed experts
