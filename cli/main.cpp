@@ -423,6 +423,8 @@ std::string serving_table(const json& r) {
   if (r.contains("max_qps"))
     s += fmt::format("  max QPS     {:.3f} within TTFT p99 <= {} ms and TPOT p99 <= {} ms\n", r["max_qps"]["qps"].get<double>(),
                      r["max_qps"]["ttft_p99_ms"].get<double>(), r["max_qps"]["tpot_p99_ms"].get<double>());
+  if (r.contains("warnings"))
+    for (const auto& w : r["warnings"]) s += fmt::format("  warning: {}\n", w.get<std::string>());
   return s;
 }
 

@@ -1437,6 +1437,26 @@ TEST(Serving, WeightOnlyInt4DecodeSpeedupShrinksWithBatch) {
   EXPECT_LT(prev, 1.5);
 }
 
+// A request longer than the model's context (prompt and output past
+// max_position_embeddings, 8,192 for Llama 3 8B) is simulated, with a warning that says the
+// engines refuse it at their default maximum length; one that fits exactly has none.
+TEST(Serving, RequestBeyondTheModelsContextIsWarnedOf) {
+  auto warnings = [](int64_t input, int64_t output) -> nlohmann::json {
+    Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+    EXPECT_EQ(s.model.max_position, 8192);
+    s.inference->workload.num_requests = 4;
+    s.inference->workload.input_tokens = {LengthDist::Kind::fixed, input, 0, 0};
+    s.inference->workload.output_tokens = {LengthDist::Kind::fixed, output, 0, 0};
+    const hw::RooflineCostModel cost(s.system);
+    return io::serving_report(s, simulate_serving(s, cost))["warnings"];
+  };
+  EXPECT_EQ(warnings(8000, 192), nlohmann::json::array());
+  EXPECT_EQ(warnings(8000, 500),
+            nlohmann::json::array({"the longest request, 8500 tokens with its output, exceeds the model's "
+                                   "max_position_embeddings 8192: engines refuse it at their default maximum length; it "
+                                   "runs here as if the context were extended"}));
+}
+
 TEST(Serving, DeterministicForASeed) {
   const Scenario s = serving_scenario("llama3-8b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::poisson);
   const hw::RooflineCostModel cost(s.system);

@@ -449,6 +449,17 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"num_blocks", r.memory.num_blocks},
                  {"max_cached_tokens", r.memory.max_cached_tokens},
                  {"fits", r.memory.fits}};
+  // A request longer than the model's context: the engines refuse it at their default
+  // maximum length (vLLM's max_model_len and SGLang's context_length are read from
+  // max_position_embeddings), so it is simulated only as a context-extended model would run it.
+  j["warnings"] = json::array();
+  int64_t longest = 0;
+  for (const RequestResult& q : r.requests) longest = std::max(longest, q.input + q.output);
+  if (s.model.max_position > 0 && longest > s.model.max_position)
+    j["warnings"].push_back("the longest request, " + std::to_string(longest) +
+                            " tokens with its output, exceeds the model's max_position_embeddings " +
+                            std::to_string(s.model.max_position) +
+                            ": engines refuse it at their default maximum length; it runs here as if the context were extended");
   if (!r.timeline.empty()) j["over_time"] = utilization_over_time(r, 20);
   if (r.busy.busy_s > 0) {
     // Where the engine time went over the run (every replica's iterations, summed).
