@@ -125,9 +125,11 @@ TEST(ServingEngines, ReleaseRangesOfAKnob) {
   EXPECT_EQ(block(""), 64);
   EXPECT_EQ(block("main@abc"), 64);
   // The profile says which knobs a range set (the serving report's engine.profile.release_values).
-  // (The shipped vllm-v0 profile's own tp_all_reduce ranges count too.)
+  // (The shipped vllm-v0 profile's own tp_all_reduce and decode_heads_per_kv_load ranges
+  // count too.)
   EXPECT_EQ(io::engine_profile_from_json(e, "x.json", "0.2.7").release_values,
-            (std::vector<std::string>{"block_size (releases -0.3.0)", "tp_all_reduce (releases -0.3.0)"}));
+            (std::vector<std::string>{"block_size (releases -0.3.0)", "decode_heads_per_kv_load (releases -0.4.3)",
+                                      "tp_all_reduce (releases -0.3.0)"}));
   EXPECT_EQ(io::engine_profile_from_json(e, "x.json", "").release_values,
             std::vector<std::string>{"block_size (releases 0.4.0-)"});
   e["knobs"]["block_size"]["by_release"].erase(2);
@@ -223,6 +225,56 @@ TEST(ServingEngines, ProfileErrorsNameThePlace) {
     ASSERT_EQ(e.issues().size(), 1u);
     EXPECT_EQ(e.issues()[0].pointer, "t.json#/aliases");
     EXPECT_EQ(e.issues()[0].rule, "must be an array of lower-case names");
+  }
+}
+
+// A decode kernel's re-reads of one KV head (LMDeploy PR #1258's A100 table): one load
+// costs itself, 2 loads 1.04, 8 loads 3.258, between the measured counts linearly, past 8
+// the last step's slope.
+TEST(ServingEngines, DecodeKvRereadCostFollowsItsMeasuredTable) {
+  EXPECT_DOUBLE_EQ(decode_kv_reread_cost(0), 1.0);
+  EXPECT_DOUBLE_EQ(decode_kv_reread_cost(1), 1.0);
+  EXPECT_DOUBLE_EQ(decode_kv_reread_cost(2), 1.04);
+  EXPECT_DOUBLE_EQ(decode_kv_reread_cost(4), 1.675);
+  EXPECT_DOUBLE_EQ(decode_kv_reread_cost(5), (1.675 + 2.445) / 2.0);
+  EXPECT_DOUBLE_EQ(decode_kv_reread_cost(8), 3.258);
+  EXPECT_DOUBLE_EQ(decode_kv_reread_cost(16), 3.258 + 8.0 * (3.258 - 2.445) / 2.0);
+  for (int64_t r = 1; r < 32; ++r) EXPECT_LT(decode_kv_reread_cost(r), decode_kv_reread_cost(r + 1)) << r;
+}
+
+// The decode attention kernel by engine release: vLLM's PagedAttention (to 0.4.2) and TGI's
+// copy of it (to 2.2) serve one query head a CTA, so Llama 3 70B's 8 query heads a KV head
+// load each KV head 8 times (3.258x the bytes), Llama 3 8B's 4 (1.675x); vLLM 0.4.3 and TGI
+// 2.3 load it once; TurboMind 0.1-0.2 serves 4 heads a CTA (2 loads at 8, 1.04x; none at 4).
+TEST(ServingEngines, DecodeKernelLoadsEachKvHeadPerCtaOfQueryHeads) {
+  auto bytes_part = [](const char* model, int64_t tp, const char* engine, const char* version) {
+    Scenario s = testing::on_one_node(model, "h100-sxm5-80gb", tp);
+    s.inference->profile = io::select_engine_profile(engine, version, "/inference/engine");
+    const hw::RooflineCostModel cost(s.system);
+    IterationBatch b;
+    b.decodes = 64;
+    b.decode_context = 64.0 * 2048.0;
+    const double fixed = s.system.gpu.efficiency.decode_attention_fixed_us.value * 1e-6;
+    return IterationModel(s.model, s.system, *s.inference, cost).parts(b).attention_kernels -
+           static_cast<double>(s.model.layers) * fixed;
+  };
+  EXPECT_NEAR(bytes_part("llama3-70b", 1, "vllm", "0.4.2") / bytes_part("llama3-70b", 1, "vllm", "0.4.3"), 3.258, 1e-9);
+  EXPECT_NEAR(bytes_part("llama3-8b", 1, "vllm", "0.4.2") / bytes_part("llama3-8b", 1, "vllm", "0.4.3"), 1.675, 1e-9);
+  EXPECT_NEAR(bytes_part("llama3-70b", 4, "tgi", "2.2.0") / bytes_part("llama3-70b", 4, "tgi", "2.3.0"), 3.258, 1e-9);
+  EXPECT_NEAR(bytes_part("llama3-70b", 4, "lmdeploy", "0.2.0") / bytes_part("llama3-70b", 4, "lmdeploy", "0.3.0"), 1.04, 1e-9);
+  EXPECT_NEAR(bytes_part("llama3-8b", 1, "lmdeploy", "0.2.0") / bytes_part("llama3-8b", 1, "lmdeploy", "0.3.0"), 1.0, 1e-9);
+  // Past TP 8 a KV head is replicated and each GPU holds fewer query heads of it: Llama 3
+  // 70B at TP16 keeps 4 query heads a GPU for its one KV head.
+  EXPECT_NEAR(bytes_part("llama3-70b", 16, "vllm", "0.4.2") / bytes_part("llama3-70b", 16, "vllm", "0.4.3"), 1.675, 1e-9);
+  auto doc = io::read_json_file(io::data_dir() / "engines" / "vllm-v0.json");
+  doc["knobs"]["decode_heads_per_kv_load"]["value"] = -1;
+  try {
+    io::engine_profile_from_json(doc, "v.json");
+    FAIL() << "expected an input error";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_EQ(e.issues()[0].pointer, "v.json#/knobs/decode_heads_per_kv_load/value");
+    EXPECT_EQ(e.issues()[0].rule, "must be an integer >= 0");
   }
 }
 

@@ -1,6 +1,7 @@
 #include "capsim/core/serving.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -9,6 +10,30 @@
 namespace capsim {
 
 using detail::dbl;
+
+double decode_kv_reread_cost(int64_t reads) {
+  /// Measured by LMDeploy PR #1258 (A100 80G, batch 128, 1,024 keys, no split-KV, its
+  /// tensor-core decode kernel, us): a CTA per group of CTA_H query heads, so each KV head is
+  /// loaded group / CTA_H times. 32:8 heads: 509.66, 318.91, 308.35 at 4, 2, 1 loads; 48:8:
+  /// 756.35, 401.28, 319.58, 309.31 at 6, 3, 2, 1; 64:8: 993.98, 517.86, 319.39, 305.12 at
+  /// 8, 4, 2, 1. Over the one-load time: 2 loads 1.034-1.047 (1.04), 3 1.297, 4 1.653-1.697
+  /// (1.675), 6 2.445, 8 3.258; past 8 the last step's slope (0.4065 a load). vLLM 0.2.6's
+  /// PagedAttention v2 (one query head a CTA) at 8 query heads a KV head reaches about a
+  /// third of its own MHA bandwidth on an H100 and an A100 (FlashInfer blog, 2024-02-02,
+  /// Figs. 6 and 9), the same ratio.
+  static constexpr std::array<std::pair<double, double>, 6> kCost{
+      {{1, 1.0}, {2, 1.04}, {3, 1.297}, {4, 1.675}, {6, 2.445}, {8, 3.258}}};
+  const double r = std::max(1.0, dbl(reads));
+  for (size_t i = 1; i < kCost.size(); ++i)
+    if (r <= kCost[i].first) {
+      const auto& [r0, c0] = kCost[i - 1];
+      const auto& [r1, c1] = kCost[i];
+      return c0 + (c1 - c0) * (r - r0) / (r1 - r0);
+    }
+  const auto& [r0, c0] = kCost[kCost.size() - 2];
+  const auto& [r1, c1] = kCost.back();
+  return c1 + (c1 - c0) / (r1 - r0) * (r - r1);
+}
 
 IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p, const CostModel& cost)
     : m_(m), sys_(sys), p_(p), cost_(cost) {
@@ -69,6 +94,16 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   // under attention DP a GPU keeps its own sequences' whole KV.
   kv_bytes_token_layer_ = kv_cache_bytes_per_token(m, kv) / dbl(m.layers);
   if (!m.mla) kv_bytes_token_layer_ /= std::min(dbl(attn_tp_), dbl(m.kv_heads));
+  // A decode kernel that serves fewer query heads a CTA than the GPU's query group loads
+  // each KV head once per CTA (EngineDefaults::decode_heads_per_kv_load). MLA's kernel
+  // serves every head from the shared latent.
+  if (!m.mla && engine_.decode_heads_per_kv_load > 0) {
+    const int64_t kv_here = std::max<int64_t>(1, m.kv_heads / std::min<int64_t>(attn_tp_, m.kv_heads));
+    const int64_t group = std::max<int64_t>(1, std::max<int64_t>(1, m.heads / attn_tp_) / kv_here);
+    int64_t per_cta = 1;
+    while (per_cta * 2 <= engine_.decode_heads_per_kv_load && group % (per_cta * 2) == 0) per_cta *= 2;
+    decode_kv_reread_ = decode_kv_reread_cost(group / per_cta);
+  }
   // The layer's small kernels, each a pass over what it reads and writes per token (16-bit
   // activations), priced as a floored stream: the reference layer's two norms, each adding
   // the residual in (read the input and the residual, write both: vLLM's fused_add_rms_norm);
@@ -263,7 +298,7 @@ IterationModel::AttentionParts IterationModel::attention_layer_parts(const Itera
                    ? b.decode_window_context
                    : std::min(b.decode_context, dbl(b.decodes) * dbl(m.sliding_window));
     const double context = cached / dbl(dp_);
-    const double bytes = context * kv_bytes_token_layer_;
+    const double bytes = context * kv_bytes_token_layer_ * decode_kv_reread_;
     // MLA decode attends in the compressed space: 2 x heads x (kv_lora + rope) x 2 FLOPs
     // per cached token (FlashMLA is compute-bound at large batch).
     double flops = 0;

@@ -441,6 +441,10 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   number("eager_host_us_dense_layer", d.eager_host_s_dense_layer, 1e-6);
   number("eager_host_us_moe_layer", d.eager_host_s_moe_layer, 1e-6);
   integer("scheduler_steps", d.scheduler_steps, 1);
+  // How the decode attention kernel shares a KV head's loads among its query heads; absent:
+  // the whole group.
+  d.decode_heads_per_kv_load = 0;
+  if (has_knob("decode_heads_per_kv_load")) integer("decode_heads_per_kv_load", d.decode_heads_per_kv_load, 0);
   for (const KnobValue& v : knob("preemption")) {
     if (!v.value->is_string() || (*v.value != "recompute" && *v.value != "swap"))
       issues.push_back({v.at, brief(*v.value), "must be \"recompute\" or \"swap\"", {}});

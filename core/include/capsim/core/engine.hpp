@@ -237,6 +237,12 @@ struct EngineDefaults {
   /// Forward passes per scheduling round when only decodes are scheduled (vLLM
   /// --num-scheduler-steps; 1 = every step is scheduled).
   int64_t scheduler_steps = 1;
+  /// Query heads one CTA of the decode attention kernel serves from one load of a KV head:
+  /// 0 = the whole query group (FlashAttention, FlashInfer, TensorRT-LLM's XQA, TurboMind
+  /// from 0.3); k > 0 = the largest power of two up to k that divides the group (vLLM's
+  /// PagedAttention kernels: 1; TurboMind 0.1-0.2: 4). Each KV head is read group / that
+  /// many times over.
+  int64_t decode_heads_per_kv_load = 0;
   /// Preemption when KV blocks run out: recompute, or swap the victim's blocks to host
   /// memory over PCIe and back within `swap_space_bytes` per GPU.
   bool swap_preemption = false;

@@ -86,6 +86,11 @@ inline constexpr std::array<std::pair<const char*, double StepParts::*>, 12> kSt
     {"eager_host", &StepParts::eager_host},
 }};
 
+/// HBM traffic of a decode attention kernel that loads each KV head `reads` times (once per
+/// CTA of query heads it serves, EngineDefaults::decode_heads_per_kv_load), over the traffic
+/// of one load: the later loads mostly hit L2.
+double decode_kv_reread_cost(int64_t reads);
+
 /// Seconds of one iteration on a replica (tp GPUs; pp stages run in sequence).
 class IterationModel {
  public:
@@ -165,6 +170,7 @@ class IterationModel {
   double tail_s_ = 0;  ///< fixed time of one GEMM kernel (GpuEfficiency::gemm_tail_us)
   double graph_gap_s_ = 0;  ///< idle GPU time per kernel (GpuEfficiency::graph_kernel_gap_us)
   double decode_attn_fixed_s_ = 0;  ///< fixed time of a decode attention kernel (GpuEfficiency::decode_attention_fixed_us)
+  double decode_kv_reread_ = 1;  ///< decode_kv_reread_cost of the engine's kernel at this model's query group
   double stream_bytes_per_s_ = 1;  ///< the cost model's achievable HBM streaming rate
   EngineDefaults engine_;  ///< CUDA graphs and per-step host overhead
   int64_t moe_layers_ = 0;  ///< layers with routed experts
