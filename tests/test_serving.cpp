@@ -1445,8 +1445,8 @@ TEST(Serving, RequestBeyondTheModelsContextIsWarnedOf) {
     Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
     EXPECT_EQ(s.model.max_position, 8192);
     s.inference->workload.num_requests = 4;
-    s.inference->workload.input_tokens = {LengthDist::Kind::fixed, input, 0, 0};
-    s.inference->workload.output_tokens = {LengthDist::Kind::fixed, output, 0, 0};
+    s.inference->workload.input_tokens = {LengthDist::Kind::fixed, static_cast<double>(input), 0, 0};
+    s.inference->workload.output_tokens = {LengthDist::Kind::fixed, static_cast<double>(output), 0, 0};
     const hw::RooflineCostModel cost(s.system);
     return io::serving_report(s, simulate_serving(s, cost))["warnings"];
   };
