@@ -276,6 +276,39 @@ TEST(ServingEngines, DecodeKernelLoadsEachKvHeadPerCtaOfQueryHeads) {
   EXPECT_EQ(issues[0].rule, "must be an integer >= 0");
 }
 
+// SGLang 0.5.7 fuses the all-reduce with the residual add and RMSNorm for DeepSeek-V3,
+// gpt-oss and Qwen3-MoE only (PR #14764), inside one node and without DP attention: the
+// two norm kernels a layer go for DeepSeek-V3 at TP8, not for Llama 3 70B, not under DP
+// attention, not across two nodes, and not in 0.5.6.
+TEST(ServingEngines, ResidualNormFusionFollowsTheEnginesModelList) {
+  auto elementwise = [](const char* model, int64_t tp, int64_t per_node, const char* version, bool dp_attention) {
+    Scenario s = testing::on_one_node(model, "h200-sxm-141gb", tp);
+    s.system.gpus_per_node = per_node;
+    s.inference->attention_dp = dp_attention;
+    s.inference->profile = io::select_engine_profile("sglang", version, "/inference/engine");
+    const hw::RooflineCostModel cost(s.system);
+    IterationBatch b;
+    b.decodes = 8;
+    b.decode_context = 8.0 * 1024.0;
+    return std::pair{IterationModel(s.model, s.system, *s.inference, cost).parts(b).elementwise,
+                     static_cast<double>(s.model.layers) * 2.0 *
+                         cost.memory_bound(Bytes(8.0 * static_cast<double>(s.model.hidden) * 2.0 * 4.0)).value};
+  };
+  const auto [before, norms] = elementwise("deepseek-v3", 8, 8, "0.5.6", false);
+  EXPECT_NEAR(elementwise("deepseek-v3", 8, 8, "0.5.7", false).first, before - norms, 1e-12);
+  EXPECT_DOUBLE_EQ(elementwise("llama3-70b", 8, 8, "0.5.7", false).first, elementwise("llama3-70b", 8, 8, "0.5.6", false).first);
+  EXPECT_DOUBLE_EQ(elementwise("deepseek-v3", 8, 8, "0.5.7", true).first, elementwise("deepseek-v3", 8, 8, "0.5.6", true).first);
+  EXPECT_DOUBLE_EQ(elementwise("deepseek-v3", 16, 8, "0.5.7", false).first, elementwise("deepseek-v3", 16, 8, "0.5.6", false).first);
+  auto doc = io::read_json_file(io::data_dir() / "engines" / "sglang-0.5.json");
+  doc["knobs"]["residual_norm_families"]["value"] = {"deepseek_v3", "glm4_moe"};
+  const std::vector<Issue> issues = profile_issues(doc, "s.json");
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].pointer, "s.json#/knobs/residual_norm_families/value");
+  EXPECT_EQ(issues[0].rule,
+            "must be a non-empty list of model families (gpt2, gpt_neox, llama, mistral, gemma, qwen2, qwen3, nemotron, "
+            "mixtral, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss)");
+}
+
 // Every MoE kernel family reads with its figures sourced; the profiles name the family
 // their engine runs (TensorRT-LLM its CUTLASS backend, vLLM and SGLang tuned Triton), and a
 // profile that names none runs the GPU presets' own Triton figures.

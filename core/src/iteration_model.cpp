@@ -117,8 +117,15 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
     const double residual_norm = h * 2.0 * 4.0;
     layer_small_kernel_bytes_ = {residual_norm, residual_norm};
     // An engine that adds the residual and normalizes inside its tensor-parallel all-reduce
-    // runs neither norm as a kernel of its own (only where attention is tensor-parallel).
-    if (engine_.residual_norm_in_all_reduce && attn_tp_ > 1) norms_in_all_reduce_ = 2;
+    // runs neither norm as a kernel of its own: only where attention is tensor-parallel
+    // inside one node (the fused kernels are single-node NVLink all-reduces: SGLang enables
+    // its FlashInfer fusion only with nnodes == 1, server_args.py) and, where the profile
+    // limits it, for the model families it names.
+    const auto& families = engine_.residual_norm_families;
+    const bool family_fused =
+        families.empty() || std::find(families.begin(), families.end(), std::string(to_string(m.family))) != families.end();
+    if (engine_.residual_norm_in_all_reduce && attn_tp_ > 1 && attn_tp_ <= sys.gpus_per_node && family_fused)
+      norms_in_all_reduce_ = 2;
     double kv_heads = 0, rope_width = 0;
     if (m.mla) {
       if (m.mla->q_lora_rank > 0) layer_small_kernel_bytes_.push_back(dbl(m.mla->q_lora_rank) * 2.0 * 2.0);

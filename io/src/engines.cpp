@@ -538,6 +538,23 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   // Where the residual add and norm run under tensor parallelism: kernels of their own, or
   // inside the all-reduce.
   optional_rule("residual_norm", "separate", "in_all_reduce", d.residual_norm_in_all_reduce);
+  // The model families the fusion is limited to (absent: every model).
+  d.residual_norm_families.clear();
+  if (has_knob("residual_norm_families")) {
+    std::vector<std::string> families;
+    for (int f = static_cast<int>(Family::gpt2); f <= static_cast<int>(Family::gpt_oss); ++f)
+      families.emplace_back(to_string(static_cast<Family>(f)));
+    std::string all;
+    for (const std::string& f : families) all += (all.empty() ? "" : ", ") + f;
+    for (const KnobValue& v : knob("residual_norm_families")) {
+      bool ok = v.value->is_array() && !v.value->empty();
+      if (ok)
+        for (const json& n : *v.value)
+          ok = ok && n.is_string() && std::find(families.begin(), families.end(), n.get<std::string>()) != families.end();
+      if (!ok) issues.push_back({v.at, brief(*v.value), "must be a non-empty list of model families (" + all + ")", {}});
+      else if (v.in_force) d.residual_norm_families = v.value->get<std::vector<std::string>>();
+    }
+  }
   // A gated MLP's gate and up projections: one GEMM over both weights, or two.
   optional_rule("mlp_gate_up", "fused", "separate", d.mlp_gate_up_separate);
   // Where int4 weights apply a gated MLP's activation: a kernel of its own, or the GEMM.

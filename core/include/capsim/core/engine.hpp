@@ -139,6 +139,9 @@ struct EngineDefaults {
   /// all-reduce kernel (LMDeploy TurboMind from 0.7.2: AllreduceResidualBiasRMSnorm) instead of
   /// as kernels of their own after it.
   bool residual_norm_in_all_reduce = false;
+  /// The model families (Hugging Face model_type) that fusion applies to; empty: every
+  /// model (SGLang from 0.5.7 turns it on for DeepSeek-V3, gpt-oss and Qwen3-MoE only).
+  std::vector<std::string> residual_norm_families;
   /// Whether a gated MLP's gate and up projections run as two GEMMs (LMDeploy TurboMind's
   /// 16-bit weights up to 0.4: w1, w3, then the activation) instead of one over both weights.
   bool mlp_gate_up_separate = false;
