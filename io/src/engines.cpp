@@ -541,7 +541,7 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   // The model families the fusion is limited to (absent: every model).
   d.residual_norm_families.clear();
   if (has_knob("residual_norm_families")) {
-    std::vector<std::string> families;
+    std::vector<std::string> families;  // every Family, first (gpt2) to last (gpt_oss)
     for (int f = static_cast<int>(Family::gpt2); f <= static_cast<int>(Family::gpt_oss); ++f)
       families.emplace_back(to_string(static_cast<Family>(f)));
     std::string all;

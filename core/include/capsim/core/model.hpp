@@ -10,7 +10,8 @@
 
 namespace capsim {
 
-/// Hugging Face `model_type` families the reader understands.
+/// Hugging Face `model_type` families the reader understands (gpt_oss last: engine profiles
+/// list them from gpt2 to gpt_oss).
 enum class Family {
   gpt2,
   gpt_neox,
