@@ -92,13 +92,15 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   // KV bytes per token on the GPU that holds the sequence: KV heads split over the
   // attention's tp (MLA's latent and GQA with fewer KV heads than tp are replicated);
   // under attention DP a GPU keeps its own sequences' whole KV.
+  // The GPUs a KV head's cache is split over.
+  const int64_t kv_split = std::max<int64_t>(1, std::min<int64_t>(attn_tp_, m.kv_heads));
   kv_bytes_token_layer_ = kv_cache_bytes_per_token(m, kv) / dbl(m.layers);
-  if (!m.mla) kv_bytes_token_layer_ /= std::min(dbl(attn_tp_), dbl(m.kv_heads));
+  if (!m.mla) kv_bytes_token_layer_ /= dbl(kv_split);
   // A decode kernel that serves fewer query heads a CTA than the GPU's query group loads
   // each KV head once per CTA (EngineDefaults::decode_heads_per_kv_load). MLA's kernel
   // serves every head from the shared latent.
   if (!m.mla && engine_.decode_heads_per_kv_load > 0) {
-    const int64_t kv_here = std::max<int64_t>(1, m.kv_heads / std::min<int64_t>(attn_tp_, m.kv_heads));
+    const int64_t kv_here = std::max<int64_t>(1, m.kv_heads / kv_split);
     const int64_t group = std::max<int64_t>(1, std::max<int64_t>(1, m.heads / attn_tp_) / kv_here);
     int64_t per_cta = 1;
     while (per_cta * 2 <= engine_.decode_heads_per_kv_load && group % (per_cta * 2) == 0) per_cta *= 2;
