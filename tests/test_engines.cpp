@@ -706,6 +706,40 @@ TEST(ServingEngines, UnmixedEngineRunsPromptOnlySteps) {
   EXPECT_GT(unmixed.iterations, mixed.iterations);
 }
 
+// Under attention DP an unmixed engine's ranks form their own batches (SGLang's
+// prepare_mlp_sync_batch_raw): requests go to the ranks in turn, and a rank without prompt
+// work decodes in the step another rank prefills, at that step's pace. A decoding request
+// therefore waits for a newcomer's prompt only when the newcomer lands on its own rank.
+TEST(ServingEngines, UnmixedAttentionDpRanksDecodeWhileAnotherPrefills) {
+  auto largest_gap = [](const std::vector<TraceRequest>& trace, bool dp) {
+    Scenario s = testing::on_one_node("llama3-8b", "h100-sxm5-80gb", 2);
+    s.inference->attention_dp = dp;
+    s.inference->workload.mode = ServingWorkload::Mode::trace;
+    s.inference->workload.trace = trace;
+    s.inference->profile.knobs.step_overhead_s = 0;
+    s.inference->profile.knobs.mixed_prefill_decode = false;
+    const hw::RooflineCostModel cost(s.system);
+    const ServingResult r = simulate_serving(s, cost);
+    const IterationModel im(s.model, s.system, *s.inference, cost);
+    IterationBatch prompt, decode;
+    prompt.prefills.push_back({2000, 0, true});
+    decode.decodes = 1;
+    decode.decode_context = 150.0;
+    return std::tuple{*std::max_element(r.requests[0].itl.begin(), r.requests[0].itl.end()), im.seconds(prompt),
+                      im.seconds(decode)};
+  };
+  // The newcomer is the second request: the other rank's.
+  const std::vector<TraceRequest> other = {{0.0, 100, 400, "", 0}, {0.5, 2000, 2, "", 0}};
+  const auto [gap, prompt_s, decode_s] = largest_gap(other, true);
+  EXPECT_GT(gap, 2.0 * decode_s);                // the step carries the other rank's prompt
+  EXPECT_LT(gap, prompt_s + 0.5 * decode_s);     // and the decode rides along in it
+  // The newcomer is the third request: the decoding request's own rank.
+  const std::vector<TraceRequest> same = {{0.0, 100, 400, "", 0}, {0.2, 10, 1, "", 0}, {0.5, 2000, 2, "", 0}};
+  EXPECT_GT(std::get<0>(largest_gap(same, true)), prompt_s + 0.5 * decode_s);
+  // Without attention DP the whole group prefills and every decode waits.
+  EXPECT_GT(std::get<0>(largest_gap(other, false)), prompt_s + 0.5 * decode_s);
+}
+
 // An engine whose host runs one batch ahead (TensorRT-LLM's overlap scheduler, SGLang's
 // overlapped event loop) prepared the next batch when it launched the one in flight: a
 // request arriving mid-step joins the batch after next. Its prompt starts exactly one step

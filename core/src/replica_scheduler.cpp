@@ -81,15 +81,43 @@ IterationBatch ReplicaScheduler::plan_batch() {
   // An engine that does not mix prompts into decode batches (SGLang: enable_mixed_chunk
   // off) runs a prefill batch whenever it can form one, and the decodes wait for it.
   if (!ctx_.engine.mixed_prefill_decode && chunked && can_prefill && can_decode && steps_ == 1) {
-    continue_prefills(batch, budget);
-    if (due) admit_prompts(batch, budget, chunked);
-    if (!batch.prefills.empty()) return batch;
+    if (ctx_.dp_ranks > 1) {
+      batch = plan_rank_batches(budget);
+      if (!batch.prefills.empty()) return batch;
+    } else {
+      continue_prefills(batch, budget);
+      if (due) admit_prompts(batch, budget, chunked);
+      if (!batch.prefills.empty()) return batch;
+    }
   }
   if (!prefill_only && can_decode) schedule_decodes(batch, budget);
   // A multi-step round runs decodes only: a sequence its block reservation preempts waits
   // for the round to end.
   if (!prefill_only && chunked && can_prefill && steps_ == 1) continue_prefills(batch, budget);
   if ((chunked || prefill_only || unchunked_mixed) && due && steps_ == 1) admit_prompts(batch, budget, chunked);
+  return batch;
+}
+
+IterationBatch ReplicaScheduler::plan_rank_batches(int64_t budget) {
+  // SGLang under DP attention: each rank's scheduler forms its own batch (a prefill batch
+  // when it has prompt work, else its decodes, an idle batch when it has neither), and the
+  // ranks run them as one step, synchronised at the MoE layers
+  // (python/sglang/srt/managers/scheduler_components/dp_attn.py, prepare_mlp_sync_batch_raw:
+  // each rank's local batch's tokens are gathered, an idle batch only for a rank without
+  // one). So a rank with no prompt to prefill decodes while another prefills, at the pace of
+  // the prefilling rank. Each rank's prompt budget is its share of the chunked prefill size
+  // (rank_tokens).
+  IterationBatch batch;
+  const size_t ranks = static_cast<size_t>(ctx_.dp_ranks);
+  rank_budget_.assign(ranks, ctx_.rank_tokens);
+  continue_prefills(batch, budget);
+  if (prefill_due()) admit_prompts(batch, budget, true);
+  rank_budget_.clear();
+  if (batch.prefills.empty()) return batch;
+  std::vector<char> busy(ranks, 0);
+  for (size_t k : prefilling_) busy[static_cast<size_t>(running_[k].rank)] = 1;
+  int64_t decode_budget = ctx_.engine.max_num_batched_tokens;
+  schedule_decodes(batch, decode_budget, &busy);
   return batch;
 }
 
@@ -139,23 +167,30 @@ void ReplicaScheduler::add_window_context(IterationBatch& batch, int64_t context
   batch.decode_window_context += dbl(std::min(context, ctx_.sliding_window));
 }
 
-void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget) {
+void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, const std::vector<char>* busy_ranks) {
   // Decodes first; a sequence that needs a new block and finds none preempts the most
   // recently admitted one.
   for (size_t k = 0; k < running_.size(); ++k) {
     Seq& q = running_[k];
     if (q.prefilled < q.prompt) continue;
+    if (busy_ranks && (*busy_ranks)[static_cast<size_t>(q.rank)]) continue;
     const int64_t ctx = q.prompt + q.generated;
     const int64_t make = std::min(steps_, q.target - q.generated);
+    bool waits = false;
     while (blocks_for(ctx + make) > q.blocks) {
       if (free_blocks_ > 0) {
         --free_blocks_;
         ++q.blocks;
         continue;
       }
+      if (busy_ranks) {
+        waits = true;
+        break;
+      }
       preempt_newest();
       if (k >= running_.size()) break;
     }
+    if (waits) continue;
     if (k >= running_.size()) break;
     if (budget <= 0) break;
     decoding_.push_back(k);
@@ -196,9 +231,12 @@ void ReplicaScheduler::continue_prefills(IterationBatch& batch, int64_t& budget)
   for (size_t k = 0; k < running_.size() && budget > 0; ++k) {
     Seq& q = running_[k];
     if (q.prefilled >= q.prompt) continue;
-    const int64_t c = std::min({q.prompt - q.prefilled, budget, ctx_.rank_tokens});
+    int64_t c = std::min({q.prompt - q.prefilled, budget, ctx_.rank_tokens});
+    if (!rank_budget_.empty()) c = std::min(c, rank_budget_[static_cast<size_t>(q.rank)]);
+    if (c <= 0) continue;
     const int64_t need = blocks_for(q.prefilled + c + (q.prefilled + c == q.prompt ? 1 : 0)) - q.blocks;
     if (need > free_blocks_) continue;
+    if (!rank_budget_.empty()) rank_budget_[static_cast<size_t>(q.rank)] -= c;
     free_blocks_ -= std::max<int64_t>(0, need);
     q.blocks += std::max<int64_t>(0, need);
     prefilling_.push_back(k);
@@ -210,21 +248,38 @@ void ReplicaScheduler::continue_prefills(IterationBatch& batch, int64_t& budget)
 
 void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, bool chunked) {
   const int64_t bs = ctx_.block_size;
+  // With per-rank budgets every attention-DP rank takes prompts from its own queue in order:
+  // a rank whose budget is spent, or whose first prompt does not fit, leaves the others be.
+  const bool ranked = !rank_budget_.empty();
+  std::vector<char> stopped(ranked ? rank_budget_.size() : 0, 0);
+  size_t i = 0;
   // New prompts wait while swapped sequences do (vLLM V0 schedules swapped-in first).
-  while (swapped_.empty() && !waiting_.empty() && budget > 0 &&
+  while (swapped_.empty() && i < waiting_.size() && budget > 0 &&
          static_cast<int64_t>(running_.size()) < ctx_.engine.max_num_seqs) {
-    Seq q = waiting_.front();
+    Seq q = waiting_[i];
     if (q.queued_at > admit_cutoff_) break;
+    const size_t r = static_cast<size_t>(q.rank);
+    if (ranked && (stopped[r] || rank_budget_[r] <= 0)) {
+      ++i;
+      continue;
+    }
     if (q.prefilled == 0 && ctx_.prefix_hit_rate > 0 && ctx_.requests[q.req].preemptions == 0)
       q.prefilled = std::min(q.prompt - 1, static_cast<int64_t>(std::floor(ctx_.prefix_hit_rate * dbl(q.prompt) / dbl(bs))) * bs);
-    const int64_t c = chunked ? std::min({q.prompt - q.prefilled, budget, ctx_.rank_tokens}) : q.prompt - q.prefilled;
+    int64_t c = chunked ? std::min({q.prompt - q.prefilled, budget, ctx_.rank_tokens}) : q.prompt - q.prefilled;
+    if (ranked) c = std::min(c, rank_budget_[r]);
     if (!chunked && c > budget) break;
     const bool ends = q.prefilled + c == q.prompt;
     // Reserving to completion takes the blocks of the whole prompt and every output
     // token up front; otherwise the blocks of this chunk (and the first output token).
     const int64_t need = ctx_.engine.reserve_to_completion ? completion_blocks(q) : blocks_for(q.prefilled + c + (ends ? 1 : 0));
-    if (need > free_blocks_) break;
-    waiting_.pop_front();
+    if (need > free_blocks_) {
+      if (!ranked) break;
+      stopped[r] = 1;
+      ++i;
+      continue;
+    }
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (ranked) rank_budget_[r] -= c;
     admitted_ = true;
     free_blocks_ -= need;
     q.blocks = need;

@@ -262,6 +262,7 @@ EventLoop::EventLoop(const Scenario& s, const CostModel& cost, ServingResult& ou
                                      : 0.0,
            .total_blocks = total_blocks_,
            .rank_tokens = std::max<int64_t>(1, out.engine.max_num_batched_tokens / s.inference->attention_dp_degree()),
+           .dp_ranks = s.inference->attention_dp_degree(),
            .kv_bytes_per_token = out.memory.kv_bytes_per_token,  // per token, per GPU
            // Swapping moves each GPU's shard of the blocks over its own PCIe x16 link at the
            // datasheet payload rate (no host-copy efficiency is measured).

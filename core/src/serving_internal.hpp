@@ -47,6 +47,7 @@ struct Seq {
   int64_t blocks = 0;     ///< KV blocks it holds
   double last_token = 0;  ///< when it emitted its last token
   double queued_at = 0;   ///< when it joined the replica's waiting queue
+  int64_t rank = 0;       ///< attention-DP rank that holds it (0 without attention DP)
 };
 
 /// A prompt's KV cache in flight from the prefill pool to the decode pool.
@@ -71,6 +72,7 @@ struct SchedulerContext {
   /// Most prompt tokens of one sequence in a step: the step budget of the attention-DP rank
   /// that holds it (the whole budget without attention DP).
   int64_t rank_tokens;
+  int64_t dp_ranks;  ///< attention-DP ranks of a replica (1 without attention DP)
   double kv_bytes_per_token;             ///< KV-cache bytes of one token, per GPU
   double block_bytes;                    ///< KV-cache bytes of one block, per GPU
   double pcie_bytes_per_s;               ///< the host link swapping moves blocks over, per GPU
@@ -113,8 +115,11 @@ class ReplicaScheduler {
   /// Queues a new request, arrived at `now`, behind the waiting ones. One that arrives as
   /// the step in flight starts reached the engine after it launched that step, so an engine
   /// one batch ahead has already scheduled the next batch without it.
+  /// Under attention DP the replica's dispatcher hands requests to its ranks in turn (SGLang's
+  /// DataParallelController, load_balance_method "round_robin" by default).
   void enqueue(Seq q, double now) {
     q.queued_at = busy_ && now == last_start_ ? std::nextafter(now, std::numeric_limits<double>::infinity()) : now;
+    q.rank = arrivals_++ % std::max<int64_t>(1, ctx_.dp_ranks);
     waiting_.push_back(q);
   }
   /// Queues a preempted sequence ahead of the waiting ones.
@@ -156,17 +161,23 @@ class ReplicaScheduler {
   int64_t completion_blocks(const Seq& q) const;
   /// Brings swapped sequences back, oldest first, while their blocks fit.
   void swap_in();
-  /// Schedules the running decodes within `budget`, growing their blocks.
-  void schedule_decodes(IterationBatch& batch, int64_t& budget);
+  /// Schedules the running decodes within `budget`, growing their blocks. With `busy_ranks`,
+  /// the decodes of the attention-DP ranks it marks wait, and a decode that finds no free
+  /// block waits too rather than preempting (the step's prompts hold their blocks).
+  void schedule_decodes(IterationBatch& batch, int64_t& budget, const std::vector<char>* busy_ranks = nullptr);
   /// Adds a decode's context, capped at the model's sliding window, to the batch.
   void add_window_context(IterationBatch& batch, int64_t context) const;
 
   /// Preempts the most recently admitted running sequence.
   void preempt_newest();
-  /// Schedules the next chunks of running prompts within `budget`.
+  /// Schedules the next chunks of running prompts within `budget` (and, where set, their
+  /// ranks' budgets `rank_budget_`).
   void continue_prefills(IterationBatch& batch, int64_t& budget);
-  /// Admits waiting prompts within `budget`.
+  /// Admits waiting prompts within `budget` (and, where set, their ranks' budgets).
   void admit_prompts(IterationBatch& batch, int64_t& budget, bool chunked);
+  /// A step of an engine that does not mix prompts into decode batches, under attention DP:
+  /// every rank forms its own batch, prompt chunks where it has any, else its decodes.
+  IterationBatch plan_rank_batches(int64_t budget);
   /// Emits the tokens of the iteration's decodes at `now`.
   void emit_decodes(double now);
   /// Advances the iteration's prefill chunks at `now`.
@@ -177,6 +188,9 @@ class ReplicaScheduler {
   const SchedulerContext& ctx_;  ///< what the replicas share
   Role role_ = Role::both;       ///< what the replica serves
   std::deque<Seq> waiting_;      ///< queued, not yet admitted
+  int64_t arrivals_ = 0;         ///< requests enqueued so far (the attention-DP rank turn)
+  /// Prompt tokens each attention-DP rank may still take this step (empty: no per-rank cap).
+  std::vector<int64_t> rank_budget_;
   std::vector<Seq> running_;     ///< admitted, holding KV blocks
   std::deque<Seq> swapped_;      ///< preempted by swapping: KV blocks in host memory
   double swapped_bytes_ = 0;     ///< host memory they take, per GPU
