@@ -723,11 +723,26 @@ TEST(ServingEngines, UnmixedAttentionDpRanksDecodeWhileAnotherPrefills) {
     const IterationModel im(s.model, s.system, *s.inference, cost);
     IterationBatch prompt, decode;
     prompt.prefills.push_back({2000, 0, true});
+    prompt.busiest_rank_prompt_tokens = dp ? 2000 : 0;  // the whole prompt on one rank
     decode.decodes = 1;
     decode.decode_context = 150.0;
     return std::tuple{*std::max_element(r.requests[0].itl.begin(), r.requests[0].itl.end()), im.seconds(prompt),
                       im.seconds(decode)};
   };
+  {
+    // The rank that holds the whole prompt sets the step's attention-side work.
+    Scenario s = testing::on_one_node("llama3-8b", "h100-sxm5-80gb", 2);
+    s.inference->attention_dp = true;
+    const hw::RooflineCostModel cost(s.system);
+    const IterationModel im(s.model, s.system, *s.inference, cost);
+    IterationBatch spread;
+    spread.prefills.push_back({2000, 0, true});
+    IterationBatch one_rank = spread;
+    one_rank.busiest_rank_prompt_tokens = 2000;
+    EXPECT_GT(im.parts(one_rank).attention_projections, 1.5 * im.parts(spread).attention_projections);
+    one_rank.busiest_rank_prompt_tokens = 500;  // below the even share: the share stands
+    EXPECT_DOUBLE_EQ(im.seconds(one_rank), im.seconds(spread));
+  }
   // The newcomer is the second request: the other rank's.
   const std::vector<TraceRequest> other = {{0.0, 100, 400, "", 0}, {0.5, 2000, 2, "", 0}};
   const auto [gap, prompt_s, decode_s] = largest_gap(other, true);
@@ -737,7 +752,8 @@ TEST(ServingEngines, UnmixedAttentionDpRanksDecodeWhileAnotherPrefills) {
   const std::vector<TraceRequest> same = {{0.0, 100, 400, "", 0}, {0.2, 10, 1, "", 0}, {0.5, 2000, 2, "", 0}};
   EXPECT_GT(std::get<0>(largest_gap(same, true)), prompt_s + 0.5 * decode_s);
   // Without attention DP the whole group prefills and every decode waits.
-  EXPECT_GT(std::get<0>(largest_gap(other, false)), prompt_s + 0.5 * decode_s);
+  const auto [tp_gap, tp_prompt_s, tp_decode_s] = largest_gap(other, false);
+  EXPECT_GT(tp_gap, tp_prompt_s + 0.5 * tp_decode_s);
 }
 
 // An engine whose host runs one batch ahead (TensorRT-LLM's overlap scheduler, SGLang's

@@ -247,11 +247,12 @@ double chunk_window_keys(int64_t cached, int64_t tokens, int64_t window) {
 IterationModel::AttentionParts IterationModel::attention_layer_parts(const IterationBatch& b, int64_t tokens_all,
                                                                     bool sliding) const {
   // Projections of one layer (attention and norms). Under attention DP each GPU runs its
-  // own 1/dp of the sequences with whole weights; the step waits for the busiest GPU.
+  // own 1/dp of the sequences with whole weights; the step waits for the busiest GPU (the
+  // one with the largest prompt work where the scheduler placed prompts on ranks).
   const ModelSpec& m = m_;
   const int64_t tp = attn_tp_;
   const int64_t h = m.hidden;
-  const int64_t tokens = detail::ceil_div(tokens_all, dp_);
+  const int64_t tokens = std::max(detail::ceil_div(tokens_all, dp_), dp_ > 1 ? b.busiest_rank_prompt_tokens : 0);
   AttentionParts parts;
   double& t = parts.projections;
   if (m.mla) {
@@ -336,10 +337,10 @@ IterationModel::AttentionParts IterationModel::attention_layer_parts(const Itera
   return parts;
 }
 
-double IterationModel::dense_ffn_seconds(int64_t tokens_all, int64_t inner) const {
+double IterationModel::dense_ffn_seconds(int64_t tokens_all, int64_t inner, int64_t busiest_rank_tokens) const {
   const ModelSpec& m = m_;
   const int64_t tp = attn_tp_;
-  const int64_t tokens = detail::ceil_div(tokens_all, dp_);
+  const int64_t tokens = std::max(detail::ceil_div(tokens_all, dp_), dp_ > 1 ? busiest_rank_tokens : 0);
   const int64_t h = m.hidden;
   const double gate_up = m.gated_mlp && gate_up_separate() ? 2.0 * gemm(tokens, inner / tp, h)
                                                            : gemm(tokens, inner * (m.gated_mlp ? 2 : 1) / tp, h);
@@ -455,7 +456,7 @@ double IterationModel::step_gpu_seconds(const IterationBatch& b, StepParts* part
   if (tokens == 0) return 0.0;
   const AttentionParts attn_parts = attention_layer_parts(b, tokens);
   const double attn = attn_parts.total();
-  const double ffn = dense_ffn_seconds(tokens, m.intermediate);
+  const double ffn = dense_ffn_seconds(tokens, m.intermediate, b.busiest_rank_prompt_tokens);
   const ExpertParts experts = m.moe ? experts_parts(tokens) : ExpertParts{};
   const double dense_layer = attn + ffn;
   const double moe_layer = m.moe ? attn + experts.total() : 0.0;

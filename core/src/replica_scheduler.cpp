@@ -115,7 +115,15 @@ IterationBatch ReplicaScheduler::plan_rank_batches(int64_t budget) {
   rank_budget_.clear();
   if (batch.prefills.empty()) return batch;
   std::vector<char> busy(ranks, 0);
-  for (size_t k : prefilling_) busy[static_cast<size_t>(running_[k].rank)] = 1;
+  std::vector<int64_t> prompt_tokens(ranks, 0);
+  for (size_t j = 0; j < prefilling_.size(); ++j) {
+    const size_t r = static_cast<size_t>(running_[prefilling_[j]].rank);
+    busy[r] = 1;
+    prompt_tokens[r] += chunk_of_[j];
+  }
+  // The ranks that prefill run no decodes: the busiest rank is the one with the most prompt
+  // tokens.
+  batch.busiest_rank_prompt_tokens = *std::max_element(prompt_tokens.begin(), prompt_tokens.end());
   int64_t decode_budget = ctx_.engine.max_num_batched_tokens;
   schedule_decodes(batch, decode_budget, &busy);
   return batch;

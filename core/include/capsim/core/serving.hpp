@@ -40,6 +40,9 @@ struct IterationBatch {
     bool last = false;    ///< the chunk ends the prompt (samples the first token)
   };
   std::vector<Prefill> prefills;
+  /// Under attention DP, where the scheduler places prompts on ranks: the most prompt tokens
+  /// one rank computes this iteration (0: the tokens are taken as spread evenly).
+  int64_t busiest_rank_prompt_tokens = 0;
   /// The tokens the iteration computes: every decode position and prompt chunk token.
   int64_t tokens() const {
     int64_t t = decodes * verify;
@@ -144,7 +147,7 @@ class IterationModel {
   ExpertParts experts_parts(int64_t tokens) const;
   /// Seconds of a dense MLP of `inner` width on `tokens` rows (split over the attention's
   /// tensor-parallel ranks; under attention DP each GPU's own share of the rows).
-  double dense_ffn_seconds(int64_t tokens, int64_t inner) const;
+  double dense_ffn_seconds(int64_t tokens, int64_t inner, int64_t busiest_rank_tokens = 0) const;
   /// Seconds of one routed-expert block on `tokens` rows: grouped expert GEMMs, router,
   /// shared experts, the expert-parallel all-to-alls.
   double experts_seconds(int64_t tokens) const { return experts_parts(tokens).total(); }
