@@ -3,6 +3,7 @@
 // regression fails CI). README "Accuracy" shows the current table.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -79,6 +80,42 @@ TEST(Validation, EveryTrainingKeyLeftAutoAloneResolves) {
   std::filesystem::remove(tmp);
   ASSERT_EQ(r["cases"].size(), doc["cases"].size());
   for (const auto& c : r["cases"]) EXPECT_EQ(c["status"], "ok") << c["id"] << ": " << c.value("reason", std::string());
+}
+
+// The Megatron-LM runs of 2021-22 computed attention as batched GEMMs around fused
+// scale-mask-softmax kernels: Narayanan et al. 2021, Sec. 4.2 ("two custom kernels to enable
+// the fusion of scale, mask, and softmax (reduction) operations"), and Korthikanti et al.
+// 2022, whose activation memory counts the attention's softmax output, dropout mask and
+// dropout output (its Eq. 1, 5as/h: only unfused attention keeps them). The schema has no
+// field for the kernel, so the validation runs them with the default FlashAttention-2 (1.7B
+// -36%, selective recompute 8-13 points faster than full). With `attention: "unfused"`, as
+// the papers describe their runs, capsim's unfused kernel model reproduces them: the
+// weak-scaling table (Table 1) and the PTD-P rows of Table 2 within 12%, Korthikanti's Table 5
+// within 7% for both recompute policies. (DeepSpeed's ZeRO-3 rows of Table 2 are another
+// implementation's communication and stay out.)
+TEST(Validation, MegatronLm2021RunsReproducedWithUnfusedAttention) {
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path() / "capsim-unfused-attention-cases.json";
+  nlohmann::json doc = {{"schema", "capsim-validation/1"}, {"cases", nlohmann::json::array()}};
+  std::ifstream in(kTraining);
+  const nlohmann::json cases = nlohmann::json::parse(in)["cases"];
+  for (nlohmann::json c : cases) {
+    const std::string id = c["id"];
+    if (id.rfind("narayanan21-t1-", 0) != 0 && id.rfind("narayanan21-t2-ptdp-", 0) != 0 && id.rfind("korthikanti22-", 0) != 0)
+      continue;
+    c["training"]["attention"] = "unfused";
+    doc["cases"].push_back(c);
+  }
+  ASSERT_EQ(doc["cases"].size(), 24u);
+  std::ofstream(tmp) << doc.dump();
+  const nlohmann::json r = io::run_validation({tmp});
+  std::filesystem::remove(tmp);
+  ASSERT_EQ(r["cases"].size(), 24u);
+  for (const auto& c : r["cases"]) {
+    ASSERT_EQ(c["status"], "ok") << c["id"];
+    const std::string id = c["id"];
+    const double e = c["error"]["step_time_s"];
+    EXPECT_LT(std::abs(e), id.rfind("korthikanti22-", 0) == 0 ? 0.07 : 0.12) << id << " " << e;
+  }
 }
 
 TEST(Validation, TrainingErrorBounds) {
