@@ -79,7 +79,8 @@ IterationBatch ReplicaScheduler::plan_batch() {
   for (const Seq& q : running_) multi = multi && q.prefilled >= q.prompt;
   if (multi) steps_ = group;
   // An engine that does not mix prompts into decode batches (SGLang: enable_mixed_chunk
-  // off) runs a prefill batch whenever it can form one, and the decodes wait for it.
+  // off) runs a prefill batch whenever it can form one, and the decodes wait for it (under
+  // attention DP, those of the ranks that prefill).
   if (!ctx_.engine.mixed_prefill_decode && chunked && can_prefill && can_decode && steps_ == 1) {
     if (ctx_.dp_ranks > 1) {
       batch = plan_rank_batches(budget);
