@@ -309,6 +309,29 @@ TEST(ServingEngines, ResidualNormFusionFollowsTheEnginesModelList) {
             "mixtral, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss)");
 }
 
+// Behind attention DP with the experts spread over the GPUs, the dispatch and combine
+// all-to-alls wait for the rank with the most routed tokens: DeepSeek-V3's measured skew
+// over 8 ranks (data/moe_routing.json, 1.49 the mean) makes them about that much longer than
+// the same model routing evenly (the sampling spread of 4,096 tokens adds to both).
+TEST(ServingEngines, ExpertAllToAllWaitsForTheBusiestRank) {
+  auto exchange = [](bool skewed) {
+    Scenario s = testing::on_one_node("deepseek-v3", "h200-sxm-141gb", 8);
+    s.inference->attention_dp = true;
+    s.inference->ep = 8;
+    s.inference->profile = io::select_engine_profile("sglang", "0.5.6", "/inference/engine");
+    if (!skewed) s.model.moe->rank_imbalance.clear();
+    const hw::RooflineCostModel cost(s.system);
+    IterationBatch b;
+    b.decodes = 4096;
+    b.decode_context = 4096.0 * 1024.0;
+    return IterationModel(s.model, s.system, *s.inference, cost).parts(b).expert_exchange;
+  };
+  const double even = exchange(false);
+  ASSERT_GT(even, 0.0);
+  EXPECT_GT(exchange(true) / even, 1.3);
+  EXPECT_LT(exchange(true) / even, 1.49);
+}
+
 // Every MoE kernel family reads with its figures sourced; the profiles name the family
 // their engine runs (TensorRT-LLM its CUTLASS backend, vLLM and SGLang tuned Triton), and a
 // profile that names none runs the GPU presets' own Triton figures.

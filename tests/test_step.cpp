@@ -1993,6 +1993,33 @@ TEST(NodeLimitedRouting, CrossNodeCopiesCappedAtTopkGroup) {
   EXPECT_GE(limited, 0.999 * analytical_step(free, sys, t, cost).total_ep_s);
 }
 
+// Skewed routing: the busiest rank receives moe_imbalance times the mean routed tokens and
+// sends their outputs back, and the all-to-all waits for it. At these sizes the collectives
+// are bandwidth-bound, so their time grows with the skew (plain and hierarchical dispatch).
+TEST(NodeLimitedRouting, AllToAllWaitsForTheBusiestRank) {
+  ModelSpec m = io::load_model("deepseek-v3");
+  SystemSpec sys;
+  sys.gpu = io::load_gpu("h800-sxm5-80gb");
+  sys.num_gpus = 64;
+  sys.gpus_per_node = 8;
+  sys.nic_gbps_per_gpu = 400;
+  TrainingPlan t;
+  t.ep = 64;
+  t.dp = 64;
+  t.micro_batch = 1;
+  t.global_batch = 64;
+  t.seq_len = 4096;
+  t.zero = 1;
+  const hw::RooflineCostModel cost(sys);
+  for (MoeDispatcher d : {MoeDispatcher::alltoall, MoeDispatcher::hierarchical}) {
+    t.moe_dispatcher = d;
+    StepOptions even, skewed;
+    skewed.moe_imbalance = 1.5;
+    const double balanced = analytical_step(m, sys, t, cost, even).total_ep_s;
+    EXPECT_NEAR(analytical_step(m, sys, t, cost, skewed).total_ep_s / balanced, 1.5, 0.05) << to_string(d);
+  }
+}
+
 /// Collectives whose group spans nodes cost 1 ps a byte, those inside a node a tenth of
 /// that; everything else is free.
 class NodeAwareCost final : public CostModel {

@@ -435,8 +435,11 @@ IterationModel::ExpertParts IterationModel::experts_parts(int64_t tokens) const 
     parts.exchange = cost_.collective(CollectiveKind::all_gather, Bytes(gathered), tp_group_).value +
                      cost_.collective(CollectiveKind::reduce_scatter, Bytes(dbl(tokens) * dbl(h) * 2.0), tp_group_).value;
   } else if (ep > 1 && dp_ > 1) {
-    parts.exchange =
-        2.0 * cost_.collective(CollectiveKind::all_to_all, Bytes(dbl(tokens * e.top_k) * dbl(h) * 2.0 / dbl(ep)), ep_group_).value;
+    // Dispatch and combine end when the busiest rank has received its routed tokens and
+    // sent their outputs back: `imbalance` times the mean.
+    parts.exchange = 2.0 * cost_.collective(CollectiveKind::all_to_all,
+                                            Bytes(dbl(tokens * e.top_k) * dbl(h) * 2.0 / dbl(ep) * imbalance), ep_group_)
+                               .value;
   } else if (dp_ > 1) {
     // Attention DP in front of tensor-parallel experts: the GPUs' tokens are gathered
     // before the experts and their outputs reduce-scattered back (about one all-reduce).

@@ -522,7 +522,10 @@ void add_ep_all_to_all(const Ctx& c, bool moe_layer, LayerCost& lc) {
   // Expert parallel: token dispatch and combine all-to-all, forward and backward.
   if (moe_layer && c.t.ep > 1) {
     const MoeSpec& e = *c.m.moe;
-    const double per_copy = c.tokens / tp * dbl(c.m.hidden) * 2.0;
+    // An all-to-all ends when its busiest rank has received its tokens (dispatch) and sent
+    // their outputs back (combine): the rank with the most routed tokens moves moe_imbalance
+    // times the mean.
+    const double per_copy = c.tokens / tp * dbl(c.m.hidden) * 2.0 * c.opt.moe_imbalance;
     double a2a = c.cost.collective(CollectiveKind::all_to_all, Bytes(per_copy * dbl(e.top_k)), c.g.ep).value;
     const int64_t nodes = c.g.ep.nodes();
     if (nodes > 1 && c.hierarchical_ep) {
