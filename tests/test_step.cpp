@@ -1966,23 +1966,33 @@ TEST(RecomputeModules, MlpDropsTheBlocksInnerActivationsAndRerunsIt) {
             nlohmann::json::array({"core_attn", "mlp"}));
 }
 
+/// DeepSeek-V3 with its experts spread over 64 H800s in 8 nodes, one sequence each.
+struct Ep64Run {
+  ModelSpec m = io::load_model("deepseek-v3");
+  SystemSpec sys;
+  TrainingPlan t;
+  Ep64Run() {
+    sys.gpu = io::load_gpu("h800-sxm5-80gb");
+    sys.num_gpus = 64;
+    sys.gpus_per_node = 8;
+    sys.nic_gbps_per_gpu = 400;
+    t.ep = 64;
+    t.dp = 64;
+    t.micro_batch = 1;
+    t.global_batch = 64;
+    t.seq_len = 4096;
+    t.zero = 1;
+  }
+};
+
 // Node-limited routing: with EP over 8 nodes a DeepSeek-V3 token crosses the network to at
 // most topk_group = 4 nodes instead of sending its 8 copies: the all-to-all gets cheaper, and
 // no cheaper than the same layout without the limit sending 4 copies.
 TEST(NodeLimitedRouting, CrossNodeCopiesCappedAtTopkGroup) {
-  ModelSpec m = io::load_model("deepseek-v3");
-  SystemSpec sys;
-  sys.gpu = io::load_gpu("h800-sxm5-80gb");
-  sys.num_gpus = 64;
-  sys.gpus_per_node = 8;
-  sys.nic_gbps_per_gpu = 400;
-  TrainingPlan t;
-  t.ep = 64;
-  t.dp = 64;
-  t.micro_batch = 1;
-  t.global_batch = 64;
-  t.seq_len = 4096;
-  t.zero = 1;
+  const Ep64Run run;
+  const ModelSpec& m = run.m;
+  const SystemSpec& sys = run.sys;
+  const TrainingPlan& t = run.t;
   const hw::RooflineCostModel cost(sys);
   const double limited = analytical_step(m, sys, t, cost).total_ep_s;
   ModelSpec free = m;
@@ -1997,26 +2007,14 @@ TEST(NodeLimitedRouting, CrossNodeCopiesCappedAtTopkGroup) {
 // sends their outputs back, and the all-to-all waits for it. At these sizes the collectives
 // are bandwidth-bound, so their time grows with the skew (plain and hierarchical dispatch).
 TEST(NodeLimitedRouting, AllToAllWaitsForTheBusiestRank) {
-  ModelSpec m = io::load_model("deepseek-v3");
-  SystemSpec sys;
-  sys.gpu = io::load_gpu("h800-sxm5-80gb");
-  sys.num_gpus = 64;
-  sys.gpus_per_node = 8;
-  sys.nic_gbps_per_gpu = 400;
-  TrainingPlan t;
-  t.ep = 64;
-  t.dp = 64;
-  t.micro_batch = 1;
-  t.global_batch = 64;
-  t.seq_len = 4096;
-  t.zero = 1;
-  const hw::RooflineCostModel cost(sys);
+  Ep64Run run;
+  const hw::RooflineCostModel cost(run.sys);
   for (MoeDispatcher d : {MoeDispatcher::alltoall, MoeDispatcher::hierarchical}) {
-    t.moe_dispatcher = d;
+    run.t.moe_dispatcher = d;
     StepOptions even, skewed;
     skewed.moe_imbalance = 1.5;
-    const double balanced = analytical_step(m, sys, t, cost, even).total_ep_s;
-    EXPECT_NEAR(analytical_step(m, sys, t, cost, skewed).total_ep_s / balanced, 1.5, 0.05) << to_string(d);
+    const double balanced = analytical_step(run.m, run.sys, run.t, cost, even).total_ep_s;
+    EXPECT_NEAR(analytical_step(run.m, run.sys, run.t, cost, skewed).total_ep_s / balanced, 1.5, 0.05) << to_string(d);
   }
 }
 
