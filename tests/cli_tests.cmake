@@ -281,11 +281,20 @@ capsim_cli_expect(NAME cli.plan.rl_bad_goal
          "  /rl/training/rl/async_staleness: must be an integer >= 0 or \"auto\" (0 and 1 for split placements) (got \"sometimes\")"
          "  /rl/training/rl/rollout/precison: unknown key; did you mean \"precision\"?"
          "  /rl/prompts: must be a whole number of iterations: a multiple of training.rl.prompts_per_step (8) (got 100)")
+# Rule: a serving goal's lists that are not lists are input errors at their pointers (an
+# object where weight_dtypes' list belongs once ended the run on an uncaught exception).
+capsim_cli_expect(NAME cli.plan.serve_bad_lists
+  CMD plan ${capsim_scenarios}/plan-serve-bad-lists.json
+  STDERR "capsim: 3 problems in the input:"
+         "  /serving/tp: must be a non-empty list of TP sizes (got {\"min\":1})"
+         "  /serving/disaggregation: must be a list of"  # a "[" in an argument would split CMake list items
+         "(got \"none\")"
+         "  /serving/weight_dtypes: must be a non-empty list of weight types (got {\"mean\":100})")
 # Rule: the same plan twice gives byte-identical reports.
 add_test(NAME cli.plan.rl_twice_identical
          COMMAND ${CMAKE_COMMAND} -DCAPSIM=$<TARGET_FILE:capsim> -DPLAN=${CMAKE_CURRENT_SOURCE_DIR}/../examples/plan-grpo-llama3-8b.json
                  -DWORK=${CMAKE_CURRENT_BINARY_DIR}/plan-twice -P ${CMAKE_CURRENT_SOURCE_DIR}/plan_twice.cmake)
-set_tests_properties(cli.plan.rl_example cli.plan.rl_no_offer_meets cli.plan.rl_bad_goal cli.plan.rl_twice_identical
+set_tests_properties(cli.plan.rl_example cli.plan.rl_no_offer_meets cli.plan.rl_bad_goal cli.plan.serve_bad_lists cli.plan.rl_twice_identical
                      PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
 capsim_cli_expect(NAME cli.calibrate.import_a100 EXIT_CODE 0
   CMD calibrate import-nccl-tests ${capsim_logs}/a100-8gpu-nvlink-allreduce.txt -o ${CMAKE_CURRENT_BINARY_DIR}/a100-nccl.jsonl)

@@ -14,6 +14,7 @@
 #include "capsim/io/calibration_io.hpp"
 #include "capsim/io/engines.hpp"
 #include "capsim/io/json_read.hpp"
+#include "capsim/io/plan_io.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/io/sweep.hpp"
 
@@ -427,6 +428,19 @@ TEST(HostileDataFile, EngineProfileWithBrokenReleaseRanges) {
       "engine.json#/knobs/chunked_prefill/by_release: must be a list of {\"versions\", \"value\", \"source\"} (got true)",
   };
   EXPECT_EQ(got, want);
+}
+
+// A plan's serving goal with an object where its list of weight types belongs (found by
+// fuzz_plan): an input error at that pointer, beside the file's other problems, not an
+// uncaught exception.
+TEST(HostilePlan, WeightTypesThatAreNotAList) {
+  const auto got = issues_of([] {
+    (void)io::load_plan(fs::path(CAPSIM_TEST_SOURCE_DIR) / ".." / "fuzz" / "corpus" / "plan" / "serve-weight-dtypes-object.json");
+  });
+  ASSERT_EQ(got.size(), 8u);
+  EXPECT_NE(std::find(got.begin(), got.end(),
+                      "/serving/weight_dtypes: must be a non-empty list of weight types (got {\"dist\":\"fixez\",\"meYn\":100})"),
+            got.end());
 }
 
 }  // namespace

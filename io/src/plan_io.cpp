@@ -313,13 +313,17 @@ PlanRequest load_plan(const fs::path& path) {
     r.boolean("expert_parallel", req.serve_goal.expert_parallel);
     if (const json* w = r.get("weight_dtypes")) {
       req.serve_goal.weight_dtypes.clear();
-      for (size_t i = 0; i < w->size(); ++i) {
-        DType d{};
-        if (!(*w)[i].is_string() || !dtype_of((*w)[i].get<std::string>(), d))
-          issues.push_back({r.at("weight_dtypes") + "/" + std::to_string(i), brief((*w)[i]), "must be bf16, fp16, fp8, int8 or int4", {}});
-        else
-          req.serve_goal.weight_dtypes.push_back(d);
-      }
+      if (!w->is_array() || w->empty())
+        issues.push_back({r.at("weight_dtypes"), brief(*w), "must be a non-empty list of weight types", {}});
+      else
+        for (size_t i = 0; i < w->size(); ++i) {
+          DType d{};
+          if (!(*w)[i].is_string() || !dtype_of((*w)[i].get<std::string>(), d))
+            issues.push_back({r.at("weight_dtypes") + "/" + std::to_string(i), brief((*w)[i]),
+                              "must be bf16, fp16, fp8, int8 or int4", {}});
+          else
+            req.serve_goal.weight_dtypes.push_back(d);
+        }
     }
     r.finish();
     p.workload.mode = ServingWorkload::Mode::poisson;
