@@ -244,6 +244,10 @@ double chunk_window_keys(int64_t cached, int64_t tokens, int64_t window) {
 
 }  // namespace
 
+int64_t IterationModel::gpu_tokens(int64_t tokens_all, int64_t busiest_rank_tokens) const {
+  return std::max(detail::ceil_div(tokens_all, dp_), dp_ > 1 ? busiest_rank_tokens : int64_t{0});
+}
+
 IterationModel::AttentionParts IterationModel::attention_layer_parts(const IterationBatch& b, int64_t tokens_all,
                                                                     bool sliding) const {
   // Projections of one layer (attention and norms). Under attention DP each GPU runs its
@@ -252,7 +256,7 @@ IterationModel::AttentionParts IterationModel::attention_layer_parts(const Itera
   const ModelSpec& m = m_;
   const int64_t tp = attn_tp_;
   const int64_t h = m.hidden;
-  const int64_t tokens = std::max(detail::ceil_div(tokens_all, dp_), dp_ > 1 ? b.busiest_rank_prompt_tokens : 0);
+  const int64_t tokens = gpu_tokens(tokens_all, b.busiest_rank_prompt_tokens);
   AttentionParts parts;
   double& t = parts.projections;
   if (m.mla) {
@@ -340,7 +344,7 @@ IterationModel::AttentionParts IterationModel::attention_layer_parts(const Itera
 double IterationModel::dense_ffn_seconds(int64_t tokens_all, int64_t inner, int64_t busiest_rank_tokens) const {
   const ModelSpec& m = m_;
   const int64_t tp = attn_tp_;
-  const int64_t tokens = std::max(detail::ceil_div(tokens_all, dp_), dp_ > 1 ? busiest_rank_tokens : 0);
+  const int64_t tokens = gpu_tokens(tokens_all, busiest_rank_tokens);
   const int64_t h = m.hidden;
   const double gate_up = m.gated_mlp && gate_up_separate() ? 2.0 * gemm(tokens, inner / tp, h)
                                                            : gemm(tokens, inner * (m.gated_mlp ? 2 : 1) / tp, h);

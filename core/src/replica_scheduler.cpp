@@ -83,7 +83,7 @@ IterationBatch ReplicaScheduler::plan_batch() {
   // attention DP, those of the ranks that prefill).
   if (!ctx_.engine.mixed_prefill_decode && chunked && can_prefill && can_decode && steps_ == 1) {
     if (ctx_.dp_ranks > 1) {
-      batch = plan_rank_batches(budget);
+      batch = plan_rank_batches(budget, due);
       if (!batch.prefills.empty()) return batch;
     } else {
       continue_prefills(batch, budget);
@@ -99,7 +99,7 @@ IterationBatch ReplicaScheduler::plan_batch() {
   return batch;
 }
 
-IterationBatch ReplicaScheduler::plan_rank_batches(int64_t budget) {
+IterationBatch ReplicaScheduler::plan_rank_batches(int64_t budget, bool due) {
   // SGLang under DP attention: each rank's scheduler forms its own batch (a prefill batch
   // when it has prompt work, else its decodes, an idle batch when it has neither), and the
   // ranks run them as one step, synchronised at the MoE layers
@@ -112,7 +112,7 @@ IterationBatch ReplicaScheduler::plan_rank_batches(int64_t budget) {
   const size_t ranks = static_cast<size_t>(ctx_.dp_ranks);
   rank_budget_.assign(ranks, ctx_.rank_tokens);
   continue_prefills(batch, budget);
-  if (prefill_due()) admit_prompts(batch, budget, true);
+  if (due) admit_prompts(batch, budget, true);
   rank_budget_.clear();
   if (batch.prefills.empty()) return batch;
   std::vector<char> busy(ranks, 0);

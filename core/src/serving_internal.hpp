@@ -176,8 +176,9 @@ class ReplicaScheduler {
   /// Admits waiting prompts within `budget` (and, where set, their ranks' budgets).
   void admit_prompts(IterationBatch& batch, int64_t& budget, bool chunked);
   /// A step of an engine that does not mix prompts into decode batches, under attention DP:
-  /// every rank forms its own batch, prompt chunks where it has any, else its decodes.
-  IterationBatch plan_rank_batches(int64_t budget);
+  /// every rank forms its own batch, prompt chunks where it has any, else its decodes; new
+  /// prompts join where `due` (prefill_due).
+  IterationBatch plan_rank_batches(int64_t budget, bool due);
   /// Emits the tokens of the iteration's decodes at `now`.
   void emit_decodes(double now);
   /// Advances the iteration's prefill chunks at `now`.

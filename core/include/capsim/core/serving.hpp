@@ -148,6 +148,9 @@ class IterationModel {
   /// Seconds of a dense MLP of `inner` width on `tokens` rows (split over the attention's
   /// tensor-parallel ranks; under attention DP each GPU's own share of the rows).
   double dense_ffn_seconds(int64_t tokens, int64_t inner, int64_t busiest_rank_tokens = 0) const;
+  /// Rows of `tokens_all` the GPU that sets the step runs: all of them, or under attention
+  /// DP its even share or the busiest rank's prompt tokens where larger.
+  int64_t gpu_tokens(int64_t tokens_all, int64_t busiest_rank_tokens) const;
   /// Seconds of one routed-expert block on `tokens` rows: grouped expert GEMMs, router,
   /// shared experts, the expert-parallel all-to-alls.
   double experts_seconds(int64_t tokens) const { return experts_parts(tokens).total(); }
