@@ -791,6 +791,29 @@ TEST(Serving, AutoBatchLimitsAreTrtllmBenchs) {
   EXPECT_EQ(r.engine.max_num_batched_tokens, std::max<int64_t>(8192, 2048));
 }
 
+// trtllm-bench issues its dataset all at once or from a fixed number of clients
+// (`throughput --concurrency`) and has no arrival rate, so requests arriving at a rate
+// reach a server (trtllm-serve: BuildConfig's max_batch_size 2048, max_num_tokens 8192
+// unless told), whose limits are the library's; a closed loop keeps trtllm-bench's.
+TEST(Serving, AutoBatchLimitsUnderArrivalsAreTheServersDefaults) {
+  Scenario s = trtllm_bench_llama3_8b();
+  const hw::RooflineCostModel cost(s.system);
+  s.inference->workload.mode = ServingWorkload::Mode::poisson;
+  s.inference->workload.qps = 2.0;
+  ASSERT_TRUE(s.inference->workload.rate_driven());
+  ServingResult r = simulate_serving(s, cost);
+  EXPECT_EQ(r.engine.max_num_seqs, 2048);
+  EXPECT_EQ(r.engine.max_num_batched_tokens, 8192);
+  EXPECT_EQ(r.launcher_max_num_batched_tokens, 0);
+  s.inference->workload.mode = ServingWorkload::Mode::concurrency;
+  s.inference->workload.concurrency = 16;
+  ASSERT_FALSE(s.inference->workload.rate_driven());
+  r = simulate_serving(s, cost);
+  EXPECT_EQ(r.engine.max_num_seqs, 640);
+  EXPECT_EQ(r.engine.max_num_batched_tokens, 2048);
+  EXPECT_EQ(r.launcher_max_num_batched_tokens, 2048);
+}
+
 // One step of such a deployment is priced under the limits its run uses: trtllm-bench
 // captures graphs up to its batch cap (640 at 1000/1000 above), so 600 decodes replay a
 // graph where the library's own 128 would run them eagerly.

@@ -686,7 +686,10 @@ LauncherSized launcher_sized(const Scenario& s, uint64_t seed) {
       return out;
     }
   }
-  if (!p.engine.max_num_seqs_auto || p.engine.max_num_seqs || !p.profile.knobs.batch_limits_from_trtllm_bench)
+  // trtllm-bench sizes the limits for the dataset it is given; requests arriving at a rate
+  // reach a server (trtllm-serve, Triton), which runs the library's defaults unless told.
+  if (!p.engine.max_num_seqs_auto || p.engine.max_num_seqs || !p.profile.knobs.batch_limits_from_trtllm_bench ||
+      p.workload.rate_driven())
     return out;
   const DrawnWorkload drawn = detail::generate_requests(p.workload, seed);
   const EngineDefaults d = engine_defaults(p, s.system.gpu, drawn.longest);

@@ -358,6 +358,11 @@ struct ServingWorkload {
   /// Share of each prompt found in the prefix cache (block-aligned); 0 = no reuse.
   double prefix_hit_rate = 0;
   std::vector<TraceRequest> trace;  ///< mode trace: the requests, in arrival order
+  /// Whether requests arrive on their own clock (Poisson arrivals or a trace's timestamps)
+  /// rather than all at once or from a closed loop of clients: a load only a serving front
+  /// end takes (an offline benchmark launcher such as trtllm-bench issues requests all at
+  /// once or from a fixed concurrency, `throughput --concurrency`, and has no arrival rate).
+  bool rate_driven() const { return mode == Mode::poisson || mode == Mode::trace; }
   bool operator==(const ServingWorkload&) const = default;
 };
 
