@@ -391,6 +391,12 @@ std::string serving_table(const json& r) {
                      e["profile"]["match"].get<std::string>(), e["step_overhead_ms"].get<double>(),
                      e["step_overhead_us_per_seq"].get<double>(), e["host_overlaps_gpu"].get<bool>() ? " (overlapped)" : "",
                      e["max_num_seqs"].get<int64_t>(), e["max_num_batched_tokens"].get<int64_t>());
+    // Knobs whose value this release takes from one of the profile's release ranges.
+    if (const json& rv = e["profile"].value("release_values", json::array()); !rv.empty()) {
+      std::string list;
+      for (const auto& v : rv) list += (list.empty() ? "" : ", ") + v.get<std::string>();
+      s += fmt::format("  releases    {}\n", list);
+    }
   }
   if (const int64_t runs = r["run"].value("replications", int64_t{1}); runs > 1)
     s += fmt::format("  metrics     median over {} runs (seeds in a row; first run shown above)\n", runs);
