@@ -84,12 +84,11 @@ IterationBatch ReplicaScheduler::plan_batch() {
   if (!ctx_.engine.mixed_prefill_decode && chunked && can_prefill && can_decode && steps_ == 1) {
     if (ctx_.dp_ranks > 1) {
       batch = plan_rank_batches(budget, due);
-      if (!batch.prefills.empty()) return batch;
     } else {
       continue_prefills(batch, budget);
       if (due) admit_prompts(batch, budget, chunked);
-      if (!batch.prefills.empty()) return batch;
     }
+    if (!batch.prefills.empty()) return batch;
   }
   if (!prefill_only && can_decode) schedule_decodes(batch, budget);
   // A multi-step round runs decodes only: a sequence its block reservation preempts waits
@@ -115,18 +114,13 @@ IterationBatch ReplicaScheduler::plan_rank_batches(int64_t budget, bool due) {
   if (due) admit_prompts(batch, budget, true);
   rank_budget_.clear();
   if (batch.prefills.empty()) return batch;
-  std::vector<char> busy(ranks, 0);
   std::vector<int64_t> prompt_tokens(ranks, 0);
-  for (size_t j = 0; j < prefilling_.size(); ++j) {
-    const size_t r = static_cast<size_t>(running_[prefilling_[j]].rank);
-    busy[r] = 1;
-    prompt_tokens[r] += chunk_of_[j];
-  }
-  // The ranks that prefill run no decodes: the busiest rank is the one with the most prompt
-  // tokens.
+  for (size_t j = 0; j < prefilling_.size(); ++j) prompt_tokens[static_cast<size_t>(running_[prefilling_[j]].rank)] += chunk_of_[j];
+  // The ranks that prefill (every chunk has tokens) run no decodes: the busiest rank is the
+  // one with the most prompt tokens.
   batch.busiest_rank_prompt_tokens = *std::max_element(prompt_tokens.begin(), prompt_tokens.end());
   int64_t decode_budget = ctx_.engine.max_num_batched_tokens;
-  schedule_decodes(batch, decode_budget, &busy);
+  schedule_decodes(batch, decode_budget, &prompt_tokens);
   return batch;
 }
 
@@ -176,13 +170,13 @@ void ReplicaScheduler::add_window_context(IterationBatch& batch, int64_t context
   batch.decode_window_context += dbl(std::min(context, ctx_.sliding_window));
 }
 
-void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, const std::vector<char>* busy_ranks) {
+void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, const std::vector<int64_t>* rank_prompt_tokens) {
   // Decodes first; a sequence that needs a new block and finds none preempts the most
   // recently admitted one.
   for (size_t k = 0; k < running_.size(); ++k) {
     Seq& q = running_[k];
     if (q.prefilled < q.prompt) continue;
-    if (busy_ranks && (*busy_ranks)[static_cast<size_t>(q.rank)]) continue;
+    if (rank_prompt_tokens && (*rank_prompt_tokens)[static_cast<size_t>(q.rank)] > 0) continue;
     const int64_t ctx = q.prompt + q.generated;
     const int64_t make = std::min(steps_, q.target - q.generated);
     bool waits = false;
@@ -192,7 +186,7 @@ void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, 
         ++q.blocks;
         continue;
       }
-      if (busy_ranks) {
+      if (rank_prompt_tokens) {
         waits = true;
         break;
       }

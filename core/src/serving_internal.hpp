@@ -161,10 +161,11 @@ class ReplicaScheduler {
   int64_t completion_blocks(const Seq& q) const;
   /// Brings swapped sequences back, oldest first, while their blocks fit.
   void swap_in();
-  /// Schedules the running decodes within `budget`, growing their blocks. With `busy_ranks`,
-  /// the decodes of the attention-DP ranks it marks wait, and a decode that finds no free
-  /// block waits too rather than preempting (the step's prompts hold their blocks).
-  void schedule_decodes(IterationBatch& batch, int64_t& budget, const std::vector<char>* busy_ranks = nullptr);
+  /// Schedules the running decodes within `budget`, growing their blocks. With
+  /// `rank_prompt_tokens` (each attention-DP rank's prompt tokens this step), the decodes of
+  /// the ranks that prefill wait, and a decode that finds no free block waits too rather than
+  /// preempting (the step's prompts hold their blocks).
+  void schedule_decodes(IterationBatch& batch, int64_t& budget, const std::vector<int64_t>* rank_prompt_tokens = nullptr);
   /// Adds a decode's context, capped at the model's sliding window, to the batch.
   void add_window_context(IterationBatch& batch, int64_t context) const;
 
