@@ -978,6 +978,19 @@ TEST(ServingEngines, WholeQueuePrefillReleasesFirstTokensTogether) {
   EXPECT_GE(budgeted.iterations, whole.iterations + 7);
 }
 
+/// A vLLM deployment of `model` on `tp` H100s of one node, on the profile for `version`.
+Scenario vllm_on_h100(const char* model, int64_t tp, const char* version) {
+  Scenario s = testing::on_one_node(model, "h100-sxm5-80gb", tp);
+  s.inference->profile = io::select_engine_profile("vllm", version, "/inference/engine");
+  return s;
+}
+
+/// The serving metrics of the scenario's replicated runs.
+nlohmann::json run_metrics(const Scenario& s) {
+  const hw::RooflineCostModel cost(s.system);
+  return io::serving_metrics(simulate_serving_runs(s, cost));
+}
+
 // The vLLM V0 host models against the vLLM blog's own benchmarks (2024-09-05) on ShareGPT,
 // 500 prompts of 202 in / 179 out tokens: 0.6.0's multi-step scheduling (10 steps) gains
 // 28% throughput on Llama-3-70B / 4xH100 (the 0.6 host time was fitted to it); 0.6.0 with
@@ -989,17 +1002,15 @@ TEST(ServingEngines, WholeQueuePrefillReleasesFirstTokensTogether) {
 // 4xH100 at batch 1 with 128-token prompts (vLLM RFC #6913): within 5%.
 TEST(ServingEngines, VllmV05HostModelMatchesTheV06Blog) {
   auto run = [](const char* model, int64_t tp, const char* version, int64_t steps, double qps) {
-    Scenario s = testing::on_one_node(model, "h100-sxm5-80gb", tp);
+    Scenario s = vllm_on_h100(model, tp, version);
     InferencePlan& p = *s.inference;
-    p.profile = io::select_engine_profile("vllm", version, "/inference/engine");
     p.engine.scheduler_steps = steps;
     p.workload.mode = qps > 0 ? ServingWorkload::Mode::poisson : ServingWorkload::Mode::offline;
     p.workload.qps = qps;
     p.workload.num_requests = 500;
     p.workload.input_tokens = {LengthDist::Kind::sharegpt, 202, 0, 0};
     p.workload.output_tokens = {LengthDist::Kind::sharegpt, 179, 0, 0};
-    const hw::RooflineCostModel cost(s.system);
-    return io::serving_metrics(simulate_serving_runs(s, cost));
+    return run_metrics(s);
   };
   struct Blog {
     const char* model;
@@ -1016,17 +1027,15 @@ TEST(ServingEngines, VllmV05HostModelMatchesTheV06Blog) {
                     run("llama3-8b", 1, "0.7.0", 1, 0)["throughput_tokens_per_s"].get<double>();
   EXPECT_NEAR(v1, 1.7, 0.05);
   auto one_at_a_time = [](const char* model, int64_t tp, DType dtype, LengthDist prompt, LengthDist output) {
-    Scenario s = testing::on_one_node(model, "h100-sxm5-80gb", tp);
+    Scenario s = vllm_on_h100(model, tp, "0.5.3");
     InferencePlan& p = *s.inference;
-    p.profile = io::select_engine_profile("vllm", "0.5.3", "/inference/engine");
     p.weight_dtype = p.activation_dtype = dtype;
     p.workload.mode = ServingWorkload::Mode::concurrency;
     p.workload.concurrency = 1;
     p.workload.num_requests = 20;
     p.workload.input_tokens = prompt;
     p.workload.output_tokens = output;
-    const hw::RooflineCostModel cost(s.system);
-    return io::serving_metrics(simulate_serving_runs(s, cost))["tpot_mean_ms"].get<double>();
+    return run_metrics(s)["tpot_mean_ms"].get<double>();
   };
   EXPECT_NEAR(one_at_a_time("llama3-8b", 1, DType::bf16, {LengthDist::Kind::sharegpt, 202, 0, 0},
                             {LengthDist::Kind::sharegpt, 179, 0, 0}),
@@ -1050,16 +1059,14 @@ TEST(ServingEngines, VllmV05HostModelMatchesTheV06Blog) {
 // per-request time. The multi-step gain alone (7.9 ms a round, nothing a sequence, which
 // 0.6.0-0.6.4 keep) reads it 1.89 s.
 TEST(ServingEngines, VllmV06HostModelMatchesOneRequestsLatency) {
-  Scenario s = testing::on_one_node("llama3-8b", "h100-sxm5-80gb", 1);
+  Scenario s = vllm_on_h100("llama3-8b", 1, "0.6.5");
   InferencePlan& p = *s.inference;
-  p.profile = io::select_engine_profile("vllm", "0.6.5", "/inference/engine");
   ASSERT_EQ(p.profile.id, "vllm-v0.6");
   p.workload.mode = ServingWorkload::Mode::offline;
   p.workload.num_requests = 1;
   p.workload.input_tokens = {LengthDist::Kind::fixed, 32, 0, 0};
   p.workload.output_tokens = {LengthDist::Kind::fixed, 128, 0, 0};
-  const hw::RooflineCostModel cost(s.system);
-  const double e2e_s = io::serving_metrics(simulate_serving_runs(s, cost))["e2e_mean_ms"].get<double>() * 1e-3;
+  const double e2e_s = run_metrics(s)["e2e_mean_ms"].get<double>() * 1e-3;
   const double request_s = engine_defaults(p, s.system.gpu, /*longest_request=*/32 + 128).request_overhead_s;
   EXPECT_NEAR(e2e_s - request_s, 0.9704, 0.03 * 0.9704);
 }
