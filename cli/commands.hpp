@@ -80,6 +80,7 @@ struct ValidateArgs {
   std::string format;
   std::string out;
   std::vector<std::string> group_by;  ///< source, engine, gpu, model, mode
+  std::string baseline;               ///< an earlier `validate --format json` report
 };
 
 int run_validate(const ValidateArgs& a);

@@ -810,6 +810,12 @@ int run_merge(const std::vector<std::string>& parts, const std::string& out) {
 int run_validate(const ValidateArgs& a) {
   std::vector<std::filesystem::path> files(a.files.begin(), a.files.end());
   const auto cal = load_calibration(a.calibration);
+  // The baseline is read and checked before the run, so a bad one fails at once.
+  json baseline;
+  if (!a.baseline.empty()) {
+    baseline = io::read_json_file(a.baseline);
+    io::check_validation_report(baseline, a.baseline);
+  }
   // Progress on a terminal: cases done of the file's, with rate and ETA; silent when piped.
   io::ProgressReporter reporter("validate", "cases");
   io::ValidationProgress progress;
@@ -832,6 +838,13 @@ int run_validate(const ValidateArgs& a) {
     const json g = io::group_errors(r, by);
     r["groups_by"][by] = g;
     if (!as_json) table += io::group_table(g, by);
+  }
+  if (!a.baseline.empty()) {
+    const std::string name = std::filesystem::path(a.baseline).filename().string();
+    json cmp = io::compare_reports(r, baseline, a.group_by, a.baseline);
+    if (!as_json) table += io::comparison_table(cmp, name);
+    cmp["file"] = a.baseline;
+    r["baseline"] = std::move(cmp);
   }
   emit(as_json ? io::dump(r) : table, a.out);
   return 0;
@@ -1075,6 +1088,8 @@ int main(int argc, char** argv) {
                        "Error table per group: source (case id up to its first '-'), engine, gpu, model, mode")
       ->check(CLI::IsMember({"source", "engine", "gpu", "model", "mode"}))
       ->delimiter(',');
+  validate->add_option("--baseline", validate_args.baseline,
+                       "An earlier `validate --format json` report: print what moved against it (per file and metric, per group, per case)");
   add_format(validate, validate_args.format);
   add_out(validate, validate_args.out);
 

@@ -188,6 +188,15 @@ capsim_cli_expect(NAME cli.validate.group_by_source EXIT_CODE 0
 capsim_cli_expect(NAME cli.validate.group_by_unknown EXIT_CODE 2
   CMD validate ${CAPSIM_DATA_DIR}/validation/posttraining-public.json --group-by family
   STDERR "--group-by")
+# A run against a baseline report: nothing moved against itself; a file that is not a
+# report is an input error before the run.
+add_test(NAME cli.validate.baseline_itself
+         COMMAND ${CMAKE_COMMAND} -DCAPSIM=$<TARGET_FILE:capsim> -DFILE=${CAPSIM_DATA_DIR}/validation/posttraining-public.json
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/validate-baseline -P ${CMAKE_CURRENT_SOURCE_DIR}/validate_baseline.cmake)
+set_tests_properties(cli.validate.baseline_itself PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
+capsim_cli_expect(NAME cli.validate.baseline_not_a_report EXIT_CODE 1
+  CMD validate ${CAPSIM_DATA_DIR}/validation/posttraining-public.json --baseline ${CAPSIM_DATA_DIR}/validation/posttraining-public.json
+  STDERR "posttraining-public.json#/schema: must be \"capsim-validation-report/1\" (got \"capsim-validation/1\"); this is a validation file")
 
 get_property(capsim_cli_tests GLOBAL PROPERTY capsim_cli_tests)
 set_tests_properties(${capsim_cli_tests} PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "capsim/core/diagnostics.hpp"
 #include "capsim/io/calibration_io.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/validation.hpp"
@@ -403,6 +404,97 @@ TEST(Validation, GroupErrorsBySourceFamily) {
   EXPECT_DOUBLE_EQ(g["b"]["(all)"]["signed_median_error"].get<double>(), 0.1);
   const nlohmann::json e = io::group_errors(r, "engine");
   EXPECT_EQ(e["sglang 0.5.7"]["ttft_mean_ms"]["n"], 2);
+}
+
+// A run against a baseline report: medians before and after per file and metric and per
+// group, the case metrics whose error changed (a metric one side lacks as null), and the
+// cases only one side has or only one side could simulate. Cases match by file and id.
+TEST(Validation, CompareReportsAgainstABaseline) {
+  auto report = [](std::initializer_list<nlohmann::json> cases) {
+    return nlohmann::json{{"schema", "capsim-validation-report/1"}, {"cases", cases}};
+  };
+  auto ok = [](const char* file, const char* id, nlohmann::json error) {
+    const std::string source = std::string(id).substr(0, std::string(id).find('-'));
+    return nlohmann::json{{"file", file}, {"id", id}, {"status", "ok"}, {"groups", {{"source", source}}}, {"error", error}};
+  };
+  auto unsupported = [](const char* file, const char* id) {
+    return nlohmann::json{{"file", file}, {"id", id}, {"status", "unsupported"}, {"reason", "r"}};
+  };
+  const nlohmann::json before = report({ok("f.json", "a-1", {{"ttft", -0.4}, {"tpot", 0.1}}),
+                                        ok("f.json", "a-2", {{"ttft", 0.2}}),
+                                        ok("g.json", "a-1", {{"ttft", 0.3}}),  // same id, other file
+                                        ok("f.json", "b-1", {{"ttft", -0.1}}),
+                                        unsupported("f.json", "c-1")});
+  const nlohmann::json after = report({ok("f.json", "a-1", {{"ttft", -0.2}, {"tpot", 0.1}, {"itl", 0.05}}),
+                                       ok("f.json", "a-2", {{"ttft", 0.2}}),
+                                       ok("g.json", "a-1", {{"ttft", 0.3}}),
+                                       unsupported("f.json", "b-1"),
+                                       ok("f.json", "c-1", {{"ttft", 0.5}}),
+                                       ok("f.json", "d-1", {{"ttft", 0.0}})});
+  const nlohmann::json c = io::compare_reports(after, before, {"source"}, "base.json");
+  ASSERT_EQ(c["moved"].size(), 2u);
+  EXPECT_EQ(c["moved"][0], (nlohmann::json{{"file", "f.json"}, {"id", "a-1"}, {"metric", "itl"}, {"before", nullptr}, {"after", 0.05}}));
+  EXPECT_EQ(c["moved"][1], (nlohmann::json{{"file", "f.json"}, {"id", "a-1"}, {"metric", "ttft"}, {"before", -0.4}, {"after", -0.2}}));
+  EXPECT_EQ(c["added"], (nlohmann::json::array({{{"file", "f.json"}, {"id", "d-1"}}})));
+  EXPECT_TRUE(c["removed"].empty());
+  ASSERT_EQ(c["status_changed"].size(), 2u);
+  EXPECT_EQ(c["status_changed"][0]["id"], "b-1");
+  EXPECT_EQ(c["status_changed"][0]["after"], "unsupported");
+  EXPECT_EQ(c["status_changed"][1]["id"], "c-1");
+  // f.json ttft: before -0.4, 0.2, -0.1 (|.| median 0.2, signed median -0.1); after -0.2,
+  // 0.2, 0.5, 0.0 (|.| median 0.2, signed median 0.1).
+  const nlohmann::json& t = c["metrics"]["f.json"]["ttft"];
+  EXPECT_EQ(t["before"]["n"], 3);
+  EXPECT_DOUBLE_EQ(t["before"]["median_abs_error"].get<double>(), 0.2);
+  EXPECT_DOUBLE_EQ(t["before"]["signed_median_error"].get<double>(), -0.1);
+  EXPECT_EQ(t["after"]["n"], 4);
+  EXPECT_DOUBLE_EQ(t["after"]["median_abs_error"].get<double>(), 0.2);
+  EXPECT_DOUBLE_EQ(t["after"]["signed_median_error"].get<double>(), 0.1);
+  EXPECT_TRUE(c["metrics"]["f.json"]["itl"]["before"].is_null());
+  // Groups: the source family "b" has no simulated case after.
+  EXPECT_EQ(c["groups"]["source"]["b"]["ttft"]["before"]["n"], 1);
+  EXPECT_TRUE(c["groups"]["source"]["b"]["ttft"]["after"].is_null());
+  EXPECT_EQ(c["groups"]["source"]["a"]["(all)"]["after"]["n"], 5);
+  // Removed: a case only the baseline has.
+  const nlohmann::json r = io::compare_reports(report({ok("f.json", "a-2", {{"ttft", 0.2}})}), before, {}, "base.json");
+  EXPECT_EQ(r["removed"].size(), 4u);
+  EXPECT_TRUE(r["moved"].empty());
+  // The same report: nothing moved.
+  const nlohmann::json same = io::compare_reports(before, before, {"source"}, "base.json");
+  EXPECT_TRUE(same["moved"].empty() && same["added"].empty() && same["removed"].empty() && same["status_changed"].empty());
+  const std::string table = io::comparison_table(c, "base.json");
+  EXPECT_NE(table.find("against base.json: 2 case metrics moved, 1 cases added, 0 removed, 2 changed status"), std::string::npos) << table;
+  EXPECT_NE(table.find("-40.0% -> -20.0%"), std::string::npos) << table;
+}
+
+// A baseline that is not a validation report is an input error naming every problem, or the
+// one that says what kind of file it is.
+TEST(Validation, BaselineMustBeAValidationReport) {
+  auto messages = [](const nlohmann::json& j) {
+    std::vector<std::string> out;
+    try {
+      io::check_validation_report(j, "b.json");
+    } catch (const InputError& e) {
+      for (const Issue& i : e.issues()) out.push_back(format_issue(i));
+    }
+    return out;
+  };
+  EXPECT_EQ(messages(nlohmann::json{{"schema", "capsim-validation/1"}, {"cases", nlohmann::json::array()}}),
+            (std::vector<std::string>{"b.json#/schema: must be \"capsim-validation-report/1\" (got \"capsim-validation/1\"); this is "
+                                      "a validation file; give the report `capsim validate FILE --format json -o REPORT` writes"}));
+  nlohmann::json bad = {{"schema", "capsim-validation-report/1"},
+                        {"cases",
+                         {{{"file", "f.json"}, {"id", "a-1"}, {"status", "ok"}, {"groups", nlohmann::json::object()}, {"error", {{"ttft", "x"}}}},
+                          {{"file", "f.json"}, {"id", "a-1"}, {"status", "unsupported"}},
+                          {{"file", "f.json"}, {"status", "ok"}},
+                          {{"file", "f.json"}, {"id", "a-2"}, {"status", "ok"}, {"error", nlohmann::json::object()}}}}};
+  EXPECT_EQ(messages(bad), (std::vector<std::string>{
+                               "b.json#/cases/0/error/ttft: must be a finite number (got \"x\")",
+                               "b.json#/cases/1/id: appears twice in the same file (got \"a-1\")",
+                               "b.json#/cases/2/id: must be a string",
+                               "b.json#/cases/3/groups: must be an object of group names (source, engine, gpu, model, mode); give "
+                               "a report written by `capsim validate --format json`"}));
+  EXPECT_TRUE(messages(nlohmann::json{{"schema", "capsim-validation-report/1"}, {"cases", nlohmann::json::array()}}).empty());
 }
 
 // Real case files: every case carries its groups, and the source family is the id's prefix.

@@ -42,4 +42,21 @@ std::string group_table(const nlohmann::json& groups, const std::string& by);
 /// The table a person reads: per case predicted, measured, error; per metric the summary.
 std::string validation_table(const nlohmann::json& report);
 
+/// A validation report set against an earlier one (`capsim validate --baseline`): per file
+/// and metric (`metrics`), and per group of each of `group_by` (`groups`), the case count,
+/// |error| median and signed median before and after (null for a side without cases);
+/// every case metric whose error differs (`moved`, in the report's order, a metric one side
+/// lacks as null); the cases only this run has (`added`), only the baseline has
+/// (`removed`), and those one side simulated and the other could not (`status_changed`).
+/// Cases are matched by file name and id. Throws InputError with every problem that keeps
+/// `baseline` from being read as a `capsim validate --format json` report, each under
+/// `origin` (the baseline's file name).
+/// Throws InputError with every problem that keeps `report` from being read as a
+/// `capsim validate --format json` report (checked before a long run, then by
+/// compare_reports).
+void check_validation_report(const nlohmann::json& report, const std::string& origin);
+nlohmann::json compare_reports(const nlohmann::json& report, const nlohmann::json& baseline,
+                               const std::vector<std::string>& group_by, const std::string& origin);
+std::string comparison_table(const nlohmann::json& comparison, const std::string& baseline_name);
+
 }  // namespace capsim::io
