@@ -209,7 +209,7 @@ TEST(HostileDataFile, MoeKernelFamilyWithBrokenFigures) {
       at + "/hbm/source: every figure needs a source",
       at + "/compute_fp8: must be {\"value\": a fraction in (0, 1], \"source\": [...]} (got "
            "{\"source\":[\"deepgemm_readme\"],\"value\":1.5})",
-      at + "/tflops: unknown figure (hbm, fixed_us, compute_fp8, compute_bf16, fp8_only, fp8_block_only)",
+      at + "/tflops: unknown figure (hbm, fixed_us, expert_us, compute_fp8, compute_bf16, fp8_only, fp8_block_only)",
   };
   EXPECT_EQ(got, want);
 }

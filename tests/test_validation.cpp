@@ -274,7 +274,15 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
        // 0.11.0; profile knobs piecewise_graph_us_per_layer, full_graph_decode_steps) and
        // V1's host time was refitted under them (1.4 -> 0.9 ms a step): vLLM 0.8.4's 61-layer
        // DeepSeek-R1 decodes, slow already, read about a point slower.
-       {{"itl_p50_ms", 0.05}, {"itl_mean_ms", 0.10},
+       // ITL mean 0.10 -> 0.175 and P50 0.05 -> 0.055 when the fused MoE kernel's decode line
+       // was refitted to four published kernel benchmarks on Hopper instead of one small-expert
+       // shape (26.6 us + 0.122 us a touched expert + bytes at 0.817 of the HBM peak, where
+       // 22.6 us + bytes at 0.543 stood): DeepSeek-R1's TP8 experts (5.5 MB a GPU) stream about
+       // a quarter faster, SGLang 0.5.7's decodes, slow, came closer (+31..+37% -> +15..+19%),
+       // vLLM 0.8.4's moved from -2..+4% to -9..-22% (slower host CPUs on the DGX H200, the
+       // source says; the two engines ran the same Triton kernel and tuned config, and vLLM
+       // 0.8.4 measured 28% slower than SGLang 0.4.5.post3 on the same Nebius H200 node).
+       {{"itl_p50_ms", 0.055}, {"itl_mean_ms", 0.175},
         // ITL P99 0.185 -> 0.18 (17.4%) when LMDeploy TurboMind up to 0.4 ran the gate and up
         // projections as two GEMMs (profile knob mlp_gate_up): its A100 runs' ITLs, a few
         // percent fast, came 0.5-1 point closer. 0.18 -> 0.175 with the decode attention
@@ -286,7 +294,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // 0.15, TPOT mean 0.12 -> 0.10, P50 0.107 -> 0.06. The DeepSeek-R1 decodes on H200,
         // slow, came closer (vLLM 0.8.4 on the DGX H200 +4..+15% -> -10..+4%, TensorRT-LLM
         // +16..+34% -> +7..+22%); vLLM 0.8.4 on Nebius H200 went from 0..+7% to -8..-10%.
-        {"itl_p99_ms", 0.15}, {"tpot_mean_ms", 0.10}, {"tpot_p50_ms", 0.06},
+        // ITL P99 0.15 -> 0.19, TPOT mean 0.10 -> 0.165 and P50 0.06 -> 0.135 with the fused
+        // MoE line (above).
+        {"itl_p99_ms", 0.19}, {"tpot_mean_ms", 0.165}, {"tpot_p50_ms", 0.135},
         // TPOT P99 0.165 -> 0.14 when SGLang 0.5 fused DeepSeek's shared expert into the
         // routed-expert kernel (profile knob shared_expert). 0.14 -> 0.175 when every step
         // paid the GPU's idle time between its kernels (graph_kernel_gap_us, 1.3 us on
@@ -300,7 +310,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // with vLLM V1's graph pieces (above).
         // TPOT P99 0.205 -> 0.115, throughput 0.07 -> 0.065 and requests 0.095 -> 0.08 with the
         // GEMMs' measured fill (above).
-        {"tpot_p99_ms", 0.115}, {"throughput_tokens_per_s", 0.065}, {"requests_per_s", 0.08},
+        // TPOT P99 0.115 -> 0.155, throughput 0.065 -> 0.085 and requests 0.08 -> 0.14 with the
+        // fused MoE line (above).
+        {"tpot_p99_ms", 0.155}, {"throughput_tokens_per_s", 0.085}, {"requests_per_s", 0.14},
         // TTFT P50 rose from 0.19 when engines one batch ahead (SGLang 0.4+, TensorRT-LLM)
         // began admitting a request that arrives mid-step to the batch after next: the
         // median of 20 cases sits between two SGLang DeepSeek-R1 cases at 0.21 and 0.29.
@@ -331,7 +343,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // ShareGPT DeepSeek-R1 runs, whose short prompts share steps with decodes, read 2-5
         // points later (+8..+10% -> +10..+15%).
         // P99 0.315 -> 0.305 with the GEMMs' measured fill (above).
-        {"ttft_mean_ms", 0.13}, {"ttft_p50_ms", 0.185}, {"ttft_p99_ms", 0.305}}},
+        // Mean 0.13 -> 0.14, P50 0.185 -> 0.295 and P99 0.305 -> 0.31 with the fused MoE line
+        // (above): vLLM 0.8.4's prompt steps, early already, run faster still.
+        {"ttft_mean_ms", 0.14}, {"ttft_p50_ms", 0.295}, {"ttft_p99_ms", 0.31}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
@@ -364,8 +378,11 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // 0..+7% slow, read 8-10% fast, the same runs on the DGX H200 (slower host CPUs, the
   // source says) and TensorRT-LLM's, slow, came closer.
   // trtllm 0.06 -> 0.07 with the decode attention kernel's fixed time at every batch (above).
-  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.34}, {"llmie", 0.11}, {"lmdeploy", 0.07},
-                                                       {"sglang", 0.11},         {"trtllm", 0.07},  {"vllmspot", 0.10}};
+  // inferencex870 0.34 -> 0.16, llmie 0.11 -> 0.13 and vllmspot 0.10 -> 0.18 with the fused
+  // MoE kernel's decode line refitted to four published Hopper benchmarks (above): SGLang's
+  // DeepSeek-R1 decodes, slow, came closer; vLLM 0.8.4's read 9-22% fast.
+  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.16}, {"llmie", 0.13}, {"lmdeploy", 0.07},
+                                                       {"sglang", 0.11},         {"trtllm", 0.07},  {"vllmspot", 0.18}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
   for (const auto& c : r["cases"]) ++cases_of[c["groups"]["source"].get<std::string>()];

@@ -403,17 +403,22 @@ IterationModel::ExpertParts IterationModel::experts_parts(int64_t tokens) const 
           ? routed_flops / (sys_.gpu.peak(eight_bit ? math_ : DType::bf16).value * moe_frac)
           : cost_.gemm_compute(pe, inner_i * (m.gated_mlp ? 2 : 1), h, math_, static_cast<int64_t>(std::ceil(local_experts))).value +
                 cost_.gemm_compute(pe, h, inner_i, math_, static_cast<int64_t>(std::ceil(local_experts))).value;
-  // Streaming the touched experts' weights: at the MoE kernel's measured rate and fixed
-  // time where the GPU has them, else as two weight-streaming GEMMs (gate/up, then down).
-  // 16-bit expert weights stream at the GPU's 16-bit figures where it has them: the
-  // general ones were fitted to a block-scaled FP8 kernel.
+  // Streaming the touched experts' weights: at the MoE kernel's measured line (a fixed
+  // time, a time per touched expert, the bytes at a rate) where the GPU has it, else as two
+  // weight-streaming GEMMs (gate/up, then down). 16-bit expert weights take the GPU's
+  // 16-bit line where it has one. A family's own line has no per-expert term unless it
+  // gives one: it was fitted without it.
   const bool bf16_line = wbytes_ == 2.0 && !eight_bit && ge.moe_kernel_hbm_bf16.value > 0;
   const double moe_hbm =
       rate(&MoeKernelRates::hbm, bf16_line ? ge.moe_kernel_hbm_bf16.value : ge.moe_kernel_hbm.value);
   const double moe_fixed_us =
       rate(&MoeKernelRates::fixed_us, bf16_line ? ge.moe_kernel_fixed_us_bf16.value : ge.moe_kernel_fixed_us.value);
+  const double preset_expert_us = bf16_line ? ge.moe_kernel_expert_us_bf16.value : ge.moe_kernel_expert_us.value;
+  const double moe_expert_us =
+      fam && fam->hbm ? fam->expert_us.value_or(0.0) : rate(&MoeKernelRates::expert_us, preset_expert_us);
   const double weights = moe_hbm > 0
-                             ? w_bytes / (sys_.gpu.hbm_bandwidth().value * moe_hbm) + moe_fixed_us * 1e-6
+                             ? w_bytes / (sys_.gpu.hbm_bandwidth().value * moe_hbm) +
+                                   (moe_fixed_us + moe_expert_us * local_experts) * 1e-6
                              : stream(w_bytes * (m.gated_mlp ? 2.0 / 3.0 : 0.5)) + stream(w_bytes * (m.gated_mlp ? 1.0 / 3.0 : 0.5));
   // The fused kernel hides part of the shorter of the two behind the longer.
   ExpertParts parts;

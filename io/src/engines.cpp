@@ -250,13 +250,14 @@ MoeKernel moe_kernel_family_from_json(const json& doc, const std::string& origin
       };
       figure("hbm", r.hbm, 0, 1.0);
       figure("fixed_us", r.fixed_us, 0, 1e6);
+      figure("expert_us", r.expert_us, 0, 1e6);
       figure("compute_fp8", r.compute_fp8, 0, 1.0);
       figure("compute_bf16", r.compute_bf16, 0, 1.0);
       for (auto f = g.begin(); f != g.end(); ++f)
         if (f.key() != "fp8_only" && f.key() != "fp8_block_only" && f.key() != "hbm" && f.key() != "fixed_us" &&
-            f.key() != "compute_fp8" && f.key() != "compute_bf16" && f.key() != "note")
+            f.key() != "expert_us" && f.key() != "compute_fp8" && f.key() != "compute_bf16" && f.key() != "note")
           issues.push_back({gat + "/" + f.key(), "",
-                            "unknown figure (hbm, fixed_us, compute_fp8, compute_bf16, fp8_only, fp8_block_only)", {}});
+                            "unknown figure (hbm, fixed_us, expert_us, compute_fp8, compute_bf16, fp8_only, fp8_block_only)", {}});
       out.rates.push_back(std::move(r));
     }
   }

@@ -192,8 +192,10 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("gemm_fp8_block_large_m", g.efficiency.gemm_fp8_block_large_m, true);
     sourced("moe_kernel_hbm", g.efficiency.moe_kernel_hbm, true);
     sourced("moe_kernel_fixed_us", g.efficiency.moe_kernel_fixed_us, true);
+    sourced("moe_kernel_expert_us", g.efficiency.moe_kernel_expert_us, true);
     sourced("moe_kernel_hbm_bf16", g.efficiency.moe_kernel_hbm_bf16, true);
     sourced("moe_kernel_fixed_us_bf16", g.efficiency.moe_kernel_fixed_us_bf16, true);
+    sourced("moe_kernel_expert_us_bf16", g.efficiency.moe_kernel_expert_us_bf16, true);
     if ((g.efficiency.moe_kernel_hbm_bf16.value > 0) != (g.efficiency.moe_kernel_fixed_us_bf16.value > 0))
       issues.push_back({origin + "#/efficiency/moe_kernel_fixed_us_bf16", "", "must be given together with moe_kernel_hbm_bf16 (a line needs both)", {}});
     sourced("moe_kernel_compute_fp8", g.efficiency.moe_kernel_compute_fp8, true);

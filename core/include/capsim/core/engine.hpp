@@ -23,7 +23,9 @@ struct MoeKernelRates {
   /// weight scales, DeepSeek's recipe): a kernel for those scales says nothing of the
   /// per-tensor FP8 path, which then takes the GPU preset's figures.
   bool fp8_block_only = false;
-  std::optional<double> hbm, fixed_us, compute_fp8, compute_bf16;
+  /// expert_us: time per expert the batch touches; a family that gives `hbm` without it
+  /// has none (its line was fitted without the term), not the GPU preset's.
+  std::optional<double> hbm, fixed_us, expert_us, compute_fp8, compute_bf16;
   bool operator==(const MoeKernelRates&) const = default;
 };
 

@@ -77,12 +77,13 @@ struct GpuEfficiency {
   Sourced decode_attention_fixed_us;
   /// A serving engine's fused MoE layer (routing alignment, activation quantisation, the
   /// two grouped expert GEMMs, activation, combine) when it streams expert weights:
-  /// time = moe_kernel_fixed_us + weight bytes / (moe_kernel_hbm x HBM peak). 0 = not
-  /// measured: the stream figure and two GEMM tails apply.
-  Sourced moe_kernel_hbm, moe_kernel_fixed_us;
-  /// The same layer over 16-bit expert weights, whose kernel loads no scales and
-  /// dequantises nothing; 0 = not measured: the figures above apply.
-  Sourced moe_kernel_hbm_bf16, moe_kernel_fixed_us_bf16;
+  /// time = moe_kernel_fixed_us + moe_kernel_expert_us x experts touched + their weight
+  /// bytes / (moe_kernel_hbm x HBM peak). The per-expert term is the cost of an expert's
+  /// own tiles starting (the small-expert shapes stream slower for it). 0 = not measured:
+  /// the stream figure and two GEMM tails apply (no per-expert term).
+  Sourced moe_kernel_hbm, moe_kernel_fixed_us, moe_kernel_expert_us;
+  /// The same layer over 16-bit expert weights; 0 = not measured: the figures above apply.
+  Sourced moe_kernel_hbm_bf16, moe_kernel_fixed_us_bf16, moe_kernel_expert_us_bf16;
   /// The same fused MoE layer when its grouped GEMMs are compute-bound (prefill): routed
   /// FLOPs over this fraction of the dense 8-bit (fp8/int8) or 16-bit peak. 0 = not
   /// measured: the GEMM efficiency model applies.
