@@ -2,6 +2,8 @@
 // does to a step and to a request.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <algorithm>
 #include <cmath>
 
@@ -375,6 +377,51 @@ TEST(ServingEngines, UnknownMoeKernelIsAnInputErrorNamingTheValidOnes) {
   }
   doc["knobs"]["moe_kernel"]["value"] = 3;
   EXPECT_THROW(io::engine_profile_from_json(doc, "x.json"), InputError);
+}
+
+// DeepSeek's group-limited top-k routing: vLLM before 0.10.2 and SGLang before 0.4.5.post1
+// ran it as compiled PyTorch ops, 28.0 us + 31.8 ns a token more a routed-expert layer than
+// one fused kernel (SGLang PR #5371's H200 profile, 36 -> 8 us at decode; vLLM PR #21107's
+// H200 timings at 5,000-40,000 tokens); from those releases the fused kernel costs nothing
+// beyond the fused-MoE figures. Models without group-limited routing never pay it.
+TEST(ServingEngines, GroupedTopkRoutingCostsUntilTheFusedKernel) {
+  for (const auto& [engine, compiled, fused] : {std::tuple<const char*, const char*, const char*>{"vllm", "0.8.4", "0.10.2"},
+                                                {"sglang", "0.4.5", "0.4.5.post1"}}) {
+    const EngineProfile before = io::select_engine_profile(engine, compiled, "/e");
+    EXPECT_DOUBLE_EQ(before.knobs.grouped_topk_s, 28.0e-6) << engine;
+    EXPECT_DOUBLE_EQ(before.knobs.grouped_topk_s_per_token, 31.8e-9) << engine;
+    const EngineProfile after = io::select_engine_profile(engine, fused, "/e");
+    EXPECT_EQ(after.knobs.grouped_topk_s, 0.0) << engine;
+    EXPECT_EQ(after.knobs.grouped_topk_s_per_token, 0.0) << engine;
+  }
+  for (const int64_t tokens : {8, 4096}) {
+    Scenario s = testing::deepseek_on_h200();
+    s.inference->profile = io::select_engine_profile("vllm", "0.8.4", "/e");
+    const hw::RooflineCostModel cost(s.system);
+    IterationBatch b;
+    if (tokens == 8) {
+      b.decodes = 8;
+      b.decode_context = 8 * 1024;
+    } else {
+      b.prefills.push_back({tokens, 0, true});
+    }
+    const double with = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
+    Scenario fused = s;
+    fused.inference->profile.knobs.grouped_topk_s = fused.inference->profile.knobs.grouped_topk_s_per_token = 0;
+    const double without = IterationModel(fused.model, fused.system, *fused.inference, cost).gpu_seconds(b);
+    const double moe_layers = static_cast<double>(std::count(s.model.moe_layer.begin(), s.model.moe_layer.end(), true));
+    EXPECT_NEAR(with - without, moe_layers * (28.0e-6 + 31.8e-9 * static_cast<double>(tokens)), 1e-12) << tokens;
+  }
+  // Qwen3-30B-A3B routes over all its experts: the knob changes nothing.
+  Scenario q = testing::on_one_node("qwen3-30b-a3b", "h200-sxm-141gb", 1);
+  q.inference->profile = io::select_engine_profile("vllm", "0.8.4", "/e");
+  const hw::RooflineCostModel qcost(q.system);
+  IterationBatch b;
+  b.decodes = 8;
+  b.decode_context = 8 * 1024;
+  const double with = IterationModel(q.model, q.system, *q.inference, qcost).gpu_seconds(b);
+  q.inference->profile.knobs.grouped_topk_s = q.inference->profile.knobs.grouped_topk_s_per_token = 0;
+  EXPECT_DOUBLE_EQ(with, IterationModel(q.model, q.system, *q.inference, qcost).gpu_seconds(b));
 }
 
 // The preset's line charges a time per touched expert; a family whose line gives its own

@@ -424,6 +424,9 @@ IterationModel::ExpertParts IterationModel::experts_parts(int64_t tokens) const 
   ExpertParts parts;
   parts.grouped_gemms = std::max(compute, weights) + ge.moe_kernel_unhidden.value * std::min(compute, weights);
   parts.router = gemm(tokens, e.num_experts, h, false);
+  // Group-limited routing the engine does not run as one fused kernel, over every token row
+  // the GPU routes.
+  if (e.n_group > 1) parts.router += engine_.grouped_topk_s + engine_.grouped_topk_s_per_token * dbl(tokens);
   if (e.shared_experts > 0 && !fused_shared_expert_)
     parts.shared = dense_ffn_seconds(tokens, e.shared_experts * e.shared_intermediate);
   // Expert parallel behind tensor-parallel attention: every rank of the group already holds

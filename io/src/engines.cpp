@@ -467,6 +467,10 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   optional_boolean("attention_dp", d.attention_dp);
   optional_boolean("dp_attention_divides_batched_tokens", d.dp_attention_divides_batched_tokens);
   optional_boolean("nccl_nvls", d.nccl_nvls);
+  // Group-limited top-k routing beyond one fused kernel; absent: none (a fused kernel).
+  d.grouped_topk_s = d.grouped_topk_s_per_token = 0;
+  if (has_knob("grouped_topk_us")) number("grouped_topk_us", d.grouped_topk_s, 1e-6);
+  if (has_knob("grouped_topk_ns_per_token")) number("grouped_topk_ns_per_token", d.grouped_topk_s_per_token, 1e-9);
   // Graphs captured in pieces around each layer's attention (vLLM V1); absent: whole graphs.
   d.piecewise_graph_s_per_layer = 0;
   d.full_graph_decode_steps = false;

@@ -407,6 +407,8 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"eager_host_us_dense_layer", r.engine.eager_host_s_per_layer.value_or(r.engine.eager_host_s_dense_layer) * 1e6},
                  {"eager_host_us_moe_layer", r.engine.eager_host_s_per_layer.value_or(r.engine.eager_host_s_moe_layer) * 1e6},
                  {"moe_kernel", r.engine.moe_kernel.family},
+                 {"grouped_topk_us", r.engine.grouped_topk_s * 1e6},
+                 {"grouped_topk_ns_per_token", r.engine.grouped_topk_s_per_token * 1e9},
                  {"tp_all_reduce", r.engine.tp_all_reduce_nccl_only ? "nccl" : "engine_kernel"},
                  {"scheduler_steps", r.engine.scheduler_steps},
                  {"decode_heads_per_kv_load", r.engine.decode_heads_per_kv_load},

@@ -213,6 +213,13 @@ struct EngineDefaults {
   /// each layer in pieces and runs its attention between them (vLLM V1's piecewise graphs):
   /// the launches and ramps at the pieces' boundaries. 0: the step is one whole graph.
   double piecewise_graph_s_per_layer = 15.0 * 1e-6;  // us to s, as the profile reader converts it
+  /// Device time a routed-expert layer's group-limited top-k routing (DeepSeek's n_group /
+  /// topk_group) takes beyond the one fused top-k kernel the fused-MoE figures include, a
+  /// fixed part and a part per token: an engine that runs it as compiled PyTorch ops pays
+  /// both, one with a fused routing kernel neither. Models without group-limited routing
+  /// never pay it.
+  double grouped_topk_s = 0;
+  double grouped_topk_s_per_token = 0;
   /// Whether decode-only steps are captured whole all the same (vLLM's FULL_AND_PIECEWISE,
   /// its default from 0.11.0), so that only steps with prompt tokens pay the boundaries.
   bool full_graph_decode_steps = true;
