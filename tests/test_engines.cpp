@@ -424,11 +424,13 @@ TEST(ServingEngines, GroupedTopkRoutingCostsUntilTheFusedKernel) {
   EXPECT_DOUBLE_EQ(with, IterationModel(q.model, q.system, *q.inference, qcost).gpu_seconds(b));
 }
 
-// The preset's line charges a time per touched expert; a family whose line gives its own
-// rate but no per-expert term was fitted without one and charges none: DeepGEMM's decode
-// figure then differs from the preset's by the stream-rate difference and the preset's
-// per-expert time of every touched expert, in every MoE layer.
-TEST(ServingEngines, AFamilyLineWithoutAPerExpertTermChargesNone) {
+// Decode of a few tokens streams the touched experts' weights and nothing else bounds the
+// MoE kernel: with no fixed time and nothing unhidden, each MoE layer's expert time is
+// weight bytes / (rate x HBM peak) plus the preset's time per touched expert, so the
+// engine's kernel family changes the step by exactly the layers' stream time times
+// (1 - preset rate / family rate) and that per-expert time: a family line that gives its own
+// rate but no per-expert term was fitted without one and charges none.
+TEST(ServingEngines, MoeKernelFamilyScalesTheDecodeWeightStreamByTheRateRatio) {
   Scenario s = testing::on_one_node("qwen3-30b-a3b", "h200-sxm-141gb", 1);
   InferencePlan& p = *s.inference;
   p.weight_dtype = DType::fp8;
@@ -445,44 +447,8 @@ TEST(ServingEngines, AFamilyLineWithoutAPerExpertTermChargesNone) {
   s.inference->profile.knobs.moe_kernel = io::moe_kernel_family("triton", "/k");
   const double triton = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
   MoeKernel fam = io::moe_kernel_family("deepgemm", "/k");
-  const MoeKernelRates* r = fam.for_gpu("h200-sxm-141gb", "hopper");
-  ASSERT_NE(r, nullptr);
-  ASSERT_FALSE(r->expert_us.has_value());
-  ASSERT_EQ(r->fixed_us.value_or(0.0), 0.0);
-  s.inference->profile.knobs.moe_kernel = fam;
-  const double deepgemm = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
-  const auto& moe = *s.model.moe;
-  const double experts = static_cast<double>(moe.num_experts);
-  const double touched = experts * (1.0 - std::pow(1.0 - static_cast<double>(moe.top_k) / experts, 4.0));
-  const double bytes = touched * static_cast<double>(s.model.hidden * moe.expert_intermediate) * 3.0;  // fp8
-  const double peak = s.system.gpu.hbm_bandwidth().value;
-  const double preset = bytes / (peak * e.moe_kernel_hbm.value) + e.moe_kernel_expert_us.value * 1e-6 * touched;
-  const double family = bytes / (peak * *r->hbm);
-  EXPECT_NEAR(triton - deepgemm, static_cast<double>(s.model.layers) * (preset - family), 1e-12);
-}
-
-// Decode of a few tokens streams the touched experts' weights and nothing else bounds the
-// MoE kernel: with no fixed time and nothing unhidden, each MoE layer's expert time is
-// weight bytes / (rate x HBM peak), so the engine's kernel family changes the step by
-// exactly the layers' expert time times (1 - preset rate / family rate).
-TEST(ServingEngines, MoeKernelFamilyScalesTheDecodeWeightStreamByTheRateRatio) {
-  Scenario s = testing::on_one_node("qwen3-30b-a3b", "h200-sxm-141gb", 1);
-  InferencePlan& p = *s.inference;
-  p.weight_dtype = DType::fp8;
-  p.activation_dtype = DType::fp8;
-  p.fp8_block_scaling = true;
-  GpuEfficiency& e = s.system.gpu.efficiency;
-  e.moe_kernel_fixed_us.value = 0;
-  e.moe_kernel_expert_us.value = 0;
-  e.moe_kernel_unhidden.value = 0;
-  const hw::RooflineCostModel cost(s.system);
-  IterationBatch b;
-  b.decodes = 4;
-  b.decode_context = 4 * 256;
-  s.inference->profile.knobs.moe_kernel = io::moe_kernel_family("triton", "/k");
-  const double triton = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
-  MoeKernel fam = io::moe_kernel_family("deepgemm", "/k");
   ASSERT_NE(fam.for_gpu("h200-sxm-141gb", "hopper"), nullptr);
+  ASSERT_FALSE(fam.for_gpu("h200-sxm-141gb", "hopper")->expert_us.has_value());
   const double rate = *fam.for_gpu("h200-sxm-141gb", "hopper")->hbm;
   s.inference->profile.knobs.moe_kernel = fam;
   const double deepgemm = IterationModel(s.model, s.system, *s.inference, cost).gpu_seconds(b);
@@ -491,7 +457,9 @@ TEST(ServingEngines, MoeKernelFamilyScalesTheDecodeWeightStreamByTheRateRatio) {
   const double touched = experts * (1.0 - std::pow(1.0 - static_cast<double>(moe.top_k) / experts, 4.0));
   const double bytes = touched * static_cast<double>(s.model.hidden * moe.expert_intermediate) * 3.0;  // fp8
   const double stream = bytes / (s.system.gpu.hbm_bandwidth().value * e.moe_kernel_hbm.value);
-  EXPECT_NEAR(triton - deepgemm, static_cast<double>(s.model.layers) * stream * (1.0 - e.moe_kernel_hbm.value / rate), 1e-12);
+  const double per_expert = e.moe_kernel_expert_us.value * 1e-6 * touched;
+  EXPECT_NEAR(triton - deepgemm,
+              static_cast<double>(s.model.layers) * (stream * (1.0 - e.moe_kernel_hbm.value / rate) + per_expert), 1e-12);
   // Its figures are for block-scaled FP8 (fp8_block_only): per-tensor FP8 experts, and
   // TensorRT-LLM's CUTLASS family with them, run the preset's rates.
   s.inference->fp8_block_scaling = false;

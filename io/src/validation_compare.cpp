@@ -233,31 +233,25 @@ std::string comparison_table(const json& cmp, const std::string& baseline_name) 
   out << "\nagainst " << baseline_name << ": " << cmp["moved"].size() << " case metrics moved, "
       << cmp["added"].size() << " cases added, " << cmp["removed"].size() << " removed, "
       << cmp["status_changed"].size() << " changed status\n";
-  std::snprintf(line, sizeof line, "  %-34s %-24s %7s  %-20s %s\n", "file", "metric", "n", "|error| median",
-                "signed median");
-  out << line;
-  for (auto f = cmp["metrics"].begin(); f != cmp["metrics"].end(); ++f)
-    for (auto m = f.value().begin(); m != f.value().end(); ++m) {
-      const json& b = m.value()["before"];
-      const json& a = m.value()["after"];
-      std::snprintf(line, sizeof line, "  %-34s %-24s %7s  %-20s %s\n", f.key().c_str(), m.key().c_str(),
-                    count_cell(b, a).c_str(), change(b, a, "median_abs_error", false).c_str(),
-                    change(b, a, "signed_median_error", true).c_str());
-      out << line;
-    }
-  for (auto by = cmp["groups"].begin(); by != cmp["groups"].end(); ++by) {
-    std::snprintf(line, sizeof line, "  %-34s %-24s %7s  %-20s %s\n", by.key().c_str(), "metric", "n",
-                  "|error| median", "signed median");
-    out << "\n" << line;
-    for (auto g = by.value().begin(); g != by.value().end(); ++g)
-      for (auto m = g.value().begin(); m != g.value().end(); ++m) {
+  // One block of rows per level: a heading, then each name's metrics before and after.
+  auto block = [&](const std::string& heading, const json& rows) {
+    std::snprintf(line, sizeof line, "  %-34s %-24s %7s  %-20s %s\n", heading.c_str(), "metric", "n", "|error| median",
+                  "signed median");
+    out << line;
+    for (auto r = rows.begin(); r != rows.end(); ++r)
+      for (auto m = r.value().begin(); m != r.value().end(); ++m) {
         const json& b = m.value()["before"];
         const json& a = m.value()["after"];
-        std::snprintf(line, sizeof line, "  %-34s %-24s %7s  %-20s %s\n", g.key().c_str(), m.key().c_str(),
+        std::snprintf(line, sizeof line, "  %-34s %-24s %7s  %-20s %s\n", r.key().c_str(), m.key().c_str(),
                       count_cell(b, a).c_str(), change(b, a, "median_abs_error", false).c_str(),
                       change(b, a, "signed_median_error", true).c_str());
         out << line;
       }
+  };
+  block("file", cmp["metrics"]);
+  for (auto by = cmp["groups"].begin(); by != cmp["groups"].end(); ++by) {
+    out << "\n";
+    block(by.key(), by.value());
   }
   if (!cmp["moved"].empty()) {
     out << "\nmoved (error before -> after)\n";
