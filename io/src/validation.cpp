@@ -163,7 +163,7 @@ json group_errors(const json& report, const std::string& by) {
   std::map<std::string, std::map<std::string, std::vector<double>>> signed_errors;
   for (const json& c : report["cases"]) {
     if (c["status"] != "ok") continue;
-    const std::string g = c["groups"].value(by, std::string("?"));
+    const std::string g = by == "file" ? c["file"].get<std::string>() : c["groups"].value(by, std::string("?"));
     for (auto it = c["error"].begin(); it != c["error"].end(); ++it) {
       signed_errors[g][it.key()].push_back(it.value().get<double>());
       signed_errors[g]["(all)"].push_back(it.value().get<double>());

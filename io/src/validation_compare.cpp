@@ -76,36 +76,25 @@ std::vector<Issue> report_problems(const json& baseline, const std::string& orig
   return issues;
 }
 
-/// Signed errors per file and metric of the cases a report simulated.
-std::map<std::string, std::map<std::string, std::vector<double>>> errors_by_file(const json& report) {
-  std::map<std::string, std::map<std::string, std::vector<double>>> out;
-  for (const json& c : report["cases"]) {
-    if (c["status"] != "ok") continue;
-    for (auto it = c["error"].begin(); it != c["error"].end(); ++it)
-      out[c["file"].get<std::string>()][it.key()].push_back(it.value().get<double>());
-  }
-  return out;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const double pos = 0.5 * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
-
-/// n, |error| median and signed median of a list of signed errors; null where it is empty.
-json stats(const std::vector<double>& e) {
-  if (e.empty()) return nullptr;
-  std::vector<double> abs_e;
-  for (double x : e) abs_e.push_back(std::abs(x));
-  return {{"n", e.size()}, {"median_abs_error", median(abs_e)}, {"signed_median_error", median(e)}};
-}
-
-/// One statistic row of group_errors' shape as stats() gives it.
+/// One statistic row of group_errors' shape, before or after: n, |error| median and signed
+/// median.
 json group_stats(const json& g) {
   return {{"n", g["n"]}, {"median_abs_error", g["median_abs_error"]}, {"signed_median_error", g["signed_median_error"]}};
+}
+
+/// Two group_errors tables side by side: per group and metric, the row before and after
+/// (null on a side without cases); `pooled` keeps each group's "(all)" row.
+json side_by_side(const json& before, const json& after, bool pooled) {
+  json out = json::object();
+  for (const auto& [side, table] : {std::pair<const char*, const json*>{"before", &before}, {"after", &after}})
+    for (auto g = table->begin(); g != table->end(); ++g)
+      for (auto m = g.value().begin(); m != g.value().end(); ++m) {
+        if (!pooled && m.key() == "(all)") continue;
+        json& row = out[g.key()][m.key()];
+        if (row.is_null()) row = {{"before", nullptr}, {"after", nullptr}};
+        row[side] = group_stats(m.value());
+      }
+  return out;
 }
 
 }  // namespace
@@ -119,45 +108,11 @@ json compare_reports(const json& report, const json& baseline, const std::vector
   check_validation_report(baseline, origin);
 
   json out = json::object();
-  // Per file and metric, from the cases themselves (a report's own summary is not trusted).
-  const auto before = errors_by_file(baseline), after = errors_by_file(report);
-  std::set<std::string> files;
-  for (const auto& [f, m] : before) files.insert(f);
-  for (const auto& [f, m] : after) files.insert(f);
-  json metrics = json::object();
-  for (const std::string& f : files) {
-    std::set<std::string> names;
-    const auto b = before.find(f), a = after.find(f);
-    if (b != before.end())
-      for (const auto& [m, e] : b->second) names.insert(m);
-    if (a != after.end())
-      for (const auto& [m, e] : a->second) names.insert(m);
-    for (const std::string& m : names) {
-      const std::vector<double> none;
-      const auto& eb = b != before.end() && b->second.count(m) ? b->second.at(m) : none;
-      const auto& ea = a != after.end() && a->second.count(m) ? a->second.at(m) : none;
-      metrics[f][m] = {{"before", stats(eb)}, {"after", stats(ea)}};
-    }
-  }
-  out["metrics"] = metrics;
-
+  // Per file and metric, from the cases themselves (a report's own summary is not trusted),
+  // and per group of each grouping.
+  out["metrics"] = side_by_side(group_errors(baseline, "file"), group_errors(report, "file"), false);
   json groups = json::object();
-  for (const std::string& by : group_by) {
-    const json gb = group_errors(baseline, by), ga = group_errors(report, by);
-    json g = json::object();
-    for (const json* side : {&gb, &ga})
-      for (auto it = side->begin(); it != side->end(); ++it)
-        for (auto m = it.value().begin(); m != it.value().end(); ++m) {
-          json& row = g[it.key()][m.key()];
-          if (row.is_null()) row = {{"before", nullptr}, {"after", nullptr}};
-        }
-    for (auto it = g.begin(); it != g.end(); ++it)
-      for (auto m = it.value().begin(); m != it.value().end(); ++m) {
-        if (gb.contains(it.key()) && gb[it.key()].contains(m.key())) m.value()["before"] = group_stats(gb[it.key()][m.key()]);
-        if (ga.contains(it.key()) && ga[it.key()].contains(m.key())) m.value()["after"] = group_stats(ga[it.key()][m.key()]);
-      }
-    groups[by] = g;
-  }
+  for (const std::string& by : group_by) groups[by] = side_by_side(group_errors(baseline, by), group_errors(report, by), true);
   out["groups"] = groups;
 
   // Case by case, in the report's order.

@@ -33,7 +33,7 @@ nlohmann::json run_validation(const std::vector<std::filesystem::path>& files,
                               const ValidationProgress& progress = {});
 
 /// Error statistics per group of a validation report: `by` is "source" (the case id up to
-/// its first "-"), "engine", "gpu", "model" or "mode". Keyed by group then metric (and
+/// its first "-"), "engine", "gpu", "model", "mode" or "file" (the validation file). Keyed by group then metric (and
 /// "(all)", every metric of the group pooled): n, median_abs_error, p90_abs_error,
 /// signed_median_error, max_abs_error.
 nlohmann::json group_errors(const nlohmann::json& report, const std::string& by);
