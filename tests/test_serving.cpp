@@ -627,7 +627,7 @@ TEST(Serving, BusyByPartAddsUpToTheRun) {
 
   Scenario swap = s;
   swap.inference->engine.gpu_memory_utilization = 0.24;
-  swap.inference->engine.swap_preemption = true;
+  swap.inference->engine.preemption = Preemption::swap;
   swap.inference->workload.num_requests = 48;
   swap.inference->workload.input_tokens = {LengthDist::Kind::fixed, 512, 0, 0};
   swap.inference->workload.output_tokens = {LengthDist::Kind::fixed, 512, 0, 0};
@@ -1016,6 +1016,45 @@ TEST(Serving, RequestLongerThanTheKvPoolIsAnAnswer) {
   }
 }
 
+// Two 32-token prompts making 100 tokens each in a pool of ten 16-token blocks: both hold
+// 3 blocks after their prompts and grow in step to 5 each; at 48 tokens made the older one
+// needs a sixth and the newer one (context 80, 79 tokens cached) stops. Recomputed, it later
+// runs all 80 tokens again. Stopped partially, it gives up one block (keeping 64 cached
+// tokens) and then one block each time the older one grows (blocks 7, 8 and 9), so it
+// resumes with one block, 16 tokens, and runs 64: exactly one block fewer. The older
+// request never waits, and finishes at the same time in both.
+TEST(Serving, PartialPreemptionRecomputesOnlyTheBlocksTaken) {
+  Scenario s = serving_scenario("llama2-7b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->workload.num_requests = 2;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 32, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
+  s.inference->engine.kv_cache_tokens = 160;
+  s.inference->engine.block_size = 16;
+  const hw::RooflineCostModel cost(s.system);
+  auto prompt_tokens = [](const ServingResult& r) {
+    int64_t sum = 0;
+    for (const IterationRecord& it : r.timeline) sum += it.prefill_tokens;
+    return sum;
+  };
+  s.inference->engine.preemption = Preemption::recompute;
+  const ServingResult whole = simulate_serving(s, cost, 7, true);
+  s.inference->engine.preemption = Preemption::partial;
+  const ServingResult part = simulate_serving(s, cost, 7, true);
+  EXPECT_EQ(part.engine.preemption, Preemption::partial);
+  EXPECT_EQ(whole.preemptions, 1);
+  EXPECT_EQ(part.preemptions, 1);
+  EXPECT_EQ(prompt_tokens(whole), 2 * 32 + 80);
+  EXPECT_EQ(prompt_tokens(part), 2 * 32 + 64);
+  ASSERT_EQ(part.requests.size(), 2u);
+  EXPECT_EQ(part.requests[0].finish, whole.requests[0].finish);
+  EXPECT_LT(part.requests[1].finish, whole.requests[1].finish);
+  for (const ServingResult* r : {&whole, &part}) {
+    EXPECT_EQ(r->requests[1].preemptions, 1);
+    EXPECT_EQ(r->requests[1].itl.size(), 99u);  // every token after the first, once
+    EXPECT_LE(r->peak_kv_utilization, 1.0);
+  }
+}
+
 // The flag is also read inside one run: a long run stops within its first thousand or so
 // events instead of finishing, also when the launcher sizes the batch limits first.
 TEST(Serving, CancelFlagStopsOneLongRun) {
@@ -1337,12 +1376,12 @@ TEST(Serving, PreemptionBySwapOrRecompute) {
   EXPECT_GT(recompute.preemptions, 0);
   EXPECT_GT(prefilled(recompute), 48 * 512);
 
-  s.inference->engine.swap_preemption = true;
+  s.inference->engine.preemption = Preemption::swap;
   const ServingResult swap = simulate_serving(s, cost, 7, true);
   check(swap);
   EXPECT_GT(swap.preemptions, 0);
   EXPECT_EQ(prefilled(swap), 48 * 512);
-  EXPECT_EQ(swap.engine.swap_preemption, true);
+  EXPECT_EQ(swap.engine.preemption, Preemption::swap);
 
   s.inference->engine.swap_space_gib = 0.0;
   const ServingResult no_space = simulate_serving(s, cost, 7, true);

@@ -12,6 +12,15 @@ bool contains_any(const std::string& id, const std::vector<std::string>& parts) 
 
 }  // namespace
 
+std::string_view to_string(Preemption p) {
+  switch (p) {
+    case Preemption::recompute: return "recompute";
+    case Preemption::swap: return "swap";
+    case Preemption::partial: return "partial";
+  }
+  return "?";
+}
+
 bool GpuKnobRule::matches(const std::string& gpu_id, double hbm_bytes) const {
   if (!gpus.empty() && !contains_any(gpu_id, gpus)) return false;
   if (contains_any(gpu_id, except)) return false;

@@ -588,7 +588,7 @@ EngineDefaults engine_defaults(const InferencePlan& p, const GpuSpec& gpu, int64
   }
   if (o.eager_host_us_per_layer) d.eager_host_s_per_layer = *o.eager_host_us_per_layer * 1e-6;
   d.scheduler_steps = o.scheduler_steps.value_or(d.scheduler_steps);
-  d.swap_preemption = o.swap_preemption.value_or(d.swap_preemption);
+  d.preemption = o.preemption.value_or(d.preemption);
   if (o.swap_space_gib) d.swap_space_bytes = *o.swap_space_gib * 1024.0 * 1024.0 * 1024.0;
   return d;
 }

@@ -129,7 +129,8 @@ bool ReplicaScheduler::prompts_fit(int64_t budget) const {
   int64_t need_tokens = 0, need_blocks = 0;
   for (const Seq& q : waiting_) {
     if (q.queued_at > admit_cutoff_) break;
-    const int64_t b = ctx_.engine.reserve_to_completion ? completion_blocks(q) : blocks_for(q.prompt + 1);
+    const int64_t b = std::max<int64_t>(
+        0, (ctx_.engine.reserve_to_completion ? completion_blocks(q) : blocks_for(q.prompt + 1)) - q.blocks);
     if (seqs + 1 > ctx_.engine.max_num_seqs || need_tokens + q.prompt > budget || need_blocks + b > free_blocks_) break;
     ++seqs;
     need_tokens += q.prompt;
@@ -190,6 +191,9 @@ void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, 
         waits = true;
         break;
       }
+      // Under partial preemption a stopped sequence's cached blocks go first: it ranks
+      // below every running one.
+      if (reclaim_waiting_block(0)) continue;
       preempt_newest();
       if (k >= running_.size()) break;
     }
@@ -205,16 +209,44 @@ void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, 
   }
 }
 
+bool ReplicaScheduler::reclaim_waiting_block(size_t after) {
+  if (ctx_.engine.preemption != Preemption::partial) return false;
+  // The lowest-ranked stopped sequence that still holds blocks gives up its newest one.
+  for (size_t i = waiting_.size(); i > after; --i) {
+    Seq& q = waiting_[i - 1];
+    if (q.blocks <= 0) continue;
+    --q.blocks;
+    ++free_blocks_;
+    q.prefilled = std::min(q.prefilled, q.blocks * ctx_.block_size);
+    return true;
+  }
+  return false;
+}
+
 void ReplicaScheduler::preempt_newest() {
   // Swapped to host memory when the engine swaps and the swap space holds it, else
-  // recomputed (its tokens rejoin the prompt, back to the queue).
+  // recomputed (its tokens rejoin the prompt, back to the queue); under partial preemption
+  // it gives up one block, its newest, and waits with the rest.
   Seq victim = running_.back();
   running_.pop_back();
-  free_blocks_ += victim.blocks;
   ctx_.requests[victim.req].preemptions += 1;
   ++ctx_.preemptions;
+  if (ctx_.engine.preemption == Preemption::partial && role_ != Role::decode && victim.blocks > 0) {
+    --victim.blocks;
+    ++free_blocks_;
+    // The tokens whose keys and values are cached: the prompt's prefilled part, or, once
+    // it decodes, every token but the last one made (the next step's input).
+    const int64_t cached = victim.generated > 0 ? victim.prompt + victim.generated - 1 : victim.prefilled;
+    victim.prompt += victim.generated;
+    victim.target -= victim.generated;
+    victim.generated = 0;
+    victim.prefilled = std::min(cached, victim.blocks * ctx_.block_size);
+    waiting_.push_front(victim);
+    return;
+  }
+  free_blocks_ += victim.blocks;
   const double victim_bytes = dbl(victim.blocks) * ctx_.block_bytes;
-  if (ctx_.engine.swap_preemption && swapped_bytes_ + victim_bytes <= ctx_.engine.swap_space_bytes) {
+  if (ctx_.engine.preemption == Preemption::swap && swapped_bytes_ + victim_bytes <= ctx_.engine.swap_space_bytes) {
     swapped_bytes_ += victim_bytes;
     swap_s_ += victim_bytes / ctx_.pcie_bytes_per_s;
     swapped_.push_back(victim);
@@ -273,8 +305,13 @@ void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, boo
     if (!chunked && c > budget) break;
     const bool ends = q.prefilled + c == q.prompt;
     // Reserving to completion takes the blocks of the whole prompt and every output
-    // token up front; otherwise the blocks of this chunk (and the first output token).
-    const int64_t need = ctx_.engine.reserve_to_completion ? completion_blocks(q) : blocks_for(q.prefilled + c + (ends ? 1 : 0));
+    // token up front; otherwise the blocks of this chunk (and the first output token),
+    // less those a sequence stopped by partial preemption still holds. Under partial
+    // preemption the blocks of stopped sequences ranked below it are taken where needed.
+    const int64_t want = ctx_.engine.reserve_to_completion ? completion_blocks(q) : blocks_for(q.prefilled + c + (ends ? 1 : 0));
+    const int64_t need = std::max<int64_t>(0, want - q.blocks);
+    while (need > free_blocks_ && reclaim_waiting_block(i + 1)) {
+    }
     if (need > free_blocks_) {
       if (!ranked) break;
       stopped[r] = 1;
@@ -285,7 +322,7 @@ void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, boo
     if (ranked) rank_budget_[r] -= c;
     admitted_ = true;
     free_blocks_ -= need;
-    q.blocks = need;
+    q.blocks += need;
     batch.prefills.push_back({c, q.prefilled, ends});
     running_.push_back(q);
     prefilling_.push_back(running_.size() - 1);

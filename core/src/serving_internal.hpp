@@ -171,6 +171,9 @@ class ReplicaScheduler {
 
   /// Preempts the most recently admitted running sequence.
   void preempt_newest();
+  /// Under partial preemption, takes the newest block of the lowest-ranked waiting sequence
+  /// at index `after` or later that holds any (one a preemption stopped); false when none does.
+  bool reclaim_waiting_block(size_t after);
   /// Schedules the next chunks of running prompts within `budget` (and, where set, their
   /// ranks' budgets `rank_budget_`).
   void continue_prefills(IterationBatch& batch, int64_t& budget);

@@ -447,10 +447,11 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   d.decode_heads_per_kv_load = 0;
   if (has_knob("decode_heads_per_kv_load")) integer("decode_heads_per_kv_load", d.decode_heads_per_kv_load, 0);
   for (const KnobValue& v : knob("preemption")) {
-    if (!v.value->is_string() || (*v.value != "recompute" && *v.value != "swap"))
-      issues.push_back({v.at, brief(*v.value), "must be \"recompute\" or \"swap\"", {}});
+    const std::string mode = v.value->is_string() ? v.value->get<std::string>() : std::string();
+    if (mode != "recompute" && mode != "swap" && mode != "partial")
+      issues.push_back({v.at, brief(*v.value), "must be \"recompute\", \"swap\" or \"partial\"", {}});
     else if (v.in_force)
-      d.swap_preemption = *v.value == "swap";
+      d.preemption = mode == "swap" ? Preemption::swap : mode == "partial" ? Preemption::partial : Preemption::recompute;
   }
   double swap_gib = 0;
   number("swap_space_gib", swap_gib, 1.0);

@@ -412,7 +412,7 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"tp_all_reduce", r.engine.tp_all_reduce_nccl_only ? "nccl" : "engine_kernel"},
                  {"scheduler_steps", r.engine.scheduler_steps},
                  {"decode_heads_per_kv_load", r.engine.decode_heads_per_kv_load},
-                 {"preemption", r.engine.swap_preemption ? "swap" : "recompute"},
+                 {"preemption", std::string(to_string(r.engine.preemption))},
                  {"swap_space_gib", r.engine.swap_space_bytes / (1024.0 * 1024.0 * 1024.0)}};
   j["engine"]["profile"] = {{"id", p.profile.id}, {"name", p.profile.name}, {"label", p.profile.label},
                             {"version", p.profile.version}, {"match", p.profile.match},

@@ -74,6 +74,25 @@ struct DeploymentKnob {
   bool operator==(const DeploymentKnob&) const = default;
 };
 
+/// What a scheduler does with a running sequence when a block it needs is not free.
+enum class Preemption {
+  /// The victim drops all its blocks and recomputes its prompt and output so far when it
+  /// resumes (vLLM's `--preemption-mode recompute`).
+  recompute,
+  /// The victim's blocks go to host memory over PCIe and come back, within
+  /// `swap_space_bytes` per GPU, else it recomputes (vLLM V0 `--preemption-mode swap`).
+  swap,
+  /// The victim stops and keeps its cached blocks except the ones taken, its newest first;
+  /// resuming, it recomputes only the tokens of the blocks it lost (TurboMind's
+  /// SequenceManager: a victim's blocks are unlocked to the cache, tail blocks touched
+  /// oldest, and only as many evicted as the request needs; the surviving prefix is
+  /// verified and reused).
+  partial,
+};
+
+/// The knob's spelling in engine profiles, scenarios and reports.
+std::string_view to_string(Preemption p);
+
 /// The engine knobs in force for one deployment: the profile's defaults with the
 /// scenario's own settings on top. The member initialisers are vLLM V1's defaults for an
 /// API server on an H100, the values data/engines/vllm-v1.json resolves to there (a test
@@ -255,9 +274,8 @@ struct EngineDefaults {
   /// PagedAttention kernels: 1; TurboMind 0.1-0.2: 4). Each KV head is read group / that
   /// many times over.
   int64_t decode_heads_per_kv_load = 0;
-  /// Preemption when KV blocks run out: recompute, or swap the victim's blocks to host
-  /// memory over PCIe and back within `swap_space_bytes` per GPU.
-  bool swap_preemption = false;
+  /// Preemption when KV blocks run out (Preemption).
+  Preemption preemption = Preemption::recompute;
   double swap_space_bytes = 4.0 * 1024 * 1024 * 1024;
   /// The MoE kernel family the engine runs its routed experts with (data/moe_kernels.json)
   /// and that family's measured rates; a rate it lacks for a GPU is the GPU preset's

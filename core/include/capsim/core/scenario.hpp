@@ -325,7 +325,7 @@ struct EngineOptions {
   std::optional<double> step_overhead_ms;          ///< host time per step not hidden by the GPU
   std::optional<double> eager_host_us_per_layer;   ///< host time per layer of an eager step
   std::optional<int64_t> scheduler_steps;          ///< decode passes per scheduling round
-  std::optional<bool> swap_preemption;             ///< preempt by swapping KV blocks to host memory
+  std::optional<Preemption> preemption;            ///< what a sequence that runs out of KV blocks does
   std::optional<double> swap_space_gib;            ///< host swap space per GPU
   bool operator==(const EngineOptions&) const = default;
 };
