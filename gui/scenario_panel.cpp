@@ -639,7 +639,9 @@ QWidget* ScenarioPanel::build_serving_tab() {
   add(tr("Preemption"), "engine/preemption",
       combo({{QStringLiteral("default"), QString()},
              {QStringLiteral("recompute"), QStringLiteral("recompute")},
-             {QStringLiteral("swap"), QStringLiteral("swap")}}),
+             {QStringLiteral("swap"), QStringLiteral("swap")},
+             {QStringLiteral("partial"), QStringLiteral("partial")},
+             {QStringLiteral("cached"), QStringLiteral("cached")}}),
       "", tr("What a preempted sequence does with its KV cache"), true);
   add(tr("Chunked prefill"), "engine/chunked_prefill", tri_state(), "", tr("Chunked prefill"), true);
   add(tr("CUDA graphs"), "engine/cuda_graphs", tri_state(), "", tr("Decode steps replayed as CUDA graphs"), true);

@@ -167,7 +167,8 @@ TEST(ServingEngines, VersionSelectsTheGeneration) {
   // TurboMind's SequenceManager evicts only the blocks a preemption needs, in every release.
   for (const char* v : {"0.1.0a1", "0.2.0", "0.7.0"})
     EXPECT_EQ(io::select_engine_profile("lmdeploy", v, "/e").knobs.preemption, Preemption::partial) << v;
-  EXPECT_EQ(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.preemption, Preemption::recompute);
+  EXPECT_EQ(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.preemption, Preemption::cached);
+  EXPECT_EQ(io::select_engine_profile("vllm", "0.6.0", "/e").knobs.preemption, Preemption::recompute);
   EXPECT_EQ(io::select_engine_profile("tgi", "1.4.5", "/e").id, "tgi-1");
   EXPECT_EQ(io::select_engine_profile("tgi", "2.0.4", "/e").id, "tgi-2");
   EXPECT_EQ(io::select_engine_profile("tgi", "3.0.1", "/e").id, "tgi-3");

@@ -578,7 +578,7 @@ TEST(WrongType, EngineStepKnobs) {
                                 {"/inference/engine/cuda_graphs", "\"yes\"", "must be true or false", ""},
                                 {"/inference/engine/step_overhead_ms", "-1", "must be a number >= 0", ""},
                                 {"/inference/engine/eager_host_us_per_layer", "-5", "must be a number >= 0", ""},
-                                {"/inference/engine/preemption", "\"evict\"", "must be one of \"recompute\", \"swap\", \"partial\"", ""},
+                                {"/inference/engine/preemption", "\"evict\"", "must be one of \"recompute\", \"swap\", \"partial\", \"cached\"", ""},
                                 {"/inference/engine/swap_space_gib", "-4", "must be a number >= 0", ""},
                             }));
 }

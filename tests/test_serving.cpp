@@ -1055,6 +1055,36 @@ TEST(Serving, PartialPreemptionRecomputesOnlyTheBlocksTaken) {
   }
 }
 
+// Where the stopped sequence's blocks go. Three prompts of 16, 8 and 400 tokens (2, 1 and
+// 26 blocks of 16) fill a 29-block pool; at 8 tokens made the second needs a block and the
+// third (408 tokens, 407 cached) stops. From then on the two others take one of its blocks
+// at every 16 tokens they make: down to 14 blocks by 100 tokens made, when the second
+// finishes and frees 7. The third needs 26 - 14 + 1 = 13 to resume, so it waits while the
+// first grows from 8 blocks to the 20 its 316 tokens need. Partial (TurboMind): the first
+// takes the 7 free blocks, then 5 of the stopped one's; it resumes with 9 blocks, 144
+// tokens cached, and runs 264. Cached (vLLM V1's prefix cache, the stopped blocks the
+// oldest to evict): the first takes all 12 from it; it resumes with 2 blocks, 32 tokens,
+// and runs 376. Recompute runs all 408.
+TEST(Serving, PreemptedBlocksGoToTheFreePoolOrToTheCache) {
+  Scenario s = serving_scenario("llama2-7b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::trace);
+  s.inference->workload.trace = {{0.0, 16, 300, "", 0}, {0.0, 8, 100, "", 0}, {0.0, 400, 10, "", 0}};
+  s.inference->workload.num_requests = 3;
+  s.inference->engine.kv_cache_tokens = 29 * 16;
+  s.inference->engine.block_size = 16;
+  const hw::RooflineCostModel cost(s.system);
+  auto rerun_tokens = [&](Preemption p) {
+    s.inference->engine.preemption = p;
+    const ServingResult r = simulate_serving(s, cost, 7, true);
+    EXPECT_EQ(r.preemptions, 1) << to_string(p);
+    int64_t sum = 0;
+    for (const IterationRecord& it : r.timeline) sum += it.prefill_tokens;
+    return sum - (16 + 8 + 400);
+  };
+  EXPECT_EQ(rerun_tokens(Preemption::recompute), 408);
+  EXPECT_EQ(rerun_tokens(Preemption::partial), 264);
+  EXPECT_EQ(rerun_tokens(Preemption::cached), 376);
+}
+
 // The flag is also read inside one run: a long run stops within its first thousand or so
 // events instead of finishing, also when the launcher sizes the batch limits first.
 TEST(Serving, CancelFlagStopsOneLongRun) {
@@ -1355,6 +1385,7 @@ TEST(Serving, MoePrefillRunsAtTheFusedKernelComputeRate) {
 TEST(Serving, PreemptionBySwapOrRecompute) {
   Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
   s.inference->engine.gpu_memory_utilization = 0.24;  // about 11k tokens of KV cache
+  s.inference->engine.preemption = Preemption::recompute;
   s.inference->workload.num_requests = 48;
   s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 512, 0, 0};
   s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 512, 0, 0};

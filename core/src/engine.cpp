@@ -17,8 +17,15 @@ std::string_view to_string(Preemption p) {
     case Preemption::recompute: return "recompute";
     case Preemption::swap: return "swap";
     case Preemption::partial: return "partial";
+    case Preemption::cached: return "cached";
   }
   return "?";
+}
+
+std::optional<Preemption> preemption_from_string(std::string_view s) {
+  for (Preemption p : {Preemption::recompute, Preemption::swap, Preemption::partial, Preemption::cached})
+    if (to_string(p) == s) return p;
+  return std::nullopt;
 }
 
 bool GpuKnobRule::matches(const std::string& gpu_id, double hbm_bytes) const {

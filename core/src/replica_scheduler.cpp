@@ -182,6 +182,12 @@ void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, 
     const int64_t make = std::min(steps_, q.target - q.generated);
     bool waits = false;
     while (blocks_for(ctx + make) > q.blocks) {
+      // A preempted sequence's blocks are the prefix cache's oldest eviction candidates.
+      if (ctx_.engine.preemption == Preemption::cached && reclaim_waiting_block(0)) {
+        --free_blocks_;
+        ++q.blocks;
+        continue;
+      }
       if (free_blocks_ > 0) {
         --free_blocks_;
         ++q.blocks;
@@ -191,8 +197,8 @@ void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, 
         waits = true;
         break;
       }
-      // Under partial preemption a stopped sequence's cached blocks go first: it ranks
-      // below every running one.
+      // Under partial preemption a stopped sequence's blocks go next: it ranks below every
+      // running one.
       if (reclaim_waiting_block(0)) continue;
       preempt_newest();
       if (k >= running_.size()) break;
@@ -210,7 +216,7 @@ void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, 
 }
 
 bool ReplicaScheduler::reclaim_waiting_block(size_t after) {
-  if (ctx_.engine.preemption != Preemption::partial) return false;
+  if (ctx_.engine.preemption != Preemption::partial && ctx_.engine.preemption != Preemption::cached) return false;
   // The lowest-ranked stopped sequence that still holds blocks gives up its newest one.
   for (size_t i = waiting_.size(); i > after; --i) {
     Seq& q = waiting_[i - 1];
@@ -225,15 +231,15 @@ bool ReplicaScheduler::reclaim_waiting_block(size_t after) {
 
 void ReplicaScheduler::preempt_newest() {
   // Swapped to host memory when the engine swaps and the swap space holds it, else
-  // recomputed (its tokens rejoin the prompt, back to the queue); under partial preemption
-  // it gives up one block, its newest, and waits with the rest.
+  // recomputed (its tokens rejoin the prompt, back to the queue); under partial or cached
+  // preemption it waits at the head of the queue with its blocks, which the sequences that
+  // need them take from it one at a time, newest first (reclaim_waiting_block).
   Seq victim = running_.back();
   running_.pop_back();
   ctx_.requests[victim.req].preemptions += 1;
   ++ctx_.preemptions;
-  if (ctx_.engine.preemption == Preemption::partial && role_ != Role::decode && victim.blocks > 0) {
-    --victim.blocks;
-    ++free_blocks_;
+  const bool keeps = ctx_.engine.preemption == Preemption::partial || ctx_.engine.preemption == Preemption::cached;
+  if (keeps && role_ != Role::decode) {
     // The tokens whose keys and values are cached: the prompt's prefilled part, or, once
     // it decodes, every token but the last one made (the next step's input).
     const int64_t cached = victim.generated > 0 ? victim.prompt + victim.generated - 1 : victim.prefilled;

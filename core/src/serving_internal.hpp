@@ -86,7 +86,7 @@ struct SchedulerContext {
 };
 
 /// One replica's scheduler, vLLM-shaped: continuous batching, chunked prefill, paged KV
-/// blocks (it owns the replica's pool), preemption by swapping or recompute.
+/// blocks (it owns the replica's pool), preemption (Preemption: recompute, swap, partial, cached).
 class ReplicaScheduler {
  public:
   /// What a replica serves: both phases, or one pool of a disaggregated deployment.

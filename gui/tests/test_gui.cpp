@@ -302,7 +302,7 @@ class GuiTest : public QObject {
   }
 
   /// At 1280 x 800 no menu of the editor clips its text, "auto" entries with what they
-  /// resolved to ("default -> recompute") included, on either tab.
+  /// resolved to ("default -> cached") included, on either tab.
   void editor_menus_are_not_clipped_at_1280() {
     gui::MainWindow w;
     w.resize(1280, 800);
@@ -312,7 +312,7 @@ class GuiTest : public QObject {
     QSignalSpy done(&w, &gui::MainWindow::serving_finished);
     w.panel()->set_kind(gui::ScenarioKind::inference);
     QVERIFY(done.wait(120000));
-    QVERIFY(field<QComboBox>(w, "/inference/engine/preemption")->currentText().contains(QStringLiteral("recompute")));
+    QVERIFY(field<QComboBox>(w, "/inference/engine/preemption")->currentText().contains(QStringLiteral("cached")));
     for (auto kind : {gui::ScenarioKind::inference, gui::ScenarioKind::training}) {
       w.panel()->set_kind(kind);
       QCOMPARE(w.width(), 1280);  // nothing asks for a wider window

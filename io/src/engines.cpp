@@ -448,10 +448,11 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   if (has_knob("decode_heads_per_kv_load")) integer("decode_heads_per_kv_load", d.decode_heads_per_kv_load, 0);
   for (const KnobValue& v : knob("preemption")) {
     const std::string mode = v.value->is_string() ? v.value->get<std::string>() : std::string();
-    if (mode != "recompute" && mode != "swap" && mode != "partial")
-      issues.push_back({v.at, brief(*v.value), "must be \"recompute\", \"swap\" or \"partial\"", {}});
+    const std::optional<Preemption> parsed = preemption_from_string(mode);
+    if (!parsed)
+      issues.push_back({v.at, brief(*v.value), "must be \"recompute\", \"swap\", \"partial\" or \"cached\"", {}});
     else if (v.in_force)
-      d.preemption = mode == "swap" ? Preemption::swap : mode == "partial" ? Preemption::partial : Preemption::recompute;
+      d.preemption = *parsed;
   }
   double swap_gib = 0;
   number("swap_space_gib", swap_gib, 1.0);

@@ -946,8 +946,8 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     double eager_host = 0;
     if (er.number("eager_host_us_per_layer", eager_host, false, 0)) p.engine.eager_host_us_per_layer = eager_host;
     std::string mode;
-    if (er.choice("preemption", mode, {"recompute", "swap", "partial"}))
-      p.engine.preemption = mode == "swap" ? Preemption::swap : mode == "partial" ? Preemption::partial : Preemption::recompute;
+    if (er.choice("preemption", mode, {"recompute", "swap", "partial", "cached"}))
+      p.engine.preemption = preemption_from_string(mode).value_or(Preemption::recompute);
     double swap_gib = 0;
     if (er.number("swap_space_gib", swap_gib, false, 0)) p.engine.swap_space_gib = swap_gib;
     if (bool b = false; !er.left_auto("chunked_prefill") && er.boolean("chunked_prefill", b)) p.engine.chunked_prefill = b;

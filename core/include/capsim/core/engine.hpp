@@ -88,10 +88,18 @@ enum class Preemption {
   /// oldest, and only as many evicted as the request needs; the surviving prefix is
   /// verified and reused).
   partial,
+  /// As partial, but the victim's blocks are freed into the prefix cache as its oldest
+  /// eviction candidates: any block the other sequences need comes from them first, even
+  /// once blocks freed later exist (vLLM V1, prefix caching on by default: the KV cache
+  /// manager frees a request's blocks in reverse order, keeping their hashes, into an LRU
+  /// queue, and a preempted request that resumes hits the prefix that survived).
+  cached,
 };
 
-/// The knob's spelling in engine profiles, scenarios and reports.
+/// The knob's spelling in engine profiles, scenarios and reports, and back (nullopt for
+/// another word).
 std::string_view to_string(Preemption p);
+std::optional<Preemption> preemption_from_string(std::string_view s);
 
 /// The engine knobs in force for one deployment: the profile's defaults with the
 /// scenario's own settings on top. The member initialisers are vLLM V1's defaults for an
@@ -275,7 +283,7 @@ struct EngineDefaults {
   /// many times over.
   int64_t decode_heads_per_kv_load = 0;
   /// Preemption when KV blocks run out (Preemption).
-  Preemption preemption = Preemption::recompute;
+  Preemption preemption = Preemption::cached;
   double swap_space_bytes = 4.0 * 1024 * 1024 * 1024;
   /// The MoE kernel family the engine runs its routed experts with (data/moe_kernels.json)
   /// and that family's measured rates; a rate it lacks for a GPU is the GPU preset's
