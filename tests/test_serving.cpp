@@ -279,6 +279,20 @@ TEST(Serving, PiecewiseGraphsIdleAtEachLayer) {
   for (const auto& [engine, version] : {std::pair<const char*, const char*>{"vllm", "0.6.0"}, {"sglang", "0.4.5"},
                                         {"trtllm", "1.0"}, {"lmdeploy", "0.7.0"}})
     EXPECT_NEAR(gaps(engine, version, decode, true), 0.0, 1e-12) << engine;
+  // A multi-head latent attention layer pays 50.8 us ((32.0 - 28.9) ms of TPOT over 61
+  // layers, vLLM PR #42885): DeepSeek-V3's 547 kernel gaps plus 61 such boundaries, none
+  // for a 0.11 decode step, and a profile without the figure charges the plain one.
+  auto mla_gaps = [&](const char* version, const IterationBatch& b, bool plain_only) {
+    Scenario s = serving_scenario("deepseek-v3", "h200-sxm-141gb", 8, ServingWorkload::Mode::offline);
+    s.inference->profile = io::select_engine_profile("vllm", version, "/inference/engine");
+    if (plain_only)
+      s.inference->profile.knobs.piecewise_graph_s_per_mla_layer = s.inference->profile.knobs.piecewise_graph_s_per_layer;
+    const hw::RooflineCostModel cost(s.system);
+    return IterationModel(s.model, s.system, *s.inference, cost).parts(b).kernel_gaps - 547 * 1.3e-6;
+  };
+  EXPECT_NEAR(mla_gaps("0.8.4", decode, false), 61 * 50.8e-6, 1e-12);
+  EXPECT_NEAR(mla_gaps("0.8.4", decode, true), 61 * 15e-6, 1e-12);
+  EXPECT_NEAR(mla_gaps("0.11.0", decode, false), 0.0, 1e-12);
 }
 
 // A decode attention kernel over the cache takes the GPU's measured fixed time beyond its
@@ -732,7 +746,8 @@ TEST(Serving, EagerStepAddsHostTimePerLayer) {
   prefill.prefills.push_back({513, 0, true});
   d.inference->engine.cuda_graph_max_tokens = 513;
   const double captured = IterationModel(d.model, d.system, *d.inference, dcost).seconds(prefill);
-  EXPECT_NEAR(graphs_on.seconds(prefill) - captured, graphs_on.eager_host_seconds() - 61 * 15e-6, 1e-12);
+  // (The captured step pays the MLA layers' graph-piece boundaries, 50.8 us each.)
+  EXPECT_NEAR(graphs_on.seconds(prefill) - captured, graphs_on.eager_host_seconds() - 61 * 50.8e-6, 1e-12);
 }
 
 // max_num_seqs "auto" on TensorRT-LLM runs the batch limits trtllm-bench computes

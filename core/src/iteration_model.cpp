@@ -498,7 +498,8 @@ double IterationModel::step_gpu_seconds(const IterationBatch& b, StepParts* part
   // (EngineDefaults::piecewise_graph_s_per_layer), unless it is a decode-only step the
   // engine captures whole.
   const bool pieces = !eager && !(engine_.full_graph_decode_steps && b.prefills.empty());
-  const double gaps = kernels * graph_gap_s_ + (pieces ? dbl(m.layers) * engine_.piecewise_graph_s_per_layer : 0.0);
+  const double piece_s = m.mla ? engine_.piecewise_graph_s_per_mla_layer : engine_.piecewise_graph_s_per_layer;
+  const double gaps = kernels * graph_gap_s_ + (pieces ? dbl(m.layers) * piece_s : 0.0);
   t += gaps;
   if (parts) {
     // The same layers by part: every layer's attention (windowed layers' own), dense

@@ -477,6 +477,10 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   d.piecewise_graph_s_per_layer = 0;
   d.full_graph_decode_steps = false;
   if (has_knob("piecewise_graph_us_per_layer")) number("piecewise_graph_us_per_layer", d.piecewise_graph_s_per_layer, 1e-6);
+  // Absent for MLA layers: the same as any layer's.
+  d.piecewise_graph_s_per_mla_layer = d.piecewise_graph_s_per_layer;
+  if (has_knob("piecewise_graph_us_per_mla_layer"))
+    number("piecewise_graph_us_per_mla_layer", d.piecewise_graph_s_per_mla_layer, 1e-6);
   optional_boolean("full_graph_decode_steps", d.full_graph_decode_steps);
   // The MoE kernel family (data/moe_kernels.json); a profile without one runs the GPU
   // presets' fused-MoE (Triton) figures.

@@ -393,6 +393,7 @@ json serving_report(const Scenario& s, const ServingResult& r) {
                  {"cuda_graph_max_tokens", r.engine.cuda_graph_max_tokens},
                  {"graph_prefill_steps", r.engine.graph_prefill_steps},
                  {"piecewise_graph_us_per_layer", r.engine.piecewise_graph_s_per_layer * 1e6},
+                 {"piecewise_graph_us_per_mla_layer", r.engine.piecewise_graph_s_per_mla_layer * 1e6},
                  {"full_graph_decode_steps", r.engine.full_graph_decode_steps},
                  {"mixed_prefill_decode", r.engine.mixed_prefill_decode},
                  {"unchunked_prefill_unbounded", r.engine.unchunked_prefill_unbounded},

@@ -240,6 +240,10 @@ struct EngineDefaults {
   /// each layer in pieces and runs its attention between them (vLLM V1's piecewise graphs):
   /// the launches and ramps at the pieces' boundaries. 0: the step is one whole graph.
   double piecewise_graph_s_per_layer = 15.0 * 1e-6;  // us to s, as the profile reader converts it
+  /// The same for a layer with multi-head latent attention, whose attention between the
+  /// pieces dispatches more operations from Python (the absorbed up-projections around
+  /// the kernel): vLLM PR #42885, 61-layer MLA decode at TP8, 3.1 ms of TPOT a step.
+  double piecewise_graph_s_per_mla_layer = 50.8 * 1e-6;
   /// Device time a routed-expert layer's group-limited top-k routing (DeepSeek's n_group /
   /// topk_group) takes beyond the one fused top-k kernel the fused-MoE figures include, a
   /// fixed part and a part per token: an engine that runs it as compiled PyTorch ops pays
