@@ -169,6 +169,16 @@ TEST(ServingEngines, VersionSelectsTheGeneration) {
     EXPECT_EQ(io::select_engine_profile("lmdeploy", v, "/e").knobs.preemption, Preemption::partial) << v;
   EXPECT_EQ(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.preemption, Preemption::cached);
   EXPECT_EQ(io::select_engine_profile("vllm", "0.6.0", "/e").knobs.preemption, Preemption::recompute);
+  // SGLang admits by its estimate of the running requests' future tokens and retracts the
+  // request that has made the fewest; the other engines by free blocks and the newest.
+  for (const char* v : {"0.3.0", "0.4.5.post3", "0.5.7"}) {
+    const EngineDefaults k = io::select_engine_profile("sglang", v, "/e").knobs;
+    EXPECT_EQ(k.admission_output_ratio_init, 0.7) << v;
+    EXPECT_EQ(k.admission_output_ratio_min, std::string(v) == "0.3.0" ? 0.1 : 0.098) << v;
+    EXPECT_TRUE(k.preempt_fewest_outputs) << v;
+  }
+  EXPECT_EQ(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.admission_output_ratio_init, 0.0);
+  EXPECT_FALSE(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.preempt_fewest_outputs);
   EXPECT_EQ(io::select_engine_profile("tgi", "1.4.5", "/e").id, "tgi-1");
   EXPECT_EQ(io::select_engine_profile("tgi", "2.0.4", "/e").id, "tgi-2");
   EXPECT_EQ(io::select_engine_profile("tgi", "3.0.1", "/e").id, "tgi-3");

@@ -1100,6 +1100,37 @@ TEST(Serving, PreemptedBlocksGoToTheFreePoolOrToTheCache) {
   EXPECT_EQ(rerun_tokens(Preemption::cached), 376);
 }
 
+// Admission by estimated future tokens (SGLang's PrefillAdder): ten 100-token prompts asking
+// for 500 tokens each, a pool of 100 blocks of 16 (1,600 tokens). A prompt joins only if
+// its 100 tokens, its 500 output tokens and a block fit what is left: 1,600 -> 1,000 ->
+// 400, so two start, where their blocks alone (7 each) would let all ten. The next step
+// the two running hold 14 blocks and owe 499 tokens each at the starting ratio 0.7:
+// 1,376 - 698.6 = 677.4 leaves room for one more. Without the estimate all ten start.
+TEST(Serving, AdmissionReservesTheEstimatedOutputTokens) {
+  Scenario s = serving_scenario("llama2-7b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->workload.num_requests = 10;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 500, 0, 0};
+  s.inference->engine.kv_cache_tokens = 1600;
+  s.inference->engine.block_size = 16;
+  const hw::RooflineCostModel cost(s.system);
+  const ServingResult plain = simulate_serving(s, cost, 7, true);
+  ASSERT_FALSE(plain.timeline.empty());
+  EXPECT_EQ(plain.timeline[0].prefill_tokens, 1000);
+  EngineDefaults& k = s.inference->profile.knobs;
+  k.admission_output_ratio_init = 0.7;
+  k.admission_output_ratio_min = 0.098;
+  k.admission_output_ratio_decay_steps = 600;
+  const ServingResult estimated = simulate_serving(s, cost, 7, true);
+  ASSERT_GE(estimated.timeline.size(), 2u);
+  EXPECT_EQ(estimated.timeline[0].prefill_tokens, 200);
+  EXPECT_EQ(estimated.timeline[1].prefill_tokens, 100);
+  EXPECT_EQ(estimated.timeline[1].decodes, 2);
+  EXPECT_EQ(estimated.requests.size(), 10u);
+  for (const RequestResult& r : estimated.requests) EXPECT_GT(r.finish, 0.0);
+  EXPECT_EQ(estimated.engine.admission_output_ratio_init, 0.7);
+}
+
 // The flag is also read inside one run: a long run stops within its first thousand or so
 // events instead of finishing, also when the launcher sizes the batch limits first.
 TEST(Serving, CancelFlagStopsOneLongRun) {

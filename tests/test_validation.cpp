@@ -365,8 +365,10 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // Mean 0.14 -> 0.135, P50 0.295 -> 0.24 and P99 0.31 -> 0.29 with the group-limited
         // routing (above): vLLM 0.8.4's long-prompt TTFTs, early, came closer.
         // Mean 0.135 -> 0.13, P50 0.24 -> 0.215 and P99 0.29 -> 0.28 with MLA's graph pieces
-        // (above).
-        {"ttft_mean_ms", 0.13}, {"ttft_p50_ms", 0.215}, {"ttft_p99_ms", 0.28}}},
+        // (above). Mean 0.13 -> 0.12 when SGLang admitted by its estimate of the running
+        // requests' output tokens (profile knobs admission_output_ratio_*): its 200-prompt
+        // DeepSeek-R1 run stopped thrashing the KV pool.
+        {"ttft_mean_ms", 0.12}, {"ttft_p50_ms", 0.215}, {"ttft_p99_ms", 0.28}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
@@ -404,8 +406,9 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // DeepSeek-R1 decodes, slow, came closer; vLLM 0.8.4's read 9-22% fast. vllmspot 0.18 ->
   // 0.155 with the group-limited routing vLLM 0.8.4 ran as compiled PyTorch ops (above).
   // lmdeploy 0.065 -> 0.062 with TurboMind's partial preemption; llmie 0.129 -> 0.126 and
-  // vllmspot 0.154 -> 0.152 with MLA's graph pieces (above).
-  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.16}, {"llmie", 0.13}, {"lmdeploy", 0.065},
+  // vllmspot 0.154 -> 0.152 with MLA's graph pieces (above); llmie 0.126 -> 0.090 with
+  // SGLang's admission by estimated output tokens (above).
+  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.16}, {"llmie", 0.095}, {"lmdeploy", 0.065},
                                                        {"sglang", 0.11},         {"trtllm", 0.07},  {"vllmspot", 0.155}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;

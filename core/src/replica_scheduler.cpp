@@ -7,7 +7,7 @@
 namespace capsim::detail {
 
 ReplicaScheduler::ReplicaScheduler(const SchedulerContext& ctx, Role role)
-    : ctx_(ctx), role_(role), free_blocks_(ctx.total_blocks) {}
+    : ctx_(ctx), role_(role), free_blocks_(ctx.total_blocks), output_ratio_(ctx.engine.admission_output_ratio_init) {}
 
 bool ReplicaScheduler::accept_transfer(Seq q) {
   const int64_t need = ctx_.engine.reserve_to_completion ? completion_blocks(q) : blocks_for(q.prompt + q.generated + 1);
@@ -55,6 +55,9 @@ bool ReplicaScheduler::prefill_due() const {
 IterationBatch ReplicaScheduler::plan_batch() {
   IterationBatch batch;
   admitted_ = false;
+  preempted_ = false;
+  // SGLang resets its estimate when the scheduler idles.
+  if (running_.empty() && swapped_.empty()) output_ratio_ = ctx_.engine.admission_output_ratio_init;
   decoding_.clear();
   prefilling_.clear();
   chunk_of_.clear();
@@ -91,6 +94,7 @@ IterationBatch ReplicaScheduler::plan_batch() {
     if (!batch.prefills.empty()) return batch;
   }
   if (!prefill_only && can_decode) schedule_decodes(batch, budget);
+  update_output_ratio(batch);
   // A multi-step round runs decodes only: a sequence its block reservation preempts waits
   // for the round to end.
   if (!prefill_only && chunked && can_prefill && steps_ == 1) continue_prefills(batch, budget);
@@ -172,8 +176,8 @@ void ReplicaScheduler::add_window_context(IterationBatch& batch, int64_t context
 }
 
 void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, const std::vector<int64_t>* rank_prompt_tokens) {
-  // Decodes first; a sequence that needs a new block and finds none preempts the most
-  // recently admitted one.
+  // Decodes first; a sequence that needs a new block and finds none preempts another
+  // (preempt_newest).
   for (size_t k = 0; k < running_.size(); ++k) {
     Seq& q = running_[k];
     if (q.prefilled < q.prompt) continue;
@@ -200,6 +204,20 @@ void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, 
       // Under partial preemption a stopped sequence's blocks go next: it ranks below every
       // running one.
       if (reclaim_waiting_block(0)) continue;
+      // The victim comes from the sequences not yet scheduled this step (index k on).
+      if (ctx_.engine.preempt_fewest_outputs) {
+        size_t pick = running_.size() - 1;
+        for (size_t j = k + 1; j < running_.size(); ++j) {
+          const Seq& a = running_[j];
+          const Seq& b = running_[pick];
+          if (a.prefilled < a.prompt) continue;
+          if (b.prefilled < b.prompt || a.generated < b.generated ||
+              (a.generated == b.generated && a.prompt > b.prompt))
+            pick = j;
+        }
+        std::rotate(running_.begin() + static_cast<std::ptrdiff_t>(pick),
+                    running_.begin() + static_cast<std::ptrdiff_t>(pick) + 1, running_.end());
+      }
       preempt_newest();
       if (k >= running_.size()) break;
     }
@@ -213,6 +231,33 @@ void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, 
     add_window_context(batch, ctx);
     budget -= 1;
   }
+}
+
+void ReplicaScheduler::update_output_ratio(const IterationBatch& batch) {
+  const EngineDefaults& e = ctx_.engine;
+  if (e.admission_output_ratio_init <= 0) return;
+  if (preempted_) {
+    // SGLang's estimate after a retraction: what the sequences left have made, plus a few
+    // steps each, over what they were asked for.
+    double made = 0, asked = 0;
+    for (const Seq& q : running_) {
+      made += dbl(q.generated + e.retract_decode_steps);
+      asked += dbl(q.target);
+    }
+    output_ratio_ = std::min(1.0, made / (asked + 1.0));
+  } else if (batch.decodes > 0) {
+    const double step = (e.admission_output_ratio_init - e.admission_output_ratio_min) /
+                        std::max(1.0, e.admission_output_ratio_decay_steps);
+    output_ratio_ = std::max(output_ratio_ - step, e.admission_output_ratio_min);
+  }
+}
+
+double ReplicaScheduler::estimated_free_tokens() const {
+  double reserved = 0;
+  for (const Seq& q : running_)
+    reserved += dbl(std::min(std::max<int64_t>(0, q.target - q.generated), ctx_.engine.admission_output_clip)) *
+                output_ratio_;
+  return dbl(free_blocks_) * dbl(ctx_.block_size) - reserved;
 }
 
 bool ReplicaScheduler::reclaim_waiting_block(size_t after) {
@@ -238,6 +283,7 @@ void ReplicaScheduler::preempt_newest() {
   running_.pop_back();
   ctx_.requests[victim.req].preemptions += 1;
   ++ctx_.preemptions;
+  preempted_ = true;
   const bool keeps = ctx_.engine.preemption == Preemption::partial || ctx_.engine.preemption == Preemption::cached;
   if (keeps && role_ != Role::decode) {
     // The tokens whose keys and values are cached: the prompt's prefilled part, or, once
@@ -293,6 +339,10 @@ void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, boo
   // a rank whose budget is spent, or whose first prompt does not fit, leaves the others be.
   const bool ranked = !rank_budget_.empty();
   std::vector<char> stopped(ranked ? rank_budget_.size() : 0, 0);
+  // Admission by estimated future tokens (SGLang): each prompt must fit with all its output
+  // tokens in what the running sequences' estimated outputs leave.
+  const bool estimated = ctx_.engine.admission_output_ratio_init > 0;
+  double estimate_left = estimated ? estimated_free_tokens() : 0.0;
   size_t i = 0;
   // New prompts wait while swapped sequences do (vLLM V0 schedules swapped-in first).
   while (swapped_.empty() && i < waiting_.size() && budget > 0 &&
@@ -309,6 +359,10 @@ void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, boo
     int64_t c = chunked ? std::min({q.prompt - q.prefilled, budget, ctx_.rank_tokens}) : q.prompt - q.prefilled;
     if (ranked) c = std::min(c, rank_budget_[r]);
     if (!chunked && c > budget) break;
+    const double future =
+        dbl(q.prompt - q.prefilled) +
+        dbl(std::min(std::max<int64_t>(0, q.target - q.generated), ctx_.engine.admission_output_clip));
+    if (estimated && future + dbl(bs) >= estimate_left) break;
     const bool ends = q.prefilled + c == q.prompt;
     // Reserving to completion takes the blocks of the whole prompt and every output
     // token up front; otherwise the blocks of this chunk (and the first output token),
@@ -325,6 +379,7 @@ void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, boo
       continue;
     }
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (estimated) estimate_left -= future;
     if (ranked) rank_budget_[r] -= c;
     admitted_ = true;
     free_blocks_ -= need;

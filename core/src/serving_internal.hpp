@@ -169,8 +169,13 @@ class ReplicaScheduler {
   /// Adds a decode's context, capped at the model's sliding window, to the batch.
   void add_window_context(IterationBatch& batch, int64_t context) const;
 
-  /// Preempts the most recently admitted running sequence.
+  /// Preempts the most recently admitted running sequence, or the one that has made the
+  /// fewest tokens (EngineDefaults::preempt_fewest_outputs).
   void preempt_newest();
+  /// Updates the admission estimate (output_ratio_) after the decodes are scheduled.
+  void update_output_ratio(const IterationBatch& batch);
+  /// Tokens the admission estimate still leaves free (admission_output_ratio_init > 0).
+  double estimated_free_tokens() const;
   /// Under partial preemption, takes the newest block of the lowest-ranked waiting sequence
   /// at index `after` or later that holds any (one a preemption stopped); false when none does.
   bool reclaim_waiting_block(size_t after);
@@ -208,6 +213,10 @@ class ReplicaScheduler {
   double last_end_ = 0;          ///< when it ended
   double admit_cutoff_ = 0;      ///< requests queued later than this wait for the next batch
   int64_t decodes_since_prefill_ = 0;  ///< decode iterations since prompts were last admitted
+  /// The estimated share of their outstanding output tokens running sequences will still
+  /// make, for admission (EngineDefaults::admission_output_ratio_init; unused at 0).
+  double output_ratio_ = 0;
+  bool preempted_ = false;  ///< the planned iteration preempted a sequence
   bool admitted_ = false;              ///< the planned iteration admits waiting prompts
   // The iteration in flight.
   std::vector<size_t> decoding_;    ///< running sequences decoding

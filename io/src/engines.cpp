@@ -466,6 +466,14 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   optional_boolean("unchunked_prefill_unbounded", d.unchunked_prefill_unbounded);
   optional_boolean("unchunked_prefill_with_decodes", d.unchunked_prefill_with_decodes);
   optional_boolean("reserve_to_completion", d.reserve_to_completion);
+  optional_boolean("preempt_fewest_outputs", d.preempt_fewest_outputs);
+  // Admission by estimated future output tokens (SGLang); absent: by free blocks alone.
+  if (has_knob("admission_output_ratio_init")) number("admission_output_ratio_init", d.admission_output_ratio_init, 1.0);
+  if (has_knob("admission_output_ratio_min")) number("admission_output_ratio_min", d.admission_output_ratio_min, 1.0);
+  if (has_knob("admission_output_ratio_decay_steps"))
+    number("admission_output_ratio_decay_steps", d.admission_output_ratio_decay_steps, 1.0);
+  if (has_knob("admission_output_clip")) integer("admission_output_clip", d.admission_output_clip, 1);
+  if (has_knob("retract_decode_steps")) integer("retract_decode_steps", d.retract_decode_steps, 0);
   optional_boolean("attention_dp", d.attention_dp);
   optional_boolean("dp_attention_divides_batched_tokens", d.dp_attention_divides_batched_tokens);
   optional_boolean("nccl_nvls", d.nccl_nvls);

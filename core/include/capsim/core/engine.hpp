@@ -288,6 +288,24 @@ struct EngineDefaults {
   int64_t decode_heads_per_kv_load = 0;
   /// Preemption when KV blocks run out (Preemption).
   Preemption preemption = Preemption::cached;
+  /// Which running sequence a preemption stops: the most recently admitted (false), or
+  /// the one that has made the fewest tokens, the longer prompt first among equals (true;
+  /// SGLang's retract_decode).
+  bool preempt_fewest_outputs = false;
+  /// Admission by estimated future tokens (SGLang's PrefillAdder; 0: off, a prompt is
+  /// admitted when its blocks are free). A prompt joins only if its tokens and all its
+  /// output tokens (at most `admission_output_clip`) fit in the free KV tokens less, for
+  /// each running sequence, its outstanding output tokens (clipped likewise) times the
+  /// ratio. The ratio starts at `admission_output_ratio_init`, falls by
+  /// (init - min) / `admission_output_ratio_decay_steps` with every decode step down to
+  /// `admission_output_ratio_min`, returns to the start when the replica idles, and after
+  /// a preemption becomes (tokens made + `retract_decode_steps` a sequence) / outputs
+  /// asked of the sequences left running, at most 1.
+  double admission_output_ratio_init = 0;
+  double admission_output_ratio_min = 0;
+  double admission_output_ratio_decay_steps = 600;
+  int64_t admission_output_clip = 4096;
+  int64_t retract_decode_steps = 20;
   double swap_space_bytes = 4.0 * 1024 * 1024 * 1024;
   /// The MoE kernel family the engine runs its routed experts with (data/moe_kernels.json)
   /// and that family's measured rates; a rate it lacks for a GPU is the GPU preset's
