@@ -261,17 +261,23 @@ double ReplicaScheduler::estimated_free_tokens() const {
 }
 
 bool ReplicaScheduler::reclaim_waiting_block(size_t after) {
-  if (ctx_.engine.preemption != Preemption::partial && ctx_.engine.preemption != Preemption::cached) return false;
+  if (waiting_holders_ == 0) return false;
   // The lowest-ranked stopped sequence that still holds blocks gives up its newest one.
-  for (size_t i = waiting_.size(); i > after; --i) {
-    Seq& q = waiting_[i - 1];
-    if (q.blocks <= 0) continue;
-    --q.blocks;
-    ++free_blocks_;
-    q.prefilled = std::min(q.prefilled, q.blocks * ctx_.block_size);
-    return true;
+  // Stopped sequences queue at the head, so the scan ends at the last holder.
+  size_t pick = waiting_.size();
+  int64_t seen = 0;
+  for (size_t i = 0; i < waiting_.size() && seen < waiting_holders_; ++i) {
+    if (waiting_[i].blocks <= 0) continue;
+    ++seen;
+    if (i >= after) pick = i;
   }
-  return false;
+  if (pick == waiting_.size()) return false;
+  Seq& q = waiting_[pick];
+  --q.blocks;
+  ++free_blocks_;
+  if (q.blocks == 0) --waiting_holders_;
+  q.prefilled = std::min(q.prefilled, q.blocks * ctx_.block_size);
+  return true;
 }
 
 void ReplicaScheduler::preempt_newest() {
@@ -293,6 +299,7 @@ void ReplicaScheduler::preempt_newest() {
     victim.target -= victim.generated;
     victim.generated = 0;
     victim.prefilled = std::min(cached, victim.blocks * ctx_.block_size);
+    if (victim.blocks > 0) ++waiting_holders_;
     waiting_.push_front(victim);
     return;
   }
@@ -379,6 +386,7 @@ void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, boo
       continue;
     }
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (q.blocks > 0) --waiting_holders_;
     if (estimated) estimate_left -= future;
     if (ranked) rank_budget_[r] -= c;
     admitted_ = true;

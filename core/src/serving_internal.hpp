@@ -217,6 +217,8 @@ class ReplicaScheduler {
   /// make, for admission (EngineDefaults::admission_output_ratio_init; unused at 0).
   double output_ratio_ = 0;
   bool preempted_ = false;  ///< the planned iteration preempted a sequence
+  /// Waiting sequences that hold KV blocks (stopped by partial or cached preemption).
+  int64_t waiting_holders_ = 0;
   bool admitted_ = false;              ///< the planned iteration admits waiting prompts
   // The iteration in flight.
   std::vector<size_t> decoding_;    ///< running sequences decoding
