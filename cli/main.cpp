@@ -557,6 +557,7 @@ json candidate_json(const SearchCandidate& c) {
             {"etp", t.etp.value_or(1)}, {"sp", t.sp}, {"zero", t.zero.value_or(0)}, {"micro_batch", t.micro_batch.value_or(1)},
             {"recompute", std::string(to_string(t.recompute.value_or(Recompute::none)))},
             {"schedule", std::string(to_string(t.schedule))},
+            {"precision", std::string(to_string(t.precision))},
             {"ep_overlap", ep_overlap_on(t)},
             {"framework", std::string(to_string(framework_of(t)))},
             {"attention", std::string(to_string(attention_of(t)))}}},
@@ -636,8 +637,10 @@ int run_search(const SearchArgs& a) {
   add_calibration(j, cal, &s.system.gpu);
   std::string table = fmt::format("search {}: {} layouts enumerated, {} pruned by divisibility, {} by memory, {} costed\n",
                                   s.id, r.enumerated, r.pruned_divisibility, r.pruned_memory, r.evaluated);
+  // Precision "auto": both precisions' layouts are ranked, so each row says which.
+  const bool show_precision = s.training->precision_auto;
   table += std::string("  rank  gpus  tp pp vpp  dp cp ep zero mb recompute  schedule      step s   tokens/s   MFU   memory") +
-           (recheck > 0 ? "    DES step s\n" : "\n");
+           (show_precision ? "  prec" : "") + (recheck > 0 ? "    DES step s\n" : "\n");
   for (size_t rank = 0; rank < order.size(); ++rank) {
     const size_t i = order[rank];
     const auto& c = r.top[i];
@@ -646,6 +649,7 @@ int run_search(const SearchArgs& a) {
                          c.num_gpus, t.tp, t.pp, t.vpp.value_or(1), t.dp, t.cp, t.ep, t.zero.value_or(0),
                          t.micro_batch.value_or(1), to_string(t.recompute.value_or(Recompute::none)), to_string(t.schedule),
                          c.step_s, c.tokens_per_s, 100 * c.mfu, gib(c.peak_memory_bytes));
+    if (show_precision) table += fmt::format("  {:<4}", to_string(t.precision));
     table += i < recheck ? fmt::format("  {:>12.3f}\n", des[i]) : std::string(recheck > 0 ? "             -\n" : "\n");
   }
   if (recheck > 0)

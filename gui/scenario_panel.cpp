@@ -506,7 +506,8 @@ QWidget* ScenarioPanel::build_training_tab() {
       "Packed sequences: mean tokens of the documents each sequence holds, attention running within each", true);
   add("Recompute", "recompute", combo(choices({"auto", "none", "selective", "full"})), "none",
       "Activation recomputation");
-  add("Precision", "precision", combo(choices({"bf16", "fp16", "fp8"})), "bf16", "Mixed precision");
+  add("Precision", "precision", combo(choices({"auto", "bf16", "fp16", "fp8"})), "bf16",
+      "Mixed precision; auto: the faster of bf16 and fp8 that fits");
   add("FP8 recipe", "fp8_recipe", combo(choices({"auto", "tensorwise", "blockwise"})), "auto",
       "FP8 scaling recipe (precision fp8 only)");
   add("FP8 params", "fp8_param_gather", tri_state(), "",

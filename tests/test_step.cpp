@@ -1627,6 +1627,41 @@ TEST(Packed, SearchKeepsContextParallelWithinTheDocuments) {
   EXPECT_TRUE(saw_cp);
 }
 
+// Precision "auto" (a source that did not say): the faster of bf16 and fp8 that fits, the
+// same evaluation as stating the winner, listed among the resolved fields; bf16 on a GPU
+// without FP8 tensor cores. The layout search ranks both precisions' layouts.
+TEST(EvaluateTraining, PrecisionAutoTakesTheFasterThatFits) {
+  Scenario s = auto_scenario("llama3-8b", "h100-sxm5-80gb", 2, 1, 4, 64, 4096);
+  s.training->precision_auto = true;
+  const hw::RooflineCostModel cost(s.system);
+  const TrainEvaluation ev = evaluate_training(s, &cost);
+  ASSERT_TRUE(ev.feasible);
+  ASSERT_FALSE(ev.auto_fields.empty());
+  EXPECT_EQ(ev.auto_fields.front(), "precision");
+  Scenario bf16 = s, fp8 = s;
+  bf16.training->precision_auto = fp8.training->precision_auto = false;
+  bf16.training->precision = DType::bf16;
+  fp8.training->precision = DType::fp8;
+  const double t16 = evaluate_training(bf16, &cost).step->step_s, t8 = evaluate_training(fp8, &cost).step->step_s;
+  EXPECT_LT(t8, t16);
+  EXPECT_EQ(ev.plan.precision, DType::fp8);
+  EXPECT_DOUBLE_EQ(ev.step->step_s, t8);
+
+  Scenario a = auto_scenario("llama3-8b", "a100-sxm4-80gb", 2, 1, 4, 64, 4096);
+  a.training->precision_auto = true;
+  const hw::RooflineCostModel acost(a.system);
+  EXPECT_EQ(evaluate_training(a, &acost).plan.precision, DType::bf16);
+
+  SearchOptions opt;
+  opt.top_k = 100000;
+  const SearchResult both = search_training(s, cost, opt);
+  const SearchResult one = search_training(fp8, cost, opt);
+  EXPECT_EQ(both.enumerated - both.pruned_divisibility, 2 * (one.enumerated - one.pruned_divisibility));
+  ASSERT_FALSE(both.top.empty());
+  EXPECT_EQ(both.top.front().plan.precision, DType::fp8);
+  EXPECT_FALSE(both.top.front().plan.precision_auto);
+}
+
 // Under ZeRO-3 the auto framework is PyTorch-native: attention runs PyTorch's SDPA flash
 // backend (FlashAttention-2) and a pipeline splits the local batch into as many
 // microbatches as stages (torchtitan's default); under Megatron-LM's ZeRO-1 the fused

@@ -18,7 +18,10 @@ struct Job {
   Recompute recompute;
   Schedule schedule;
   bool ep_overlap = false;
+  DType precision = DType::bf16;
   void apply(TrainingPlan& t) const {
+    t.precision = precision;
+    t.precision_auto = false;
     t.tp = tp;
     t.cp = cp;
     t.pp = pp;
@@ -36,7 +39,7 @@ struct Job {
   }
   auto key() const {
     return std::make_tuple(tp, pp, vpp, dp, cp, ep, etp, zero, micro_batch, static_cast<int>(recompute),
-                           static_cast<int>(schedule), ep_overlap);
+                           static_cast<int>(schedule), ep_overlap, static_cast<int>(precision));
   }
 };
 
@@ -56,6 +59,12 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
   TrainingPlan b = *base.training;
   if (!b.framework) b.framework = framework_of(b);
   if (!b.attention) b.attention = default_attention(b, base.system.gpu.arch);
+  // Precision "auto": both bf16 and, with FP8 tensor cores, fp8 are searched.
+  std::vector<DType> precisions = {b.precision};
+  if (b.precision_auto) {
+    precisions = {DType::bf16};
+    if (base.system.gpu.peak_fp8_tflops > 0) precisions.push_back(DType::fp8);
+  }
   std::vector<int64_t> counts = opt.gpu_counts.empty() ? std::vector<int64_t>{base.system.num_gpus} : opt.gpu_counts;
   const int64_t gpn = base.system.gpus_per_node;
   const int64_t max_tp = opt.max_tp > 0 ? opt.max_tp : gpn;
@@ -111,17 +120,18 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
                   if ((tp * cp * dp) % (ep * etp) != 0) continue;
                   for (int z : opt.zero)
                     for (Recompute rc : opt.recompute)
-                      for (Schedule sch : schedules) {
-                        jobs.push_back({n, tp, cp, pp, dp, v, ep, etp, mb, z, rc, sch, false});
-                        // With the schedules: Megatron-Core's batch-level expert-parallel
-                        // overlap (combined 1F1B) where it can run.
-                        if (opt.schedules && m.moe && !b.ep_overlap) {
-                          TrainingPlan probe = b;
-                          jobs.back().apply(probe);
-                          probe.ep_overlap = true;
-                          if (ep_overlap_on(probe)) jobs.push_back({n, tp, cp, pp, dp, v, ep, etp, mb, z, rc, sch, true});
+                      for (Schedule sch : schedules)
+                        for (DType pr : precisions) {
+                          jobs.push_back({n, tp, cp, pp, dp, v, ep, etp, mb, z, rc, sch, false, pr});
+                          // With the schedules: Megatron-Core's batch-level expert-parallel
+                          // overlap (combined 1F1B) where it can run.
+                          if (opt.schedules && m.moe && !b.ep_overlap) {
+                            TrainingPlan probe = b;
+                            jobs.back().apply(probe);
+                            probe.ep_overlap = true;
+                            if (ep_overlap_on(probe)) jobs.push_back({n, tp, cp, pp, dp, v, ep, etp, mb, z, rc, sch, true, pr});
+                          }
                         }
-                      }
                 }
             }
           }

@@ -593,7 +593,10 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
   if (r.number("recompute_fraction", t.recompute_fraction, false, 0.0) &&
       (t.recompute_fraction <= 0.0 || t.recompute_fraction > 1.0))
     issues.push_back({r.at("recompute_fraction"), std::to_string(t.recompute_fraction), "must be in (0, 1]", {}});
-  if (r.choice("precision", s, {"fp16", "bf16", "fp8"})) parse_dtype(s, t.precision);
+  if (r.choice("precision", s, {"fp16", "bf16", "fp8"}, false, true)) {
+    t.precision_auto = s == "auto";
+    if (!t.precision_auto) parse_dtype(s, t.precision);
+  }
   if (r.choice("grad_reduce_dtype", s, {"fp32", "bf16", "fp16"}, false, true)) {
     // The 16-bit choice is the training dtype's: bf16 under bf16 and fp8, fp16 under fp16.
     const std::string half = t.precision == DType::fp16 ? "fp16" : "bf16";
@@ -1292,7 +1295,8 @@ Scenario read_scenario(const json& doc, const fs::path& base_dir, EngineKeys eng
       if (d == DType::fp8 && !has_issue_at(issues, pointer))
         issues.push_back({pointer, "\"fp8\"", "needs FP8 tensor cores, which " + sc.system.gpu.id + " does not have", hint});
     };
-    if (sc.training) no_fp8("/training/precision", sc.training->precision, "use bf16 or a GPU with FP8 (Hopper or later)");
+    if (sc.training && !sc.training->precision_auto)
+      no_fp8("/training/precision", sc.training->precision, "use bf16 or a GPU with FP8 (Hopper or later)");
     if (sc.inference)
       no_fp8("/inference/activation_dtype", sc.inference->activation_dtype,
              "use bf16 activations (FP8 weights then run weight-only, W8A16) or a GPU with FP8 (Hopper or later)");

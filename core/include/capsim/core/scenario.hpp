@@ -168,6 +168,10 @@ struct TrainingPlan {
   /// With selective recompute under Megatron-LM: RecomputeModule bits.
   unsigned recompute_modules = kRecomputeCoreAttn;
   DType precision = DType::bf16;    ///< fp16, bf16 or fp8 (mixed precision)
+  /// "auto" (a source that did not publish it): the faster of bf16 and, on a GPU with FP8
+  /// tensor cores, fp8 that fits (evaluate_training, search_training); `precision` is then
+  /// a placeholder.
+  bool precision_auto = false;
   /// nullopt = auto: the framework's kernel (see attention_of).
   std::optional<AttentionKernel> attention;
   Schedule schedule = Schedule::one_f_one_b;
