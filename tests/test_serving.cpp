@@ -1129,6 +1129,15 @@ TEST(Serving, AdmissionReservesTheEstimatedOutputTokens) {
   EXPECT_EQ(estimated.requests.size(), 10u);
   for (const RequestResult& r : estimated.requests) EXPECT_GT(r.finish, 0.0);
   EXPECT_EQ(estimated.engine.admission_output_ratio_init, 0.7);
+  // With partial preemption too, stopped sequences' blocks never keep the queue from
+  // draining: every request of a pool too small for them all finishes.
+  s.inference->engine.preemption = Preemption::partial;
+  s.inference->workload.num_requests = 40;
+  s.inference->workload.output_tokens = {LengthDist::Kind::uniform, 400, 100, 700};
+  const ServingResult both = simulate_serving(s, cost, 7, false);
+  EXPECT_GT(both.preemptions, 0);
+  EXPECT_EQ(both.requests.size(), 40u);
+  for (const RequestResult& r : both.requests) EXPECT_GT(r.finish, 0.0);
 }
 
 // The flag is also read inside one run: a long run stops within its first thousand or so

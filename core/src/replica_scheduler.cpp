@@ -369,7 +369,9 @@ void ReplicaScheduler::admit_prompts(IterationBatch& batch, int64_t& budget, boo
     const double future =
         dbl(q.prompt - q.prefilled) +
         dbl(std::min(std::max<int64_t>(0, q.target - q.generated), ctx_.engine.admission_output_clip));
-    if (estimated && future + dbl(bs) >= estimate_left) break;
+    // (With nothing running there is nothing to reserve for; a prompt that the blocks
+    // stopped sequences hold keep out takes them below.)
+    if (estimated && !running_.empty() && future + dbl(bs) >= estimate_left) break;
     const bool ends = q.prefilled + c == q.prompt;
     // Reserving to completion takes the blocks of the whole prompt and every output
     // token up front; otherwise the blocks of this chunk (and the first output token),
