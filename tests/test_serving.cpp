@@ -38,6 +38,18 @@ Scenario serving_scenario(const std::string& model, const std::string& gpu, int6
   return s;
 }
 
+/// Llama 2 7B on one A100 with a KV pool of `kv_tokens` in 16-token blocks: `n` requests of
+/// fixed `input` and `output` tokens, all at once.
+Scenario small_pool(int64_t n, int64_t input, int64_t output, int64_t kv_tokens) {
+  Scenario s = serving_scenario("llama2-7b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->workload.num_requests = n;
+  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, static_cast<double>(input), 0, 0};
+  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, static_cast<double>(output), 0, 0};
+  s.inference->engine.kv_cache_tokens = kv_tokens;
+  s.inference->engine.block_size = 16;
+  return s;
+}
+
 /// The roofline, except that an all-to-all takes 1,000 s: shows whether a step runs one.
 class SlowAllToAll : public CostModel {
  public:
@@ -1014,12 +1026,7 @@ TEST(Serving, FixedKvPoolThatCannotFitIsAnAnswer) {
 // A request longer than the whole KV pool is a "does not fit" answer naming its length, the
 // blocks it needs and those the replica has.
 TEST(Serving, RequestLongerThanTheKvPoolIsAnAnswer) {
-  Scenario s = serving_scenario("llama2-7b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::offline);
-  s.inference->workload.num_requests = 3;
-  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 5000, 0, 0};
-  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
-  s.inference->engine.kv_cache_tokens = 4096;
-  s.inference->engine.block_size = 16;
+  Scenario s = small_pool(3, 5000, 100, 4096);
   const hw::RooflineCostModel cost(s.system);
   try {
     simulate_serving(s, cost);
@@ -1039,12 +1046,7 @@ TEST(Serving, RequestLongerThanTheKvPoolIsAnAnswer) {
 // resumes with one block, 16 tokens, and runs 64: exactly one block fewer. The older
 // request never waits, and finishes at the same time in both.
 TEST(Serving, PartialPreemptionRecomputesOnlyTheBlocksTaken) {
-  Scenario s = serving_scenario("llama2-7b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::offline);
-  s.inference->workload.num_requests = 2;
-  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 32, 0, 0};
-  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
-  s.inference->engine.kv_cache_tokens = 160;
-  s.inference->engine.block_size = 16;
+  Scenario s = small_pool(2, 32, 100, 160);
   const hw::RooflineCostModel cost(s.system);
   auto prompt_tokens = [](const ServingResult& r) {
     int64_t sum = 0;
@@ -1081,11 +1083,9 @@ TEST(Serving, PartialPreemptionRecomputesOnlyTheBlocksTaken) {
 // oldest to evict): the first takes all 12 from it; it resumes with 2 blocks, 32 tokens,
 // and runs 376. Recompute runs all 408.
 TEST(Serving, PreemptedBlocksGoToTheFreePoolOrToTheCache) {
-  Scenario s = serving_scenario("llama2-7b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::trace);
+  Scenario s = small_pool(3, 0, 0, 29 * 16);
+  s.inference->workload.mode = ServingWorkload::Mode::trace;
   s.inference->workload.trace = {{0.0, 16, 300, "", 0}, {0.0, 8, 100, "", 0}, {0.0, 400, 10, "", 0}};
-  s.inference->workload.num_requests = 3;
-  s.inference->engine.kv_cache_tokens = 29 * 16;
-  s.inference->engine.block_size = 16;
   const hw::RooflineCostModel cost(s.system);
   auto rerun_tokens = [&](Preemption p) {
     s.inference->engine.preemption = p;
@@ -1107,12 +1107,7 @@ TEST(Serving, PreemptedBlocksGoToTheFreePoolOrToTheCache) {
 // the two running hold 14 blocks and owe 499 tokens each at the starting ratio 0.7:
 // 1,376 - 698.6 = 677.4 leaves room for one more. Without the estimate all ten start.
 TEST(Serving, AdmissionReservesTheEstimatedOutputTokens) {
-  Scenario s = serving_scenario("llama2-7b", "a100-sxm4-80gb", 1, ServingWorkload::Mode::offline);
-  s.inference->workload.num_requests = 10;
-  s.inference->workload.input_tokens = {LengthDist::Kind::fixed, 100, 0, 0};
-  s.inference->workload.output_tokens = {LengthDist::Kind::fixed, 500, 0, 0};
-  s.inference->engine.kv_cache_tokens = 1600;
-  s.inference->engine.block_size = 16;
+  Scenario s = small_pool(10, 100, 500, 1600);
   const hw::RooflineCostModel cost(s.system);
   const ServingResult plain = simulate_serving(s, cost, 7, true);
   ASSERT_FALSE(plain.timeline.empty());
