@@ -361,6 +361,21 @@ TEST(HostileDataFile, EngineProfileWithBrokenGraphPieceKnobs) {
                      "engine.json#/knobs/full_graph_decode_steps/by_release/0/value: must be true or false (got \"yes\")"}));
 }
 
+// SGLang's admission estimate: a minimum above the start, a negative clip and a ratio that
+// is not a number are reported together.
+TEST(HostileDataFile, EngineProfileWithBrokenAdmissionEstimate) {
+  nlohmann::json e = shipped("engines", "sglang-0.5");
+  e["knobs"]["admission_output_ratio_min"]["value"] = 0.9;
+  e["knobs"]["admission_output_clip"]["value"] = -1;
+  e["knobs"]["admission_output_ratio_decay_steps"]["value"] = "fast";
+  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "engine.json#/knobs/admission_output_ratio_decay_steps/value: must be a number >= 0 (got \"fast\")",
+                     "engine.json#/knobs/admission_output_clip/value: must be an integer >= 1 (got -1)",
+                     "engine.json#/knobs/admission_output_ratio_min/value: must be at most admission_output_ratio_init "
+                     "(0.7), itself at most 1 (got 0.9)"}));
+}
+
 // A GPU rule of a knob: every broken field is reported at its place, all at once.
 TEST(HostileDataFile, EngineProfileWithBrokenGpuRules) {
   nlohmann::json e = shipped("engines", "vllm-v1");

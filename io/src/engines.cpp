@@ -474,6 +474,11 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
     number("admission_output_ratio_decay_steps", d.admission_output_ratio_decay_steps, 1.0);
   if (has_knob("admission_output_clip")) integer("admission_output_clip", d.admission_output_clip, 1);
   if (has_knob("retract_decode_steps")) integer("retract_decode_steps", d.retract_decode_steps, 0);
+  if (d.admission_output_ratio_init > 1.0 || d.admission_output_ratio_min > d.admission_output_ratio_init)
+    issues.push_back({origin + "#/knobs/admission_output_ratio_min/value", brief(json(d.admission_output_ratio_min)),
+                      "must be at most admission_output_ratio_init (" + brief(json(d.admission_output_ratio_init)) +
+                          "), itself at most 1",
+                      {}});
   optional_boolean("attention_dp", d.attention_dp);
   optional_boolean("dp_attention_divides_batched_tokens", d.dp_attention_divides_batched_tokens);
   optional_boolean("nccl_nvls", d.nccl_nvls);
