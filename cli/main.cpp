@@ -730,11 +730,13 @@ int run_plan(const std::string& file, const std::string& format, const std::stri
         continue;
       }
       const auto& t = o.layout.plan;
-      table += fmt::format("  {:<16} {:>6} {:>8.1f}% {:>8.1f} {:>10.3g} {:>12.3g} {:>10.3g}  tp {} pp {} dp {} cp {} zero {} mb {} {}{}\n",
+      // Precision "auto": the layout's precision, which each offer's search chose.
+      const std::string prec = req.base.training->precision_auto ? " " + std::string(to_string(t.precision)) : "";
+      table += fmt::format("  {:<16} {:>6} {:>8.1f}% {:>8.1f} {:>10.3g} {:>12.3g} {:>10.3g}  tp {} pp {} dp {} cp {} zero {} mb {} {}{}{}\n",
                            o.gpu, o.layout.num_gpus, 100.0 * o.effective_fraction, o.days, o.gpu_hours, o.cost_usd,
                            o.energy_mwh, t.tp, t.pp, t.dp, t.cp,
                            t.zero.value_or(0), t.micro_batch.value_or(1), to_string(t.recompute.value_or(Recompute::none)),
-                           o.feasible ? "" : "  (" + o.reason + ")");
+                           prec, o.feasible ? "" : "  (" + o.reason + ")");
     }
   } else {
     const auto options = plan_serving(req.base, req.offers, req.serve_goal, costs,

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -380,6 +381,32 @@ TEST(Plan, TrainingPicksTheCheaperOffer) {
   req.train_goal.effective_fraction = 1.0;
   const auto stated = plan_training(req.base, req.offers, req.train_goal, kCosts, 2);
   for (const auto& o : stated) EXPECT_DOUBLE_EQ(o.effective_fraction, 1.0);
+}
+
+// A training goal's precision left "auto": each offer's layout is the faster of its bf16
+// and fp8 layouts, so on an H100 it is never slower than the bf16 plan's, and the A100
+// (no FP8 tensor cores) keeps bf16.
+TEST(Plan, TrainingPrecisionAutoSearchesBoth) {
+  io::PlanRequest req = io::load_plan(fs::path(CAPSIM_TEST_SOURCE_DIR) / ".." / "examples" / "plan-train-llama3-70b.json");
+  req.train_goal.gpu_counts = {1024};
+  const auto bf16 = plan_training(req.base, req.offers, req.train_goal, kCosts, 2);
+  req.base.training->precision_auto = true;
+  const auto either = plan_training(req.base, req.offers, req.train_goal, kCosts, 2);
+  ASSERT_EQ(either.size(), bf16.size());
+  std::map<std::string, double> bf16_step;  // the options are ranked, so matched by GPU
+  for (const auto& o : bf16)
+    if (o.layout.num_gpus > 0) bf16_step[o.gpu] = o.layout.step_s;
+  int compared = 0;
+  for (const auto& o : either) {
+    if (o.layout.num_gpus == 0 || !bf16_step.count(o.gpu)) continue;
+    ++compared;
+    EXPECT_LE(o.layout.step_s, bf16_step[o.gpu]) << o.gpu;
+    if (o.gpu.rfind("a100", 0) == 0) {
+      EXPECT_EQ(o.layout.plan.precision, DType::bf16);
+      EXPECT_DOUBLE_EQ(o.layout.step_s, bf16_step[o.gpu]);
+    }
+  }
+  EXPECT_EQ(compared, 3);
 }
 
 TEST(Plan, ServingReplicasCoverTheTraffic) {

@@ -259,7 +259,11 @@ PlanRequest load_plan(const fs::path& path) {
     r.integer("global_batch", t.global_batch, true);
     r.integer("seq_len", t.seq_len, true);
     std::string prec = "bf16";
-    if (r.choice("precision", prec, {"fp16", "bf16", "fp8"})) dtype_of(prec, t.precision);
+    if (r.choice("precision", prec, {"fp16", "bf16", "fp8"}, false, true)) {
+      // "auto": each offer's search ranks the layouts of both precisions (search_training).
+      t.precision_auto = prec == "auto";
+      if (!t.precision_auto) dtype_of(prec, t.precision);
+    }
     if (const json* g = r.get("gpu_counts")) {
       if (!g->is_array()) issues.push_back({r.at("gpu_counts"), brief(*g), "must be a list of GPU counts", {}});
       else
@@ -357,7 +361,8 @@ json training_plan_json(const PlanRequest& req, const std::vector<TrainingOption
       x["num_gpus"] = o.layout.num_gpus;
       x["layout"] = {{"tp", t.tp}, {"pp", t.pp}, {"vpp", t.vpp.value_or(1)}, {"dp", t.dp}, {"cp", t.cp}, {"ep", t.ep},
                      {"zero", t.zero.value_or(0)}, {"micro_batch", t.micro_batch.value_or(1)},
-                     {"recompute", std::string(to_string(t.recompute.value_or(Recompute::none)))}};
+                     {"recompute", std::string(to_string(t.recompute.value_or(Recompute::none)))},
+                     {"precision", std::string(to_string(t.precision))}};
       x["step_s"] = o.layout.step_s;
       x["tokens_per_s"] = o.layout.tokens_per_s;
       x["mfu"] = o.layout.mfu;
