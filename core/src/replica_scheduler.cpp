@@ -204,20 +204,7 @@ void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, 
       // Under partial preemption a stopped sequence's blocks go next: it ranks below every
       // running one.
       if (reclaim_waiting_block(0)) continue;
-      // The victim comes from the sequences not yet scheduled this step (index k on).
-      if (ctx_.engine.preempt_fewest_outputs) {
-        size_t pick = running_.size() - 1;
-        for (size_t j = k + 1; j < running_.size(); ++j) {
-          const Seq& a = running_[j];
-          const Seq& b = running_[pick];
-          if (a.prefilled < a.prompt) continue;
-          if (b.prefilled < b.prompt || a.generated < b.generated ||
-              (a.generated == b.generated && a.prompt > b.prompt))
-            pick = j;
-        }
-        std::rotate(running_.begin() + static_cast<std::ptrdiff_t>(pick),
-                    running_.begin() + static_cast<std::ptrdiff_t>(pick) + 1, running_.end());
-      }
+      if (ctx_.engine.preempt_fewest_outputs) move_fewest_outputs_last(k + 1);
       preempt_newest();
       if (k >= running_.size()) break;
     }
@@ -231,6 +218,22 @@ void ReplicaScheduler::schedule_decodes(IterationBatch& batch, int64_t& budget, 
     add_window_context(batch, ctx);
     budget -= 1;
   }
+}
+
+void ReplicaScheduler::move_fewest_outputs_last(size_t from) {
+  // Among the decoding sequences from `from` on (those not yet scheduled this step), the one
+  // that has made the fewest tokens, the longer prompt among equals, goes last; the others
+  // keep their order.
+  size_t pick = running_.size() - 1;
+  for (size_t j = from; j < running_.size(); ++j) {
+    const Seq& a = running_[j];
+    const Seq& b = running_[pick];
+    if (a.prefilled < a.prompt) continue;
+    if (b.prefilled < b.prompt || a.generated < b.generated || (a.generated == b.generated && a.prompt > b.prompt))
+      pick = j;
+  }
+  std::rotate(running_.begin() + static_cast<std::ptrdiff_t>(pick), running_.begin() + static_cast<std::ptrdiff_t>(pick) + 1,
+              running_.end());
 }
 
 void ReplicaScheduler::update_output_ratio(const IterationBatch& batch) {

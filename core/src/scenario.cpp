@@ -134,6 +134,12 @@ LoraSpec resolved_lora(const TrainingPlan& t) {
   return l;
 }
 
+std::vector<DType> precision_candidates(const TrainingPlan& t, const GpuSpec& gpu) {
+  if (!t.precision_auto) return {t.precision};
+  if (gpu.peak_fp8_tflops > 0) return {DType::bf16, DType::fp8};
+  return {DType::bf16};
+}
+
 AttentionKernel default_attention(const TrainingPlan& t, GpuArch arch) {
   // Megatron-LM and NeMo run attention through Transformer Engine, whose DotProductAttention
   // picks cuDNN's FusedAttention from compute capability 9.0 on and FlashAttention below

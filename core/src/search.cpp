@@ -59,12 +59,8 @@ SearchResult search_training(const Scenario& base, const CostModel& cost, const 
   TrainingPlan b = *base.training;
   if (!b.framework) b.framework = framework_of(b);
   if (!b.attention) b.attention = default_attention(b, base.system.gpu.arch);
-  // Precision "auto": both bf16 and, with FP8 tensor cores, fp8 are searched.
-  std::vector<DType> precisions = {b.precision};
-  if (b.precision_auto) {
-    precisions = {DType::bf16};
-    if (base.system.gpu.peak_fp8_tflops > 0) precisions.push_back(DType::fp8);
-  }
+  // Precision "auto": the layouts of every candidate precision are searched.
+  const std::vector<DType> precisions = precision_candidates(b, base.system.gpu);
   std::vector<int64_t> counts = opt.gpu_counts.empty() ? std::vector<int64_t>{base.system.num_gpus} : opt.gpu_counts;
   const int64_t gpn = base.system.gpus_per_node;
   const int64_t max_tp = opt.max_tp > 0 ? opt.max_tp : gpn;

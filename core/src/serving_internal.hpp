@@ -172,6 +172,10 @@ class ReplicaScheduler {
   /// Preempts the most recently admitted running sequence, or the one that has made the
   /// fewest tokens (EngineDefaults::preempt_fewest_outputs).
   void preempt_newest();
+  /// Moves the decoding sequence with the fewest tokens made (the longer prompt among
+  /// equals) at index `from` or later to the back of running_, where preempt_newest takes
+  /// it (SGLang's retract_decode order).
+  void move_fewest_outputs_last(size_t from);
   /// Updates the admission estimate (output_ratio_) after the decodes are scheduled.
   void update_output_ratio(const IterationBatch& batch);
   /// Tokens the admission estimate still leaves free (admission_output_ratio_init > 0).

@@ -209,20 +209,20 @@ TrainingPlan settle_stack(const Scenario& s, TrainEvaluation& ev) {
 
 TrainEvaluation evaluate_training(const Scenario& s, const CostModel* cost, const StepOptions& given) {
   if (s.training->precision_auto) {
-    // The faster of bf16 and (with FP8 tensor cores) fp8 that fits; without a cost model,
-    // bf16 unless only fp8 fits.
+    // The faster candidate precision that fits; without a cost model the first (bf16)
+    // unless only a later one fits.
     Scenario one = s;
     one.training->precision_auto = false;
-    one.training->precision = DType::bf16;
-    TrainEvaluation best = evaluate_training(one, cost, given);
-    if (s.system.gpu.peak_fp8_tflops > 0) {
-      one.training->precision = DType::fp8;
-      TrainEvaluation fp8 = evaluate_training(one, cost, given);
-      const bool faster = best.feasible && fp8.feasible && cost && fp8.step && best.step && fp8.step->step_s < best.step->step_s;
-      if ((fp8.feasible && !best.feasible) || faster) best = std::move(fp8);
+    std::optional<TrainEvaluation> best;
+    for (DType d : precision_candidates(*s.training, s.system.gpu)) {
+      one.training->precision = d;
+      TrainEvaluation ev = evaluate_training(one, cost, given);
+      const bool faster = best && best->feasible && ev.feasible && cost && ev.step && best->step &&
+                          ev.step->step_s < best->step->step_s;
+      if (!best || (ev.feasible && !best->feasible) || faster) best = std::move(ev);
     }
-    best.auto_fields.insert(best.auto_fields.begin(), "precision");
-    return best;
+    best->auto_fields.insert(best->auto_fields.begin(), "precision");
+    return std::move(*best);
   }
   StepOptions options = given;
   if (s.training->tp_comm_overlap) options.tp_overlap = s.training->tp_comm_overlap;

@@ -293,6 +293,9 @@ LoraSpec resolved_lora(const TrainingPlan& t);
 /// below); PyTorch's scaled_dot_product_attention flash backend (FlashAttention-2) under
 /// PyTorch stacks. evaluate_training and search_training resolve an auto plan with it.
 AttentionKernel default_attention(const TrainingPlan& t, GpuArch arch);
+/// The precisions a plan is priced in: its own, or with precision "auto" bf16 and, on a
+/// GPU with FP8 tensor cores, fp8 (in that order).
+std::vector<DType> precision_candidates(const TrainingPlan& t, const GpuSpec& gpu);
 /// The attention kernel in force: the plan's (resolved), else default_attention on Hopper.
 AttentionKernel attention_of(const TrainingPlan& t);
 
