@@ -938,7 +938,11 @@ std::string engines_table() {
           const std::string url = entry.value("url", std::string());
           sources += (sources.empty() ? "" : "; ") + (url.empty() ? src.get<std::string>() : "[" + src.get<std::string>() + "](" + url + ")");
         }
-        out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", name, g.key(), f.key(), f.value()["value"].dump(), sources,
+        // A figure by rows per expert lists its points: rows, then the fraction at each.
+        const std::string value = f.value().contains("rows")
+                                      ? "rows " + f.value()["rows"].dump() + ": " + f.value()["value"].dump()
+                                      : f.value()["value"].dump();
+        out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", name, g.key(), f.key(), value, sources,
                            f.value().value("note", std::string()));
       }
   }

@@ -377,6 +377,61 @@ TEST(ServingEngines, MoeKernelFamiliesLoadAndProfilesNameThem) {
   EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.2.6", "/e").knobs.moe_kernel.family, "triton");
 }
 
+// A grouped GEMM's FP8 rate by rows per expert: read in log2(rows) between its points and
+// held beyond them; a family without the table keeps its flat figure. The two Hopper
+// tables are DeepGEMM README's rates (H800; 256, 512, 1,024 rows masked, 4,096 and 8,192
+// contiguous), the two expert GEMMs together (gate/up two thirds of the FLOPs, down one
+// third), and TensorRT-LLM's CUTLASS backend the same rows over the README's speedups.
+TEST(ServingEngines, GroupedGemmRateFollowsTheRowsPerExpert) {
+  MoeKernelRates r;
+  r.compute_fp8 = 0.3;
+  EXPECT_EQ(r.compute_fp8_at(500), 0.3);
+  r.compute_fp8_by_rows = {{256, 0.4}, {1024, 0.6}};
+  EXPECT_DOUBLE_EQ(*r.compute_fp8_at(100), 0.4);
+  EXPECT_DOUBLE_EQ(*r.compute_fp8_at(512), 0.5);
+  EXPECT_DOUBLE_EQ(*r.compute_fp8_at(1024), 0.6);
+  EXPECT_DOUBLE_EQ(*r.compute_fp8_at(1e6), 0.6);
+  const double peak = 1978.9;
+  auto pair = [&](double gate_up, double down) { return 3.0 / (2.0 / gate_up + 1.0 / down) / peak; };
+  const MoeKernel deepgemm = io::moe_kernel_family("deepgemm", "/k");
+  const MoeKernel cutlass = io::moe_kernel_family("trtllm-cutlass", "/k");
+  const MoeKernelRates* dg = deepgemm.for_gpu("h200-sxm-141gb", "hopper");
+  ASSERT_NE(dg, nullptr);
+  EXPECT_NEAR(*dg->compute_fp8_at(256), pair(932, 815), 1e-3);
+  EXPECT_NEAR(*dg->compute_fp8_at(1024), pair(1233, 925), 1e-3);
+  EXPECT_NEAR(*dg->compute_fp8_at(8192), pair(1346, 1214), 1e-3);
+  const MoeKernelRates* tc = cutlass.for_gpu("h100-sxm5-80gb", "hopper");
+  ASSERT_NE(tc, nullptr);
+  EXPECT_NEAR(*tc->compute_fp8_at(512), pair(1040 / 1.2, 916 / 1.2), 1e-3);
+  EXPECT_NEAR(*tc->compute_fp8_at(4096), pair(1346 / 1.3, 1214 / 1.2), 1e-3);
+  // Fewer rows an expert compute slower, in both families.
+  for (const MoeKernelRates* f : {dg, tc}) EXPECT_LT(*f->compute_fp8_at(300), *f->compute_fp8_at(3000));
+  // In a prefill step: DeepSeek-R1 (block-scaled FP8) on TensorRT-LLM at EP 8, where each
+  // expert's rows grow with the prompt (about 380 on the busiest rank at 8,192 tokens, 1,520
+  // at 32,768), 4x the tokens take less time over 4x than at one flat rate (the table's
+  // 8,192-row figure), which charges the smaller step too little.
+  Scenario s = testing::deepseek_on_h200();
+  s.inference->ep = 8;
+  s.inference->fp8_block_scaling = true;
+  s.inference->profile = io::select_engine_profile("trtllm", "1.0.0", "/e");
+  auto growth = [&](const Scenario& sc) {
+    const hw::RooflineCostModel cost(sc.system);
+    const IterationModel it(sc.model, sc.system, *sc.inference, cost);
+    auto experts = [&](int64_t tokens) {
+      IterationBatch b;
+      b.prefills.push_back({tokens, 0, true});
+      return it.parts(b).routed_experts;
+    };
+    return experts(32768) / experts(8192);
+  };
+  Scenario flat = s;
+  for (auto& r : flat.inference->profile.knobs.moe_kernel.rates) {
+    r.compute_fp8 = r.compute_fp8_at(8192);
+    r.compute_fp8_by_rows.clear();
+  }
+  EXPECT_LT(growth(s), 0.95 * growth(flat));
+}
+
 // A profile naming a kernel family that data/moe_kernels.json lacks is an input error at
 // the knob that lists the valid families.
 TEST(ServingEngines, UnknownMoeKernelIsAnInputErrorNamingTheValidOnes) {

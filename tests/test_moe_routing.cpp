@@ -195,6 +195,7 @@ TEST(HostileDataFile, MoeKernelFamilyWithBrokenFigures) {
   h["fp8_block_only"] = "yes";
   h["hbm"]["source"] = nlohmann::json::array();
   h["compute_fp8"] = {{"value", 1.5}, {"source", {"deepgemm_readme"}}};
+  h["compute_fp8_by_rows"]["rows"] = {256, 1024, 512, 4096, 8192};
   h["tflops"] = 900;
   std::vector<std::string> got;
   try {
@@ -209,7 +210,10 @@ TEST(HostileDataFile, MoeKernelFamilyWithBrokenFigures) {
       at + "/hbm/source: every figure needs a source",
       at + "/compute_fp8: must be {\"value\": a fraction in (0, 1], \"source\": [...]} (got "
            "{\"source\":[\"deepgemm_readme\"],\"value\":1.5})",
-      at + "/tflops: unknown figure (hbm, fixed_us, expert_us, compute_fp8, compute_bf16, fp8_only, fp8_block_only)",
+      at + "/compute_fp8_by_rows: must be {\"rows\": [ascending counts >= 1], \"value\": [a fraction in (0, 1] for "
+           "each], \"source\": [...]} (got {\"note\":\"DeepGEMM's rates over the README's speedup on ea...)",
+      at + "/tflops: unknown figure (hbm, fixed_us, expert_us, compute_fp8, compute_fp8_by_rows, compute_bf16, fp8_only, "
+           "fp8_block_only)",
   };
   EXPECT_EQ(got, want);
 }

@@ -394,7 +394,9 @@ IterationModel::ExpertParts IterationModel::experts_parts(int64_t tokens) const 
   auto rate = [&](std::optional<double> MoeKernelRates::*member, double preset) {
     return fam && ((*fam).*member).has_value() ? *((*fam).*member) : preset;
   };
-  const double moe_frac = eight_bit ? (math_ == DType::fp8 ? rate(&MoeKernelRates::compute_fp8, ge.moe_kernel_compute_fp8.value)
+  // An FP8 rate by rows per expert is read at the busiest rank's rows an expert.
+  const std::optional<double> fam_fp8 = fam ? fam->compute_fp8_at(per_expert) : std::nullopt;
+  const double moe_frac = eight_bit ? (math_ == DType::fp8 ? fam_fp8.value_or(ge.moe_kernel_compute_fp8.value)
                                                            : ge.moe_kernel_compute_fp8.value)
                                     : rate(&MoeKernelRates::compute_bf16, ge.moe_kernel_compute_bf16.value);
   const double routed_flops = routed_tokens * dbl(h) * inner * (m.gated_mlp ? 6.0 : 4.0);

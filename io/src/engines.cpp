@@ -253,11 +253,38 @@ MoeKernel moe_kernel_family_from_json(const json& doc, const std::string& origin
       figure("expert_us", r.expert_us, 0, 1e6);
       figure("compute_fp8", r.compute_fp8, 0, 1.0);
       figure("compute_bf16", r.compute_bf16, 0, 1.0);
+      // The FP8 compute fraction by rows per expert: rows ascending, a fraction for each.
+      if (g.contains("compute_fp8_by_rows")) {
+        const json& f = g["compute_fp8_by_rows"];
+        const std::string fat = gat + "/compute_fp8_by_rows";
+        const bool shape = f.is_object() && f.contains("rows") && f.contains("value") && f["rows"].is_array() &&
+                           f["value"].is_array() && !f["rows"].empty() && f["rows"].size() == f["value"].size();
+        bool ok = shape;
+        for (size_t i = 0; ok && i < f["rows"].size(); ++i) {
+          const json& x = f["rows"][i];
+          const json& y = f["value"][i];
+          ok = x.is_number() && y.is_number() && x.get<double>() >= 1 && y.get<double>() > 0 && y.get<double>() <= 1 &&
+               (i == 0 || x.get<double>() > f["rows"][i - 1].get<double>());
+          if (ok) r.compute_fp8_by_rows.emplace_back(x.get<double>(), y.get<double>());
+        }
+        if (!ok) {
+          r.compute_fp8_by_rows.clear();
+          issues.push_back({fat, brief(f),
+                            "must be {\"rows\": [ascending counts >= 1], \"value\": [a fraction in (0, 1] for each], "
+                            "\"source\": [...]}",
+                            {}});
+        } else {
+          check_sources(f, fat, "every figure needs a source", sources, issues);
+        }
+      }
       for (auto f = g.begin(); f != g.end(); ++f)
         if (f.key() != "fp8_only" && f.key() != "fp8_block_only" && f.key() != "hbm" && f.key() != "fixed_us" &&
-            f.key() != "expert_us" && f.key() != "compute_fp8" && f.key() != "compute_bf16" && f.key() != "note")
+            f.key() != "expert_us" && f.key() != "compute_fp8" && f.key() != "compute_bf16" &&
+            f.key() != "compute_fp8_by_rows" && f.key() != "note")
           issues.push_back({gat + "/" + f.key(), "",
-                            "unknown figure (hbm, fixed_us, expert_us, compute_fp8, compute_bf16, fp8_only, fp8_block_only)", {}});
+                            "unknown figure (hbm, fixed_us, expert_us, compute_fp8, compute_fp8_by_rows, compute_bf16, "
+                            "fp8_only, fp8_block_only)",
+                            {}});
       out.rates.push_back(std::move(r));
     }
   }

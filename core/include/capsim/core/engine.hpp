@@ -4,10 +4,12 @@
 /// engine generation lives in data/engines/ (every figure with its source); the scheduler
 /// and the iteration model read the resolved values and never branch on an engine's name.
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace capsim {
@@ -26,6 +28,22 @@ struct MoeKernelRates {
   /// expert_us: time per expert the batch touches; a family that gives `hbm` without it
   /// has none (its line was fitted without the term), not the GPU preset's.
   std::optional<double> hbm, fixed_us, expert_us, compute_fp8, compute_bf16;
+  /// compute_fp8 by the rows each expert's GEMMs get (the busiest rank's routed tokens over
+  /// the experts it touches): points (rows ascending, fraction), read in log2(rows) between
+  /// them and held beyond the ends. Where given it replaces compute_fp8.
+  std::vector<std::pair<double, double>> compute_fp8_by_rows;
+  /// compute_fp8 at `rows` rows an expert: the by-rows figure where given, else compute_fp8.
+  std::optional<double> compute_fp8_at(double rows) const {
+    const auto& t = compute_fp8_by_rows;
+    if (t.empty()) return compute_fp8;
+    if (rows <= t.front().first) return t.front().second;
+    for (size_t i = 1; i < t.size(); ++i)
+      if (rows <= t[i].first) {
+        const double x = std::log2(rows / t[i - 1].first) / std::log2(t[i].first / t[i - 1].first);
+        return t[i - 1].second + x * (t[i].second - t[i - 1].second);
+      }
+    return t.back().second;
+  }
   bool operator==(const MoeKernelRates&) const = default;
 };
 
