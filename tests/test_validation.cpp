@@ -367,8 +367,10 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // Mean 0.135 -> 0.13, P50 0.24 -> 0.215 and P99 0.29 -> 0.28 with MLA's graph pieces
         // (above). Mean 0.13 -> 0.12 when SGLang admitted by its estimate of the running
         // requests' output tokens (profile knobs admission_output_ratio_*): its 200-prompt
-        // DeepSeek-R1 run stopped thrashing the KV pool.
-        {"ttft_mean_ms", 0.12}, {"ttft_p50_ms", 0.215}, {"ttft_p99_ms", 0.28}}},
+        // DeepSeek-R1 run stopped thrashing the KV pool. Mean 0.12 -> 0.125 when SGLang 0.4
+        // requests paid its front end's own time (6.7 ms, a published TTFT less TPOT): the
+        // Nebius SGLang 0.4.5.post3 run near the median, late already, reads 2 points later.
+        {"ttft_mean_ms", 0.125}, {"ttft_p50_ms", 0.215}, {"ttft_p99_ms", 0.28}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
