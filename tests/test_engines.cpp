@@ -432,6 +432,33 @@ TEST(ServingEngines, GroupedGemmRateFollowsTheRowsPerExpert) {
   EXPECT_LT(growth(s), 0.95 * growth(flat));
 }
 
+// Front-end time per request and host time per sequence from published timings: TensorRT-LLM's
+// and SGLang 0.4's front ends at most their TTFT p50 less TPOT p50 on one harness (6.47 -
+// 1.36 and 7.80 - 1.10 ms); TGI 1.x's Python shard per running sequence from the decode
+// time per added sequence on one and four shards (batch 1 -> 32: 30.42 -> 37.99 ms and
+// 16.34 -> 22.09 ms), the GPU's share a quarter on four. A TGI 1.x step's host time grows by
+// that much a sequence, after the GPU (its router awaits each call).
+TEST(ServingEngines, HostTimesFromPublishedTimings) {
+  EXPECT_NEAR(io::select_engine_profile("trtllm", "1.0.0", "/e").knobs.request_overhead_s, (6.47 - 1.36) * 1e-3, 5e-5);
+  EXPECT_NEAR(io::select_engine_profile("sglang", "0.4.6", "/e").knobs.request_overhead_s, (7.80 - 1.10) * 1e-3, 5e-5);
+  const double one = (37.99 - 30.42) / 31, four = (22.09 - 16.34) / 31;  // ms a sequence
+  const double gpu = (one - four) / (1.0 - 0.25), host = one - gpu;
+  const EngineProfile tgi = io::select_engine_profile("tgi", "1.4.5", "/e");
+  EXPECT_NEAR(tgi.knobs.step_overhead_per_seq_s, host * 1e-3, 1e-6);  // 0.166 ms
+  Scenario s = testing::on_one_node("llama2-7b", "a100-sxm4-80gb", 1);
+  s.inference->profile = tgi;
+  const hw::RooflineCostModel cost(s.system);
+  const IterationModel it(s.model, s.system, *s.inference, cost);
+  auto step = [&](int64_t n) {
+    IterationBatch b;
+    b.decodes = n;
+    b.decode_context = 16.0 * static_cast<double>(n);
+    return std::pair{it.host_seconds(b), it.seconds(b) - it.gpu_seconds(b)};
+  };
+  EXPECT_NEAR(step(32).first - step(1).first, 31 * tgi.knobs.step_overhead_per_seq_s, 1e-12);
+  EXPECT_NEAR(step(32).second, step(32).first, 1e-12);  // not hidden behind the GPU
+}
+
 // A profile naming a kernel family that data/moe_kernels.json lacks is an input error at
 // the knob that lists the valid families.
 TEST(ServingEngines, UnknownMoeKernelIsAnInputErrorNamingTheValidOnes) {
