@@ -140,7 +140,8 @@ TEST(Validation, TrainingErrorBounds) {
   // p90 0.265 until op-level checkpointing kept torchtitan's odd-numbered matmul outputs
   // (wq, wv, w1, w2) instead of half of every projection: 45% of a Llama block's matmul
   // FLOPs rerun, not 50%, so its selective-recompute runs, already too fast, lost 1-2%.
-  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.25);
+  // 0.25 -> 0.235 (23.5% -> 23.0%) with cuDNN's measured causal backward ratio (below).
+  EXPECT_LE(s["step_time_s"]["p90_abs_error"].get<double>(), 0.235);
   // Memory 12.6% / 22.7% until torchtitan's interleaved 405B run took its framework's two
   // stages per rank (+22.6% -> +0.5%, step -27.7% -> -9.5%); 11.5% until the matmul
   // outputs above (Llama 3.1 8B selective rows -13.2% -> -10.8%); 11% until FSDP2's root
@@ -178,13 +179,16 @@ TEST(Validation, TrainingErrorBounds) {
       // nemo rose from 0.18 when userbuffers' bulk backward overlap became the Megatron
       // default on Hopper, and from 0.19 to 0.2013 when FP8 runs gathered their sequence-
       // parallel activations in FP8 as Transformer Engine does (since 1.2): its long-sequence
-      // Llama-2 7B FP8 runs were already too fast, so they are the one family over 20%.
-      {"narayanan21", 0.15}, {"nemo", 0.21}, {"nemo2409", 0.075},
+      // Llama-2 7B FP8 runs were already too fast, so they were the one family over 20%.
+      // nemo 0.21 -> 0.20 (20.6% -> 19.5%) when cuDNN's causal attention backward took the
+      // causal/non-causal ratio its own benchmark measured (0.86-0.92 at 4K-16K) instead of
+      // the forward kernel's: those attention-bound runs read 1-1.5 points slower.
+      {"narayanan21", 0.15}, {"nemo", 0.20}, {"nemo2409", 0.07},
       // torchtitan 0.17 until its checkpointing kept the matmul outputs its policy names;
       // 0.18 until its 500 W GPUs took the tensor rate measured at that limit.
       {"torchtitan", 0.105}};
   // Families allowed over 20% (the model is missing something there; the bound above holds).
-  const std::set<std::string> over_twenty = {"nemo"};
+  const std::set<std::string> over_twenty = {};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
   for (const auto& c : r["cases"]) ++cases_of[c["groups"]["source"].get<std::string>()];
