@@ -434,10 +434,10 @@ TEST(ServingEngines, GroupedGemmRateFollowsTheRowsPerExpert) {
 
 // Front-end time per request and host time per sequence from published timings: TensorRT-LLM's,
 // SGLang 0.4's and vLLM 0.7's front ends at most their TTFT p50 less TPOT p50 on one
-// harness (6.47 - 1.36, 7.80 - 1.10 and 9.44 - 1.37 ms); TGI 1.x's Python shard per running sequence from the decode
-// time per added sequence on one and four shards (batch 1 -> 32: 30.42 -> 37.99 ms and
-// 16.34 -> 22.09 ms), the GPU's share a quarter on four. A TGI 1.x step's host time grows by
-// that much a sequence, after the GPU (its router awaits each call).
+// harness (6.47 - 1.36, 7.80 - 1.10 and 9.44 - 1.37 ms); TGI's Python shard per running
+// sequence from TGI 1.0.1's decode time per added sequence on one and four shards (batch 1
+// -> 32: 30.42 -> 37.99 ms and 16.34 -> 22.09 ms), the GPU's share a quarter on four. A TGI
+// step's host time grows by that much a sequence, after the GPU (its router awaits each call).
 TEST(ServingEngines, HostTimesFromPublishedTimings) {
   EXPECT_NEAR(io::select_engine_profile("trtllm", "1.0.0", "/e").knobs.request_overhead_s, (6.47 - 1.36) * 1e-3, 5e-5);
   EXPECT_NEAR(io::select_engine_profile("sglang", "0.4.6", "/e").knobs.request_overhead_s, (7.80 - 1.10) * 1e-3, 5e-5);
@@ -449,6 +449,9 @@ TEST(ServingEngines, HostTimesFromPublishedTimings) {
   const double gpu = (one - four) / (1.0 - 0.25), host = one - gpu;
   const EngineProfile tgi = io::select_engine_profile("tgi", "1.4.5", "/e");
   EXPECT_NEAR(tgi.knobs.step_overhead_per_seq_s, host * 1e-3, 1e-6);  // 0.166 ms
+  // 2.x and 3.x run the same per-request loop after the forward (no later measurement).
+  for (const char* v : {"2.0.4", "3.0.1"})
+    EXPECT_EQ(io::select_engine_profile("tgi", v, "/e").knobs.step_overhead_per_seq_s, tgi.knobs.step_overhead_per_seq_s) << v;
   Scenario s = testing::on_one_node("llama2-7b", "a100-sxm4-80gb", 1);
   s.inference->profile = tgi;
   const hw::RooflineCostModel cost(s.system);
