@@ -350,7 +350,8 @@ TEST(ServingEngines, ExpertAllToAllWaitsForTheBusiestRank) {
 }
 
 // Every MoE kernel family reads with its figures sourced; the profiles name the family
-// their engine runs (TensorRT-LLM its CUTLASS backend, vLLM and SGLang tuned Triton), and a
+// their engine runs (TensorRT-LLM its CUTLASS backend's kernels, then DeepGEMM; vLLM and
+// SGLang tuned Triton), and a
 // profile that names none runs the GPU presets' own Triton figures.
 TEST(ServingEngines, MoeKernelFamiliesLoadAndProfilesNameThem) {
   const auto names = io::moe_kernel_family_names();
@@ -371,7 +372,10 @@ TEST(ServingEngines, MoeKernelFamiliesLoadAndProfilesNameThem) {
   EXPECT_EQ(tuned.for_gpu("h200-sxm-141gb", "hopper"), nullptr);  // Hopper: the preset's fit
   ASSERT_NE(tuned.for_gpu("b200", "blackwell"), nullptr);
   EXPECT_DOUBLE_EQ(tuned.for_gpu("b200", "blackwell")->fixed_us.value_or(0), 45.1);
-  EXPECT_EQ(io::select_engine_profile("trtllm", "1.0.0", "/e").knobs.moe_kernel.family, "trtllm-cutlass");
+  // TensorRT-LLM's block-scaled FP8 experts on Hopper: its own CUTLASS-style kernels up to
+  // 0.18, DeepGEMM from 0.19 (on by default since PR #3341).
+  EXPECT_EQ(io::select_engine_profile("trtllm", "0.18.2", "/e").knobs.moe_kernel.family, "trtllm-cutlass");
+  EXPECT_EQ(io::select_engine_profile("trtllm", "1.0.0", "/e").knobs.moe_kernel.family, "deepgemm");
   EXPECT_EQ(io::select_engine_profile("sglang", "0.5.7", "/e").knobs.moe_kernel.family, "triton-tuned");
   EXPECT_EQ(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.moe_kernel.family, "triton-tuned");
   EXPECT_EQ(io::select_engine_profile("lmdeploy", "0.2.6", "/e").knobs.moe_kernel.family, "triton");
