@@ -771,12 +771,18 @@ class SlowTiledGemm : public CostModel {
 };
 
 // Block-FP8 linear layers: SGLang runs DeepGEMM, whose per-shape tiles fill the SMs, so its
-// GEMMs never take the tile model's time; vLLM's fixed-tile CUTLASS kernel does. Each of
+// GEMMs never take the tile model's time; vLLM's fixed-tile CUTLASS kernel (before 0.11)
+// does. Each of
 // DeepSeek-V3's 61 layers has five MLA projections priced by the kernel.
 TEST(BlockFp8Gemm, DeepGemmIsBoundByItsRateAndTheStreamNotTheTileModel) {
   Scenario s = deepseek_v3_on_sglang();
   ASSERT_TRUE(s.inference->profile.knobs.block_fp8_gemm_fills_sms);
   EXPECT_FALSE(io::select_engine_profile("vllm", "0.8.4", "/e").knobs.block_fp8_gemm_fills_sms);
+  // DeepGEMM became vLLM's default in 0.11 (PR #24462) and TensorRT-LLM's in 0.19 (PR #3341).
+  EXPECT_FALSE(io::select_engine_profile("vllm", "0.10.2", "/e").knobs.block_fp8_gemm_fills_sms);
+  EXPECT_TRUE(io::select_engine_profile("vllm", "0.11.0", "/e").knobs.block_fp8_gemm_fills_sms);
+  EXPECT_FALSE(io::select_engine_profile("trtllm", "0.18.2", "/e").knobs.block_fp8_gemm_fills_sms);
+  EXPECT_TRUE(io::select_engine_profile("trtllm", "1.0.0", "/e").knobs.block_fp8_gemm_fills_sms);
   IterationBatch b;
   b.decodes = 64;
   b.decode_context = 64 * 1024;

@@ -1510,9 +1510,11 @@ TEST(Serving, UtilisationOverTimeConservesTokens) {
 
 // Block-scaled FP8 (128x128 weight blocks, 1x128 activation groups): each projection first
 // quantizes its input per group, a memory-bound kernel (at batch 1 the launch floor), and
-// large GEMMs run at the blockwise kernel's measured rate, well below per-tensor FP8.
+// large GEMMs run at the fixed-tile blockwise kernel's measured rate (vLLM's CUTLASS one,
+// before DeepGEMM became its default), well below per-tensor FP8.
 TEST(Serving, Fp8BlockScalingAddsQuantizationAndSlowsLargeGemms) {
   Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->profile.knobs.block_fp8_gemm_fills_sms = false;
   s.inference->weight_dtype = DType::fp8;
   s.inference->activation_dtype = DType::fp8;
   const hw::RooflineCostModel cost(s.system);
@@ -1550,6 +1552,7 @@ TEST(Serving, Fp8ScalingFollowsTheCheckpoint) {
   EXPECT_EQ(blocked.fp8_weight_block, 128);
 
   Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, ServingWorkload::Mode::offline);
+  s.inference->profile.knobs.block_fp8_gemm_fills_sms = false;  // the fixed-tile kernel
   s.inference->weight_dtype = DType::fp8;
   s.inference->activation_dtype = DType::fp8;
   const hw::RooflineCostModel cost(s.system);

@@ -168,9 +168,10 @@ struct EngineDefaults {
   /// scales): false, a fixed-tile kernel (vLLM's CUTLASS blockwise GEMM, one 128x128 tile
   /// shape), whose few tiles leave SMs idle at decode sizes as the cost model's tile model
   /// says; true, DeepGEMM, whose launcher picks the tile width per shape to fill the SMs
-  /// (SGLang's default on Hopper), so that only its measured rate and the weight stream
-  /// bound it.
-  bool block_fp8_gemm_fills_sms = false;
+  /// (SGLang's default on Hopper; vLLM's from 0.11, TensorRT-LLM's from 0.19), so that only
+  /// its measured rate and the weight stream bound it. The built-in defaults are vLLM V1's
+  /// newest release's.
+  bool block_fp8_gemm_fills_sms = true;
   /// Whether an MLA model's query and key-value down projections (DeepSeek V3/R1's q_a_proj
   /// and kv_a_proj_with_mqa, which read the same hidden states) run as one GEMM, as SGLang
   /// (from 0.4.6) and TensorRT-LLM run them, instead of two as in the reference model code.
