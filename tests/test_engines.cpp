@@ -351,8 +351,8 @@ TEST(ServingEngines, ExpertAllToAllWaitsForTheBusiestRank) {
 
 // Every MoE kernel family reads with its figures sourced; the profiles name the family
 // their engine runs (TensorRT-LLM its CUTLASS backend's kernels, then DeepGEMM; vLLM and
-// SGLang tuned Triton), and a
-// profile that names none runs the GPU presets' own Triton figures.
+// SGLang tuned Triton), and a profile that names none runs the GPU presets' own Triton
+// figures.
 TEST(ServingEngines, MoeKernelFamiliesLoadAndProfilesNameThem) {
   const auto names = io::moe_kernel_family_names();
   EXPECT_EQ(names, (std::vector<std::string>{"deepgemm", "triton", "triton-tuned", "trtllm-cutlass"}));
@@ -772,8 +772,7 @@ class SlowTiledGemm : public CostModel {
 
 // Block-FP8 linear layers: SGLang runs DeepGEMM, whose per-shape tiles fill the SMs, so its
 // GEMMs never take the tile model's time; vLLM's fixed-tile CUTLASS kernel (before 0.11)
-// does. Each of
-// DeepSeek-V3's 61 layers has five MLA projections priced by the kernel.
+// does. Each of DeepSeek-V3's 61 layers has five MLA projections priced by the kernel.
 TEST(BlockFp8Gemm, DeepGemmIsBoundByItsRateAndTheStreamNotTheTileModel) {
   Scenario s = deepseek_v3_on_sglang();
   ASSERT_TRUE(s.inference->profile.knobs.block_fp8_gemm_fills_sms);
