@@ -277,14 +277,16 @@ MoeKernel moe_kernel_family_from_json(const json& doc, const std::string& origin
           check_sources(f, fat, "every figure needs a source", sources, issues);
         }
       }
+      // Any other key (besides a note) is an unknown figure; the message lists the known ones.
+      static const std::vector<std::string> kFigures = {"hbm",         "fixed_us",          "expert_us",
+                                                        "compute_fp8", "compute_fp8_by_rows", "compute_bf16",
+                                                        "fp8_only",    "fp8_block_only"};
       for (auto f = g.begin(); f != g.end(); ++f)
-        if (f.key() != "fp8_only" && f.key() != "fp8_block_only" && f.key() != "hbm" && f.key() != "fixed_us" &&
-            f.key() != "expert_us" && f.key() != "compute_fp8" && f.key() != "compute_bf16" &&
-            f.key() != "compute_fp8_by_rows" && f.key() != "note")
-          issues.push_back({gat + "/" + f.key(), "",
-                            "unknown figure (hbm, fixed_us, expert_us, compute_fp8, compute_fp8_by_rows, compute_bf16, "
-                            "fp8_only, fp8_block_only)",
-                            {}});
+        if (f.key() != "note" && std::find(kFigures.begin(), kFigures.end(), f.key()) == kFigures.end()) {
+          std::string known;
+          for (const auto& k : kFigures) known += (known.empty() ? "" : ", ") + k;
+          issues.push_back({gat + "/" + f.key(), "", "unknown figure (" + known + ")", {}});
+        }
       out.rates.push_back(std::move(r));
     }
   }
