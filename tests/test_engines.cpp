@@ -429,9 +429,9 @@ TEST(ServingEngines, GroupedGemmRateFollowsTheRowsPerExpert) {
     return experts(32768) / experts(8192);
   };
   Scenario flat = s;
-  for (auto& r : flat.inference->profile.knobs.moe_kernel.rates) {
-    r.compute_fp8 = r.compute_fp8_at(8192);
-    r.compute_fp8_by_rows.clear();
+  for (auto& rate : flat.inference->profile.knobs.moe_kernel.rates) {
+    rate.compute_fp8 = rate.compute_fp8_at(8192);
+    rate.compute_fp8_by_rows.clear();
   }
   EXPECT_LT(growth(s), 0.95 * growth(flat));
 }

@@ -173,6 +173,20 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
 
 double IterationModel::gemm(int64_t m, int64_t n, int64_t k, bool quantized_input) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0.0;
+  const auto kind = quantized_input ? GemmMemo::Kind::quantized_input : GemmMemo::Kind::bf16_input;
+  GemmMemo& slot = memo_slot(kind, m, n, k);
+  if (!slot.holds(kind, m, n, k)) slot = GemmMemo{m, n, k, kind, gemm_uncached(m, n, k, quantized_input)};
+  return slot.seconds;
+}
+
+IterationModel::GemmMemo& IterationModel::memo_slot(GemmMemo::Kind kind, int64_t m, int64_t n, int64_t k) const {
+  static_assert(kGemmMemoSlots == size_t{1} << 12, "the slot takes the hash's top 12 bits");
+  const uint64_t h = static_cast<uint64_t>(m) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(n) * 0xC2B2AE3D27D4EB4Full ^
+                     static_cast<uint64_t>(k) * 0x165667B19E3779F9ull ^ static_cast<uint64_t>(kind);
+  return gemm_memo_[(h * 0xD6E8FEB86659FD93ull) >> 52];
+}
+
+double IterationModel::gemm_uncached(int64_t m, int64_t n, int64_t k, bool quantized_input) const {
   // Roofline of pre-quantized weights: tensor-core time against streaming the weights
   // (and the 16-bit activations in and out) from HBM.
   double weight = dbl(k) * dbl(n) * wbytes_;
@@ -528,7 +542,11 @@ double IterationModel::head_seconds(int64_t sampled) const {
   // Output head (16-bit) and sampling for the sequences that emit a token.
   const int64_t tp = p_.tp, h = m_.hidden;
   const double head_bytes = dbl(m_.vocab) * dbl(h) / dbl(tp) * 2.0 + dbl(sampled) * dbl(m_.vocab) / dbl(tp) * 4.0;
-  return std::max(cost_.gemm_compute(sampled, m_.vocab / tp, h, DType::bf16).value, stream(head_bytes));
+  GemmMemo& slot = memo_slot(GemmMemo::Kind::head, sampled, m_.vocab / tp, h);
+  if (!slot.holds(GemmMemo::Kind::head, sampled, m_.vocab / tp, h))
+    slot = GemmMemo{sampled, m_.vocab / tp, h, GemmMemo::Kind::head,
+                    std::max(cost_.gemm_compute(sampled, m_.vocab / tp, h, DType::bf16).value, stream(head_bytes))};
+  return slot.seconds;
 }
 
 bool IterationModel::captured(const IterationBatch& b, int64_t tokens) const {

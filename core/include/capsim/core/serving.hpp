@@ -128,6 +128,8 @@ class IterationModel {
   /// `quantized_input`: whether the GEMM's input is quantized ahead of it (per-tensor FP8 and
   /// W8A8 under EngineDefaults::activation_quant_kernel); a router's 16-bit GEMM is not.
   double gemm(int64_t m, int64_t n, int64_t k, bool quantized_input = true) const;
+  /// gemm() without its memo.
+  double gemm_uncached(int64_t m, int64_t n, int64_t k, bool quantized_input) const;
   /// One layer's attention block by part (its total adds them in the order the step does).
   struct AttentionParts {
     double projections = 0, prefill_kernels = 0, decode_kernel = 0, elementwise = 0, all_reduce = 0;
@@ -198,6 +200,22 @@ class IterationModel {
   /// attn_tp_ = 1 (whole weights); without it dp_ = 1 and attn_tp_ = tp.
   int64_t dp_ = 1, attn_tp_ = 1;
   Group tp_group_, ep_group_;
+  /// GEMM times already priced (gemm(), head_seconds()): the event loop asks for the same
+  /// few weight shapes at every step and a run's steps repeat their token counts, so a
+  /// direct-mapped memo of those pure functions spares the cost model's tile search. A hit
+  /// returns the value a miss computes, so results do not depend on it; it makes a model
+  /// unfit for concurrent use, and each run builds its own.
+  struct GemmMemo {
+    enum class Kind : uint8_t { quantized_input, bf16_input, head };
+    int64_t m = -1, n = 0, k = 0;
+    Kind kind = Kind::quantized_input;
+    double seconds = 0;
+    bool holds(Kind q, int64_t mm, int64_t nn, int64_t kk) const { return m == mm && n == nn && k == kk && kind == q; }
+  };
+  static constexpr size_t kGemmMemoSlots = 4096;  ///< a power of two (memo_slot)
+  /// The memo's slot for a shape: multiplicative hashing, the slot from the top 12 bits.
+  GemmMemo& memo_slot(GemmMemo::Kind kind, int64_t m, int64_t n, int64_t k) const;
+  mutable std::vector<GemmMemo> gemm_memo_ = std::vector<GemmMemo>(kGemmMemoSlots);
 };
 
 struct RequestResult {
