@@ -296,6 +296,12 @@ json inference_memory_json(const Scenario& s, const InferenceMemory& mem) {
 
 json serving_metrics(const ServingResult& r) {
   std::vector<double> ttft, tpot, itl, e2e;
+  size_t gaps = 0;
+  for (const auto& q : r.requests) gaps += q.itl.size();
+  ttft.reserve(r.requests.size());
+  tpot.reserve(r.requests.size());
+  e2e.reserve(r.requests.size());
+  itl.reserve(gaps);
   double out_tokens = 0;
   for (const auto& q : r.requests) {
     ttft.push_back(q.ttft() * 1e3);
@@ -310,10 +316,11 @@ json serving_metrics(const ServingResult& r) {
     return v.empty() ? 0.0 : s / static_cast<double>(v.size());
   };
   json m;
-  for (const auto& [name, v] : {std::pair<std::string, const std::vector<double>*>{"ttft", &ttft}, {"tpot", &tpot},
+  for (const auto& [name, v] : {std::pair<std::string, std::vector<double>*>{"ttft", &ttft}, {"tpot", &tpot},
                                 {"itl", &itl}, {"e2e", &e2e}}) {
     m[name + "_mean_ms"] = mean(*v);
-    const std::vector<double> p = percentiles(*v, {0.5, 0.9, 0.99});
+    // The selection reorders the values, which nothing reads after it.
+    const std::vector<double> p = percentiles(std::move(*v), {0.5, 0.9, 0.99});
     m[name + "_p50_ms"] = p[0];
     m[name + "_p90_ms"] = p[1];
     m[name + "_p99_ms"] = p[2];
