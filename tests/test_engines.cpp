@@ -883,7 +883,7 @@ TEST(ServingEngines, UnmixedEngineRunsPromptOnlySteps) {
   const hw::RooflineCostModel cost(s.system);
   const ServingResult mixed = simulate_serving(s, cost);
   s.inference->profile.knobs.mixed_prefill_decode = false;
-  const ServingResult unmixed = simulate_serving(s, cost);
+  const ServingResult unmixed = simulate_serving(s, cost, kServingSeed, false, TokenGaps::per_request);
   const IterationModel im(s.model, s.system, *s.inference, cost);
   IterationBatch prompt;
   prompt.prefills.push_back({3000, 0, true});
@@ -909,7 +909,7 @@ TEST(ServingEngines, UnmixedAttentionDpRanksDecodeWhileAnotherPrefills) {
     s.inference->profile.knobs.step_overhead_s = 0;
     s.inference->profile.knobs.mixed_prefill_decode = false;
     const hw::RooflineCostModel cost(s.system);
-    const ServingResult r = simulate_serving(s, cost);
+    const ServingResult r = simulate_serving(s, cost, kServingSeed, false, TokenGaps::per_request);
     const IterationModel im(s.model, s.system, *s.inference, cost);
     IterationBatch prompt, decode;
     prompt.prefills.push_back({2000, 0, true});

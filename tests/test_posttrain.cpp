@@ -193,7 +193,7 @@ TEST(PostTrain, RolloutWithoutTokenGapsIsExactlyTheFullRun) {
     gs.inference = p;
     ServingResult full, fast;
     try {
-      full = simulate_serving(gs, cost);
+      full = simulate_serving(gs, cost, kServingSeed, false, TokenGaps::per_request);
     } catch (const ServingDoesNotFit& e) {
       EXPECT_FALSE(it.feasible);
       EXPECT_EQ(it.fail_reason, std::string("the rollout does not fit: ") + e.what());
@@ -201,7 +201,7 @@ TEST(PostTrain, RolloutWithoutTokenGapsIsExactlyTheFullRun) {
     }
     ASSERT_TRUE(it.feasible) << it.fail_reason;
     ++feasible;
-    fast = simulate_serving(gs, cost, kServingSeed, false, /*record_token_gaps=*/false);
+    fast = simulate_serving(gs, cost, kServingSeed, false, TokenGaps::none);
     EXPECT_EQ(it.generation_s, full.duration_s / static_cast<double>(it.rollout_inflight_iterations));
     EXPECT_EQ(it.rollout_iterations, full.iterations);
     EXPECT_EQ(it.rollout_preemptions, full.preemptions);
@@ -225,6 +225,8 @@ TEST(PostTrain, RolloutWithoutTokenGapsIsExactlyTheFullRun) {
       EXPECT_TRUE(a.itl.empty());
       EXPECT_FALSE(b.output > 1 && b.itl.empty());
     }
+    EXPECT_EQ(fast.token_gaps.total, 0);
+    EXPECT_GT(full.token_gaps.total, 0);
     preempted += full.preemptions > 0 ? 1 : 0;
   }
   // The draw covers runs that fit, and runs whose KV cache ran out mid-rollout.

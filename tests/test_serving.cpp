@@ -155,7 +155,7 @@ TEST(Serving, EndToEndIsTtftPlusTpot) {
   for (auto mode : {ServingWorkload::Mode::poisson, ServingWorkload::Mode::offline, ServingWorkload::Mode::concurrency}) {
     const Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, mode);
     const hw::RooflineCostModel cost(s.system);
-    const ServingResult r = simulate_serving(s, cost);
+    const ServingResult r = simulate_serving(s, cost, kServingSeed, false, TokenGaps::per_request);
     ASSERT_EQ(r.requests.size(), 400u);
     for (const auto& q : r.requests) {
       EXPECT_GT(q.ttft(), 0.0);
@@ -163,6 +163,58 @@ TEST(Serving, EndToEndIsTtftPlusTpot) {
       EXPECT_EQ(static_cast<int64_t>(q.itl.size()), q.output - 1);
     }
   }
+}
+
+// The run's gap tally lists exactly the gaps of every request's own list: the same count,
+// the same percentiles bit for bit, the same mean to rounding; a run that keeps the tally
+// alone has it unchanged and no per-request lists; and it holds fewer pairs than gaps (the
+// sequences of a step share their gap: about one pair a step, at these small batches).
+TEST(Serving, GapTallyMatchesThePerRequestGaps) {
+  for (auto mode : {ServingWorkload::Mode::poisson, ServingWorkload::Mode::offline, ServingWorkload::Mode::concurrency}) {
+    const Scenario s = serving_scenario("llama3-8b", "h100-sxm5-80gb", 1, mode);
+    const hw::RooflineCostModel cost(s.system);
+    const ServingResult full = simulate_serving(s, cost, kServingSeed, false, TokenGaps::per_request);
+    const ServingResult lean = simulate_serving(s, cost, kServingSeed, false, TokenGaps::tally);
+    std::vector<double> all;
+    for (const auto& q : full.requests) all.insert(all.end(), q.itl.begin(), q.itl.end());
+    for (const auto& q : lean.requests) EXPECT_TRUE(q.itl.empty());
+    ASSERT_EQ(full.token_gaps.total, static_cast<int64_t>(all.size()));
+    EXPECT_EQ(lean.token_gaps.runs, full.token_gaps.runs);
+    EXPECT_LT(full.token_gaps.runs.size() * 2, all.size());
+    for (size_t i = 1; i < full.token_gaps.runs.size(); ++i)
+      EXPECT_LT(full.token_gaps.runs[i - 1].first, full.token_gaps.runs[i].first);
+    const std::vector<double> qs = {0.0, 0.1, 0.5, 0.9, 0.99, 1.0};
+    std::vector<double> ms = all;
+    for (double& g : ms) g *= 1e3;
+    EXPECT_EQ(percentiles(full.token_gaps, 1e3, qs), percentiles(ms, qs));
+    double sum = 0, tally_sum = 0;
+    for (double g : ms) sum += g;
+    for (const auto& [gap, count] : full.token_gaps.runs) tally_sum += static_cast<double>(count) * gap * 1e3;
+    EXPECT_NEAR(tally_sum / static_cast<double>(ms.size()), sum / static_cast<double>(ms.size()), 1e-9 * sum / static_cast<double>(ms.size()));
+  }
+}
+
+// The tally's compaction keeps every gap: adding more distinct values than it holds before
+// merging gives the sorted, merged list.
+TEST(Serving, GapTallyCompactionKeepsEveryGap) {
+  GapTally t;
+  std::vector<double> list;
+  for (int64_t i = 0; i < 300000; ++i) {
+    // 7919 is invertible modulo the prime 100003: every residue comes up, most three times.
+    list.push_back(static_cast<double>((i * 7919) % 100003));
+    t.add(list.back());
+  }
+  t.finish();
+  EXPECT_EQ(t.total, 300000);
+  ASSERT_EQ(t.runs.size(), 100003u);
+  int64_t sum = 0;
+  for (size_t i = 0; i < t.runs.size(); ++i) {
+    EXPECT_EQ(t.runs[i].first, static_cast<double>(i));
+    sum += t.runs[i].second;
+  }
+  EXPECT_EQ(sum, 300000);
+  const std::vector<double> qs = {0.0, 0.25, 0.5, 0.99, 1.0};
+  EXPECT_EQ(percentiles(t, 1.0, qs), percentiles(list, qs));
 }
 
 // Online clients reach an idle engine one by one: it starts a step on the first request it
@@ -1054,9 +1106,9 @@ TEST(Serving, PartialPreemptionRecomputesOnlyTheBlocksTaken) {
     return sum;
   };
   s.inference->engine.preemption = Preemption::recompute;
-  const ServingResult whole = simulate_serving(s, cost, 7, true);
+  const ServingResult whole = simulate_serving(s, cost, 7, true, TokenGaps::per_request);
   s.inference->engine.preemption = Preemption::partial;
-  const ServingResult part = simulate_serving(s, cost, 7, true);
+  const ServingResult part = simulate_serving(s, cost, 7, true, TokenGaps::per_request);
   EXPECT_EQ(part.engine.preemption, Preemption::partial);
   EXPECT_EQ(whole.preemptions, 1);
   EXPECT_EQ(part.preemptions, 1);
@@ -1142,11 +1194,11 @@ TEST(Serving, CancelFlagStopsOneLongRun) {
   s.inference->workload.num_requests = 20000;
   const hw::RooflineCostModel cost(s.system);
   std::atomic<bool> cancel{true};
-  EXPECT_THROW(simulate_serving(s, cost, 7, false, false, &cancel), ServingCancelled);
+  EXPECT_THROW(simulate_serving(s, cost, 7, false, TokenGaps::none, &cancel), ServingCancelled);
   s.inference->engine.max_num_seqs.reset();
   s.inference->engine.max_num_seqs_auto = true;
   s.inference->profile.knobs.batch_limits_from_trtllm_bench = true;
-  EXPECT_THROW(simulate_serving(s, cost, 7, false, false, &cancel), ServingCancelled);
+  EXPECT_THROW(simulate_serving(s, cost, 7, false, TokenGaps::none, &cancel), ServingCancelled);
 }
 
 // Tensor-parallel all-reduces inside a node take the faster of NCCL and the engine's own
@@ -1318,7 +1370,7 @@ TEST(Serving, StepOverheadAddsToEveryStep) {
   // A measured per-step figure replaces the engine profile's host time.
   s.inference->engine.step_overhead_ms = 2.5;
   EXPECT_NEAR(IterationModel(s.model, s.system, *s.inference, cost).seconds(b) - gpu, 2.5e-3, 1e-12);
-  const ServingResult r = simulate_serving(s, cost);
+  const ServingResult r = simulate_serving(s, cost, kServingSeed, false, TokenGaps::per_request);
   for (const auto& q : r.requests) {
     EXPECT_DOUBLE_EQ(q.e2e(), q.ttft() + q.tpot() * static_cast<double>(q.output - 1));
     for (double gap : q.itl) EXPECT_GE(gap, 2.5e-3);
@@ -1452,20 +1504,20 @@ TEST(Serving, PreemptionBySwapOrRecompute) {
       EXPECT_EQ(static_cast<int64_t>(q.itl.size()), q.output - 1);
     }
   };
-  const ServingResult recompute = simulate_serving(s, cost, 7, true);
+  const ServingResult recompute = simulate_serving(s, cost, 7, true, TokenGaps::per_request);
   check(recompute);
   EXPECT_GT(recompute.preemptions, 0);
   EXPECT_GT(prefilled(recompute), 48 * 512);
 
   s.inference->engine.preemption = Preemption::swap;
-  const ServingResult swap = simulate_serving(s, cost, 7, true);
+  const ServingResult swap = simulate_serving(s, cost, 7, true, TokenGaps::per_request);
   check(swap);
   EXPECT_GT(swap.preemptions, 0);
   EXPECT_EQ(prefilled(swap), 48 * 512);
   EXPECT_EQ(swap.engine.preemption, Preemption::swap);
 
   s.inference->engine.swap_space_gib = 0.0;
-  const ServingResult no_space = simulate_serving(s, cost, 7, true);
+  const ServingResult no_space = simulate_serving(s, cost, 7, true, TokenGaps::per_request);
   EXPECT_EQ(no_space.preemptions, recompute.preemptions);
   EXPECT_EQ(prefilled(no_space), prefilled(recompute));
   EXPECT_DOUBLE_EQ(no_space.duration_s, recompute.duration_s);
@@ -1737,7 +1789,7 @@ TEST(Serving, MultiStepRoundsStreamAsOneChunk) {
   s.inference->engine.scheduler_steps = 4;
   s.inference->engine.step_overhead_ms = 0.0;
   const hw::RooflineCostModel cost(s.system);
-  const ServingResult r = simulate_serving(s, cost);
+  const ServingResult r = simulate_serving(s, cost, kServingSeed, false, TokenGaps::per_request);
   const IterationModel model(s.model, s.system, *s.inference, cost);
   auto pass = [&](int64_t context) {
     IterationBatch b;
@@ -1753,7 +1805,7 @@ TEST(Serving, MultiStepRoundsStreamAsOneChunk) {
   EXPECT_NEAR(q.finish, q.first_token + q.itl[0] + q.itl[1] + q.itl[2], 1e-12);
   // The per-step host overhead is paid once per round, not once per pass.
   s.inference->engine.step_overhead_ms = 2.0;  // in place of 0
-  const ServingResult with_overhead = simulate_serving(s, cost);
+  const ServingResult with_overhead = simulate_serving(s, cost, kServingSeed, false, TokenGaps::per_request);
   const RequestResult& o = with_overhead.requests[0];
   EXPECT_NEAR(o.itl[0] - q.itl[0], 2e-3, 1e-12);
   EXPECT_NEAR(o.itl[2] - q.itl[2], 2e-3, 1e-12);
@@ -1872,11 +1924,7 @@ TEST(Serving, DisaggregationKeepsDecodeStepsShort) {
   d.inference->prefill_replicas = 2;
   d.inference->decode_replicas = 2;
   const ServingResult split = simulate_serving(d, cost);
-  auto p99_itl = [](const ServingResult& r) {
-    std::vector<double> v;
-    for (const auto& q : r.requests) v.insert(v.end(), q.itl.begin(), q.itl.end());
-    return percentile(v, 0.99);
-  };
+  auto p99_itl = [](const ServingResult& r) { return percentiles(r.token_gaps, 1.0, {0.99}).front(); };
   EXPECT_LT(p99_itl(split), p99_itl(colocated));
   for (const auto& q : split.requests) EXPECT_DOUBLE_EQ(q.e2e(), q.ttft() + q.tpot() * static_cast<double>(q.output - 1));
 }

@@ -95,7 +95,7 @@ ServingResult rollout(const Scenario& s, const RlIteration& it, const std::vecto
   p.workload.trace = rl_rollout_trace(rl, prompt, lengths);
   gs.inference = p;
   // Only the makespan and counters are read: no per-token gaps.
-  return simulate_serving(gs, cost, kServingSeed, /*record_timeline=*/false, /*record_token_gaps=*/false);
+  return simulate_serving(gs, cost, kServingSeed, /*record_timeline=*/false, TokenGaps::none);
 }
 
 }  // namespace

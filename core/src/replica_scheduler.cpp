@@ -458,7 +458,7 @@ void ReplicaScheduler::emit_decodes(double now) {
     }
     // The tokens of one iteration stream as one chunk: one inter-token gap, as benchmark
     // clients (vLLM benchmark_serving, sglang.bench_serving) record it per chunk.
-    if (ctx_.record_token_gaps) ctx_.requests[q.req].itl.push_back(now - q.last_token);
+    record_gap(q.req, now - q.last_token);
     q.generated += emit;
     q.last_token = now;
   }
@@ -472,7 +472,7 @@ void ReplicaScheduler::advance_prefills(double now) {
       q.generated = 1;
       RequestResult& r = ctx_.requests[q.req];
       if (r.first_token == 0) r.first_token = now;
-      else if (ctx_.record_token_gaps) r.itl.push_back(now - q.last_token);  // resumed after a preemption
+      else record_gap(q.req, now - q.last_token);  // resumed after a preemption
       q.last_token = now;
     }
   }

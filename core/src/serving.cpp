@@ -41,6 +41,43 @@ std::vector<double> percentiles(std::vector<double> v, const std::vector<double>
 
 double percentile(std::vector<double> v, double q) { return percentiles(std::move(v), {q}).front(); }
 
+void GapTally::compact() {
+  finish();
+  compact_at_ = std::max(compact_at_, 2 * runs.size());
+}
+
+void GapTally::finish() {
+  std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  size_t out = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (out > 0 && runs[out - 1].first == runs[i].first) runs[out - 1].second += runs[i].second;
+    else runs[out++] = runs[i];
+  }
+  runs.resize(out);
+}
+
+std::vector<double> percentiles(const GapTally& t, double scale, const std::vector<double>& qs) {
+  std::vector<double> out(qs.size(), 0.0);
+  if (t.total <= 0) return out;
+  // The value of rank `r` (0-based) among all counted gaps, scaled.
+  const auto at = [&](int64_t r) {
+    for (const auto& [gap, count] : t.runs) {
+      if (r < count) return gap * scale;
+      r -= count;
+    }
+    return t.runs.back().first * scale;
+  };
+  for (size_t i = 0; i < qs.size(); ++i) {
+    // percentiles()'s rule: linear between the order statistics around q (n - 1).
+    const double pos = qs[i] * dbl(t.total - 1);
+    const int64_t lo = std::min(static_cast<int64_t>(std::floor(pos)), t.total - 1);
+    const double a = at(lo);
+    const double b = lo + 1 < t.total ? at(lo + 1) : a;
+    out[i] = a + (pos - dbl(lo)) * (b - a);
+  }
+  return out;
+}
+
 std::pair<double, double> p99_latencies(const ServingResult& r) {
   std::vector<double> ttft, tpot;
   for (const auto& q : r.requests) {
@@ -94,12 +131,12 @@ std::vector<ServingResult> simulate_serving_runs(const Scenario& s, const CostMo
   const int64_t n = serving_replications(s.inference->workload);
   std::vector<ServingResult> runs;
   throw_if_cancelled(cancel);
-  runs.push_back(simulate_serving(s, cost, seed, record_timeline, true, cancel));
+  runs.push_back(simulate_serving(s, cost, seed, record_timeline, TokenGaps::tally, cancel));
   // Every run uses the engine the first one resolved ("auto" knobs are chosen once).
   const Scenario same = with_choices_of(s, runs.front());
   for (int64_t i = 1; i < n; ++i) {
     throw_if_cancelled(cancel);
-    runs.push_back(simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false, true, cancel));
+    runs.push_back(simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false, TokenGaps::tally, cancel));
   }
   return runs;
 }
@@ -114,13 +151,13 @@ bool meets_sla(const Scenario& s, const CostModel& cost, const ServingSla& sla, 
   const int64_t majority = n / 2 + 1;
   throw_if_cancelled(cancel);
   // The decision reads TTFT and TPOT only: the runs skip the per-token gaps.
-  ServingResult first = simulate_serving(s, cost, seed, false, false, cancel);
+  ServingResult first = simulate_serving(s, cost, seed, false, TokenGaps::none, cancel);
   const Scenario same = with_choices_of(s, first);
   std::vector<double> ttft, tpot;
   int64_t ttft_ok = 0, tpot_ok = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (i > 0) throw_if_cancelled(cancel);
-    const auto [a, b] = p99_latencies(i == 0 ? first : simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false, false, cancel));
+    const auto [a, b] = p99_latencies(i == 0 ? first : simulate_serving(same, cost, seed + static_cast<uint64_t>(i), false, TokenGaps::none, cancel));
     ttft.push_back(a);
     tpot.push_back(b);
     ttft_ok += a <= sla.ttft_p99_ms ? 1 : 0;
@@ -193,7 +230,7 @@ double tokens_per_verification(const SpeculativeSpec& spec) {
 class EventLoop {
  public:
   /// A loop over the scenario's replicas for the requests, engine and memory in `out`.
-  EventLoop(const Scenario& s, const CostModel& cost, ServingResult& out, bool record_timeline, bool record_token_gaps);
+  EventLoop(const Scenario& s, const CostModel& cost, ServingResult& out, bool record_timeline, TokenGaps token_gaps);
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
   /// Runs until every request has finished; with `cancel`, the flag is read every
@@ -242,7 +279,7 @@ class EventLoop {
 };
 
 EventLoop::EventLoop(const Scenario& s, const CostModel& cost, ServingResult& out, bool record_timeline,
-                     bool record_token_gaps)
+                     TokenGaps token_gaps)
     : w_(s.inference->workload),
       out_(out),
       record_timeline_(record_timeline),
@@ -271,7 +308,8 @@ EventLoop::EventLoop(const Scenario& s, const CostModel& cost, ServingResult& ou
            .cost = cost,
            .kv_transfer_over_network = s.inference->kv_transfer_over_network,
            .requests = out.requests,
-           .record_token_gaps = record_token_gaps,
+           .token_gaps = token_gaps,
+           .gap_tally = out.token_gaps,
            .preemptions = out.preemptions,
            .requeue_for_prefill = [this](const Seq& q) { reps_[router_.route(false)].requeue(q); }},
       router_(s.inference->router, reps_),
@@ -492,7 +530,7 @@ void EventLoop::finish_iterations() {
 }
 
 ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
-                            bool record_token_gaps, const std::atomic<bool>* cancel) {
+                            TokenGaps token_gaps, const std::atomic<bool>* cancel) {
   const InferencePlan& p = *s.inference;
   ServingResult out;
   DrawnWorkload drawn = detail::generate_requests(p.workload, seed);
@@ -531,8 +569,9 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
                     out.memory.capacity_bytes / gib);
     throw ServingDoesNotFit(buf);
   }
-  EventLoop loop(s, cost, out, record_timeline, record_token_gaps);
+  EventLoop loop(s, cost, out, record_timeline, token_gaps);
   loop.run(cancel);
+  out.token_gaps.finish();
   double first = 1e300, last = 0;
   for (const auto& r : out.requests) {
     first = std::min(first, r.arrival);
@@ -702,9 +741,9 @@ LauncherSized launcher_sized(const Scenario& s, uint64_t seed) {
 
 /// The run with the batch limits the engine's launcher sizes (launcher_sized).
 ServingResult simulate_limits_resolved(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
-                                       bool record_token_gaps, const std::atomic<bool>* cancel) {
+                                       TokenGaps token_gaps, const std::atomic<bool>* cancel) {
   const LauncherSized sized = launcher_sized(s, seed);
-  ServingResult r = simulate_once(sized.s, cost, seed, record_timeline, record_token_gaps, cancel);
+  ServingResult r = simulate_once(sized.s, cost, seed, record_timeline, token_gaps, cancel);
   r.launcher_max_num_batched_tokens = sized.launcher_budget;
   return r;
 }
@@ -723,13 +762,13 @@ bool ep_left_to_the_run(const Scenario& s) {
 }  // namespace
 
 ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed, bool record_timeline,
-                               bool record_token_gaps, const std::atomic<bool>* cancel) {
+                               TokenGaps token_gaps, const std::atomic<bool>* cancel) {
   if (!s.inference) throw std::logic_error("simulate_serving needs an inference plan");
   const InferencePlan& p = *s.inference;
   if (!ep_left_to_the_run(s)) {
     Scenario fixed = s;
     fixed.inference->attention_dp = p.attention_dp.value_or(false);
-    return simulate_limits_resolved(fixed, cost, seed, record_timeline, record_token_gaps, cancel);
+    return simulate_limits_resolved(fixed, cost, seed, record_timeline, token_gaps, cancel);
   }
   // ep "auto" (SCHEMA.md: what the people who ran it did, the fastest setting that fits):
   // experts split inside each expert over the tp group, or whole experts spread over it
@@ -753,7 +792,7 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
     probe.inference->attention_dp = l.dp;
     ServingResult r;
     try {
-      r = simulate_limits_resolved(probe, cost, seed, record_timeline, record_token_gaps, cancel);
+      r = simulate_limits_resolved(probe, cost, seed, record_timeline, token_gaps, cancel);
     } catch (const ServingDoesNotFit&) {
       none_fit = std::current_exception();
       continue;

@@ -79,7 +79,8 @@ struct SchedulerContext {
   const CostModel& cost;                 ///< prices the KV hand-off to the decode pool
   bool kv_transfer_over_network;         ///< the hand-off crosses nodes
   std::vector<RequestResult>& requests;  ///< the run's requests, indexed by Seq::req
-  bool record_token_gaps;                ///< append each output chunk's gap to its request's itl
+  TokenGaps token_gaps;                  ///< what the run keeps of each output chunk's gap
+  GapTally& gap_tally;                   ///< the run's gaps (TokenGaps::tally and per_request)
   int64_t& preemptions;                  ///< the run's preemption count
   /// Queues a sequence preempted on a decode-only replica at the front of a prefill replica.
   std::function<void(const Seq&)> requeue_for_prefill;
@@ -196,6 +197,12 @@ class ReplicaScheduler {
   void emit_decodes(double now);
   /// Advances the iteration's prefill chunks at `now`.
   void advance_prefills(double now);
+  /// Counts one output chunk's gap for request `req` as the run keeps them (TokenGaps).
+  void record_gap(size_t req, double gap) {
+    if (ctx_.token_gaps == TokenGaps::none) return;
+    ctx_.gap_tally.add(gap);
+    if (ctx_.token_gaps == TokenGaps::per_request) ctx_.requests[req].itl.push_back(gap);
+  }
   /// Retires finished sequences and hands finished prefills off; returns requests completed.
   size_t retire(double now, std::vector<Transfer>& handoffs);
 

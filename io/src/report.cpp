@@ -295,19 +295,15 @@ json inference_memory_json(const Scenario& s, const InferenceMemory& mem) {
 }
 
 json serving_metrics(const ServingResult& r) {
-  std::vector<double> ttft, tpot, itl, e2e;
-  size_t gaps = 0;
-  for (const auto& q : r.requests) gaps += q.itl.size();
+  std::vector<double> ttft, tpot, e2e;
   ttft.reserve(r.requests.size());
   tpot.reserve(r.requests.size());
   e2e.reserve(r.requests.size());
-  itl.reserve(gaps);
   double out_tokens = 0;
   for (const auto& q : r.requests) {
     ttft.push_back(q.ttft() * 1e3);
     if (q.output > 1) tpot.push_back(q.tpot() * 1e3);
     e2e.push_back(q.e2e() * 1e3);
-    for (double g : q.itl) itl.push_back(g * 1e3);
     out_tokens += static_cast<double>(q.output);
   }
   auto mean = [](const std::vector<double>& v) {
@@ -316,15 +312,25 @@ json serving_metrics(const ServingResult& r) {
     return v.empty() ? 0.0 : s / static_cast<double>(v.size());
   };
   json m;
-  for (const auto& [name, v] : {std::pair<std::string, std::vector<double>*>{"ttft", &ttft}, {"tpot", &tpot},
-                                {"itl", &itl}, {"e2e", &e2e}}) {
-    m[name + "_mean_ms"] = mean(*v);
-    // The selection reorders the values, which nothing reads after it.
-    const std::vector<double> p = percentiles(std::move(*v), {0.5, 0.9, 0.99});
+  const std::vector<double> qs = {0.5, 0.9, 0.99};
+  auto put = [&](const std::string& name, double mean_ms, const std::vector<double>& p) {
+    m[name + "_mean_ms"] = mean_ms;
     m[name + "_p50_ms"] = p[0];
     m[name + "_p90_ms"] = p[1];
     m[name + "_p99_ms"] = p[2];
+  };
+  // Each mean before its percentiles: the selection reorders the values.
+  for (const auto& [name, v] : {std::pair<std::string, std::vector<double>*>{"ttft", &ttft}, {"tpot", &tpot}}) {
+    const double mu = mean(*v);
+    put(name, mu, percentiles(std::move(*v), qs));
   }
+  // Inter-token gaps from the run's tally: (gap, count) pairs in ascending order.
+  const GapTally& gaps = r.token_gaps;
+  double gap_sum = 0;
+  for (const auto& [gap, count] : gaps.runs) gap_sum += static_cast<double>(count) * (gap * 1e3);
+  put("itl", gaps.total > 0 ? gap_sum / static_cast<double>(gaps.total) : 0.0, percentiles(gaps, 1e3, qs));
+  const double e2e_mean = mean(e2e);
+  put("e2e", e2e_mean, percentiles(std::move(e2e), qs));
   m["throughput_tokens_per_s"] = r.duration_s > 0 ? out_tokens / r.duration_s : 0.0;
   m["requests_per_s"] = r.duration_s > 0 ? static_cast<double>(r.requests.size()) / r.duration_s : 0.0;
   // Goodput: the requests whose TTFT and TPOT both meet the objectives, per second.

@@ -218,12 +218,42 @@ class IterationModel {
   mutable std::vector<GemmMemo> gemm_memo_ = std::vector<GemmMemo>(kGemmMemoSlots);
 };
 
+/// What a run keeps of the gaps between a request's consecutive output chunks.
+enum class TokenGaps : uint8_t {
+  none,         ///< nothing (RL rollouts read the makespan only)
+  tally,        ///< their distribution over the run (ServingResult::token_gaps), which the metrics read
+  per_request,  ///< that, and every request's own list (RequestResult::itl)
+};
+
+/// The gaps of a run as (gap, how many) pairs. The sequences decoding in one step mostly share
+/// their previous token's time, so consecutive gaps repeat and a run keeps about one pair a
+/// step instead of one value a token; finish() sorts and merges them. Exact: the pairs list
+/// every gap, so order statistics over them are those of the full list.
+struct GapTally {
+  std::vector<std::pair<double, int64_t>> runs;  ///< (seconds, count); ascending and distinct after finish()
+  int64_t total = 0;                             ///< gaps counted
+  void add(double gap) {
+    if (!runs.empty() && runs.back().first == gap) ++runs.back().second;
+    else {
+      if (runs.size() >= compact_at_) compact();
+      runs.emplace_back(gap, 1);
+    }
+    ++total;
+  }
+  /// Sorts the pairs by gap and merges equal gaps.
+  void finish();
+
+ private:
+  void compact();
+  size_t compact_at_ = size_t{1} << 16;  ///< pairs kept before merging (doubles with the distinct gaps)
+};
+
 struct RequestResult {
   double arrival = 0;
   int64_t input = 0, output = 0;
   double first_token = 0;  ///< absolute time of the first output token
   double finish = 0;
-  std::vector<double> itl;  ///< gaps between consecutive output tokens
+  std::vector<double> itl;  ///< gaps between consecutive output chunks (TokenGaps::per_request only)
   int preemptions = 0;
   double ttft() const { return first_token - arrival; }
   double e2e() const { return finish - arrival; }
@@ -257,6 +287,7 @@ struct ServingResult {
   std::vector<IterationRecord> timeline;  ///< when requested (record_timeline)
   BusyByPart busy;                        ///< with the timeline; zero without it
   std::vector<RequestResult> requests;  ///< in arrival order
+  GapTally token_gaps;                  ///< every request's output-chunk gaps (unless TokenGaps::none)
   double duration_s = 0;                ///< first arrival to last finish
   int64_t iterations = 0;
   int64_t preemptions = 0;
@@ -284,12 +315,13 @@ EngineDefaults engine_defaults(const InferencePlan& p, const GpuSpec& gpu, int64
 inline constexpr uint64_t kServingSeed = 20261129;
 
 /// Simulate the scenario's workload on its replicas (round-robin routing); lengths and
-/// arrivals are drawn from a generator seeded with `seed`. Without `record_token_gaps` every
-/// request's `itl` stays empty (one entry per output token otherwise: the bulk of a long
-/// run's time and memory); nothing else in the result changes. With `cancel`, the flag is
-/// read every thousand or so events; once it is set ServingCancelled is thrown.
+/// arrivals are drawn from a generator seeded with `seed`. `gaps` says what the run keeps of
+/// the inter-token gaps (TokenGaps): every request's own list costs one value per output
+/// token, the bulk of a long run's memory; nothing else in the result changes. With
+/// `cancel`, the flag is read every thousand or so events; once it is set ServingCancelled
+/// is thrown.
 ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_t seed = kServingSeed,
-                               bool record_timeline = false, bool record_token_gaps = true,
+                               bool record_timeline = false, TokenGaps gaps = TokenGaps::tally,
                                const std::atomic<bool>* cancel = nullptr);
 
 /// Independent runs a workload's metrics are estimated from. A benchmark of a few dozen
@@ -363,5 +395,8 @@ double percentile(std::vector<double> v, double q);
 /// percentile() of `v` at each of `qs`, in that order, by selection instead of a sort:
 /// O(n) per quantile, the same values bit for bit.
 std::vector<double> percentiles(std::vector<double> v, const std::vector<double>& qs);
+/// percentiles() of a run's gaps, each times `scale`, at each of `qs`: the same values
+/// percentiles() gives over the full list (t finished).
+std::vector<double> percentiles(const GapTally& t, double scale, const std::vector<double>& qs);
 
 }  // namespace capsim
