@@ -174,9 +174,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
 double IterationModel::gemm(int64_t m, int64_t n, int64_t k, bool quantized_input) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0.0;
   const auto kind = quantized_input ? GemmMemo::Kind::quantized_input : GemmMemo::Kind::bf16_input;
-  GemmMemo& slot = memo_slot(kind, m, n, k);
-  if (!slot.holds(kind, m, n, k)) slot = GemmMemo{m, n, k, kind, gemm_uncached(m, n, k, quantized_input)};
-  return slot.seconds;
+  return memoized(kind, m, n, k, [&] { return gemm_uncached(m, n, k, quantized_input); });
 }
 
 IterationModel::GemmMemo& IterationModel::memo_slot(GemmMemo::Kind kind, int64_t m, int64_t n, int64_t k) const {
@@ -541,12 +539,10 @@ double IterationModel::step_gpu_seconds(const IterationBatch& b, StepParts* part
 double IterationModel::head_seconds(int64_t sampled) const {
   // Output head (16-bit) and sampling for the sequences that emit a token.
   const int64_t tp = p_.tp, h = m_.hidden;
-  const double head_bytes = dbl(m_.vocab) * dbl(h) / dbl(tp) * 2.0 + dbl(sampled) * dbl(m_.vocab) / dbl(tp) * 4.0;
-  GemmMemo& slot = memo_slot(GemmMemo::Kind::head, sampled, m_.vocab / tp, h);
-  if (!slot.holds(GemmMemo::Kind::head, sampled, m_.vocab / tp, h))
-    slot = GemmMemo{sampled, m_.vocab / tp, h, GemmMemo::Kind::head,
-                    std::max(cost_.gemm_compute(sampled, m_.vocab / tp, h, DType::bf16).value, stream(head_bytes))};
-  return slot.seconds;
+  return memoized(GemmMemo::Kind::head, sampled, m_.vocab / tp, h, [&] {
+    const double head_bytes = dbl(m_.vocab) * dbl(h) / dbl(tp) * 2.0 + dbl(sampled) * dbl(m_.vocab) / dbl(tp) * 4.0;
+    return std::max(cost_.gemm_compute(sampled, m_.vocab / tp, h, DType::bf16).value, stream(head_bytes));
+  });
 }
 
 bool IterationModel::captured(const IterationBatch& b, int64_t tokens) const {

@@ -215,6 +215,13 @@ class IterationModel {
   static constexpr size_t kGemmMemoSlots = 4096;  ///< a power of two (memo_slot)
   /// The memo's slot for a shape: multiplicative hashing, the slot from the top 12 bits.
   GemmMemo& memo_slot(GemmMemo::Kind kind, int64_t m, int64_t n, int64_t k) const;
+  /// The memo's seconds for a shape, `price()` computing and storing them on a miss.
+  template <class Price>
+  double memoized(GemmMemo::Kind kind, int64_t m, int64_t n, int64_t k, Price price) const {
+    GemmMemo& slot = memo_slot(kind, m, n, k);
+    if (!slot.holds(kind, m, n, k)) slot = GemmMemo{m, n, k, kind, price()};
+    return slot.seconds;
+  }
   mutable std::vector<GemmMemo> gemm_memo_ = std::vector<GemmMemo>(kGemmMemoSlots);
 };
 
