@@ -26,6 +26,7 @@ struct TrainArgs {
   std::vector<std::string> sets;
   std::string format;
   std::string out;
+  bool ops = false;  ///< --ops: the operators of one microbatch (operator_times)
 };
 
 struct InferArgs {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "capsim/core/diagnostics.hpp"
+#include "capsim/core/layout.hpp"
 #include "capsim/core/pipeline_sim.hpp"
 #include "capsim/core/search.hpp"
 #include <chrono>
@@ -193,6 +194,23 @@ std::string train_table(const json& r) {
       s += fmt::format("    compute slowed by overlapped comm: cp {:.3f}  ep {:.3f}  dp {:.3f}\n", o["cp"].get<double>(), o["ep"].get<double>(),
                        o["dp"].get<double>());
   }
+  if (r.contains("operators")) {
+    const json& o = r["operators"];
+    s += fmt::format("  operators  one microbatch through the model on one GPU ({} a step); ms per run, pass = runs x (fwd + bwd + recompute)\n",
+                     o["microbatches_per_step"].get<int64_t>());
+    s += fmt::format("    {:<10} {:<24} {:>5} {:>9} {:>9} {:>9} {:>10} {:>6} {:>8}\n", "block", "op", "runs", "fwd", "bwd",
+                     "recompute", "pass", "share", "TFLOP/s");
+    for (const json& x : o["rows"]) {
+      const std::string share = x.contains("share") ? fmt::format("{:.1f}%", 100 * x["share"].get<double>()) : "comm";
+      const std::string rate = x.contains("fwd_tflops") ? fmt::format("{:.0f}", x["fwd_tflops"].get<double>()) : "";
+      s += fmt::format("    {:<10} {:<24} {:>5} {:>9.3f} {:>9.3f} {:>9.3f} {:>10.2f} {:>6} {:>8}\n", x["block"].get<std::string>(),
+                       x["name"].get<std::string>(), x["count"].get<int64_t>(), 1e3 * x["fwd_s"].get<double>(),
+                       1e3 * x["bwd_s"].get<double>(), 1e3 * x["recompute_s"].get<double>(), 1e3 * x["pass_s"].get<double>(),
+                       share, rate);
+    }
+    s += fmt::format("    computation {:.2f} ms a pass, communication before overlap {:.2f} ms\n", 1e3 * o["compute_pass_s"].get<double>(),
+                     1e3 * o["communication_pass_s"].get<double>());
+  }
   if (r.contains("des")) {
     const json& d = r["des"];
     s += fmt::format("  des      schedule {}  {} tasks  critical path:", d["schedule"].get<std::string>(), d["tasks"].get<int64_t>());
@@ -302,6 +320,8 @@ int run_train(const TrainArgs& a) {
   if (s.rl) {
     if (a.engine == "des" || !a.trace.empty())
       throw InputError({{"--engine", a.engine, "an RL iteration is evaluated with the analytical engine", "drop --engine des"}});
+    if (a.ops)
+      throw InputError({{"--ops", "true", "an RL iteration has no single training step to list", "drop --ops"}});
     const RlEvaluation e = evaluate_rl(s, cost);
     const RlIteration& it = e.iteration;
     json r = io::rl_train_report(e.scenario, it);
@@ -314,6 +334,8 @@ int run_train(const TrainArgs& a) {
     if (a.engine == "des" || !a.trace.empty())
       throw InputError({{"--engine", a.engine, "a preference or distillation step is evaluated with the analytical engine",
                          "drop --engine des"}});
+    if (a.ops)
+      throw InputError({{"--ops", "true", "a preference or distillation step runs several models; --ops lists one", "drop --ops"}});
     const FrozenModelStep st = s.distill ? evaluate_distill_step(s, cost) : evaluate_preference_step(s, cost);
     json r = io::frozen_step_report(s, st);
     add_calibration(r, cal, &s.system.gpu);
@@ -342,6 +364,13 @@ int run_train(const TrainArgs& a) {
     if (!a.trace.empty())
       throw InputError({{"--trace", a.trace, "a timeline needs the discrete-event engine", "add --engine des"}});
     r = io::analytical_train_report(s, ev);
+  }
+  if (a.ops) {
+    StepOptions opt;
+    opt.tp_overlap = ev.plan.tp_comm_overlap;
+    opt.moe_imbalance = ev.plan.moe_imbalance;
+    opt.overlap_dp = ev.plan.overlap_dp;
+    r["operators"] = io::operators_json(operator_times(s.model, s.system, ev.plan, cost, opt), num_microbatches(ev.plan));
   }
   add_calibration(r, cal, &s.system.gpu);
   for (const auto& w : ev.warnings) fmt::print(stderr, "warning: {}\n", w);
@@ -1003,6 +1032,8 @@ int main(int argc, char** argv) {
   train->add_option("--engine", train_args.engine, "analytical (closed-form bubble) or des (executes the schedule)")
       ->check(CLI::IsMember({"analytical", "des"}));
   train->add_option("--trace", train_args.trace, "With --engine des: write a Chrome/Perfetto trace JSON here");
+  train->add_flag("--ops", train_args.ops,
+                  "Add each operator's time for one microbatch (forward, backward, recompute, share, rate)");
 
   cli::TrainArgs memory_args;
   auto* memory = app.add_subcommand("memory", "Memory per GPU of a training or serving scenario");

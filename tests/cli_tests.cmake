@@ -144,6 +144,18 @@ capsim_cli_expect(NAME cli.infer.step_table EXIT_CODE 0
 capsim_cli_expect(NAME cli.infer.step_graph EXIT_CODE 0
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-decodes 64 --step-context 2048 --format table
   STDOUT "CUDA graph  replayed (steps up to 512 tokens are captured)")
+# A training step by operator: each op of one microbatch with its runs, times and share.
+capsim_cli_expect(NAME cli.train.ops_table EXIT_CODE 0
+  CMD train ${CMAKE_SOURCE_DIR}/examples/llama3-8b-h100.json --ops --format table
+  STDOUT "operators  one microbatch through the model on one GPU" "layer      qkv_proj                    32"
+         "head       lm_head                      1" "computation ")
+capsim_cli_expect(NAME cli.train.ops_json EXIT_CODE 0
+  CMD train ${CMAKE_SOURCE_DIR}/examples/llama3-8b-h100.json --ops --format json
+  STDOUT "\"operators\": {" "\"name\": \"core_attention\"" "\"fwd_tflops\": ")
+# An RL iteration has no single step to list.
+capsim_cli_expect(NAME cli.train.ops_rl EXIT_CODE 1
+  CMD train ${CMAKE_SOURCE_DIR}/tests/scenarios/grpo-llama3.1-8b-colocated.json --ops
+  STDERR "--ops: an RL iteration has no single training step to list (got true); drop --ops")
 # A run reports where its engine time went.
 capsim_cli_expect(NAME cli.infer.time_by_part EXIT_CODE 0
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --format table

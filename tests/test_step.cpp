@@ -914,6 +914,43 @@ TEST(StepInvariants, PositiveAndFinite) {
   }
 }
 
+// The operator rows add up to the step they come from: without pipeline or context
+// parallelism, microbatches x the sum of count x (fwd + bwd) is the computation (less what
+// overlapped data-parallel collectives slowed), count x recompute the recompute, and the
+// tensor-parallel rows the collectives before overlap.
+TEST(StepInvariants, OperatorTimesAddUpToTheStep) {
+  int compared = 0;
+  for (const Case& c : random_cases(kSeed + 11, 3 * kCases)) {
+    if (c.t.pp != 1 || c.t.cp != 1) continue;
+    const ModelSpec& m = model(c.model_name);
+    const hw::RooflineCostModel cost(c.sys);
+    const StepBreakdown s = analytical_step(m, c.sys, c.t, cost);
+    const std::vector<OperatorTime> ops = operator_times(m, c.sys, c.t, cost);
+    const double mb = dbl(num_microbatches(c.t));
+    double compute = 0, recompute = 0, tp = 0;
+    for (const OperatorTime& o : ops) {
+      EXPECT_GT(o.count, 0) << o.block << " " << o.name;
+      EXPECT_TRUE(o.fwd_s >= 0 && o.bwd_s >= 0 && o.recompute_s >= 0) << o.block << " " << o.name;
+      if (o.communication) {
+        if (o.name == "tp_collectives") tp += dbl(o.count) * (o.fwd_s + o.bwd_s);
+      } else {
+        compute += dbl(o.count) * (o.fwd_s + o.bwd_s);
+        recompute += dbl(o.count) * o.recompute_s;
+      }
+    }
+    const std::string what = describe(c.t, c.sys, c.model_name);
+    EXPECT_NEAR(mb * compute, s.compute_s - s.dp_slowed_s, 1e-9 * s.compute_s) << what;
+    EXPECT_NEAR(mb * recompute, s.recompute_s, 1e-9 * s.compute_s) << what;
+    EXPECT_NEAR(mb * tp, s.total_tp_s, 1e-9 * s.compute_s) << what;
+    // Model order: the layer's first op, then the head's and the embedding's.
+    ASSERT_FALSE(ops.empty());
+    EXPECT_EQ(ops.front().block, "layer") << what;
+    EXPECT_EQ(ops.front().count, m.layers) << what;
+    ++compared;
+  }
+  EXPECT_GE(compared, 40);
+}
+
 // (a) More bandwidth never slows a step: double every bus bandwidth and the NIC rate.
 TEST(StepInvariants, MoreBandwidthNeverSlower) {
   int compared = 0;

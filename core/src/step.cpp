@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "capsim/core/layout.hpp"
 #include "capsim/core/memory.hpp"
@@ -121,6 +122,9 @@ struct Ctx {
   /// (ModelSpec::sliding_layer): layers of a kind differ only in it, so the kind's attention
   /// is the share-weighted mix of the two.
   double window_share = 0;
+  /// operator_times: where each op's cost is recorded, under the block being costed.
+  std::vector<OperatorTime>* parts = nullptr;
+  const char* block = "";
 };
 
 /// Bytes a channel of an NCCL ring or tree collective must carry for NCCL to keep it:
@@ -558,6 +562,7 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
   int64_t mm_count = 0;  // op-level checkpointing counts the block's matrix multiplies
   for (const Op& op : ops) {
     const double fwd_before = lc.fwd, bwd_before = lc.bwd + lc.recompute;
+    const double only_bwd_before = lc.bwd, rc_before = lc.recompute, flops_before = lc.fwd_flops;
     switch (op.kind) {
       case OpKind::gemm:
       case OpKind::router: add_gemm_op(c, op, lc, mm_count); break;
@@ -568,9 +573,22 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
       lc.moe_block_fwd += lc.fwd - fwd_before;
       lc.moe_block_bwd += lc.bwd + lc.recompute - bwd_before;
     }
+    if (c.parts)
+      c.parts->push_back({c.block, op.name, 0, lc.fwd - fwd_before, lc.bwd - only_bwd_before, lc.recompute - rc_before,
+                          lc.fwd_flops - flops_before, false});
   }
   add_tp_collectives(c, moe_layer, lc);
   add_ep_all_to_all(c, moe_layer, lc);
+  // The head's and embedding's collectives are not part of the step (analytical_step
+  // charges their computation only), so they get no rows.
+  if (c.parts && std::string_view(c.block) != "head" && std::string_view(c.block) != "embedding") {
+    const auto comm = [&](const char* name, double f, double b) {
+      if (f + b > 0) c.parts->push_back({c.block, name, 0, f, b, 0, 0, true});
+    };
+    comm("tp_collectives", lc.tp_fwd, lc.tp_bwd);
+    comm("cp_exchange", lc.cp_fwd, lc.cp_bwd);
+    comm("ep_all_to_all", lc.ep_fwd, lc.ep_bwd);
+  }
   return lc;
 }
 
@@ -685,24 +703,25 @@ KindCosts cost_kinds(const Ctx& c, const LoweringOptions& lo) {
   for (int kind = 0; kind < 2; ++kind) {
     k.count[kind] = lk.count[kind];
     if (lk.first[kind] < 0) continue;
-    if (lk.sliding[kind] > 0) {
-      Ctx ck = c;
-      ck.window_share = dbl(lk.sliding[kind]) / dbl(lk.count[kind]);
-      k.kinds[kind] = layer_cost(ck, lower_layer(c.m, lk.first[kind], lo), kind == 1);
-    } else {
-      k.kinds[kind] = layer_cost(c, lower_layer(c.m, lk.first[kind], lo), kind == 1);
-    }
+    Ctx ck = c;
+    ck.block = kind == 1 ? "moe_layer" : "layer";
+    if (lk.sliding[kind] > 0) ck.window_share = dbl(lk.sliding[kind]) / dbl(lk.count[kind]);
+    k.kinds[kind] = layer_cost(ck, lower_layer(c.m, lk.first[kind], lo), kind == 1);
     k.have[kind] = true;
   }
   Ctx head_ctx = c;
   head_ctx.rc = Recompute::none;
+  head_ctx.block = "head";
   k.head = layer_cost(head_ctx, lower_head(c.m, lo), false);
+  head_ctx.block = "embedding";
   k.emb = layer_cost(head_ctx, lower_embedding(c.m, lo), false);
   if (c.m.mtp_layers > 0) {
     // One multi-token prediction module: its block under the layers' recompute policy, then
     // the shared head again.
     LayerCost& x = k.mtp;
-    x = layer_cost(c, lower_mtp(c.m, lo), c.m.is_moe_layer(c.m.layers - 1));
+    Ctx mtp_ctx = c;
+    mtp_ctx.block = "mtp";
+    x = layer_cost(mtp_ctx, lower_mtp(c.m, lo), c.m.is_moe_layer(c.m.layers - 1));
     x.fwd += k.head.fwd;
     x.bwd += k.head.bwd;
     x.wgrad += k.head.wgrad;
@@ -713,6 +732,22 @@ KindCosts cost_kinds(const Ctx& c, const LoweringOptions& lo) {
 }
 
 }  // namespace
+
+std::vector<OperatorTime> operator_times(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
+                                         const CostModel& cost, const StepOptions& opt) {
+  std::vector<OperatorTime> rows;
+  Ctx c = make_ctx(m, sys, t, cost, opt);
+  c.parts = &rows;
+  const KindCosts k = cost_kinds(c, lowering_options(m, t));
+  for (OperatorTime& r : rows) {
+    if (r.block == "layer") r.count = k.count[0];
+    else if (r.block == "moe_layer") r.count = k.count[1];
+    else if (r.block == "head") r.count = 1 + m.mtp_layers;  // each prediction module runs the shared head again
+    else if (r.block == "mtp") r.count = m.mtp_layers;
+    else r.count = 1;
+  }
+  return rows;
+}
 
 PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t, const CostModel& cost,
                              const StepOptions& opt) {

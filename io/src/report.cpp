@@ -671,6 +671,27 @@ json analytical_train_report(const Scenario& s, const TrainEvaluation& ev) {
   return r;
 }
 
+json operators_json(const std::vector<OperatorTime>& rows, int64_t microbatches_per_step) {
+  double compute = 0, communication = 0;
+  for (const OperatorTime& o : rows)
+    (o.communication ? communication : compute) += static_cast<double>(o.count) * (o.fwd_s + o.bwd_s + o.recompute_s);
+  json out = json::array();
+  for (const OperatorTime& o : rows) {
+    const double pass = static_cast<double>(o.count) * (o.fwd_s + o.bwd_s + o.recompute_s);
+    json j = {{"block", o.block},   {"name", o.name},   {"count", o.count},       {"fwd_s", o.fwd_s},
+              {"bwd_s", o.bwd_s},   {"recompute_s", o.recompute_s}, {"pass_s", pass}, {"communication", o.communication}};
+    if (!o.communication) j["share"] = compute > 0 ? pass / compute : 0.0;
+    if (o.fwd_flops > 0 && o.fwd_s > 0) j["fwd_tflops"] = o.fwd_flops / o.fwd_s / 1e12;
+    out.push_back(std::move(j));
+  }
+  return {{"scope", "one microbatch through the whole model on one GPU: seconds per run, and per pass (count runs); "
+                    "communication before overlap"},
+          {"microbatches_per_step", microbatches_per_step},
+          {"compute_pass_s", compute},
+          {"communication_pass_s", communication},
+          {"rows", std::move(out)}};
+}
+
 json serving_does_not_fit_report(const Scenario& s, const std::string& reason) {
   json r = {{"schema", "capsim-serving-report/1"}, {"id", s.id}, {"status", "does_not_fit"}, {"reason", reason}};
   const InferenceMemory mem = inference_memory(s.model, s.system, *s.inference);

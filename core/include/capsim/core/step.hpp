@@ -102,6 +102,28 @@ struct PipelineCosts {
   bool p2p_cross_node = false;
 };
 
+/// One operator of the lowered model on one GPU, for one microbatch: what a run of it
+/// costs forward, backward (input and weight gradients) and recomputed under the plan's
+/// policy, and how many times one pass through the model runs it. Communication rows
+/// (`communication`) are a layer's collectives before any overlap hides them.
+struct OperatorTime {
+  std::string block;   ///< "layer", "moe_layer", "embedding", "head" or "mtp"
+  std::string name;    ///< the lowered op ("qkv_proj", "core_attention", ...) or "tp_collectives",
+                       ///< "cp_exchange", "ep_all_to_all"
+  int64_t count = 0;   ///< runs per pass through the model (layers of the block's kind)
+  double fwd_s = 0, bwd_s = 0, recompute_s = 0;  ///< per run
+  double fwd_flops = 0;                          ///< per run, forward
+  bool communication = false;
+};
+
+/// The operators analytical_step prices, in model order (layer kinds, then the embedding,
+/// the head and any multi-token prediction module), from the same costs. Over a pipeline
+/// the layers spread across stages; the rows cover the whole model. Without pipeline,
+/// context or expert parallelism, microbatches x the sum of count x (fwd + bwd) is the
+/// step's compute_s less dp_slowed_s.
+std::vector<OperatorTime> operator_times(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
+                                         const CostModel& cost, const StepOptions& opt = {});
+
 PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const TrainingPlan& t,
                              const CostModel& cost, const StepOptions& opt = {});
 

@@ -67,6 +67,11 @@ nlohmann::json utilization_over_time(const ServingResult& r, int windows);
 /// same bytes from the CLI and the GUI.
 nlohmann::json analytical_train_report(const Scenario& s, const TrainEvaluation& ev);
 
+/// `capsim train --ops`: the operators one microbatch runs (operator_times), each with
+/// its time per run and per pass through the model (count x the run's forward, backward and
+/// recompute), its share of the pass's computation and its forward rate.
+nlohmann::json operators_json(const std::vector<OperatorTime>& rows, int64_t microbatches_per_step);
+
 /// `capsim infer`'s answer when the deployment does not fit (ServingDoesNotFit): the
 /// reason and the serving memory that rules it out. "Does not fit" is an answer, not an error.
 nlohmann::json serving_does_not_fit_report(const Scenario& s, const std::string& reason);
