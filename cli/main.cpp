@@ -346,10 +346,7 @@ int run_train(const TrainArgs& a) {
   TrainEvaluation ev = evaluate_training(s, &cost);
   json r;
   if (a.engine == "des") {
-    StepOptions opt;
-    opt.tp_overlap = ev.plan.tp_comm_overlap;
-    opt.moe_imbalance = ev.plan.moe_imbalance;
-    opt.overlap_dp = ev.plan.overlap_dp;
+    const StepOptions opt = plan_step_options(ev.plan);
     io::ProgressReporter progress("train --engine des", "tasks");
     DesOptions dopt;
     dopt.progress = progress.counter();
@@ -366,10 +363,7 @@ int run_train(const TrainArgs& a) {
     r = io::analytical_train_report(s, ev);
   }
   if (a.ops) {
-    StepOptions opt;
-    opt.tp_overlap = ev.plan.tp_comm_overlap;
-    opt.moe_imbalance = ev.plan.moe_imbalance;
-    opt.overlap_dp = ev.plan.overlap_dp;
+    const StepOptions opt = plan_step_options(ev.plan);
     r["operators"] = io::operators_json(operator_times(s.model, s.system, ev.plan, cost, opt), num_microbatches(ev.plan));
   }
   add_calibration(r, cal, &s.system.gpu);

@@ -24,6 +24,8 @@ TrainingOutcome evaluate_training_document(const nlohmann::json& doc, const std:
       throw InputError({{"/kind", "\"inference\"", "capsim train needs a training scenario", {}}});
     const io::CostModels costs(out.scenario.system, calibration);
     out.evaluation = evaluate_training(out.scenario, &costs.get());
+    out.operators = operator_times(out.scenario.model, out.scenario.system, out.evaluation.plan, costs.get(),
+                                   plan_step_options(out.evaluation.plan));
     nlohmann::json r = io::analytical_train_report(out.scenario, out.evaluation);
     if (calibration) io::add_calibration(r, *calibration, &out.scenario.system.gpu);
     out.report = io::dump(r);
@@ -335,10 +337,7 @@ TimelineOutcome run_timeline(const nlohmann::json& doc, const std::filesystem::p
     const io::CostModels costs(s.system, calibration);
     const TrainEvaluation ev = evaluate_training(s, &costs.get());
     // The options `capsim train --engine des` passes.
-    StepOptions opt;
-    opt.tp_overlap = ev.plan.tp_comm_overlap;
-    opt.moe_imbalance = ev.plan.moe_imbalance;
-    opt.overlap_dp = ev.plan.overlap_dp;
+    const StepOptions opt = plan_step_options(ev.plan);
     auto d = std::make_shared<DesStep>(des_step(s.model, s.system, ev.plan, costs.get(), opt));
     out.trace = io::chrome_trace(*d);
     out.des = std::move(d);

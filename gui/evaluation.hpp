@@ -32,6 +32,8 @@ struct TrainingOutcome {
   Scenario scenario;
   TrainEvaluation evaluation;
   std::string report;  ///< io::dump of the report, as `capsim train --format json`
+  /// The step's operators for one microbatch (`capsim train --ops`), model order.
+  std::vector<OperatorTime> operators;
   bool ok() const { return issues.empty() && internal_error.empty(); }
 };
 

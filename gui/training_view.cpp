@@ -9,7 +9,9 @@
 #include <QLabel>
 #include <QLegend>
 #include <QLineSeries>
+#include <QHeaderView>
 #include <QStackedBarSeries>
+#include <QTableWidget>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
@@ -71,6 +73,15 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   layout->addWidget(chart_view(step_chart_), 2);
   layout->addWidget(summary_);
   layout->addWidget(notes_);
+  operators_ = new QTableWidget(0, 6);
+  operators_->setObjectName(QStringLiteral("operators"));
+  operators_->setHorizontalHeaderLabels({tr("operator (one microbatch)"), tr("block"), tr("runs"), tr("pass ms"),
+                                         tr("share"), tr("fwd TFLOP/s")});
+  operators_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  operators_->verticalHeader()->setVisible(false);
+  operators_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  operators_->setMinimumHeight(100);
+  layout->addWidget(operators_, 2);
   clear(tr("no result yet"));
 }
 
@@ -83,6 +94,7 @@ void TrainingView::clear(const QString& why) {
   verdict_->setStyleSheet(QStringLiteral("color: #a00000; font-weight: bold;"));
   summary_->clear();
   notes_->clear();
+  operators_->setRowCount(0);
 }
 
 void TrainingView::show_outcome(const TrainingOutcome& outcome) {
@@ -214,6 +226,45 @@ void TrainingView::show_outcome(const TrainingOutcome& outcome) {
   }
   for (const auto& w : ev.warnings) notes << tr("warning: %1").arg(QString::fromStdString(w));
   notes_->setText(notes.join(QStringLiteral("\n")));
+
+  // The operators: computation by pass time, largest first, then the collectives before
+  // any overlap hides them.
+  std::vector<const OperatorTime*> rows;
+  double compute = 0;
+  for (const OperatorTime& o : outcome.operators) {
+    rows.push_back(&o);
+    if (!o.communication) compute += static_cast<double>(o.count) * (o.fwd_s + o.bwd_s + o.recompute_s);
+  }
+  const auto pass = [](const OperatorTime* o) { return static_cast<double>(o->count) * (o->fwd_s + o->bwd_s + o->recompute_s); };
+  std::stable_sort(rows.begin(), rows.end(), [&](const OperatorTime* a, const OperatorTime* b) {
+    if (a->communication != b->communication) return !a->communication;
+    return pass(a) > pass(b);
+  });
+  operators_->setRowCount(static_cast<int>(rows.size()));
+  for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
+    const OperatorTime& o = *rows[static_cast<size_t>(r)];
+    const QString share = o.communication ? tr("comm, before overlap")
+                                          : QStringLiteral("%1 %").arg(compute > 0 ? 100.0 * pass(&o) / compute : 0.0, 0, 'f', 1);
+    const QString rate = o.fwd_flops > 0 && o.fwd_s > 0 ? QString::number(o.fwd_flops / o.fwd_s / 1e12, 'f', 0) : QString();
+    const QStringList cells = {QString::fromStdString(o.name), QString::fromStdString(o.block), QString::number(o.count),
+                               QString::number(1e3 * pass(&o), 'f', 2), share, rate};
+    for (int c = 0; c < cells.size(); ++c) {
+      auto* item = new QTableWidgetItem(cells[c]);
+      if (c >= 2) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      if (o.communication) item->setForeground(QColor(0x55, 0x55, 0x55));
+      operators_->setItem(r, c, item);
+    }
+  }
+}
+
+std::vector<QStringList> TrainingView::operator_rows() const {
+  std::vector<QStringList> out;
+  for (int r = 0; r < operators_->rowCount(); ++r) {
+    QStringList row;
+    for (int c = 0; c < operators_->columnCount(); ++c) row << (operators_->item(r, c) ? operators_->item(r, c)->text() : QString());
+    out.push_back(row);
+  }
+  return out;
 }
 
 std::vector<double> TrainingView::memory_values(const QString& component) const {

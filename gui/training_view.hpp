@@ -1,6 +1,7 @@
 #pragma once
 /// Training results: memory per GPU as a stacked bar per pipeline stage against the GPU's
-/// capacity, and where the step time goes, with MFU and tokens/s.
+/// capacity, where the step time goes, with MFU and tokens/s, and the operators of one
+/// microbatch.
 
 #include <QWidget>
 #include <vector>
@@ -10,6 +11,7 @@
 class QBarSet;
 class QChart;
 class QLabel;
+class QTableWidget;
 
 namespace capsim::gui {
 
@@ -39,6 +41,10 @@ class TrainingView : public QWidget {
   /// The throughput line (step time, MFU, tokens/s) and, with a token budget, the
   /// report's days, GPU-hours, cost and energy.
   QString summary() const;
+  /// The operators table (one microbatch, `capsim train --ops`): one row per operator,
+  /// largest pass time first, communication rows last; each row's cells as shown
+  /// (operator, block, runs, pass ms, share, forward TFLOP/s). Empty when nothing is drawn.
+  std::vector<QStringList> operator_rows() const;
 
  private:
   void clear(const QString& why);
@@ -47,6 +53,7 @@ class TrainingView : public QWidget {
   QLabel* verdict_ = nullptr;
   QLabel* summary_ = nullptr;
   QLabel* notes_ = nullptr;
+  QTableWidget* operators_ = nullptr;
 };
 
 }  // namespace capsim::gui

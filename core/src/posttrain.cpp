@@ -103,10 +103,7 @@ ServingResult rollout(const Scenario& s, const RlIteration& it, const std::vecto
 double forward_pass_seconds(const ModelSpec& m, const SystemSpec& sys, TrainingPlan t, int64_t sequences,
                             const CostModel& cost) {
   if (t.stage_layers.size() != static_cast<size_t>(t.pp * t.vpp.value_or(1))) t.stage_layers.clear();
-  StepOptions opt;
-  opt.tp_overlap = t.tp_comm_overlap;
-  opt.moe_imbalance = t.moe_imbalance;
-  opt.overlap_dp = t.overlap_dp;
+  const StepOptions opt = plan_step_options(t);
   const PipelineCosts pc = pipeline_costs(m, sys, t, cost, opt);
   double rank_s = 0;
   for (const auto& rank : pc.chunks) {

@@ -161,6 +161,39 @@ class GuiTest : public QObject {
     QVERIFY(named.contains(QStringLiteral("compute")));
   }
 
+  /// The operators table is `capsim train --ops` of the same scenario: every row, the
+  /// largest computation first, its share and rate as the report gives them.
+  void operators_table_is_the_cli_ops_report() {
+    gui::MainWindow w;
+    json doc = w.panel()->document(gui::ScenarioKind::training);
+    field<QSpinBox>(w, "/training/tp")->setValue(2);
+    io::apply_overrides(doc, {"training.tp=2"});
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("s.json"));
+    io::write_file_atomic(path.toStdString(), io::dump(doc));
+    const CliRun run = run_cli({QStringLiteral("train"), path, QStringLiteral("--ops"), QStringLiteral("--format"),
+                                QStringLiteral("json")});
+    QCOMPARE(run.code, 0);
+    const json ops = json::parse(run.out.toStdString())["operators"]["rows"];
+    const std::vector<QStringList> rows = w.training_view()->operator_rows();
+    QCOMPARE(rows.size(), ops.size());
+    double largest = 0;
+    for (const json& o : ops)
+      if (!o["communication"].get<bool>()) largest = std::max(largest, o["pass_s"].get<double>());
+    QCOMPARE(rows.front()[3], QString::number(1e3 * largest, 'f', 2));
+    for (const QStringList& row : rows) {
+      const auto it = std::find_if(ops.begin(), ops.end(), [&](const json& o) {
+        return QString::fromStdString(o["name"].get<std::string>()) == row[0] &&
+               QString::fromStdString(o["block"].get<std::string>()) == row[1];
+      });
+      QVERIFY2(it != ops.end(), qPrintable(row.join(QStringLiteral(" "))));
+      QCOMPARE(row[2], QString::number((*it)["count"].get<int64_t>()));
+      QCOMPARE(row[3], QString::number(1e3 * (*it)["pass_s"].get<double>(), 'f', 2));
+      if (it->contains("share")) QCOMPARE(row[4], QStringLiteral("%1 %").arg(100 * (*it)["share"].get<double>(), 0, 'f', 1));
+      else QCOMPARE(row[4], QStringLiteral("comm, before overlap"));
+    }
+  }
+
   /// With a token budget (and a price) the step panel shows the report's days, GPU-hours,
   /// cost and energy; the fields write the keys `--set` writes.
   void token_budget_shows_days_cost_and_energy() {
@@ -1565,10 +1598,7 @@ class GuiTest : public QObject {
     const Scenario s = io::scenario_from_json(doc);
     const io::CostModels costs(s.system, nullptr);
     const TrainEvaluation ev = evaluate_training(s, &costs.get());
-    StepOptions opt;
-    opt.tp_overlap = ev.plan.tp_comm_overlap;
-    opt.moe_imbalance = ev.plan.moe_imbalance;
-    opt.overlap_dp = ev.plan.overlap_dp;
+    const StepOptions opt = plan_step_options(ev.plan);
     const DesStep d = des_step(s.model, s.system, ev.plan, costs.get(), opt);
 
     QSignalSpy done(&w, &gui::MainWindow::timeline_finished);

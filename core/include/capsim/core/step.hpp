@@ -25,6 +25,16 @@ struct StepOptions {
   bool overlap_dp = true;
 };
 
+/// The options a resolved plan states for itself (its TP overlap, MoE imbalance and DP
+/// overlap): what the step evaluated for the plan used, for any later look at the same step.
+inline StepOptions plan_step_options(const TrainingPlan& t) {
+  StepOptions o;
+  o.tp_overlap = t.tp_comm_overlap;
+  o.moe_imbalance = t.moe_imbalance;
+  o.overlap_dp = t.overlap_dp;
+  return o;
+}
+
 /// Whether "auto" TP overlap is Transformer Engine's userbuffers overlap, as the Megatron
 /// stack's published recipes run it: Megatron-Bridge enables it in its training recipes
 /// ("the most performant configurations are set in the Megatron-Bridge training recipes
