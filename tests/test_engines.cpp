@@ -1220,6 +1220,42 @@ TEST(ServingEngines, VllmV05HostModelMatchesTheV06Blog) {
   }
 }
 
+// TensorRT-LLM's profile against an engine benchmark outside the validation data: DeepSeek-R1
+// FP8 on 8x H200, trtllm-serve built from v0.21.0rc2, TP 8 with EP 8, measured with LLMPerf
+// at 1 and 8 concurrent requests of 600 output tokens (NVIDIA/TensorRT-LLM#5929,
+// 2025-07-10): ITL p50 11.00, 11.78, 16.42 ms and TTFT p50 124.11, 352.81, 477.33 ms for
+// 1 x 1600, 1 x 8192 and 8 x 1600 prompt tokens. Within 15%. (The same issue's runs with
+// the experts tensor-parallel, EP none, are 21-42% slower than this model predicts: its
+// fused-MoE rates for 256 experts sliced 8 ways are not published.)
+TEST(ServingEngines, TrtllmDeepSeekR1MatchesAPublishedLowLoadRun) {
+  struct Row {
+    int64_t clients, prompt;
+    double itl_ms, ttft_ms;
+  };
+  for (const Row& r : {Row{1, 1600, 11.00, 124.11}, Row{1, 8192, 11.78, 352.81}, Row{8, 1600, 16.42, 477.33}}) {
+    const nlohmann::json doc = {
+        {"kind", "inference"},
+        {"model", "deepseek-v3"},
+        {"system", {{"gpu", "h200-sxm-141gb"}, {"num_gpus", 8}, {"gpus_per_node", 8}}},
+        {"inference",
+         {{"tp", 8},
+          {"ep", 8},
+          {"weight_dtype", "fp8"},
+          {"activation_dtype", "fp8"},
+          {"kv_dtype", "bf16"},
+          {"engine", {{"name", "trtllm"}, {"version", "0.21.0rc2"}}},
+          {"workload",
+           {{"mode", "concurrency"},
+            {"concurrency", r.clients},
+            {"num_requests", 4 * r.clients},
+            {"input_tokens", r.prompt},
+            {"output_tokens", 600}}}}}};
+    const nlohmann::json m = run_metrics(io::scenario_from_json(doc));
+    EXPECT_NEAR(m["itl_p50_ms"].get<double>(), r.itl_ms, 0.15 * r.itl_ms) << r.clients << " x " << r.prompt;
+    EXPECT_NEAR(m["ttft_p50_ms"].get<double>(), r.ttft_ms, 0.15 * r.ttft_ms) << r.clients << " x " << r.prompt;
+  }
+}
+
 // vLLM 0.6's host time at one request: benchmark_latency.py with Llama-3-8B on one H100,
 // batch 1, 32 in / 128 out, averaged 0.9704 s (vLLM PR #10933, the V0 engine in December
 // 2024, released as 0.6.5), through the in-process LLM class, so without the API server's
