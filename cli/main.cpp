@@ -194,7 +194,8 @@ std::string train_table(const json& r) {
       s += fmt::format("    compute slowed by overlapped comm: cp {:.3f}  ep {:.3f}  dp {:.3f}\n", o["cp"].get<double>(), o["ep"].get<double>(),
                        o["dp"].get<double>());
   }
-  if (r.contains("operators")) {
+  if (fits && r.contains("operators")) {
+    // Like the step: a layout that cannot run lists no operators here (the JSON keeps them).
     const json& o = r["operators"];
     s += fmt::format("  operators  one microbatch through the model on one GPU ({} a step); ms per run, pass = runs x (fwd + bwd + recompute)\n",
                      o["microbatches_per_step"].get<int64_t>());

@@ -5,11 +5,11 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QHeaderView>
 #include <QHorizontalStackedBarSeries>
 #include <QLabel>
 #include <QLegend>
 #include <QLineSeries>
-#include <QHeaderView>
 #include <QStackedBarSeries>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -162,7 +162,19 @@ void TrainingView::show_outcome(const TrainingOutcome& outcome) {
                           .arg(gib(peak.total_bytes), gib(peak.capacity_bytes)));
   }
 
-  if (ev.step) {
+  if (!ev.feasible) {
+    // As `capsim train` prints it: no step time or MFU for a layout that cannot run, but the
+    // single changes that would make it fit.
+    QStringList lines;
+    lines << tr("No step time: the layout does not fit.");
+    if (ev.remedies.empty()) lines << tr("No single change to ZeRO, recompute, micro batch, pp, tp or dp helps.");
+    else lines << tr("Single changes and the largest stage they leave:");
+    for (const FitRemedy& f : ev.remedies)
+      lines << tr("  %1: %2, %3")
+                   .arg(QString::fromStdString(f.change), gib(f.peak_bytes),
+                        f.fits ? tr("fits") : tr("still too large"));
+    summary_->setText(lines.join(QStringLiteral("\n")));
+  } else if (ev.step) {
     const StepBreakdown& st = *ev.step;
     const double parts[] = {st.compute_s,    st.recompute_s,  st.exposed_tp_s, st.exposed_cp_s, st.exposed_ep_s,
                             st.exposed_pp_s, st.exposed_dp_s, st.bubble_s,     st.optimizer_s};
@@ -228,13 +240,14 @@ void TrainingView::show_outcome(const TrainingOutcome& outcome) {
   notes_->setText(notes.join(QStringLiteral("\n")));
 
   // The operators: computation by pass time, largest first, then the collectives before
-  // any overlap hides them.
+  // any overlap hides them (none for a layout that cannot run).
   std::vector<const OperatorTime*> rows;
   double compute = 0;
-  for (const OperatorTime& o : outcome.operators) {
-    rows.push_back(&o);
-    if (!o.communication) compute += static_cast<double>(o.count) * (o.fwd_s + o.bwd_s + o.recompute_s);
-  }
+  if (ev.feasible)
+    for (const OperatorTime& o : outcome.operators) {
+      rows.push_back(&o);
+      if (!o.communication) compute += static_cast<double>(o.count) * (o.fwd_s + o.bwd_s + o.recompute_s);
+    }
   const auto pass = [](const OperatorTime* o) { return static_cast<double>(o->count) * (o->fwd_s + o->bwd_s + o->recompute_s); };
   std::stable_sort(rows.begin(), rows.end(), [&](const OperatorTime* a, const OperatorTime* b) {
     if (a->communication != b->communication) return !a->communication;

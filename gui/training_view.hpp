@@ -39,7 +39,8 @@ class TrainingView : public QWidget {
   /// TP, CP, EP, PP, DP communication, bubble, optimizer; empty when nothing is drawn.
   std::vector<double> step_values() const;
   /// The throughput line (step time, MFU, tokens/s) and, with a token budget, the
-  /// report's days, GPU-hours, cost and energy.
+  /// report's days, GPU-hours, cost and energy; for a layout that does not fit, the single
+  /// changes that would make it fit instead.
   QString summary() const;
   /// The operators table (one microbatch, `capsim train --ops`): one row per operator,
   /// largest pass time first, communication rows last; each row's cells as shown

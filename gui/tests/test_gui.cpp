@@ -282,6 +282,20 @@ class GuiTest : public QObject {
     QVERIFY2(w.training_view()->verdict().startsWith(QStringLiteral("Does not fit")),
              qPrintable(w.training_view()->verdict()));
     QVERIFY(!w.current_report().isEmpty());  // "does not fit" is an answer with its breakdown
+    // As the CLI's table: no step time or operators for a layout that cannot run, but the
+    // single changes that would make it fit, each with the stage it leaves.
+    QVERIFY(w.training_view()->step_values().empty());
+    QVERIFY(w.training_view()->operator_rows().empty());
+    const json r = json::parse(w.current_report().toStdString());
+    const QString summary = w.training_view()->summary();
+    QVERIFY2(summary.startsWith(QStringLiteral("No step time: the layout does not fit.")), qPrintable(summary));
+    QVERIFY(!r["does_not_fit"]["remedies"].empty());
+    for (const json& f : r["does_not_fit"]["remedies"])
+      QVERIFY2(summary.contains(QStringLiteral("  %1: %2 GiB, %3")
+                                    .arg(QString::fromStdString(f["change"].get<std::string>()))
+                                    .arg(f["peak_bytes"].get<double>() / kGiB, 0, 'f', 2)
+                                    .arg(f["fits"].get<bool>() ? QStringLiteral("fits") : QStringLiteral("still too large"))),
+               qPrintable(summary));
   }
 
   /// A MoE layout with expert parallelism says how its tokens travel and whether the
