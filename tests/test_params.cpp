@@ -149,7 +149,9 @@ TEST(SlidingWindow, MeanAttendedKeysAndFlops) {
     for (int64_t w : {64, 128, 4096}) {
       double sum = 0;
       for (int64_t p = 1; p <= s; ++p) sum += static_cast<double>(std::min(p, w));
-      if (s > w) EXPECT_NEAR(mean_attended_keys(s, w), sum / static_cast<double>(s), 0.5) << s << " " << w;
+      if (s > w) {
+        EXPECT_NEAR(mean_attended_keys(s, w), sum / static_cast<double>(s), 0.5) << s << " " << w;
+      }
     }
   }
   const ModelSpec m = io::load_model("gpt-oss-120b");
