@@ -246,21 +246,20 @@ void TrainingView::show_outcome(const TrainingOutcome& outcome) {
   if (ev.feasible)
     for (const OperatorTime& o : outcome.operators) {
       rows.push_back(&o);
-      if (!o.communication) compute += static_cast<double>(o.count) * (o.fwd_s + o.bwd_s + o.recompute_s);
+      if (!o.communication) compute += o.pass_s();
     }
-  const auto pass = [](const OperatorTime* o) { return static_cast<double>(o->count) * (o->fwd_s + o->bwd_s + o->recompute_s); };
-  std::stable_sort(rows.begin(), rows.end(), [&](const OperatorTime* a, const OperatorTime* b) {
+  std::stable_sort(rows.begin(), rows.end(), [](const OperatorTime* a, const OperatorTime* b) {
     if (a->communication != b->communication) return !a->communication;
-    return pass(a) > pass(b);
+    return a->pass_s() > b->pass_s();
   });
   operators_->setRowCount(static_cast<int>(rows.size()));
   for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
     const OperatorTime& o = *rows[static_cast<size_t>(r)];
     const QString share = o.communication ? tr("comm, before overlap")
-                                          : QStringLiteral("%1 %").arg(compute > 0 ? 100.0 * pass(&o) / compute : 0.0, 0, 'f', 1);
+                                          : QStringLiteral("%1 %").arg(compute > 0 ? 100.0 * o.pass_s() / compute : 0.0, 0, 'f', 1);
     const QString rate = o.fwd_flops > 0 && o.fwd_s > 0 ? QString::number(o.fwd_flops / o.fwd_s / 1e12, 'f', 0) : QString();
     const QStringList cells = {QString::fromStdString(o.name), QString::fromStdString(o.block), QString::number(o.count),
-                               QString::number(1e3 * pass(&o), 'f', 2), share, rate};
+                               QString::number(1e3 * o.pass_s(), 'f', 2), share, rate};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       if (c >= 2) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);

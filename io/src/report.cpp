@@ -673,11 +673,10 @@ json analytical_train_report(const Scenario& s, const TrainEvaluation& ev) {
 
 json operators_json(const std::vector<OperatorTime>& rows, int64_t microbatches_per_step) {
   double compute = 0, communication = 0;
-  for (const OperatorTime& o : rows)
-    (o.communication ? communication : compute) += static_cast<double>(o.count) * (o.fwd_s + o.bwd_s + o.recompute_s);
+  for (const OperatorTime& o : rows) (o.communication ? communication : compute) += o.pass_s();
   json out = json::array();
   for (const OperatorTime& o : rows) {
-    const double pass = static_cast<double>(o.count) * (o.fwd_s + o.bwd_s + o.recompute_s);
+    const double pass = o.pass_s();
     json j = {{"block", o.block},   {"name", o.name},   {"count", o.count},       {"fwd_s", o.fwd_s},
               {"bwd_s", o.bwd_s},   {"recompute_s", o.recompute_s}, {"pass_s", pass}, {"communication", o.communication}};
     if (!o.communication) j["share"] = compute > 0 ? pass / compute : 0.0;

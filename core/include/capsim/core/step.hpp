@@ -124,6 +124,8 @@ struct OperatorTime {
   double fwd_s = 0, bwd_s = 0, recompute_s = 0;  ///< per run
   double fwd_flops = 0;                          ///< per run, forward
   bool communication = false;
+  /// Its time in one pass through the model: count runs of forward, backward and recompute.
+  double pass_s() const { return static_cast<double>(count) * (fwd_s + bwd_s + recompute_s); }
 };
 
 /// The operators analytical_step prices, in model order (layer kinds, then the embedding,
