@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string_view>
 
 #include "capsim/core/layout.hpp"
 #include "capsim/core/memory.hpp"
@@ -579,17 +578,18 @@ LayerCost layer_cost(const Ctx& c, const std::vector<Op>& ops, bool moe_layer) {
   }
   add_tp_collectives(c, moe_layer, lc);
   add_ep_all_to_all(c, moe_layer, lc);
-  // The head's and embedding's collectives are not part of the step (analytical_step
-  // charges their computation only), so they get no rows.
-  if (c.parts && std::string_view(c.block) != "head" && std::string_view(c.block) != "embedding") {
-    const auto comm = [&](const char* name, double f, double b) {
-      if (f + b > 0) c.parts->push_back({c.block, name, 0, f, b, 0, 0, true});
-    };
-    comm("tp_collectives", lc.tp_fwd, lc.tp_bwd);
-    comm("cp_exchange", lc.cp_fwd, lc.cp_bwd);
-    comm("ep_all_to_all", lc.ep_fwd, lc.ep_bwd);
-  }
   return lc;
+}
+
+/// operator_times: a costed layer's collectives before overlap, as rows of its block.
+void record_collectives(const Ctx& c, const LayerCost& lc) {
+  if (!c.parts) return;
+  const auto comm = [&](const char* name, double f, double b) {
+    if (f + b > 0) c.parts->push_back({c.block, name, 0, f, b, 0, 0, true});
+  };
+  comm("tp_collectives", lc.tp_fwd, lc.tp_bwd);
+  comm("cp_exchange", lc.cp_fwd, lc.cp_bwd);
+  comm("ep_all_to_all", lc.ep_fwd, lc.ep_bwd);
 }
 
 }  // namespace
@@ -707,10 +707,13 @@ KindCosts cost_kinds(const Ctx& c, const LoweringOptions& lo) {
     ck.block = kind == 1 ? "moe_layer" : "layer";
     if (lk.sliding[kind] > 0) ck.window_share = dbl(lk.sliding[kind]) / dbl(lk.count[kind]);
     k.kinds[kind] = layer_cost(ck, lower_layer(c.m, lk.first[kind], lo), kind == 1);
+    record_collectives(ck, k.kinds[kind]);
     k.have[kind] = true;
   }
   Ctx head_ctx = c;
   head_ctx.rc = Recompute::none;
+  // The head's and embedding's collectives are not part of the step (analytical_step
+  // charges their computation only), so they get no rows.
   head_ctx.block = "head";
   k.head = layer_cost(head_ctx, lower_head(c.m, lo), false);
   head_ctx.block = "embedding";
@@ -722,6 +725,7 @@ KindCosts cost_kinds(const Ctx& c, const LoweringOptions& lo) {
     Ctx mtp_ctx = c;
     mtp_ctx.block = "mtp";
     x = layer_cost(mtp_ctx, lower_mtp(c.m, lo), c.m.is_moe_layer(c.m.layers - 1));
+    record_collectives(mtp_ctx, x);
     x.fwd += k.head.fwd;
     x.bwd += k.head.bwd;
     x.wgrad += k.head.wgrad;
