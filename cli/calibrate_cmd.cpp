@@ -18,6 +18,7 @@
 #include "capsim/io/scenario_io.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/report.hpp"
+#include "capsim/io/serving_steps.hpp"
 #include "commands.hpp"
 
 namespace capsim::cli {
@@ -253,6 +254,100 @@ int run_calibrate_show(const CalibrateArgs& a) {
                        100 * r.rel_err());
   }
   fmt::print("{}", s);
+  return 0;
+}
+
+namespace {
+
+std::string serving_steps_table(const nlohmann::json& r, const std::string& file, const std::string& scenario) {
+  std::string s = fmt::format("serving steps recovered from {}: {} of {} requests placed on {} steps ({:.2f} s", file,
+                              r["placed"].get<size_t>(), r["requests"].get<size_t>(), r["steps"].get<size_t>(),
+                              r["steps_s"].get<double>());
+  s += r.contains("duration_s") ? fmt::format(" of the run's {:.2f} s)\n", r["duration_s"].get<double>()) : ")\n";
+  for (const auto& n : r["notes"]) s += fmt::format("  note: {}\n", n.get<std::string>());
+  const bool pred = !scenario.empty();
+  auto predicted = [&](const nlohmann::json& row) {
+    if (!row.contains("predicted_median_ms")) return pred ? fmt::format("  {:>9} {:>7}", "-", "") : std::string();
+    return fmt::format("  {:>9.2f} {:>+6.1f}%", row["predicted_median_ms"].get<double>(), 100 * row["error"].get<double>());
+  };
+  const std::string pred_head = pred ? fmt::format("  {:>9} {:>7}", "predicted", "error") : std::string();
+  s += fmt::format("decode-only steps by running requests{}\n", pred ? fmt::format(" (predicted: {})", scenario) : "");
+  s += fmt::format("  {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8}{}\n", "requests", "steps", "median ms", "p10 ms", "p90 ms",
+                   "mean", "context", pred_head);
+  for (const auto& row : r["decode_steps"])
+    s += fmt::format("  {:>9} {:>6} {:>9.2f} {:>8.2f} {:>8.2f} {:>8.1f} {:>8.0f}{}\n",
+                     fmt::format("{}-{}", row["decodes_from"].get<int64_t>(), row["decodes_to"].get<int64_t>()),
+                     row["steps"].get<size_t>(), row["median_ms"].get<double>(), row["p10_ms"].get<double>(),
+                     row["p90_ms"].get<double>(), row["mean_decodes"].get<double>(), row["mean_context"].get<double>(),
+                     predicted(row));
+  s += "steps that produced first tokens, by how many\n";
+  s += fmt::format("  {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8}{}\n", "prompts", "steps", "median ms", "p10 ms", "p90 ms",
+                   "tokens", "decodes", pred_head);
+  for (const auto& row : r["prompt_steps"])
+    s += fmt::format("  {:>9} {:>6} {:>9.2f} {:>8.2f} {:>8.2f} {:>8.0f} {:>8.0f}{}\n", row["prompts"].get<int64_t>(),
+                     row["steps"].get<size_t>(), row["median_ms"].get<double>(), row["p10_ms"].get<double>(),
+                     row["p90_ms"].get<double>(), row["median_prompt_tokens"].get<double>(),
+                     row["median_decodes"].get<double>(), predicted(row));
+  return s;
+}
+
+}  // namespace
+
+int run_calibrate_serving_steps(const CalibrateArgs& a) {
+  // Read everything first, so that a bad scenario and a bad result file are reported together.
+  std::vector<Issue> issues;
+  std::optional<io::BenchmarkRequests> bench;
+  std::optional<Scenario> s;
+  try {
+    bench = io::read_benchmark_requests(a.inputs.front());
+  } catch (const InputError& e) {
+    issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+  }
+  if (!a.scenario.empty()) {
+    try {
+      s = io::load_scenario(a.scenario);
+      if (!s->inference) issues.push_back({a.scenario + "#/kind", "\"training\"", "--scenario needs an inference scenario", ""});
+    } catch (const InputError& e) {
+      issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+    }
+  }
+  if (!issues.empty()) throw InputError(issues);
+  const StepTimeline t = recover_steps(bench->requests);
+  std::vector<double> predicted;
+  std::string note;
+  if (s) {
+    // Each step as the model would run it: its decodes at their cached tokens, and the
+    // prompts it finished as whole prompts of equal share (where they fit one step).
+    std::vector<IterationBatch> batches(t.step_s.size());
+    for (size_t i = 0; i < t.step_s.size(); ++i) {
+      IterationBatch& b = batches[i];
+      b.decodes = t.decodes[i];
+      b.decode_context = t.decode_context[i];
+      const int64_t k = t.first_tokens[i];
+      for (int64_t j = 0; j < k; ++j) b.prefills.push_back({(t.prompt_tokens[i] + j) / k, 0, true});
+      if (b.tokens() == 0) b.decodes = 1;  // a step no placed request ran: priced, then dropped below
+    }
+    const io::CostModels costs(s->system, nullptr);
+    try {
+      const std::vector<ServingStep> steps = serving_steps(*s, costs.get(), batches);
+      predicted.resize(steps.size());
+      for (size_t i = 0; i < steps.size(); ++i) {
+        const bool known = t.decodes[i] + t.first_tokens[i] > 0 && batches[i].tokens() <= steps[i].max_batched_tokens;
+        predicted[i] = known ? steps[i].parts.seconds : std::nan("");
+      }
+    } catch (const ServingDoesNotFit& e) {
+      note = fmt::format("the scenario's deployment does not fit: {}; no step is predicted", e.what());
+    }
+  }
+  nlohmann::json r = io::serving_steps_report(*bench, t, a.bucket, predicted.empty() ? nullptr : &predicted);
+  r["file"] = a.inputs.front();
+  if (s) r["scenario"] = s->id;
+  if (!note.empty()) r["notes"].push_back(note);
+  const std::string format = a.format.empty() ? (::isatty(::fileno(stdout)) ? "table" : "json") : a.format;
+  const std::string text =
+      format == "json" ? io::dump(r) : serving_steps_table(r, a.inputs.front(), predicted.empty() ? "" : s->id);
+  if (a.out.empty()) fmt::print("{}", text);
+  else io::write_file_atomic(a.out, text);
   return 0;
 }
 

@@ -94,7 +94,10 @@ struct CalibrateArgs {
   std::string gpu;            ///< compare: GPU preset
   int64_t gpus_per_node = 8;  ///< compare
   double nic_gbps = 400;      ///< compare: scale-out Gb/s per GPU
+  std::string scenario;       ///< serving-steps: the deployment whose steps are predicted beside
+  int64_t bucket = 8;         ///< serving-steps: running requests per row of decode steps
 };
+int run_calibrate_serving_steps(const CalibrateArgs& a);
 int run_calibrate_compare(const CalibrateArgs& a);
 int run_calibrate_fit(const CalibrateArgs& a);
 int run_calibrate_import(const CalibrateArgs& a);

@@ -1157,6 +1157,20 @@ int main(int argc, char** argv) {
   cal_compare->add_option("--nic-gbps", compare_args.nic_gbps, "Scale-out line rate per GPU, Gb/s (default 400)")->check(CLI::PositiveNumber);
   add_format(cal_compare, compare_args.format);
 
+  cli::CalibrateArgs steps_args;
+  auto* cal_steps = calibrate->add_subcommand(
+      "serving-steps", "An engine's step times by batch, recovered from a serving benchmark's per-request token times");
+  cal_steps->add_option("result", steps_args.inputs, "benchmark_serving.py --save-result JSON (ttfts, itls, input_lens)")
+      ->required()
+      ->expected(1)
+      ->check(CLI::ExistingFile);
+  cal_steps->add_option("--scenario", steps_args.scenario, "Inference scenario of the same deployment: its predicted step times beside")
+      ->check(CLI::ExistingFile);
+  cal_steps->add_option("--bucket", steps_args.bucket, "Running requests per row of decode-only steps (default 8)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  add_format(cal_steps, steps_args.format);
+  add_out(cal_steps, steps_args.out);
+
   std::string list_what;
   auto* list = app.add_subcommand("list", "List presets");
   list->add_option("what", list_what, "gpus, models or engines (the engine profiles' knobs with their sources)")
@@ -1211,6 +1225,7 @@ int main(int argc, char** argv) {
       if (*cal_show) return cli::run_calibrate_show(show_args);
       if (*cal_shapes) return cli::run_calibrate_shapes(shapes_args);
       if (*cal_compare) return cli::run_calibrate_compare(compare_args);
+      if (*cal_steps) return cli::run_calibrate_serving_steps(steps_args);
       return 0;
     }();
     if (std::fflush(stdout) != 0 || std::ferror(stdout)) cli::stdout_failed();

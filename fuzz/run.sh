@@ -20,7 +20,7 @@ time_s=$1
 shift
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(scenario hf_config gpu engine moe_kernels sweep plan validation report nccl_text nccl_json raw profile journal merge)
+  targets=(scenario hf_config gpu engine moe_kernels sweep plan validation report nccl_text nccl_json raw profile journal merge serving_steps)
 fi
 
 b=build-asan

@@ -256,6 +256,23 @@ capsim_cli_expect(NAME cli.calibrate.shapes EXIT_CODE 0
   CMD calibrate shapes ${CMAKE_CURRENT_SOURCE_DIR}/../examples/llama3-8b-h100.json
   STDOUT "# GEMM shapes scenario llama3-8b-h100-64gpu costs" "bf16 4096 3072 "
   STDERR "GEMM shapes")
+# Steps recovered from a serving benchmark's saved token times (a synthetic run whose 143
+# steps and batches are known: tests/data/serving-steps/README.md), with and without the
+# model's prediction beside them, and a file that is not such a result.
+set(capsim_steps ${CMAKE_CURRENT_SOURCE_DIR}/data/serving-steps)
+capsim_cli_expect(NAME cli.calibrate.serving_steps EXIT_CODE 0
+  CMD calibrate serving-steps ${capsim_steps}/synthetic-result.json --format table
+  STDOUT "synthetic-result.json: 24 of 24 requests placed on 143 steps (3.57 s of the run's 3.92 s)"
+         "        0-7     67     21.61    20.49    22.63      3.9      520"
+         "          1     21     38.06    37.00    39.18      547        8")
+capsim_cli_expect(NAME cli.calibrate.serving_steps_predicted EXIT_CODE 0
+  CMD calibrate serving-steps ${capsim_steps}/synthetic-result.json --scenario ${CMAKE_CURRENT_SOURCE_DIR}/../examples/llama3-70b-serving.json
+      --format json
+  STDOUT "\"scenario\": \"llama3-70b-h100-tp4-sharegpt\"" "\"predicted_median_ms\"" "\"schema\": \"capsim-serving-steps/1\"")
+capsim_cli_expect(NAME cli.calibrate.serving_steps_not_a_result
+  CMD calibrate serving-steps ${capsim_scenarios}/llama2-7b-8gpu.json --scenario ${capsim_scenarios}/llama2-7b-8gpu.json
+  STDERR "llama2-7b-8gpu.json#/ttfts: missing: times to first token (seconds) per request"
+         "llama2-7b-8gpu.json#/kind: --scenario needs an inference scenario (got \"training\")")
 get_property(capsim_cli_tests GLOBAL PROPERTY capsim_cli_tests)
 set_tests_properties(${capsim_cli_tests} PROPERTIES ENVIRONMENT CAPSIM_DATA_DIR=${CAPSIM_DATA_DIR} LABELS cli)
 capsim_cli_expect(NAME cli.calibrate.compare EXIT_CODE 0

@@ -806,8 +806,9 @@ ServingResult simulate_serving(const Scenario& s, const CostModel& cost, uint64_
   return best;
 }
 
-ServingStep serving_step(const Scenario& s, const CostModel& cost, const IterationBatch& b, uint64_t seed) {
-  if (!s.inference) throw std::logic_error("serving_step needs an inference plan");
+std::vector<ServingStep> serving_steps(const Scenario& s, const CostModel& cost, const std::vector<IterationBatch>& batches,
+                                       uint64_t seed) {
+  if (!s.inference) throw std::logic_error("serving_steps needs an inference plan");
   Scenario resolved = s;
   InferencePlan& p = *resolved.inference;
   if (ep_left_to_the_run(s)) {
@@ -820,15 +821,25 @@ ServingStep serving_step(const Scenario& s, const CostModel& cost, const Iterati
   // The batch limits the run works under: a launcher's sizing caps the CUDA graphs too.
   resolved = launcher_sized(resolved, seed).s;
   const InferencePlan& sized = *resolved.inference;
-  ServingStep out;
-  out.ep = sized.ep.value_or(1);
-  out.attention_dp = *sized.attention_dp;
   const IterationModel im(resolved.model, resolved.system, sized, cost);
-  out.parts = im.parts(b);
-  out.graph_replay = im.replays_graph(b);
-  out.graph_max_tokens = im.graph_max_tokens();
-  out.graph_prefill_steps = im.captures_prefill_steps();
+  std::vector<ServingStep> out;
+  out.reserve(batches.size());
+  for (const IterationBatch& b : batches) {
+    ServingStep st;
+    st.ep = sized.ep.value_or(1);
+    st.attention_dp = *sized.attention_dp;
+    st.parts = im.parts(b);
+    st.graph_replay = im.replays_graph(b);
+    st.graph_max_tokens = im.graph_max_tokens();
+    st.graph_prefill_steps = im.captures_prefill_steps();
+    st.max_batched_tokens = im.max_batched_tokens();
+    out.push_back(st);
+  }
   return out;
+}
+
+ServingStep serving_step(const Scenario& s, const CostModel& cost, const IterationBatch& b, uint64_t seed) {
+  return serving_steps(s, cost, {b}, seed).front();
 }
 
 }  // namespace capsim

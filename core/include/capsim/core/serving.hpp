@@ -113,6 +113,8 @@ class IterationModel {
   bool replays_graph(const IterationBatch& b) const;
   /// The largest step (tokens) the engine captures as a CUDA graph; 0 where it runs none.
   int64_t graph_max_tokens() const { return engine_.cuda_graphs ? engine_.cuda_graph_max_tokens : 0; }
+  /// The most tokens the engine schedules in one step (EngineDefaults::max_num_batched_tokens).
+  int64_t max_batched_tokens() const { return engine_.max_num_batched_tokens; }
   /// Whether a gated MLP's activation runs in the gate-up GEMM's epilogue: the engine does so
   /// for int4 weights (EngineDefaults::int4_silu_in_gemm), over one w1||w3 GEMM.
   bool silu_in_gemm() const { return engine_.int4_silu_in_gemm && p_.weight_dtype == DType::int4 && m_.gated_mlp; }
@@ -353,6 +355,7 @@ struct ServingStep {
   bool graph_replay = false;     ///< the step replays a captured CUDA graph
   int64_t graph_max_tokens = 0;  ///< the largest captured step, tokens (0: the engine captures none)
   bool graph_prefill_steps = false;  ///< steps with a prompt chunk are captured too
+  int64_t max_batched_tokens = 0;    ///< the most tokens the engine schedules in one step
 };
 
 /// The time of the iteration `b` on one replica of the scenario's deployment, by part, under
@@ -361,6 +364,10 @@ struct ServingStep {
 /// "auto"), the layout a simulation of its workload (seed `seed`) picks is used; a workload
 /// that cannot fit throws ServingDoesNotFit as simulate_serving does.
 ServingStep serving_step(const Scenario& s, const CostModel& cost, const IterationBatch& b, uint64_t seed = kServingSeed);
+
+/// serving_step for several iterations of the same deployment (the layout resolved once).
+std::vector<ServingStep> serving_steps(const Scenario& s, const CostModel& cost, const std::vector<IterationBatch>& batches,
+                                       uint64_t seed = kServingSeed);
 
 /// Throws ServingCancelled once `cancel` is set; a null flag never is.
 void throw_if_cancelled(const std::atomic<bool>* cancel);

@@ -1,0 +1,110 @@
+#include "capsim/core/step_timeline.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <numeric>
+
+namespace capsim {
+
+namespace {
+
+struct Match {
+  double mean_error = 0;
+  std::ptrdiff_t at = 0;  ///< index in the steps of the request's first gap (negative: before them)
+  bool found = false;
+};
+
+/// Where the gaps `x` fit the steps best: every offset that shares at least `need` gaps with
+/// them, by mean absolute difference over the shared gaps. An offset stops being summed once
+/// it cannot beat the best so far or the tolerance.
+Match best_offset(const std::vector<double>& steps, const std::vector<double>& x, size_t need, double tolerance) {
+  Match best;
+  const auto n = static_cast<std::ptrdiff_t>(steps.size());
+  const auto len = static_cast<std::ptrdiff_t>(x.size());
+  const auto shared = static_cast<std::ptrdiff_t>(need);
+  for (std::ptrdiff_t k = shared - len; k <= n - shared; ++k) {
+    const std::ptrdiff_t lo = std::max<std::ptrdiff_t>(0, k), hi = std::min(n, k + len);
+    const auto overlap = static_cast<double>(hi - lo);
+    const double limit = overlap * std::min(tolerance, best.found ? best.mean_error : tolerance);
+    double err = 0;
+    std::ptrdiff_t s = lo;
+    for (; s < hi; ++s) {
+      err += std::abs(steps[static_cast<size_t>(s)] - x[static_cast<size_t>(s - k)]);
+      if (err > limit) break;
+    }
+    if (s < hi) continue;
+    const double mean = err / overlap;
+    if (!best.found || mean < best.mean_error) best = {mean, k, true};
+  }
+  return best;
+}
+
+}  // namespace
+
+StepTimeline recover_steps(const std::vector<StreamedRequest>& requests, const StepRecovery& options) {
+  StepTimeline out;
+  out.position.assign(requests.size(), StepTimeline::kUnplaced);
+  const size_t need = std::max<size_t>(1, options.min_overlap);
+  // Longest first: the longest request spans the most steps and anchors the others.
+  std::vector<size_t> order(requests.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return requests[a].itl_s.size() > requests[b].itl_s.size(); });
+  if (order.empty() || requests[order.front()].itl_s.size() < need) return out;
+
+  std::vector<double> steps = requests[order.front()].itl_s;
+  // Positions relative to the first request's first gap; `base` steps were prepended since.
+  std::vector<std::ptrdiff_t> at(requests.size(), 0);
+  std::vector<bool> placed(requests.size(), false);
+  std::ptrdiff_t base = 0;
+  placed[order.front()] = true;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t i : order) {
+      const std::vector<double>& x = requests[i].itl_s;
+      if (placed[i] || x.size() < need) continue;
+      const Match m = best_offset(steps, x, need, options.tolerance_s);
+      if (!m.found || m.mean_error > options.tolerance_s) continue;
+      std::ptrdiff_t k = m.at;
+      if (k < 0) {
+        steps.insert(steps.begin(), x.begin(), x.begin() + (-k));
+        base += -k;
+        k = 0;
+      }
+      const auto end = k + static_cast<std::ptrdiff_t>(x.size());
+      if (end > static_cast<std::ptrdiff_t>(steps.size()))
+        steps.insert(steps.end(), x.end() - (end - static_cast<std::ptrdiff_t>(steps.size())), x.end());
+      at[i] = k - base;
+      placed[i] = true;
+      progress = true;
+    }
+  }
+
+  const size_t n = steps.size();
+  out.step_s = std::move(steps);
+  out.decodes.assign(n, 0);
+  out.decode_context.assign(n, 0.0);
+  out.first_tokens.assign(n, 0);
+  out.prompt_tokens.assign(n, 0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!placed[i]) continue;
+    const auto p = static_cast<size_t>(at[i] + base);
+    out.position[i] = p;
+    ++out.placed;
+    const StreamedRequest& r = requests[i];
+    // In step p + j the request feeds its (j + 1)-th token: its prompt and j generated
+    // tokens are cached.
+    for (size_t j = 0; j < r.itl_s.size(); ++j) {
+      ++out.decodes[p + j];
+      out.decode_context[p + j] += static_cast<double>(r.prompt_tokens + static_cast<int64_t>(j));
+    }
+    if (p >= 1) {
+      ++out.first_tokens[p - 1];
+      out.prompt_tokens[p - 1] += r.prompt_tokens;
+    }
+  }
+  return out;
+}
+
+}  // namespace capsim

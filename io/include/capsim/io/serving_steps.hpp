@@ -1,0 +1,35 @@
+#pragma once
+/// Reading a serving benchmark's saved per-request timings and reporting the engine steps
+/// recovered from them (capsim calibrate serving-steps; docs/calibration.md).
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capsim/core/step_timeline.hpp"
+
+namespace capsim::io {
+
+/// The requests of a benchmark_serving.py --save-result file (vLLM's or SGLang's client):
+/// `ttfts` (seconds), `itls` (per request, the gaps between streamed tokens, seconds) and
+/// `input_lens` (prompt tokens), one entry per request in each. Other keys are the client's
+/// and are ignored. Every problem is an InputError at its JSON pointer.
+struct BenchmarkRequests {
+  std::vector<StreamedRequest> requests;
+  std::optional<double> duration_s;  ///< `duration`, where the file has it
+};
+BenchmarkRequests read_benchmark_requests(const std::filesystem::path& path);
+
+/// The same from parsed JSON; `origin` names it in errors.
+BenchmarkRequests benchmark_requests_from_json(const nlohmann::json& doc, const std::string& origin);
+
+/// Report of the recovered steps: totals, decode-only steps by running requests in buckets
+/// of `bucket`, and steps that finished prompts by how many. `predicted_s`, where given, is
+/// the model's time of each step (NaN where it does not predict one) and adds its median per
+/// row beside the measured one.
+nlohmann::json serving_steps_report(const BenchmarkRequests& b, const StepTimeline& t, int64_t bucket,
+                                    const std::vector<double>* predicted_s = nullptr);
+
+}  // namespace capsim::io

@@ -1,0 +1,218 @@
+#include "capsim/io/serving_steps.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "capsim/io/json_read.hpp"
+
+namespace capsim::io {
+
+using nlohmann::json;
+
+namespace {
+
+/// Most problems reported for one key; the rest are counted in one more issue.
+constexpr size_t kIssuesPerKey = 20;
+
+/// Collects the issues of one key, up to kIssuesPerKey, counting the rest.
+struct KeyIssues {
+  std::vector<Issue>& out;
+  std::string pointer;
+  size_t count = 0;
+  void add(Issue i) {
+    if (++count <= kIssuesPerKey) out.push_back(std::move(i));
+  }
+  ~KeyIssues() {
+    if (count > kIssuesPerKey)
+      out.push_back({pointer, "", fmt::format("{} more entries break the same rules", count - kIssuesPerKey), ""});
+  }
+};
+
+bool non_negative_number(const json& v) { return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0; }
+
+/// Quantile q of sorted values, nearest rank.
+double quantile(const std::vector<double>& sorted, double q) {
+  return sorted[static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5)];
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return quantile(v, 0.5);
+}
+
+}  // namespace
+
+BenchmarkRequests benchmark_requests_from_json(const json& doc, const std::string& origin) {
+  std::vector<Issue> issues;
+  const std::string at = origin + "#";
+  if (!doc.is_object())
+    throw InputError({{at, brief(doc), "must be a JSON object (a benchmark_serving.py --save-result file)", ""}});
+  auto array_of = [&](const char* key, const char* what) -> const json* {
+    const auto it = doc.find(key);
+    if (it == doc.end()) {
+      issues.push_back({at + "/" + key, "", fmt::format("missing: {} per request", what),
+                        "save the run with benchmark_serving.py --save-result (vLLM) or --output-details (SGLang)"});
+      return nullptr;
+    }
+    if (!it->is_array()) {
+      issues.push_back({at + "/" + key, brief(*it), fmt::format("must be an array of {}, one per request", what), ""});
+      return nullptr;
+    }
+    return &*it;
+  };
+  const json* ttfts = array_of("ttfts", "times to first token (seconds)");
+  const json* itls = array_of("itls", "arrays of inter-token gaps (seconds)");
+  const json* lens = array_of("input_lens", "prompt lengths (tokens)");
+  BenchmarkRequests out;
+  if (const auto d = doc.find("duration"); d != doc.end()) {
+    if (d->is_number() && std::isfinite(d->get<double>()) && d->get<double>() > 0) out.duration_s = d->get<double>();
+    else issues.push_back({at + "/duration", brief(*d), "must be the benchmark's length in seconds, above 0", ""});
+  }
+  if (ttfts && ttfts->empty()) issues.push_back({at + "/ttfts", "[]", "holds no request", ""});
+  const size_t n = ttfts ? ttfts->size() : 0;
+  for (const auto& [key, arr] : {std::pair<const char*, const json*>{"itls", itls}, {"input_lens", lens}})
+    if (ttfts && arr && arr->size() != n)
+      issues.push_back({at + "/" + key, fmt::format("{} entries", arr->size()),
+                        fmt::format("must have one entry per request of /ttfts ({})", n), ""});
+  if (!issues.empty()) throw InputError(issues);
+  out.requests.resize(n);
+  {
+    KeyIssues bad{issues, at + "/ttfts"};
+    for (size_t i = 0; i < n; ++i) {
+      const json& v = (*ttfts)[i];
+      if (!non_negative_number(v)) bad.add({fmt::format("{}/ttfts/{}", at, i), brief(v), "must be a time in seconds, 0 or more", ""});
+      else out.requests[i].ttft_s = v.get<double>();
+    }
+  }
+  {
+    KeyIssues bad{issues, at + "/itls"};
+    for (size_t i = 0; i < n; ++i) {
+      const json& r = (*itls)[i];
+      if (!r.is_array()) {
+        bad.add({fmt::format("{}/itls/{}", at, i), brief(r), "must be an array of gaps in seconds", ""});
+        continue;
+      }
+      out.requests[i].itl_s.reserve(r.size());
+      for (size_t j = 0; j < r.size(); ++j) {
+        if (!non_negative_number(r[j])) {
+          bad.add({fmt::format("{}/itls/{}/{}", at, i, j), brief(r[j]), "must be a gap in seconds, 0 or more", ""});
+          continue;
+        }
+        out.requests[i].itl_s.push_back(r[j].get<double>());
+      }
+    }
+  }
+  {
+    KeyIssues bad{issues, at + "/input_lens"};
+    for (size_t i = 0; i < n; ++i) {
+      const json& v = (*lens)[i];
+      if (!v.is_number_integer() || v.get<int64_t>() < 0)
+        bad.add({fmt::format("{}/input_lens/{}", at, i), brief(v), "must be a whole number of tokens, 0 or more", ""});
+      else out.requests[i].prompt_tokens = v.get<int64_t>();
+    }
+  }
+  if (!issues.empty()) throw InputError(issues);
+  return out;
+}
+
+BenchmarkRequests read_benchmark_requests(const std::filesystem::path& path) {
+  return benchmark_requests_from_json(parse_json(read_text_file(path, kMaxDataFileBytes), path.string()), path.string());
+}
+
+json serving_steps_report(const BenchmarkRequests& b, const StepTimeline& t, int64_t bucket,
+                          const std::vector<double>* predicted_s) {
+  const int64_t width = std::max<int64_t>(1, bucket);
+  json r;
+  r["schema"] = "capsim-serving-steps/1";
+  r["requests"] = b.requests.size();
+  r["placed"] = t.placed;
+  r["steps"] = t.step_s.size();
+  double covered = 0;
+  for (double s : t.step_s) covered += s;
+  r["steps_s"] = covered;
+  if (b.duration_s) r["duration_s"] = *b.duration_s;
+  r["bucket"] = width;
+  json notes = json::array();
+  size_t gaps = 0, tiny = 0;
+  for (const StreamedRequest& q : b.requests)
+    for (double g : q.itl_s) ++gaps, tiny += g < 1e-4 ? 1 : 0;
+  if (t.placed == 0)
+    notes.push_back("no request was placed: none has enough gaps that match another's (docs/calibration.md)");
+  if (t.placed > 0 && t.placed < b.requests.size())
+    notes.push_back(fmt::format(
+        "{} of {} requests were not placed (too few gaps to match); the steps hold their tokens without counting them",
+        b.requests.size() - t.placed, b.requests.size()));
+  if (gaps > 0 && static_cast<double>(tiny) > 0.2 * static_cast<double>(gaps))
+    notes.push_back(fmt::format(
+        "{:.0f}% of the gaps are under 0.1 ms: the server streamed several tokens at once (multi-step scheduling or a "
+        "stream interval), so a recovered step is a burst of iterations, not one",
+        100.0 * static_cast<double>(tiny) / static_cast<double>(gaps)));
+  r["notes"] = notes;
+
+  auto predicted = [&](size_t s) { return predicted_s ? (*predicted_s)[s] : std::nan(""); };
+  auto add_prediction = [&](json& row, const std::vector<size_t>& steps, double measured_median) {
+    std::vector<double> p;
+    for (size_t s : steps)
+      if (std::isfinite(predicted(s))) p.push_back(predicted(s));
+    if (p.empty()) return;
+    const double m = median_of(p);
+    row["predicted_median_ms"] = m * 1e3;
+    row["predicted_steps"] = p.size();
+    row["error"] = m / measured_median - 1.0;
+  };
+  // Steps that finished no placed prompt, by running requests.
+  std::map<int64_t, std::vector<size_t>> by_batch;
+  std::map<int64_t, std::vector<size_t>> by_prompts;
+  for (size_t s = 0; s < t.step_s.size(); ++s) {
+    if (t.first_tokens[s] > 0) by_prompts[t.first_tokens[s]].push_back(s);
+    else if (t.decodes[s] > 0) by_batch[t.decodes[s] / width].push_back(s);
+  }
+  json decode_rows = json::array();
+  for (const auto& [k, steps] : by_batch) {
+    std::vector<double> ms;
+    double decodes = 0, context = 0;
+    for (size_t s : steps) {
+      ms.push_back(t.step_s[s] * 1e3);
+      decodes += static_cast<double>(t.decodes[s]);
+      context += t.decode_context[s];
+    }
+    std::sort(ms.begin(), ms.end());
+    json row = {{"decodes_from", k * width},
+                {"decodes_to", k * width + width - 1},
+                {"steps", steps.size()},
+                {"median_ms", quantile(ms, 0.5)},
+                {"p10_ms", quantile(ms, 0.1)},
+                {"p90_ms", quantile(ms, 0.9)},
+                {"mean_decodes", decodes / static_cast<double>(steps.size())},
+                {"mean_context", context / decodes}};
+    add_prediction(row, steps, quantile(ms, 0.5) * 1e-3);
+    decode_rows.push_back(std::move(row));
+  }
+  r["decode_steps"] = decode_rows;
+  json prompt_rows = json::array();
+  for (const auto& [k, steps] : by_prompts) {
+    std::vector<double> ms, tokens, decodes;
+    for (size_t s : steps) {
+      ms.push_back(t.step_s[s] * 1e3);
+      tokens.push_back(static_cast<double>(t.prompt_tokens[s]));
+      decodes.push_back(static_cast<double>(t.decodes[s]));
+    }
+    std::sort(ms.begin(), ms.end());
+    json row = {{"prompts", k},
+                {"steps", steps.size()},
+                {"median_ms", quantile(ms, 0.5)},
+                {"p10_ms", quantile(ms, 0.1)},
+                {"p90_ms", quantile(ms, 0.9)},
+                {"median_prompt_tokens", median_of(tokens)},
+                {"median_decodes", median_of(decodes)}};
+    add_prediction(row, steps, quantile(ms, 0.5) * 1e-3);
+    prompt_rows.push_back(std::move(row));
+  }
+  r["prompt_steps"] = prompt_rows;
+  return r;
+}
+
+}  // namespace capsim::io
