@@ -335,6 +335,17 @@ int run_calibrate_serving_steps(const CalibrateArgs& a) {
         const bool known = t.decodes[i] + t.first_tokens[i] > 0 && batches[i].tokens() <= steps[i].max_batched_tokens;
         predicted[i] = known ? steps[i].parts.seconds : std::nan("");
       }
+      // A prompt over the step budget runs in chunks: the steps of its earlier chunks
+      // produce no first token and fall among the decode-only steps.
+      const int64_t budget = steps.empty() ? 0 : steps.front().max_batched_tokens;
+      size_t split = 0;
+      for (const StreamedRequest& q : bench->requests) split += budget > 0 && q.prompt_tokens > budget ? 1 : 0;
+      if (split > 0)
+        note = fmt::format(
+            "{} prompts exceed the deployment's step budget of {} tokens and ran in chunks: the steps of their earlier "
+            "chunks produced no first token and are counted among the decode-only steps (their p90 shows them), and a "
+            "step that finished such a prompt is not predicted",
+            split, budget);
     } catch (const ServingDoesNotFit& e) {
       note = fmt::format("the scenario's deployment does not fit: {}; no step is predicted", e.what());
     }
