@@ -299,7 +299,7 @@ int run_calibrate_serving_steps(const CalibrateArgs& a) {
   std::optional<io::BenchmarkRequests> bench;
   std::optional<Scenario> s;
   try {
-    bench = io::read_benchmark_requests(a.inputs.front());
+    bench = io::read_benchmark_requests(a.inputs.front(), a.run > 0 ? std::optional<size_t>(a.run) : std::nullopt);
   } catch (const InputError& e) {
     issues.insert(issues.end(), e.issues().begin(), e.issues().end());
   }

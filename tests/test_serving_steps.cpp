@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <unistd.h>
 
 #include "capsim/core/diagnostics.hpp"
 #include "capsim/core/step_timeline.hpp"
@@ -187,4 +190,55 @@ TEST(ServingSteps, ResultFileErrors) {
   const auto got = issues(many);
   ASSERT_EQ(got.size(), 21u);
   EXPECT_EQ(got.back(), "r.json#/ttfts: 5 more entries break the same rules");
+}
+
+// SGLang's bench_serving appends each run to its output file, one JSON object per line: such
+// a file needs --run to pick one, and a single run takes no other.
+TEST(ServingSteps, JsonLinesFileNeedsARun) {
+  const auto dir = std::filesystem::temp_directory_path() / ("capsim-steps-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto lines = dir / "runs.jsonl";
+  {
+    std::ofstream out(lines);
+    out << R"({"ttfts": [0.1], "itls": [[0.01]], "input_lens": [5]})" << "\n\n"
+        << R"({"ttfts": [0.2, 0.3], "itls": [[0.02], [0.03]], "input_lens": [6, 7]})" << "\n";
+  }
+  auto error = [](const auto& f) {
+    try {
+      f();
+    } catch (const InputError& e) {
+      return format_issue(e.issues().front());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error([&] { (void)io::read_benchmark_requests(lines); }),
+            lines.string() + ": holds several runs, one JSON object per line (SGLang bench_serving appends each run) "
+                             "(got 2 runs); pick one with --run K (1-2)");
+  EXPECT_EQ(io::read_benchmark_requests(lines, 2).requests.size(), 2u);
+  EXPECT_EQ(io::read_benchmark_requests(lines, 1).requests.size(), 1u);
+  EXPECT_EQ(error([&] { (void)io::read_benchmark_requests(lines, 3); }),
+            lines.string() + ": holds several runs, one JSON object per line (SGLang bench_serving appends each run) "
+                             "(got 2 runs); pick one with --run K (1-2)");
+  // A bad value in the second run is reported in that run.
+  {
+    std::ofstream out(lines);
+    out << R"({"ttfts": [0.1], "itls": [[0.01]], "input_lens": [5]})" << "\n"
+        << R"({"ttfts": [-1], "itls": [[0.02]], "input_lens": [6]})" << "\n";
+  }
+  EXPECT_EQ(error([&] { (void)io::read_benchmark_requests(lines, 2); }),
+            lines.string() + " run 2#/ttfts/0: must be a time in seconds, 0 or more (got -1)");
+  const auto one = dir / "one.json";
+  {
+    std::ofstream out(one);
+    out << R"({"ttfts": [0.1], "itls": [[0.01]], "input_lens": [5]})" << "\n";
+  }
+  EXPECT_EQ(error([&] { (void)io::read_benchmark_requests(one, 2); }),
+            "--run: the file holds one run (got 2); drop --run or give --run 1");
+  // Neither one document nor one per line: the whole file's parse error.
+  {
+    std::ofstream out(one);
+    out << "{\"ttfts\": [0.1],\n \"itls\": [[0.01]\n}\n";
+  }
+  EXPECT_NE(error([&] { (void)io::read_benchmark_requests(one); }).find(one.string() + ": "), std::string::npos);
+  std::filesystem::remove_all(dir);
 }

@@ -118,8 +118,39 @@ BenchmarkRequests benchmark_requests_from_json(const json& doc, const std::strin
   return out;
 }
 
-BenchmarkRequests read_benchmark_requests(const std::filesystem::path& path) {
-  return benchmark_requests_from_json(parse_json(read_text_file(path, kMaxDataFileBytes), path.string()), path.string());
+BenchmarkRequests read_benchmark_requests(const std::filesystem::path& path, std::optional<size_t> run) {
+  const std::string text = read_text_file(path, kMaxDataFileBytes);
+  const std::string origin = path.string();
+  // One JSON document, or JSON Lines: every non-empty line a document of its own.
+  std::vector<json> runs;
+  try {
+    runs.push_back(parse_json(text, origin));
+  } catch (const InputError& whole) {
+    size_t line_no = 0, start = 0;
+    try {
+      while (start <= text.size()) {
+        const size_t end = std::min(text.find('\n', start), text.size());
+        ++line_no;
+        const std::string_view line(text.data() + start, end - start);
+        if (line.find_first_not_of(" \t\r") != std::string_view::npos)
+          runs.push_back(parse_json(line, fmt::format("{} line {}", origin, line_no)));
+        start = end + 1;
+      }
+    } catch (const InputError&) {
+      throw whole;  // neither one document nor one per line: the whole file's error
+    }
+    if (runs.size() < 2) throw whole;
+  }
+  if (runs.size() == 1) {
+    if (run && *run != 1)
+      throw InputError({{"--run", std::to_string(*run), "the file holds one run", "drop --run or give --run 1"}});
+    return benchmark_requests_from_json(runs.front(), origin);
+  }
+  if (!run || *run < 1 || *run > runs.size())
+    throw InputError({{origin, fmt::format("{} runs", runs.size()),
+                       "holds several runs, one JSON object per line (SGLang bench_serving appends each run)",
+                       fmt::format("pick one with --run K (1-{})", runs.size())}});
+  return benchmark_requests_from_json(runs[*run - 1], fmt::format("{} run {}", origin, *run));
 }
 
 json serving_steps_report(const BenchmarkRequests& b, const StepTimeline& t, int64_t bucket,

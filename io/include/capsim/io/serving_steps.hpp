@@ -20,7 +20,9 @@ struct BenchmarkRequests {
   std::vector<StreamedRequest> requests;
   std::optional<double> duration_s;  ///< `duration`, where the file has it
 };
-BenchmarkRequests read_benchmark_requests(const std::filesystem::path& path);
+/// A file of several runs, one JSON object per line (SGLang's bench_serving appends each
+/// run to its --output-file), needs `run` (1-based) to pick one; a single run takes none.
+BenchmarkRequests read_benchmark_requests(const std::filesystem::path& path, std::optional<size_t> run = std::nullopt);
 
 /// The same from parsed JSON; `origin` names it in errors.
 BenchmarkRequests benchmark_requests_from_json(const nlohmann::json& doc, const std::string& origin);
