@@ -288,6 +288,14 @@ std::string serving_steps_table(const nlohmann::json& r, const std::string& file
                      row["steps"].get<size_t>(), row["median_ms"].get<double>(), row["p10_ms"].get<double>(),
                      row["p90_ms"].get<double>(), row["median_prompt_tokens"].get<double>(),
                      row["median_decodes"].get<double>(), predicted(row));
+  if (r.contains("fit") && !r["fit"].is_null()) {
+    const auto& f = r["fit"];
+    s += fmt::format(
+        "host time that fits the decode-only steps: {:.2f} ms a step (--set inference.engine.step_overhead_ms={:.2f}); "
+        "median |error| over {} steps {:.1f}% -> {:.1f}%\n",
+        f["step_overhead_ms"].get<double>(), f["step_overhead_ms"].get<double>(), f["steps"].get<size_t>(),
+        100 * f["median_abs_error_before"].get<double>(), 100 * f["median_abs_error_after"].get<double>());
+  }
   return s;
 }
 
@@ -313,7 +321,7 @@ int run_calibrate_serving_steps(const CalibrateArgs& a) {
   }
   if (!issues.empty()) throw InputError(issues);
   const StepTimeline t = recover_steps(bench->requests);
-  std::vector<double> predicted;
+  std::vector<double> predicted, gpu;
   std::string note;
   if (s) {
     // Each step as the model would run it: its decodes at their cached tokens, and the
@@ -331,9 +339,11 @@ int run_calibrate_serving_steps(const CalibrateArgs& a) {
     try {
       const std::vector<ServingStep> steps = serving_steps(*s, costs.get(), batches);
       predicted.resize(steps.size());
+      gpu.resize(steps.size());
       for (size_t i = 0; i < steps.size(); ++i) {
         const bool known = t.decodes[i] + t.first_tokens[i] > 0 && batches[i].tokens() <= steps[i].max_batched_tokens;
         predicted[i] = known ? steps[i].parts.seconds : std::nan("");
+        gpu[i] = known ? steps[i].parts.gpu : std::nan("");
       }
       // A prompt over the step budget runs in chunks: the steps of its earlier chunks
       // produce no first token and fall among the decode-only steps.
@@ -354,6 +364,7 @@ int run_calibrate_serving_steps(const CalibrateArgs& a) {
   r["file"] = a.inputs.front();
   if (s) r["scenario"] = s->id;
   if (!note.empty()) r["notes"].push_back(note);
+  if (!predicted.empty()) r["fit"] = io::fit_step_overhead(t, gpu, predicted);
   const std::string format = a.format.empty() ? (::isatty(::fileno(stdout)) ? "table" : "json") : a.format;
   const std::string text =
       format == "json" ? io::dump(r) : serving_steps_table(r, a.inputs.front(), predicted.empty() ? "" : s->id);

@@ -268,11 +268,13 @@ capsim_cli_expect(NAME cli.calibrate.serving_steps EXIT_CODE 0
 capsim_cli_expect(NAME cli.calibrate.serving_steps_predicted EXIT_CODE 0
   CMD calibrate serving-steps ${capsim_steps}/synthetic-result.json --scenario ${CMAKE_CURRENT_SOURCE_DIR}/../examples/llama3-70b-serving.json
       --format json
-  STDOUT "\"scenario\": \"llama3-70b-h100-tp4-sharegpt\"" "\"predicted_median_ms\"" "\"schema\": \"capsim-serving-steps/1\"")
+  STDOUT "\"scenario\": \"llama3-70b-h100-tp4-sharegpt\"" "\"predicted_median_ms\"" "\"schema\": \"capsim-serving-steps/1\""
+         "\"step_overhead_ms\": ")
 capsim_cli_expect(NAME cli.calibrate.serving_steps_chunked EXIT_CODE 0
   CMD calibrate serving-steps ${capsim_steps}/synthetic-result.json --scenario ${capsim_scenarios}/serving-small-budget.json
       --format table
-  STDOUT "note: 14 prompts exceed the deployment's step budget of 512 tokens and ran in chunks")
+  STDOUT "note: 14 prompts exceed the deployment's step budget of 512 tokens and ran in chunks"
+         "host time that fits the decode-only steps: ")
 capsim_cli_expect(NAME cli.calibrate.serving_steps_not_a_result
   CMD calibrate serving-steps ${capsim_scenarios}/llama2-7b-8gpu.json --scenario ${capsim_scenarios}/llama2-7b-8gpu.json
   STDERR "llama2-7b-8gpu.json#/ttfts: missing: times to first token (seconds) per request"

@@ -242,3 +242,27 @@ TEST(ServingSteps, JsonLinesFileNeedsARun) {
   EXPECT_NE(error([&] { (void)io::read_benchmark_requests(one); }).find(one.string() + ": "), std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+// The host time that fits: the median of measured less the model's GPU time over the
+// decode-only steps (steps that produced first tokens and steps without a prediction left
+// out), never below zero, with the errors before and after.
+TEST(ServingSteps, FittedHostTimeIsTheMedianResidual) {
+  StepTimeline t;
+  t.step_s = {0.030, 0.033, 0.090, 0.040, 0.031};
+  t.decodes = {5, 6, 6, 8, 5};
+  t.decode_context = {500, 600, 600, 800, 500};
+  t.first_tokens = {0, 0, 1, 0, 0};
+  t.prompt_tokens = {0, 0, 900, 0, 0};
+  const std::vector<double> gpu = {0.026, 0.030, 0.050, 0.036, std::nan("")};
+  const std::vector<double> predicted = {0.027, 0.031, 0.051, 0.037, std::nan("")};
+  const nlohmann::json f = io::fit_step_overhead(t, gpu, predicted);
+  EXPECT_EQ(f["steps"], 3);  // the prompt step and the unpredicted one left out
+  EXPECT_NEAR(f["step_overhead_ms"].get<double>(), 4.0, 1e-9);  // residuals 4, 3, 4 ms
+  // Before: |27/30 - 1|, |31/33 - 1|, |37/40 - 1|; after: 0, 1/33, 0.
+  EXPECT_NEAR(f["median_abs_error_before"].get<double>(), 3.0 / 40.0, 1e-12);
+  EXPECT_NEAR(f["median_abs_error_after"].get<double>(), 0.0, 1e-12);
+  // A model slower than every step fits no negative host time.
+  const std::vector<double> slow = {0.05, 0.05, 0.05, 0.05, 0.05};
+  EXPECT_EQ(io::fit_step_overhead(t, slow, slow)["step_overhead_ms"], 0.0);
+  EXPECT_TRUE(io::fit_step_overhead(t, {}, {}).is_null());
+}

@@ -246,4 +246,25 @@ json serving_steps_report(const BenchmarkRequests& b, const StepTimeline& t, int
   return r;
 }
 
+json fit_step_overhead(const StepTimeline& t, const std::vector<double>& gpu_s, const std::vector<double>& predicted_s) {
+  std::vector<size_t> steps;
+  std::vector<double> residual;
+  for (size_t s = 0; s < t.step_s.size() && s < gpu_s.size() && s < predicted_s.size(); ++s)
+    if (t.first_tokens[s] == 0 && t.decodes[s] > 0 && std::isfinite(gpu_s[s]) && std::isfinite(predicted_s[s])) {
+      steps.push_back(s);
+      residual.push_back(t.step_s[s] - gpu_s[s]);
+    }
+  if (steps.empty()) return nullptr;
+  const double host = std::max(0.0, median_of(residual));
+  std::vector<double> before, after;
+  for (size_t s : steps) {
+    before.push_back(std::abs(predicted_s[s] / t.step_s[s] - 1.0));
+    after.push_back(std::abs((gpu_s[s] + host) / t.step_s[s] - 1.0));
+  }
+  return {{"step_overhead_ms", host * 1e3},
+          {"steps", steps.size()},
+          {"median_abs_error_before", median_of(before)},
+          {"median_abs_error_after", median_of(after)}};
+}
+
 }  // namespace capsim::io

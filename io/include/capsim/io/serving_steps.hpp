@@ -34,4 +34,13 @@ BenchmarkRequests benchmark_requests_from_json(const nlohmann::json& doc, const 
 nlohmann::json serving_steps_report(const BenchmarkRequests& b, const StepTimeline& t, int64_t bucket,
                                     const std::vector<double>* predicted_s = nullptr);
 
+/// The host time per step that makes the model's decode-only steps match the recovered ones:
+/// the median over those steps of the measured time less the model's GPU time (`gpu_s`),
+/// at least 0, in the units of a scenario's `engine.step_overhead_ms` (a measured host time
+/// added to every step's GPU time, in place of the profile's host model). With it, the
+/// median |error| of those steps before (`predicted_s`, the profile's host model) and after.
+/// Null where no decode-only step has both figures.
+nlohmann::json fit_step_overhead(const StepTimeline& t, const std::vector<double>& gpu_s,
+                                 const std::vector<double>& predicted_s);
+
 }  // namespace capsim::io
