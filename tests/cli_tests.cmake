@@ -263,8 +263,8 @@ set(capsim_steps ${CMAKE_CURRENT_SOURCE_DIR}/data/serving-steps)
 capsim_cli_expect(NAME cli.calibrate.serving_steps EXIT_CODE 0
   CMD calibrate serving-steps ${capsim_steps}/synthetic-result.json --format table
   STDOUT "synthetic-result.json: 24 of 24 requests placed on 143 steps (3.57 s of the run's 3.92 s)"
-         "        0-7     67     21.61    20.49    22.63      3.9      520"
-         "          1     21     38.06    37.00    39.18      547        8")
+         "        0-7     67     21.62    20.49    22.80      3.9      520"
+         "          1     21     38.19    37.00    39.01      547        8")
 capsim_cli_expect(NAME cli.calibrate.serving_steps_predicted EXIT_CODE 0
   CMD calibrate serving-steps ${capsim_steps}/synthetic-result.json --scenario ${CMAKE_CURRENT_SOURCE_DIR}/../examples/llama3-70b-serving.json
       --format json

@@ -266,3 +266,22 @@ TEST(ServingSteps, FittedHostTimeIsTheMedianResidual) {
   EXPECT_EQ(io::fit_step_overhead(t, slow, slow)["step_overhead_ms"], 0.0);
   EXPECT_TRUE(io::fit_step_overhead(t, {}, {}).is_null());
 }
+
+// Gaps all alike match everywhere and would make the search try every offset in full: it
+// stops at its comparison budget, keeps what it placed, and the report says so.
+TEST(ServingSteps, FlatGapsStopAtTheComparisonBudget) {
+  std::vector<StreamedRequest> flat(200);
+  for (auto& q : flat) q.itl_s.assign(400, 0.040);
+  StepRecovery o;
+  o.max_comparisons = 2'000'000;
+  const StepTimeline t = recover_steps(flat, o);
+  EXPECT_TRUE(t.truncated);
+  EXPECT_GE(t.placed, 1u);
+  EXPECT_LT(t.placed, flat.size());
+  const nlohmann::json r = io::serving_steps_report({flat, std::nullopt}, t, 8);
+  EXPECT_EQ(r["notes"][0],
+            "the search for positions stopped at its limit of comparisons: the gaps are too alike to tell positions apart "
+            "quickly, and the requests not placed by then are left out");
+  // A real run's gaps stay far inside the default budget.
+  EXPECT_FALSE(recover_steps(synthetic_run(3, 600, 120, 0.3e-3, 15).requests).truncated);
+}

@@ -13,17 +13,23 @@ struct Match {
   double mean_error = 0;
   std::ptrdiff_t at = 0;  ///< index in the steps of the request's first gap (negative: before them)
   bool found = false;
+  bool stopped = false;  ///< the comparison budget ran out before every offset was tried
 };
 
 /// Where the gaps `x` fit the steps best: every offset that shares at least `need` gaps with
 /// them, by mean absolute difference over the shared gaps. An offset stops being summed once
 /// it cannot beat the best so far or the tolerance.
-Match best_offset(const std::vector<double>& steps, const std::vector<double>& x, size_t need, double tolerance) {
+Match best_offset(const std::vector<double>& steps, const std::vector<double>& x, size_t need, double tolerance,
+                  uint64_t& comparisons, uint64_t max_comparisons) {
   Match best;
   const auto n = static_cast<std::ptrdiff_t>(steps.size());
   const auto len = static_cast<std::ptrdiff_t>(x.size());
   const auto shared = static_cast<std::ptrdiff_t>(need);
   for (std::ptrdiff_t k = shared - len; k <= n - shared; ++k) {
+    if (comparisons >= max_comparisons) {
+      best.stopped = true;
+      return best;
+    }
     const std::ptrdiff_t lo = std::max<std::ptrdiff_t>(0, k), hi = std::min(n, k + len);
     const auto overlap = static_cast<double>(hi - lo);
     const double limit = overlap * std::min(tolerance, best.found ? best.mean_error : tolerance);
@@ -33,6 +39,7 @@ Match best_offset(const std::vector<double>& steps, const std::vector<double>& x
       err += std::abs(steps[static_cast<size_t>(s)] - x[static_cast<size_t>(s - k)]);
       if (err > limit) break;
     }
+    comparisons += static_cast<uint64_t>(std::min(s + 1, hi) - lo);
     if (s < hi) continue;
     const double mean = err / overlap;
     if (!best.found || mean < best.mean_error) best = {mean, k, true};
@@ -46,12 +53,14 @@ StepTimeline recover_steps(const std::vector<StreamedRequest>& requests, const S
   StepTimeline out;
   out.position.assign(requests.size(), StepTimeline::kUnplaced);
   const size_t need = std::max<size_t>(1, options.min_overlap);
-  // Longest first: the longest request spans the most steps and anchors the others.
+  // In the order the client sent them, from the first with enough gaps: each request then
+  // mostly overlaps the steps its predecessors placed, and one pass places most of them
+  // (a request that overlaps none yet waits for a later pass).
   std::vector<size_t> order(requests.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return requests[a].itl_s.size() > requests[b].itl_s.size(); });
-  if (order.empty() || requests[order.front()].itl_s.size() < need) return out;
+  const auto first = std::find_if(order.begin(), order.end(), [&](size_t i) { return requests[i].itl_s.size() >= need; });
+  if (first == order.end()) return out;
+  std::rotate(order.begin(), first, first + 1);
 
   std::vector<double> steps = requests[order.front()].itl_s;
   // Positions relative to the first request's first gap; `base` steps were prepended since.
@@ -59,12 +68,17 @@ StepTimeline recover_steps(const std::vector<StreamedRequest>& requests, const S
   std::vector<bool> placed(requests.size(), false);
   std::ptrdiff_t base = 0;
   placed[order.front()] = true;
-  for (bool progress = true; progress;) {
+  uint64_t comparisons = 0;
+  for (bool progress = true; progress && !out.truncated;) {
     progress = false;
     for (size_t i : order) {
       const std::vector<double>& x = requests[i].itl_s;
       if (placed[i] || x.size() < need) continue;
-      const Match m = best_offset(steps, x, need, options.tolerance_s);
+      const Match m = best_offset(steps, x, need, options.tolerance_s, comparisons, options.max_comparisons);
+      if (m.stopped) {
+        out.truncated = true;
+        break;
+      }
       if (!m.found || m.mean_error > options.tolerance_s) continue;
       std::ptrdiff_t k = m.at;
       if (k < 0) {
@@ -82,6 +96,21 @@ StepTimeline recover_steps(const std::vector<StreamedRequest>& requests, const S
   }
 
   const size_t n = steps.size();
+  // Each step's duration: the median of the placed requests' gaps over it, which evens out
+  // the clients' jitter whatever order the requests were placed in.
+  std::vector<std::vector<double>> seen(n);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!placed[i]) continue;
+    const auto p = static_cast<size_t>(at[i] + base);
+    for (size_t j = 0; j < requests[i].itl_s.size(); ++j) seen[p + j].push_back(requests[i].itl_s[j]);
+  }
+  for (size_t s = 0; s < n; ++s) {
+    std::vector<double>& v = seen[s];
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size() / 2;
+    steps[s] = v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+  }
   out.step_s = std::move(steps);
   out.decodes.assign(n, 0);
   out.decode_context.assign(n, 0.0);

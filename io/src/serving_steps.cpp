@@ -172,10 +172,15 @@ json serving_steps_report(const BenchmarkRequests& b, const StepTimeline& t, int
     for (double g : q.itl_s) ++gaps, tiny += g < 1e-4 ? 1 : 0;
   if (t.placed == 0)
     notes.push_back("no request was placed: none has enough gaps that match another's (docs/calibration.md)");
+  if (t.truncated)
+    notes.push_back(
+        "the search for positions stopped at its limit of comparisons: the gaps are too alike to tell positions apart "
+        "quickly, and the requests not placed by then are left out");
   if (t.placed > 0 && t.placed < b.requests.size())
     notes.push_back(fmt::format(
-        "{} of {} requests were not placed (too few gaps to match); the steps hold their tokens without counting them",
-        b.requests.size() - t.placed, b.requests.size()));
+        "{} of {} requests were not placed ({}); the steps hold their tokens without counting them",
+        b.requests.size() - t.placed, b.requests.size(),
+        t.truncated ? "the search stopped first, or too few gaps to match" : "too few gaps to match"));
   if (gaps > 0 && static_cast<double>(tiny) > 0.2 * static_cast<double>(gaps))
     notes.push_back(fmt::format(
         "{:.0f}% of the gaps are under 0.1 ms: the server streamed several tokens at once (multi-step scheduling or a "

@@ -27,7 +27,7 @@ struct StreamedRequest {
 /// The steps recovered from a set of StreamedRequest.
 struct StepTimeline {
   static constexpr size_t kUnplaced = std::numeric_limits<size_t>::max();
-  std::vector<double> step_s;          ///< each step's duration
+  std::vector<double> step_s;          ///< each step's duration: the median of the gaps placed on it
   std::vector<int64_t> decodes;        ///< placed requests that received a later token in the step
   std::vector<double> decode_context;  ///< the sum of their cached tokens (prompt and tokens so far)
   std::vector<int64_t> first_tokens;   ///< placed requests whose first token the step produced
@@ -35,6 +35,8 @@ struct StepTimeline {
   /// Per request: the step that produced its second token (its first gap), or kUnplaced.
   std::vector<size_t> position;
   size_t placed = 0;  ///< requests placed on the steps
+  /// The search stopped at StepRecovery::max_comparisons with requests still to place.
+  bool truncated = false;
 };
 
 /// Options of recover_steps.
@@ -44,6 +46,10 @@ struct StepRecovery {
   /// Fewest gaps a request must share with the steps placed so far to be matched; requests
   /// with fewer gaps are not placed (too short to tell one position from another).
   size_t min_overlap = 15;
+  /// Most gap comparisons the search makes. Real runs' gaps tell positions apart within a
+  /// few comparisons per offset; gaps that are all alike (a flat synthetic file) would make
+  /// every offset match fully, so the search stops here and says so.
+  uint64_t max_comparisons = uint64_t{2} << 30;
 };
 
 /// Places the requests on one sequence of steps, starting from the request with the most
