@@ -320,54 +320,13 @@ int run_calibrate_serving_steps(const CalibrateArgs& a) {
     }
   }
   if (!issues.empty()) throw InputError(issues);
-  const StepTimeline t = recover_steps(bench->requests);
-  std::vector<double> predicted, gpu;
-  std::string note;
-  if (s) {
-    // Each step as the model would run it: its decodes at their cached tokens, and the
-    // prompts it finished as whole prompts of equal share (where they fit one step).
-    std::vector<IterationBatch> batches(t.step_s.size());
-    for (size_t i = 0; i < t.step_s.size(); ++i) {
-      IterationBatch& b = batches[i];
-      b.decodes = t.decodes[i];
-      b.decode_context = t.decode_context[i];
-      const int64_t k = t.first_tokens[i];
-      for (int64_t j = 0; j < k; ++j) b.prefills.push_back({(t.prompt_tokens[i] + j) / k, 0, true});
-      if (b.tokens() == 0) b.decodes = 1;  // a step no placed request ran: priced, then dropped below
-    }
-    const io::CostModels costs(s->system, nullptr);
-    try {
-      const std::vector<ServingStep> steps = serving_steps(*s, costs.get(), batches);
-      predicted.resize(steps.size());
-      gpu.resize(steps.size());
-      for (size_t i = 0; i < steps.size(); ++i) {
-        const bool known = t.decodes[i] + t.first_tokens[i] > 0 && batches[i].tokens() <= steps[i].max_batched_tokens;
-        predicted[i] = known ? steps[i].parts.seconds : std::nan("");
-        gpu[i] = known ? steps[i].parts.gpu : std::nan("");
-      }
-      // A prompt over the step budget runs in chunks: the steps of its earlier chunks
-      // produce no first token and fall among the decode-only steps.
-      const int64_t budget = steps.empty() ? 0 : steps.front().max_batched_tokens;
-      size_t split = 0;
-      for (const StreamedRequest& q : bench->requests) split += budget > 0 && q.prompt_tokens > budget ? 1 : 0;
-      if (split > 0)
-        note = fmt::format(
-            "{} prompts exceed the deployment's step budget of {} tokens and ran in chunks: the steps of their earlier "
-            "chunks produced no first token and are counted among the decode-only steps (their p90 shows them), and a "
-            "step that finished such a prompt is not predicted",
-            split, budget);
-    } catch (const ServingDoesNotFit& e) {
-      note = fmt::format("the scenario's deployment does not fit: {}; no step is predicted", e.what());
-    }
-  }
-  nlohmann::json r = io::serving_steps_report(*bench, t, a.bucket, predicted.empty() ? nullptr : &predicted);
+  std::optional<io::CostModels> costs;
+  if (s) costs.emplace(s->system, nullptr);
+  nlohmann::json r = io::analyze_serving_steps(*bench, a.bucket, s ? &*s : nullptr, costs ? &costs->get() : nullptr);
   r["file"] = a.inputs.front();
-  if (s) r["scenario"] = s->id;
-  if (!note.empty()) r["notes"].push_back(note);
-  if (!predicted.empty()) r["fit"] = io::fit_step_overhead(t, gpu, predicted);
   const std::string format = a.format.empty() ? (::isatty(::fileno(stdout)) ? "table" : "json") : a.format;
   const std::string text =
-      format == "json" ? io::dump(r) : serving_steps_table(r, a.inputs.front(), predicted.empty() ? "" : s->id);
+      format == "json" ? io::dump(r) : serving_steps_table(r, a.inputs.front(), r.value("scenario", std::string()));
   if (a.out.empty()) fmt::print("{}", text);
   else io::write_file_atomic(a.out, text);
   return 0;

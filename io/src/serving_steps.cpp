@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "capsim/core/serving.hpp"
 #include "capsim/io/json_read.hpp"
 
 namespace capsim::io {
@@ -248,6 +249,53 @@ json serving_steps_report(const BenchmarkRequests& b, const StepTimeline& t, int
     prompt_rows.push_back(std::move(row));
   }
   r["prompt_steps"] = prompt_rows;
+  return r;
+}
+
+json analyze_serving_steps(const BenchmarkRequests& b, int64_t bucket, const Scenario* s, const CostModel* cost) {
+  const StepTimeline t = recover_steps(b.requests);
+  std::vector<double> predicted, gpu;
+  std::string note;
+  if (s && cost) {
+    // Each step as the model would run it: its decodes at their cached tokens, and the
+    // prompts it finished as whole prompts of equal share (where they fit one step).
+    std::vector<IterationBatch> batches(t.step_s.size());
+    for (size_t i = 0; i < t.step_s.size(); ++i) {
+      IterationBatch& batch = batches[i];
+      batch.decodes = t.decodes[i];
+      batch.decode_context = t.decode_context[i];
+      const int64_t k = t.first_tokens[i];
+      for (int64_t j = 0; j < k; ++j) batch.prefills.push_back({(t.prompt_tokens[i] + j) / k, 0, true});
+      if (batch.tokens() == 0) batch.decodes = 1;  // a step no placed request ran: priced, then dropped below
+    }
+    try {
+      const std::vector<ServingStep> steps = serving_steps(*s, *cost, batches);
+      predicted.resize(steps.size());
+      gpu.resize(steps.size());
+      for (size_t i = 0; i < steps.size(); ++i) {
+        const bool known = t.decodes[i] + t.first_tokens[i] > 0 && batches[i].tokens() <= steps[i].max_batched_tokens;
+        predicted[i] = known ? steps[i].parts.seconds : std::nan("");
+        gpu[i] = known ? steps[i].parts.gpu : std::nan("");
+      }
+      // A prompt over the step budget runs in chunks: the steps of its earlier chunks
+      // produce no first token and fall among the decode-only steps.
+      const int64_t budget = steps.empty() ? 0 : steps.front().max_batched_tokens;
+      size_t split = 0;
+      for (const StreamedRequest& q : b.requests) split += budget > 0 && q.prompt_tokens > budget ? 1 : 0;
+      if (split > 0)
+        note = fmt::format(
+            "{} prompts exceed the deployment's step budget of {} tokens and ran in chunks: the steps of their earlier "
+            "chunks produced no first token and are counted among the decode-only steps (their p90 shows them), and a "
+            "step that finished such a prompt is not predicted",
+            split, budget);
+    } catch (const ServingDoesNotFit& e) {
+      note = fmt::format("the scenario's deployment does not fit: {}; no step is predicted", e.what());
+    }
+  }
+  json r = serving_steps_report(b, t, bucket, predicted.empty() ? nullptr : &predicted);
+  if (s) r["scenario"] = s->id;
+  if (!note.empty()) r["notes"].push_back(note);
+  if (!predicted.empty()) r["fit"] = fit_step_overhead(t, gpu, predicted);
   return r;
 }
 

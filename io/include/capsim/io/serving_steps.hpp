@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "capsim/core/cost_model.hpp"
+#include "capsim/core/scenario.hpp"
 #include "capsim/core/step_timeline.hpp"
 
 namespace capsim::io {
@@ -33,6 +35,14 @@ BenchmarkRequests benchmark_requests_from_json(const nlohmann::json& doc, const 
 /// row beside the measured one.
 nlohmann::json serving_steps_report(const BenchmarkRequests& b, const StepTimeline& t, int64_t bucket,
                                     const std::vector<double>* predicted_s = nullptr);
+
+/// The whole analysis of `capsim calibrate serving-steps`: the steps recovered from `b`, the
+/// report of them in rows of `bucket`, and with a scenario `s` (an inference scenario of the
+/// same deployment, priced with `cost`) each step's predicted time beside them, the step
+/// budget's split prompts named and the host time that fits (`fit`). A deployment that does
+/// not fit is a note, not an error.
+nlohmann::json analyze_serving_steps(const BenchmarkRequests& b, int64_t bucket, const Scenario* s = nullptr,
+                                     const CostModel* cost = nullptr);
 
 /// The host time per step that makes the model's decode-only steps match the recovered ones:
 /// the median over those steps of the measured time less the model's GPU time (`gpu_s`),
