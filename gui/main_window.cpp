@@ -31,11 +31,13 @@
 #include <nlohmann/json.hpp>
 
 #include "capsim/io/calibration_io.hpp"
+#include "capsim/io/serving_steps.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
 #include "calibration_view.hpp"
+#include "serving_steps_view.hpp"
 #include "compare_view.hpp"
 #include "evaluation.hpp"
 #include "report_table.hpp"
@@ -77,6 +79,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   views_->addTab(validation_view_, tr("Validation"));
   calibration_view_ = new CalibrationView;
   views_->addTab(calibration_view_, tr("Calibration"));
+  serving_steps_view_ = new ServingStepsView;
+  views_->addTab(serving_steps_view_, tr("Serving steps"));
   auto* split = new QSplitter;
   split->addWidget(scroll);
   split->addWidget(views_);
@@ -129,6 +133,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   connect(calibration_view_, &CalibrationView::open_requested, this, &MainWindow::open_calibration_dialog);
   connect(calibration_view_, &CalibrationView::use_toggled, this, &MainWindow::on_calibration_toggled);
+  connect(serving_steps_view_, &ServingStepsView::open_requested, this, &MainWindow::open_serving_result_dialog);
+  connect(serving_steps_view_, &ServingStepsView::apply_requested, this, &MainWindow::apply_step_overhead);
   connect(compare_view_, &CompareView::pin_requested, this, &MainWindow::pin_report);
   connect(compare_view_, &CompareView::unpin_requested, this, &MainWindow::unpin_report);
   connect(validation_view_, &ValidationView::run_requested, this, [this] { run_validation_now(); });
@@ -169,6 +175,7 @@ void MainWindow::build_menus() {
   file->addAction(tr("Open &HF config as the model..."), this, &MainWindow::open_hf_config_dialog);
   QAction* cal = file->addAction(tr("Open calibration &profile..."), this, &MainWindow::open_calibration_dialog);
   cal->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
+  file->addAction(tr("Open serving &benchmark result..."), this, &MainWindow::open_serving_result_dialog);
   QAction* pin = file->addAction(tr("&Pin report"), this, &MainWindow::pin_report);
   pin->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P));
   file->addSeparator();
@@ -795,6 +802,47 @@ void MainWindow::open_hf_config_dialog() {
   if (path.isEmpty()) return;
   if (!panel_->open_hf_config(path))
     statusBar()->showMessage(tr("The config does not read: see the problems under the editor."), 8000);
+}
+
+bool MainWindow::open_serving_result(const QString& path) {
+  io::BenchmarkRequests bench;
+  try {
+    bench = io::read_benchmark_requests(path.toStdString());
+  } catch (const InputError& e) {
+    QString text;
+    for (const auto& line : issue_lines(e.issues())) text += (text.isEmpty() ? QString() : QStringLiteral("\n")) + QString::fromStdString(line);
+    serving_steps_view_->show_report(path, nullptr, text);
+    views_->setCurrentWidget(serving_steps_view_);
+    statusBar()->showMessage(tr("Could not read %1").arg(QFileInfo(path).fileName()), 5000);
+    return false;
+  }
+  // The serving scenario prices the steps where it reads; the steps alone otherwise.
+  std::optional<Scenario> s;
+  try {
+    s = read_serving_document(panel_->document(ScenarioKind::inference), base_dir_);
+  } catch (const InputError&) {
+  }
+  std::optional<io::CostModels> costs;
+  if (s) costs.emplace(s->system, calibration_in_use());
+  nlohmann::json r = io::analyze_serving_steps(bench, 8, s ? &*s : nullptr, costs ? &costs->get() : nullptr);
+  if (!s) r["notes"].push_back("the serving scenario does not read: the steps are shown without the model's");
+  serving_steps_view_->show_report(path, r);
+  views_->setCurrentWidget(serving_steps_view_);
+  statusBar()->showMessage(tr("%1: %2 steps recovered").arg(QFileInfo(path).fileName()).arg(r.value("steps", 0)), 5000);
+  return true;
+}
+
+void MainWindow::apply_step_overhead(double host_ms) {
+  nlohmann::json doc = panel_->document(ScenarioKind::inference);
+  // Two decimals, as the line that offers it shows.
+  doc["inference"]["engine"]["step_overhead_ms"] = std::round(host_ms * 100.0) / 100.0;
+  panel_->load_document(doc);
+}
+
+void MainWindow::open_serving_result_dialog() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open serving benchmark result"), QString(),
+                                                    tr("Benchmark result (*.json *.jsonl)"));
+  if (!path.isEmpty()) open_serving_result(path);
 }
 
 void MainWindow::open_calibration_dialog() {

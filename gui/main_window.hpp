@@ -28,6 +28,7 @@ class QTimer;
 namespace capsim::gui {
 
 class CalibrationView;
+class ServingStepsView;
 class CompareView;
 class SearchView;
 class ServingView;
@@ -55,6 +56,7 @@ class MainWindow : public QMainWindow {
   CompareView* compare_view() const { return compare_view_; }
   /// The calibration profile against the default model.
   CalibrationView* calibration_view() const { return calibration_view_; }
+  ServingStepsView* serving_steps_view() const { return serving_steps_view_; }
   /// The layout search.
   SearchView* search_view() const { return search_view_; }
   /// The discrete-event timeline of the training step.
@@ -123,6 +125,12 @@ class MainWindow : public QMainWindow {
   /// scenario's system; a profile that does not read shows the command line's message.
   /// True when it read. A profile that reads replaces the one in use for predictions.
   bool open_calibration(const QString& path);
+  /// Recover the steps of the serving benchmark result at `path` (capsim calibrate
+  /// serving-steps) and price them with the serving scenario where it reads; shows the
+  /// "Serving steps" tab. True when the file read.
+  bool open_serving_result(const QString& path);
+  /// Put `host_ms` in the serving scenario as inference.engine.step_overhead_ms.
+  void apply_step_overhead(double host_ms);
   /// Use the loaded calibration profile for training and serving predictions (as the
   /// CLI's `--calibration FILE`) or the default cost model; ignored while none is loaded.
   void set_use_calibration(bool use);
@@ -168,6 +176,7 @@ class MainWindow : public QMainWindow {
   void export_csv_dialog();
   void export_chart_dialog(bool svg);
   void open_calibration_dialog();
+  void open_serving_result_dialog();
   void open_hf_config_dialog();
   void on_calibration_toggled();
 
@@ -176,6 +185,7 @@ class MainWindow : public QMainWindow {
   ServingView* serving_view_ = nullptr;
   CompareView* compare_view_ = nullptr;
   CalibrationView* calibration_view_ = nullptr;
+  ServingStepsView* serving_steps_view_ = nullptr;
   SearchView* search_view_ = nullptr;
   TimelineView* timeline_view_ = nullptr;
   ValidationView* validation_view_ = nullptr;

@@ -41,6 +41,7 @@
 #include "capsim/io/presets.hpp"
 #include "capsim/io/report.hpp"
 #include "capsim/io/scenario_io.hpp"
+#include "capsim/io/serving_steps.hpp"
 #include "capsim/io/trace.hpp"
 #include "capsim/io/validation.hpp"
 #include "bench_repaint.hpp"
@@ -50,6 +51,7 @@
 #include "main_window.hpp"
 #include "report_table.hpp"
 #include "search_view.hpp"
+#include "serving_steps_view.hpp"
 #include "serving_view.hpp"
 #include "timeline_view.hpp"
 #include "training_view.hpp"
@@ -545,6 +547,47 @@ class GuiTest : public QObject {
     QCOMPARE(w.pinned_kind(), gui::ScenarioKind::training);
     QVERIFY(w.compare_view()->row(QStringLiteral("time.step_s")));
     QVERIFY(!w.compare_view()->row(QStringLiteral("metrics.ttft_p99_ms")));
+  }
+
+  /// A serving benchmark's recovered steps against the serving scenario's model: the rows of
+  /// `capsim calibrate serving-steps` with that scenario, the fitted host time, and the button
+  /// that puts it in the scenario; a file that is not a result shows the reader's message.
+  void serving_steps_view_shows_a_result_and_applies_its_host_time() {
+    const QString result = QStringLiteral(CAPSIM_SOURCE_DIR "/tests/data/serving-steps/synthetic-result.json");
+    gui::MainWindow w;
+    QVERIFY(w.open_serving_result(result));
+    QCOMPARE(w.views()->currentWidget(), static_cast<QWidget*>(w.serving_steps_view()));
+    QVERIFY(w.serving_steps_view()->error().isEmpty());
+    QVERIFY2(w.serving_steps_view()->info().startsWith(QStringLiteral("24 of 24 requests placed on 143 steps (3.57 s)")),
+             qPrintable(w.serving_steps_view()->info()));
+    const Scenario s = gui::read_serving_document(w.panel()->document(gui::ScenarioKind::inference), {});
+    const io::CostModels costs(s.system, nullptr);
+    const nlohmann::json r =
+        io::analyze_serving_steps(io::read_benchmark_requests(result.toStdString()), 8, &s, &costs.get());
+    std::vector<QPointF> measured, model;
+    for (const auto& row : r["decode_steps"]) {
+      measured.emplace_back(row["mean_decodes"].get<double>(), row["median_ms"].get<double>());
+      if (row.contains("predicted_median_ms"))
+        model.emplace_back(row["mean_decodes"].get<double>(), row["predicted_median_ms"].get<double>());
+    }
+    QVERIFY(!model.empty());
+    QCOMPARE(w.serving_steps_view()->points(QStringLiteral("measured")), measured);
+    QCOMPARE(w.serving_steps_view()->points(QStringLiteral("model")), model);
+    const double fitted = r["fit"]["step_overhead_ms"].get<double>();
+    QVERIFY(w.serving_steps_view()->fitted_host_ms().has_value());
+    QCOMPARE(*w.serving_steps_view()->fitted_host_ms(), fitted);
+    QVERIFY(w.serving_steps_view()->fit_text().contains(QString::number(fitted, 'f', 2)));
+    auto* apply = w.serving_steps_view()->findChild<QPushButton*>(QStringLiteral("apply_host_time"));
+    QVERIFY(apply && apply->isEnabled());
+    apply->click();
+    QCOMPARE(w.panel()->document(gui::ScenarioKind::inference)["inference"]["engine"]["step_overhead_ms"].get<double>(),
+             std::round(fitted * 100.0) / 100.0);
+    // Not a benchmark result: the reader's problems, and no chart.
+    QVERIFY(!w.open_serving_result(QStringLiteral(CAPSIM_SOURCE_DIR "/tests/scenarios/llama2-7b-8gpu.json")));
+    QVERIFY2(w.serving_steps_view()->error().contains(QStringLiteral("#/ttfts: missing")),
+             qPrintable(w.serving_steps_view()->error()));
+    QVERIFY(w.serving_steps_view()->points(QStringLiteral("measured")).empty());
+    QVERIFY(!w.serving_steps_view()->fitted_host_ms().has_value());
   }
 
   /// A profile's GEMM efficiencies and collective bus bandwidths against the default model
@@ -1834,6 +1877,10 @@ class GuiTest : public QObject {
     QVERIFY(w.open_calibration(QStringLiteral(CAPSIM_SOURCE_DIR "/data/calibration/h100-nccl-tests-public.json")));
     QTest::qWait(200);
     QVERIFY(w.grab().save(out + QStringLiteral("/gui-calibration.png")));
+
+    QVERIFY(w.open_serving_result(QStringLiteral(CAPSIM_SOURCE_DIR "/tests/data/serving-steps/synthetic-result.json")));
+    QTest::qWait(200);
+    QVERIFY(w.grab().save(out + QStringLiteral("/gui-serving-steps.png")));
   }
 
  private:
