@@ -319,11 +319,23 @@ int run_calibrate_serving_steps(const CalibrateArgs& a) {
       issues.insert(issues.end(), e.issues().begin(), e.issues().end());
     }
   }
+  std::optional<CalibrationProfile> cal;
+  if (!a.calibration.empty()) {
+    if (!s) issues.push_back({"--calibration", a.calibration, "prices the steps of a scenario, and there is none", "give --scenario FILE"});
+    try {
+      cal = io::read_profile(a.calibration);
+    } catch (const InputError& e) {
+      issues.insert(issues.end(), e.issues().begin(), e.issues().end());
+    }
+  }
   if (!issues.empty()) throw InputError(issues);
   std::optional<io::CostModels> costs;
-  if (s) costs.emplace(s->system, nullptr);
+  if (s) costs.emplace(s->system, cal ? &*cal : nullptr);
   nlohmann::json r = io::analyze_serving_steps(*bench, a.bucket, s ? &*s : nullptr, costs ? &costs->get() : nullptr);
   r["file"] = a.inputs.front();
+  if (cal && !io::add_calibration(r, *cal, &s->system.gpu))
+    fmt::print(stderr, "warning: calibration profile {} was measured on {}, not {}; the default model answers\n", cal->name,
+               cal->gpu, s->system.gpu.id);
   const std::string format = a.format.empty() ? (::isatty(::fileno(stdout)) ? "table" : "json") : a.format;
   const std::string text =
       format == "json" ? io::dump(r) : serving_steps_table(r, a.inputs.front(), r.value("scenario", std::string()));

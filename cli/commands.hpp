@@ -97,6 +97,7 @@ struct CalibrateArgs {
   std::string scenario;       ///< serving-steps: the deployment whose steps are predicted beside
   int64_t bucket = 8;         ///< serving-steps: running requests per row of decode steps
   size_t run = 0;             ///< serving-steps: the run of a JSON Lines file (1-based; 0: not given)
+  std::string calibration;    ///< serving-steps: profile JSON in front of the default model (capsim calibrate fit)
 };
 int run_calibrate_serving_steps(const CalibrateArgs& a);
 int run_calibrate_compare(const CalibrateArgs& a);

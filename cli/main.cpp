@@ -1168,6 +1168,9 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   cal_steps->add_option("--bucket", steps_args.bucket, "Running requests per row of decode-only steps (default 8)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cal_steps->add_option("--calibration", steps_args.calibration,
+                        "Calibration profile (capsim calibrate fit) in front of the default model for --scenario's prices")
+      ->check(CLI::ExistingFile);
   cal_steps->add_option("--run", steps_args.run, "The run to read from a file of several, one JSON object per line (1-based)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 30));
   add_format(cal_steps, steps_args.format);

@@ -275,6 +275,14 @@ capsim_cli_expect(NAME cli.calibrate.serving_steps_chunked EXIT_CODE 0
       --format table
   STDOUT "note: 14 prompts exceed the deployment's step budget of 512 tokens and ran in chunks"
          "host time that fits the decode-only steps: ")
+capsim_cli_expect(NAME cli.calibrate.serving_steps_calibration_needs_a_scenario
+  CMD calibrate serving-steps ${capsim_steps}/synthetic-result.json
+      --calibration ${CMAKE_CURRENT_SOURCE_DIR}/../data/calibration/h100-nccl-tests-public.json
+  STDERR "--calibration: prices the steps of a scenario, and there is none")
+capsim_cli_expect(NAME cli.calibrate.serving_steps_calibrated EXIT_CODE 0
+  CMD calibrate serving-steps ${capsim_steps}/synthetic-result.json --scenario ${CMAKE_CURRENT_SOURCE_DIR}/../examples/llama3-70b-serving.json
+      --calibration ${CMAKE_CURRENT_SOURCE_DIR}/../data/calibration/h100-nccl-tests-public.json --format json
+  STDOUT "\"calibration\"" "\"applied\": true")
 capsim_cli_expect(NAME cli.calibrate.serving_steps_not_a_result
   CMD calibrate serving-steps ${capsim_scenarios}/llama2-7b-8gpu.json --scenario ${capsim_scenarios}/llama2-7b-8gpu.json
   STDERR "llama2-7b-8gpu.json#/ttfts: missing: times to first token (seconds) per request"
