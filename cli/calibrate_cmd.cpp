@@ -15,6 +15,7 @@
 #include "capsim/hw/roofline.hpp"
 #include "capsim/io/calibration_io.hpp"
 #include "capsim/io/presets.hpp"
+#include "capsim/io/progress.hpp"
 #include "capsim/io/scenario_io.hpp"
 #include "capsim/io/json_read.hpp"
 #include "capsim/io/report.hpp"
@@ -331,7 +332,10 @@ int run_calibrate_serving_steps(const CalibrateArgs& a) {
   if (!issues.empty()) throw InputError(issues);
   std::optional<io::CostModels> costs;
   if (s) costs.emplace(s->system, cal ? &*cal : nullptr);
-  nlohmann::json r = io::analyze_serving_steps(*bench, a.bucket, s ? &*s : nullptr, costs ? &costs->get() : nullptr);
+  io::ProgressReporter progress("serving-steps", "requests");
+  nlohmann::json r =
+      io::analyze_serving_steps(*bench, a.bucket, s ? &*s : nullptr, costs ? &costs->get() : nullptr, progress.counter());
+  progress.finish();
   r["file"] = a.inputs.front();
   if (cal && !io::add_calibration(r, *cal, &s->system.gpu))
     fmt::print(stderr, "warning: calibration profile {} was measured on {}, not {}; the default model answers\n", cal->name,

@@ -49,7 +49,9 @@ Match best_offset(const std::vector<double>& steps, const std::vector<double>& x
 
 }  // namespace
 
-StepTimeline recover_steps(const std::vector<StreamedRequest>& requests, const StepRecovery& options) {
+StepTimeline recover_steps(const std::vector<StreamedRequest>& requests, const StepRecovery& options,
+                           ProgressCounter* progress) {
+  progress_total(progress, static_cast<int64_t>(requests.size()));
   StepTimeline out;
   out.position.assign(requests.size(), StepTimeline::kUnplaced);
   const size_t need = std::max<size_t>(1, options.min_overlap);
@@ -69,9 +71,11 @@ StepTimeline recover_steps(const std::vector<StreamedRequest>& requests, const S
   std::ptrdiff_t base = 0;
   placed[order.front()] = true;
   uint64_t comparisons = 0;
-  for (bool progress = true; progress && !out.truncated;) {
-    progress = false;
+  for (bool moved = true; moved && !out.truncated;) {
+    moved = false;
+    if (progress) progress->done.store(0, std::memory_order_relaxed);
     for (size_t i : order) {
+      progress_add(progress);
       const std::vector<double>& x = requests[i].itl_s;
       if (placed[i] || x.size() < need) continue;
       const Match m = best_offset(steps, x, need, options.tolerance_s, comparisons, options.max_comparisons);
@@ -91,7 +95,7 @@ StepTimeline recover_steps(const std::vector<StreamedRequest>& requests, const S
         steps.insert(steps.end(), x.end() - (end - static_cast<std::ptrdiff_t>(steps.size())), x.end());
       at[i] = k - base;
       placed[i] = true;
-      progress = true;
+      moved = true;
     }
   }
 

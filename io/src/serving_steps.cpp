@@ -252,8 +252,9 @@ json serving_steps_report(const BenchmarkRequests& b, const StepTimeline& t, int
   return r;
 }
 
-json analyze_serving_steps(const BenchmarkRequests& b, int64_t bucket, const Scenario* s, const CostModel* cost) {
-  const StepTimeline t = recover_steps(b.requests);
+json analyze_serving_steps(const BenchmarkRequests& b, int64_t bucket, const Scenario* s, const CostModel* cost,
+                           ProgressCounter* progress) {
+  const StepTimeline t = recover_steps(b.requests, {}, progress);
   std::vector<double> predicted, gpu;
   std::string note;
   if (s && cost) {

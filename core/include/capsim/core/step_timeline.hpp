@@ -15,6 +15,8 @@
 #include <limits>
 #include <vector>
 
+#include "capsim/core/progress.hpp"
+
 namespace capsim {
 
 /// One request as the client timed it.
@@ -56,6 +58,8 @@ struct StepRecovery {
 /// gaps and extending the sequence as requests overlap its ends, until no further request
 /// matches. A request is placed where its gaps differ least from the steps (mean absolute
 /// difference, within `tolerance_s`). Deterministic: the same requests give the same steps.
-StepTimeline recover_steps(const std::vector<StreamedRequest>& requests, const StepRecovery& options = {});
+/// `progress`, where given, counts the requests tried in each pass against the requests.
+StepTimeline recover_steps(const std::vector<StreamedRequest>& requests, const StepRecovery& options = {},
+                           ProgressCounter* progress = nullptr);
 
 }  // namespace capsim

@@ -42,7 +42,7 @@ nlohmann::json serving_steps_report(const BenchmarkRequests& b, const StepTimeli
 /// budget's split prompts named and the host time that fits (`fit`). A deployment that does
 /// not fit is a note, not an error.
 nlohmann::json analyze_serving_steps(const BenchmarkRequests& b, int64_t bucket, const Scenario* s = nullptr,
-                                     const CostModel* cost = nullptr);
+                                     const CostModel* cost = nullptr, ProgressCounter* progress = nullptr);
 
 /// The host time per step that makes the model's decode-only steps match the recovered ones:
 /// the median over those steps of the measured time less the model's GPU time (`gpu_s`),
