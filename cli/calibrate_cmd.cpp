@@ -296,6 +296,13 @@ std::string serving_steps_table(const nlohmann::json& r, const std::string& file
         "median |error| over {} steps {:.1f}% -> {:.1f}%\n",
         f["step_overhead_ms"].get<double>(), f["step_overhead_ms"].get<double>(), f["steps"].get<size_t>(),
         100 * f["median_abs_error_before"].get<double>(), 100 * f["median_abs_error_after"].get<double>());
+    if (f.contains("eager_host_us_per_layer"))
+      s += fmt::format(
+          "host time per layer that fits the prompt steps run without a CUDA graph, beside it: {:.0f} us "
+          "(--set inference.engine.eager_host_us_per_layer={:.0f}); median |error| over {} steps {:.1f}% -> {:.1f}%\n",
+          f["eager_host_us_per_layer"].get<double>(), f["eager_host_us_per_layer"].get<double>(),
+          f["eager_steps"].get<size_t>(), 100 * f["eager_median_abs_error_before"].get<double>(),
+          100 * f["eager_median_abs_error_after"].get<double>());
   }
   return s;
 }

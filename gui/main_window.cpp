@@ -832,10 +832,11 @@ bool MainWindow::open_serving_result(const QString& path) {
   return true;
 }
 
-void MainWindow::apply_step_overhead(double host_ms) {
+void MainWindow::apply_step_overhead(double host_ms, double eager_us_per_layer) {
   nlohmann::json doc = panel_->document(ScenarioKind::inference);
-  // Two decimals, as the line that offers it shows.
+  // As the lines that offer them show: two decimals of a millisecond, whole microseconds.
   doc["inference"]["engine"]["step_overhead_ms"] = std::round(host_ms * 100.0) / 100.0;
+  if (eager_us_per_layer >= 0) doc["inference"]["engine"]["eager_host_us_per_layer"] = std::round(eager_us_per_layer);
   panel_->load_document(doc);
 }
 

@@ -129,8 +129,9 @@ class MainWindow : public QMainWindow {
   /// serving-steps) and price them with the serving scenario where it reads; shows the
   /// "Serving steps" tab. True when the file read.
   bool open_serving_result(const QString& path);
-  /// Put `host_ms` in the serving scenario as inference.engine.step_overhead_ms.
-  void apply_step_overhead(double host_ms);
+  /// Put `host_ms` in the serving scenario as inference.engine.step_overhead_ms and, when it
+  /// is 0 or more, `eager_us_per_layer` as inference.engine.eager_host_us_per_layer.
+  void apply_step_overhead(double host_ms, double eager_us_per_layer = -1.0);
   /// Use the loaded calibration profile for training and serving predictions (as the
   /// CLI's `--calibration FILE`) or the default cost model; ignored while none is loaded.
   void set_use_calibration(bool use);

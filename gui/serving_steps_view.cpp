@@ -54,17 +54,18 @@ ServingStepsView::ServingStepsView(QWidget* parent) : QWidget(parent) {
   fit_ = new QLabel;
   fit_->setObjectName(QStringLiteral("fit"));
   fit_->setWordWrap(true);
-  apply_ = new QPushButton(tr("Use this host time in the serving scenario"));
+  apply_ = new QPushButton(tr("Use these host times in the serving scenario"));
   apply_->setObjectName(QStringLiteral("apply_host_time"));
-  apply_->setToolTip(tr("Sets inference.engine.step_overhead_ms: a measured host time added to every step's GPU time in "
-                        "place of the engine profile's host model"));
+  apply_->setToolTip(tr("Sets inference.engine.step_overhead_ms (a measured host time added to every step's GPU time "
+                        "in place of the engine profile's host model) and, where fitted, "
+                        "inference.engine.eager_host_us_per_layer"));
   apply_->setEnabled(false);
   fit_bar->addWidget(fit_, 1);
   fit_bar->addWidget(apply_);
   layout->addLayout(fit_bar);
   connect(open_, &QPushButton::clicked, this, &ServingStepsView::open_requested);
   connect(apply_, &QPushButton::clicked, this, [this] {
-    if (fitted_ms_) emit apply_requested(*fitted_ms_);
+    if (fitted_ms_) emit apply_requested(*fitted_ms_, fitted_eager_us_.value_or(-1.0));
   });
 }
 
@@ -75,6 +76,7 @@ void ServingStepsView::show_report(const QString& path, const nlohmann::json& re
     delete a;
   }
   fitted_ms_.reset();
+  fitted_eager_us_.reset();
   fit_->clear();
   apply_->setEnabled(false);
   path_->setText(path.isEmpty() ? tr("no benchmark result loaded") : QFileInfo(path).fileName());
@@ -141,6 +143,16 @@ void ServingStepsView::show_report(const QString& path, const nlohmann::json& re
                       .arg(f["steps"].get<size_t>())
                       .arg(100 * f["median_abs_error_before"].get<double>(), 0, 'f', 1)
                       .arg(100 * f["median_abs_error_after"].get<double>(), 0, 'f', 1));
+    if (f.contains("eager_host_us_per_layer")) {
+      fitted_eager_us_ = f["eager_host_us_per_layer"].get<double>();
+      fit_->setText(fit_->text() + QStringLiteral("\n") +
+                    tr("Host time per layer that fits the prompt steps run without a CUDA graph: %1 us (median |error| "
+                       "over %2 steps %3% -> %4%)")
+                        .arg(*fitted_eager_us_, 0, 'f', 0)
+                        .arg(f["eager_steps"].get<size_t>())
+                        .arg(100 * f["eager_median_abs_error_before"].get<double>(), 0, 'f', 1)
+                        .arg(100 * f["eager_median_abs_error_after"].get<double>(), 0, 'f', 1));
+    }
     apply_->setEnabled(true);
   }
 }

@@ -34,6 +34,8 @@ class ServingStepsView : public QWidget {
   QString fit_text() const;
   /// The fitted host time per step, ms (the report's fit), where there is one.
   std::optional<double> fitted_host_ms() const { return fitted_ms_; }
+  /// The fitted host time per layer of a step run without a CUDA graph, us, where there is one.
+  std::optional<double> fitted_eager_us() const { return fitted_eager_us_; }
   /// The chart's series `name` ("measured", "model"): (mean running requests, median ms) of
   /// the decode-only rows.
   std::vector<QPointF> points(const QString& name) const;
@@ -41,8 +43,9 @@ class ServingStepsView : public QWidget {
  signals:
   /// The user asked to open a benchmark result.
   void open_requested();
-  /// The user asked to put the fitted host time in the serving scenario.
-  void apply_requested(double host_ms);
+  /// The user asked to put the fitted host times in the serving scenario: per step, and per
+  /// layer of a step without a CUDA graph (below 0: none was fitted).
+  void apply_requested(double host_ms, double eager_us_per_layer);
 
  private:
   QLabel* path_ = nullptr;
@@ -53,6 +56,7 @@ class ServingStepsView : public QWidget {
   QPushButton* apply_ = nullptr;
   QChart* chart_ = nullptr;
   std::optional<double> fitted_ms_;
+  std::optional<double> fitted_eager_us_;
 };
 
 }  // namespace capsim::gui

@@ -269,7 +269,7 @@ capsim_cli_expect(NAME cli.calibrate.serving_steps_predicted EXIT_CODE 0
   CMD calibrate serving-steps ${capsim_steps}/synthetic-result.json --scenario ${CMAKE_CURRENT_SOURCE_DIR}/../examples/llama3-70b-serving.json
       --format json
   STDOUT "\"scenario\": \"llama3-70b-h100-tp4-sharegpt\"" "\"predicted_median_ms\"" "\"schema\": \"capsim-serving-steps/1\""
-         "\"step_overhead_ms\": ")
+         "\"step_overhead_ms\": " "\"eager_host_us_per_layer\": ")
 capsim_cli_expect(NAME cli.calibrate.serving_steps_chunked EXIT_CODE 0
   CMD calibrate serving-steps ${capsim_steps}/synthetic-result.json --scenario ${capsim_scenarios}/serving-small-budget.json
       --format table

@@ -285,3 +285,30 @@ TEST(ServingSteps, FlatGapsStopAtTheComparisonBudget) {
   // A real run's gaps stay far inside the default budget.
   EXPECT_FALSE(recover_steps(synthetic_run(3, 600, 120, 0.3e-3, 15).requests).truncated);
 }
+
+// The eager host time per layer: over the steps that finished prompts without a CUDA graph,
+// the median of measured less the fitted step host time less the rest of the model's GPU
+// time, over the layers; graphed prompt steps and decode-only steps left out.
+TEST(ServingSteps, FittedEagerHostTimePerLayer) {
+  StepTimeline t;
+  t.step_s = {0.030, 0.030, 0.120, 0.040, 0.130, 0.110};
+  t.decodes = {5, 5, 5, 5, 6, 6};
+  t.decode_context = {500, 500, 500, 500, 600, 600};
+  t.first_tokens = {0, 0, 1, 1, 1, 1};
+  t.prompt_tokens = {0, 0, 1000, 100, 1000, 1000};
+  // Decode-only steps: GPU 28 ms, so the step host time fits at 2 ms.
+  const std::vector<double> gpu = {0.028, 0.028, 0.090, 0.036, 0.095, 0.085};
+  const std::vector<double> predicted = {0.029, 0.029, 0.091, 0.037, 0.096, 0.086};
+  // The eager prompt steps carry 40 ms of host time in the model; the 100-token one replays a graph.
+  const std::vector<double> eager = {0, 0, 0.040, 0, 0.040, 0.040};
+  const nlohmann::json f = io::fit_step_overhead(t, gpu, predicted, &eager, 10);
+  EXPECT_NEAR(f["step_overhead_ms"].get<double>(), 2.0, 1e-9);
+  EXPECT_EQ(f["eager_steps"], 3);
+  // Per layer: (120 - 2 - 50) / 10 = 6.8 ms, (130 - 2 - 55) / 10 = 7.3, (110 - 2 - 45) / 10 = 6.3.
+  EXPECT_NEAR(f["eager_host_us_per_layer"].get<double>(), 6800.0, 1e-6);
+  // After: 50 + 68 + 2 = 120 (0), 55 + 68 + 2 = 125 (5/130), 45 + 68 + 2 = 115 (5/110).
+  EXPECT_NEAR(f["eager_median_abs_error_after"].get<double>(), 5.0 / 130.0, 1e-12);
+  // Without the eager parts or the layer count, only the step host time.
+  EXPECT_FALSE(io::fit_step_overhead(t, gpu, predicted).contains("eager_host_us_per_layer"));
+  EXPECT_FALSE(io::fit_step_overhead(t, gpu, predicted, &eager, 0).contains("eager_host_us_per_layer"));
+}

@@ -580,8 +580,11 @@ class GuiTest : public QObject {
     auto* apply = w.serving_steps_view()->findChild<QPushButton*>(QStringLiteral("apply_host_time"));
     QVERIFY(apply && apply->isEnabled());
     apply->click();
-    QCOMPARE(w.panel()->document(gui::ScenarioKind::inference)["inference"]["engine"]["step_overhead_ms"].get<double>(),
-             std::round(fitted * 100.0) / 100.0);
+    const nlohmann::json& engine = w.panel()->document(gui::ScenarioKind::inference)["inference"]["engine"];
+    QCOMPARE(engine["step_overhead_ms"].get<double>(), std::round(fitted * 100.0) / 100.0);
+    QCOMPARE(engine.contains("eager_host_us_per_layer"), r["fit"].contains("eager_host_us_per_layer"));
+    if (r["fit"].contains("eager_host_us_per_layer"))
+      QCOMPARE(engine["eager_host_us_per_layer"].get<double>(), std::round(r["fit"]["eager_host_us_per_layer"].get<double>()));
     // Not a benchmark result: the reader's problems, and no chart.
     QVERIFY(!w.open_serving_result(QStringLiteral(CAPSIM_SOURCE_DIR "/tests/scenarios/llama2-7b-8gpu.json")));
     QVERIFY2(w.serving_steps_view()->error().contains(QStringLiteral("#/ttfts: missing")),

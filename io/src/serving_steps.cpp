@@ -255,7 +255,7 @@ json serving_steps_report(const BenchmarkRequests& b, const StepTimeline& t, int
 json analyze_serving_steps(const BenchmarkRequests& b, int64_t bucket, const Scenario* s, const CostModel* cost,
                            ProgressCounter* progress) {
   const StepTimeline t = recover_steps(b.requests, {}, progress);
-  std::vector<double> predicted, gpu;
+  std::vector<double> predicted, gpu, eager;
   std::string note;
   if (s && cost) {
     // Each step as the model would run it: its decodes at their cached tokens, and the
@@ -273,10 +273,12 @@ json analyze_serving_steps(const BenchmarkRequests& b, int64_t bucket, const Sce
       const std::vector<ServingStep> steps = serving_steps(*s, *cost, batches);
       predicted.resize(steps.size());
       gpu.resize(steps.size());
+      eager.resize(steps.size());
       for (size_t i = 0; i < steps.size(); ++i) {
         const bool known = t.decodes[i] + t.first_tokens[i] > 0 && batches[i].tokens() <= steps[i].max_batched_tokens;
         predicted[i] = known ? steps[i].parts.seconds : std::nan("");
         gpu[i] = known ? steps[i].parts.gpu : std::nan("");
+        eager[i] = steps[i].parts.eager_host;
       }
       // A prompt over the step budget runs in chunks: the steps of its earlier chunks
       // produce no first token and fall among the decode-only steps.
@@ -296,11 +298,12 @@ json analyze_serving_steps(const BenchmarkRequests& b, int64_t bucket, const Sce
   json r = serving_steps_report(b, t, bucket, predicted.empty() ? nullptr : &predicted);
   if (s) r["scenario"] = s->id;
   if (!note.empty()) r["notes"].push_back(note);
-  if (!predicted.empty()) r["fit"] = fit_step_overhead(t, gpu, predicted);
+  if (!predicted.empty()) r["fit"] = fit_step_overhead(t, gpu, predicted, &eager, s->model.layers);
   return r;
 }
 
-json fit_step_overhead(const StepTimeline& t, const std::vector<double>& gpu_s, const std::vector<double>& predicted_s) {
+json fit_step_overhead(const StepTimeline& t, const std::vector<double>& gpu_s, const std::vector<double>& predicted_s,
+                       const std::vector<double>* eager_s, int64_t layers) {
   std::vector<size_t> steps;
   std::vector<double> residual;
   for (size_t s = 0; s < t.step_s.size() && s < gpu_s.size() && s < predicted_s.size(); ++s)
@@ -315,10 +318,32 @@ json fit_step_overhead(const StepTimeline& t, const std::vector<double>& gpu_s, 
     before.push_back(std::abs(predicted_s[s] / t.step_s[s] - 1.0));
     after.push_back(std::abs((gpu_s[s] + host) / t.step_s[s] - 1.0));
   }
-  return {{"step_overhead_ms", host * 1e3},
-          {"steps", steps.size()},
-          {"median_abs_error_before", median_of(before)},
-          {"median_abs_error_after", median_of(after)}};
+  json out = {{"step_overhead_ms", host * 1e3},
+              {"steps", steps.size()},
+              {"median_abs_error_before", median_of(before)},
+              {"median_abs_error_after", median_of(after)}};
+  if (!eager_s || layers <= 0) return out;
+  // Steps that finished prompts without a CUDA graph: the host time of their layers.
+  std::vector<size_t> eager;
+  std::vector<double> per_layer;
+  for (size_t s = 0; s < t.step_s.size() && s < eager_s->size() && s < gpu_s.size(); ++s)
+    if (t.first_tokens[s] > 0 && (*eager_s)[s] > 0 && std::isfinite(gpu_s[s]) && std::isfinite(predicted_s[s])) {
+      eager.push_back(s);
+      per_layer.push_back((t.step_s[s] - host - (gpu_s[s] - (*eager_s)[s])) / static_cast<double>(layers));
+    }
+  if (eager.empty()) return out;
+  const double layer_s = std::max(0.0, median_of(per_layer));
+  std::vector<double> e_before, e_after;
+  for (size_t s : eager) {
+    e_before.push_back(std::abs(predicted_s[s] / t.step_s[s] - 1.0));
+    const double fitted = gpu_s[s] - (*eager_s)[s] + layer_s * static_cast<double>(layers) + host;
+    e_after.push_back(std::abs(fitted / t.step_s[s] - 1.0));
+  }
+  out["eager_host_us_per_layer"] = layer_s * 1e6;
+  out["eager_steps"] = eager.size();
+  out["eager_median_abs_error_before"] = median_of(e_before);
+  out["eager_median_abs_error_after"] = median_of(e_after);
+  return out;
 }
 
 }  // namespace capsim::io

@@ -50,7 +50,17 @@ nlohmann::json analyze_serving_steps(const BenchmarkRequests& b, int64_t bucket,
 /// added to every step's GPU time, in place of the profile's host model). With it, the
 /// median |error| of those steps before (`predicted_s`, the profile's host model) and after.
 /// Null where no decode-only step has both figures.
+///
+/// With `eager_s` (each step's host time for running without a CUDA graph, StepParts::
+/// eager_host; 0 for a replayed step) and the model's `layers`, it also fits that host time
+/// per layer over the steps that produced first tokens and ran eagerly: the median of the
+/// measured time less the fitted host time less the rest of the model's GPU time, over the
+/// layers, at least 0, as a scenario's `engine.eager_host_us_per_layer`, with those steps'
+/// median |error| before and after (`eager_host_us_per_layer`, `eager_steps`,
+/// `eager_median_abs_error_before`, `eager_median_abs_error_after`; absent where no such
+/// step has a prediction).
 nlohmann::json fit_step_overhead(const StepTimeline& t, const std::vector<double>& gpu_s,
-                                 const std::vector<double>& predicted_s);
+                                 const std::vector<double>& predicted_s, const std::vector<double>* eager_s = nullptr,
+                                 int64_t layers = 0);
 
 }  // namespace capsim::io
