@@ -168,10 +168,12 @@ TEST(ServingSteps, ResultFileErrors) {
   };
   EXPECT_EQ(issues(nlohmann::json::parse(R"({"itls": [[0.1]], "duration": -1})")),
             (std::vector<std::string>{
-                "r.json#/ttfts: missing: times to first token (seconds) per request; save the run with "
-                "benchmark_serving.py --save-result (vLLM) or --output-details (SGLang)",
-                "r.json#/input_lens: missing: prompt lengths (tokens) per request; save the run with "
-                "benchmark_serving.py --save-result (vLLM) or --output-details (SGLang)",
+                "r.json#/ttfts: missing: times to first token (seconds) per request; save the run with vLLM's "
+                "benchmark_serving.py --save-result (--save-detailed too in later releases) or SGLang's "
+                "bench_serving.py --output-details",
+                "r.json#/input_lens: missing: prompt lengths (tokens) per request; save the run with vLLM's "
+                "benchmark_serving.py --save-result (--save-detailed too in later releases) or SGLang's "
+                "bench_serving.py --output-details",
                 "r.json#/duration: must be the benchmark's length in seconds, above 0 (got -1)"}));
   EXPECT_EQ(issues(nlohmann::json::parse(R"({"ttfts": [0.1, 0.2], "itls": [[0.01]], "input_lens": [5, 6]})")),
             (std::vector<std::string>{"r.json#/itls: must have one entry per request of /ttfts (2) (got 1 entries)"}));

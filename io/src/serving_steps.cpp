@@ -55,7 +55,8 @@ BenchmarkRequests benchmark_requests_from_json(const json& doc, const std::strin
     const auto it = doc.find(key);
     if (it == doc.end()) {
       issues.push_back({at + "/" + key, "", fmt::format("missing: {} per request", what),
-                        "save the run with benchmark_serving.py --save-result (vLLM) or --output-details (SGLang)"});
+                        "save the run with vLLM's benchmark_serving.py --save-result (--save-detailed too in later "
+                        "releases) or SGLang's bench_serving.py --output-details"});
       return nullptr;
     }
     if (!it->is_array()) {
