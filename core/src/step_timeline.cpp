@@ -17,19 +17,19 @@ struct Match {
 };
 
 /// Where the gaps `x` fit the steps best: every offset that shares at least `need` gaps with
-/// them, by mean absolute difference over the shared gaps. An offset stops being summed once
-/// it cannot beat the best so far or the tolerance.
+/// them, by mean absolute difference over the shared gaps, ties to the earliest offset. An
+/// offset stops being summed once it cannot beat the best so far or the tolerance, so the
+/// offsets are tried outward from `hint` (where the request is expected): a close match found
+/// early cuts every later sum short. The order does not change the answer.
 Match best_offset(const std::vector<double>& steps, const std::vector<double>& x, size_t need, double tolerance,
-                  uint64_t& comparisons, uint64_t max_comparisons) {
+                  std::ptrdiff_t hint, uint64_t& comparisons, uint64_t max_comparisons) {
   Match best;
   const auto n = static_cast<std::ptrdiff_t>(steps.size());
   const auto len = static_cast<std::ptrdiff_t>(x.size());
   const auto shared = static_cast<std::ptrdiff_t>(need);
-  for (std::ptrdiff_t k = shared - len; k <= n - shared; ++k) {
-    if (comparisons >= max_comparisons) {
-      best.stopped = true;
-      return best;
-    }
+  const std::ptrdiff_t first = shared - len, last = n - shared;
+  if (first > last) return best;
+  auto try_offset = [&](std::ptrdiff_t k) {
     const std::ptrdiff_t lo = std::max<std::ptrdiff_t>(0, k), hi = std::min(n, k + len);
     const auto overlap = static_cast<double>(hi - lo);
     const double limit = overlap * std::min(tolerance, best.found ? best.mean_error : tolerance);
@@ -40,9 +40,18 @@ Match best_offset(const std::vector<double>& steps, const std::vector<double>& x
       if (err > limit) break;
     }
     comparisons += static_cast<uint64_t>(std::min(s + 1, hi) - lo);
-    if (s < hi) continue;
+    if (s < hi) return;
     const double mean = err / overlap;
-    if (!best.found || mean < best.mean_error) best = {mean, k, true};
+    if (!best.found || mean < best.mean_error || (mean == best.mean_error && k < best.at)) best = {mean, k, true};
+  };
+  const std::ptrdiff_t start = std::clamp(hint, first, last);
+  for (std::ptrdiff_t d = 0; start - d >= first || start + d <= last; ++d) {
+    if (comparisons >= max_comparisons) {
+      best.stopped = true;
+      return best;
+    }
+    if (start + d <= last) try_offset(start + d);
+    if (d > 0 && start - d >= first) try_offset(start - d);
   }
   return best;
 }
@@ -71,6 +80,7 @@ StepTimeline recover_steps(const std::vector<StreamedRequest>& requests, const S
   std::ptrdiff_t base = 0;
   placed[order.front()] = true;
   uint64_t comparisons = 0;
+  std::ptrdiff_t last_at = 0;  // where the last request placed starts, relative as `at`
   for (bool moved = true; moved && !out.truncated;) {
     moved = false;
     if (progress) progress->done.store(0, std::memory_order_relaxed);
@@ -78,7 +88,8 @@ StepTimeline recover_steps(const std::vector<StreamedRequest>& requests, const S
       progress_add(progress);
       const std::vector<double>& x = requests[i].itl_s;
       if (placed[i] || x.size() < need) continue;
-      const Match m = best_offset(steps, x, need, options.tolerance_s, comparisons, options.max_comparisons);
+      // Sent in order, a request most likely starts near the last one placed.
+      const Match m = best_offset(steps, x, need, options.tolerance_s, last_at + base, comparisons, options.max_comparisons);
       if (m.stopped) {
         out.truncated = true;
         break;
@@ -94,6 +105,7 @@ StepTimeline recover_steps(const std::vector<StreamedRequest>& requests, const S
       if (end > static_cast<std::ptrdiff_t>(steps.size()))
         steps.insert(steps.end(), x.end() - (end - static_cast<std::ptrdiff_t>(steps.size())), x.end());
       at[i] = k - base;
+      last_at = at[i];
       placed[i] = true;
       moved = true;
     }
