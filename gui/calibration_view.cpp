@@ -1,5 +1,7 @@
 #include "calibration_view.hpp"
 
+#include "chart_helpers.hpp"
+
 #include <QChart>
 #include <QChartView>
 #include <QCheckBox>
@@ -23,21 +25,6 @@ namespace {
 const QString kMeasured = QStringLiteral("measured");
 const QString kDefault = QStringLiteral("default model");
 
-void clear_chart(QChart* chart) {
-  chart->removeAllSeries();
-  for (QAbstractAxis* a : chart->axes()) {
-    chart->removeAxis(a);
-    delete a;
-  }
-}
-
-QChartView* chart_view(QChart* chart) {
-  auto* view = new QChartView(chart);
-  view->setRenderHint(QPainter::Antialiasing);
-  view->setMinimumHeight(220);
-  return view;
-}
-
 /// A log axis spanning the decades around [lo, hi].
 QLogValueAxis* log_axis(double lo, double hi, const QString& title, const QString& format) {
   auto* axis = new QLogValueAxis;
@@ -47,14 +34,6 @@ QLogValueAxis* log_axis(double lo, double hi, const QString& title, const QStrin
   axis->setRange(std::pow(10.0, std::floor(std::log10(lo))), std::pow(10.0, std::ceil(std::log10(hi))));
   axis->setMinorTickCount(-1);
   return axis;
-}
-
-std::vector<QPointF> points_of(const QChart* chart, const QString& name) {
-  std::vector<QPointF> out;
-  for (QAbstractSeries* s : chart->series())
-    if (auto* xy = qobject_cast<QXYSeries*>(s); xy && xy->name() == name)
-      for (const QPointF& p : xy->points()) out.push_back(p);
-  return out;
 }
 
 }  // namespace
@@ -75,12 +54,7 @@ CalibrationView::CalibrationView(QWidget* parent) : QWidget(parent) {
   bar->addWidget(path_, 1);
   bar->addWidget(use_);
   layout->addLayout(bar);
-  error_ = new QLabel;
-  error_->setObjectName(QStringLiteral("error"));
-  error_->setWordWrap(true);
-  error_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  error_->setStyleSheet(QStringLiteral("color: #a00000;"));
-  error_->setVisible(false);
+  error_ = error_label();
   layout->addWidget(error_);
   info_ = new QLabel;
   info_->setObjectName(QStringLiteral("info"));
@@ -96,7 +70,7 @@ CalibrationView::CalibrationView(QWidget* parent) : QWidget(parent) {
   layout->addLayout(gemm_bar);
   gemm_chart_ = new QChart;
   gemm_chart_->legend()->setAlignment(Qt::AlignBottom);
-  layout->addWidget(chart_view(gemm_chart_), 1);
+  layout->addWidget(chart_view(gemm_chart_, 220), 1);
 
   auto* coll_bar = new QHBoxLayout;
   coll_choice_ = new QComboBox;
@@ -108,7 +82,7 @@ CalibrationView::CalibrationView(QWidget* parent) : QWidget(parent) {
   layout->addLayout(coll_bar);
   coll_chart_ = new QChart;
   coll_chart_->legend()->setAlignment(Qt::AlignBottom);
-  layout->addWidget(chart_view(coll_chart_), 1);
+  layout->addWidget(chart_view(coll_chart_, 220), 1);
 
   connect(open_, &QPushButton::clicked, this, &CalibrationView::open_requested);
   connect(use_, &QCheckBox::toggled, this, &CalibrationView::use_toggled);

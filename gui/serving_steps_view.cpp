@@ -1,5 +1,7 @@
 #include "serving_steps_view.hpp"
 
+#include "chart_helpers.hpp"
+
 #include <QChart>
 #include <QChartView>
 #include <QFileInfo>
@@ -32,12 +34,7 @@ ServingStepsView::ServingStepsView(QWidget* parent) : QWidget(parent) {
   bar->addWidget(open_);
   bar->addWidget(path_, 1);
   layout->addLayout(bar);
-  error_ = new QLabel;
-  error_->setObjectName(QStringLiteral("error"));
-  error_->setWordWrap(true);
-  error_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  error_->setStyleSheet(QStringLiteral("color: #a00000;"));
-  error_->setVisible(false);
+  error_ = error_label();
   layout->addWidget(error_);
   info_ = new QLabel;
   info_->setObjectName(QStringLiteral("info"));
@@ -46,10 +43,7 @@ ServingStepsView::ServingStepsView(QWidget* parent) : QWidget(parent) {
   chart_ = new QChart;
   chart_->legend()->setAlignment(Qt::AlignBottom);
   chart_->setTitle(tr("Decode-only steps: median step time by running requests"));
-  auto* view = new QChartView(chart_);
-  view->setRenderHint(QPainter::Antialiasing);
-  view->setMinimumHeight(220);
-  layout->addWidget(view, 1);
+  layout->addWidget(chart_view(chart_, 220), 1);
   auto* fit_bar = new QHBoxLayout;
   fit_ = new QLabel;
   fit_->setObjectName(QStringLiteral("fit"));
@@ -70,11 +64,7 @@ ServingStepsView::ServingStepsView(QWidget* parent) : QWidget(parent) {
 }
 
 void ServingStepsView::show_report(const QString& path, const nlohmann::json& report, const QString& error) {
-  chart_->removeAllSeries();
-  for (QAbstractAxis* a : chart_->axes()) {
-    chart_->removeAxis(a);
-    delete a;
-  }
+  clear_chart(chart_);
   fitted_ms_.reset();
   fitted_eager_us_.reset();
   fit_->clear();
@@ -163,12 +153,6 @@ QString ServingStepsView::info() const { return info_->text(); }
 
 QString ServingStepsView::fit_text() const { return fit_->text(); }
 
-std::vector<QPointF> ServingStepsView::points(const QString& name) const {
-  std::vector<QPointF> out;
-  for (QAbstractSeries* s : chart_->series())
-    if (auto* xy = qobject_cast<QXYSeries*>(s); xy && xy->name() == name)
-      for (const QPointF& p : xy->points()) out.push_back(p);
-  return out;
-}
+std::vector<QPointF> ServingStepsView::points(const QString& name) const { return points_of(chart_, name); }
 
 }  // namespace capsim::gui

@@ -1,5 +1,7 @@
 #include "serving_view.hpp"
 
+#include "chart_helpers.hpp"
+
 #include <QBarCategoryAxis>
 #include <QBarSeries>
 #include <QBarSet>
@@ -30,14 +32,6 @@ const QStringList kColumns = {QStringLiteral("mean"), QStringLiteral("p50"), QSt
                               QStringLiteral("p99")};
 const QStringList kMetrics = {QStringLiteral("ttft"), QStringLiteral("tpot"), QStringLiteral("itl"),
                               QStringLiteral("e2e")};
-
-void clear_chart(QChart* chart) {
-  chart->removeAllSeries();
-  for (QAbstractAxis* a : chart->axes()) {
-    chart->removeAxis(a);
-    delete a;
-  }
-}
 
 QDoubleSpinBox* sla_box(const char* name, double value) {
   auto* box = new QDoubleSpinBox;

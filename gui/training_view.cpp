@@ -1,5 +1,7 @@
 #include "training_view.hpp"
 
+#include "chart_helpers.hpp"
+
 #include <QBarCategoryAxis>
 #include <QBarLegendMarker>
 #include <QBarSet>
@@ -31,13 +33,6 @@ const QStringList kStepComponents = {QStringLiteral("compute"), QStringLiteral("
                                      QStringLiteral("CP comm"), QStringLiteral("EP comm"),   QStringLiteral("PP comm"),
                                      QStringLiteral("DP comm"), QStringLiteral("bubble"),    QStringLiteral("optimizer")};
 
-QChartView* chart_view(QChart* chart) {
-  auto* view = new QChartView(chart);
-  view->setRenderHint(QPainter::Antialiasing);
-  view->setMinimumHeight(240);
-  return view;
-}
-
 void remove_axes(QChart* chart) {
   for (QAbstractAxis* a : chart->axes()) {
     chart->removeAxis(a);
@@ -68,9 +63,9 @@ TrainingView::TrainingView(QWidget* parent) : QWidget(parent) {
   notes_ = new QLabel;
   notes_->setWordWrap(true);
   notes_->setStyleSheet(QStringLiteral("color: #555;"));
-  layout->addWidget(chart_view(memory_chart_), 3);
+  layout->addWidget(chart_view(memory_chart_, 240), 3);
   layout->addWidget(verdict_);
-  layout->addWidget(chart_view(step_chart_), 2);
+  layout->addWidget(chart_view(step_chart_, 240), 2);
   layout->addWidget(summary_);
   layout->addWidget(notes_);
   operators_ = new QTableWidget(0, 6);
