@@ -1188,11 +1188,13 @@ TEST(ServingEngines, VllmV05HostModelMatchesTheV06Blog) {
                             run("llama3-70b", 4, "0.6.0", 1, 0)["throughput_tokens_per_s"].get<double>();
   EXPECT_NEAR(multi_step, 1.28, 0.02);
   // vLLM V1 against V0 without multi-step scheduling: "up to 1.7x" (V1 blog, 2025-01-27,
-  // vLLM 0.7.0 for both engines), the largest gain being the small model's; V1's host time
-  // was fitted to it.
+  // vLLM 0.7.0 for both engines), the largest gain being the small model's. V1's host time
+  // is the 12.8 us a sequence that asynchronous scheduling hides (vLLM PR #23914) and no
+  // fixed part, the most the blog's bound leaves: 1.62x, under the blog's largest gain.
   const double v1 = run("llama3-8b", 1, "0.8.4", 1, 0)["throughput_tokens_per_s"].get<double>() /
                     run("llama3-8b", 1, "0.7.0", 1, 0)["throughput_tokens_per_s"].get<double>();
-  EXPECT_NEAR(v1, 1.7, 0.05);
+  EXPECT_LT(v1, 1.7);
+  EXPECT_NEAR(v1, 1.62, 0.03);
   auto one_at_a_time = [](const char* model, int64_t tp, DType dtype, LengthDist prompt, LengthDist output) {
     Scenario s = vllm_on_h100(model, tp, "0.5.3");
     InferencePlan& p = *s.inference;

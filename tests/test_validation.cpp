@@ -299,7 +299,11 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
        // embedding's PyTorch ops too (73.6 us a layer; vLLM PR #17668 timed the op's host time
        // at 216 us with it, 149 us without): the same decodes, 4-17% fast, came 2-3 points
        // closer.
-       {{"itl_p50_ms", 0.055}, {"itl_mean_ms", 0.135},
+       // ITL mean 0.135 -> 0.115 when vLLM V1 paid the host time per running sequence that
+       // asynchronous scheduling hides (12.8 us a sequence, vLLM PR #23914; profile knobs
+       // step_overhead_us_per_seq, and step_overhead_ms 0.7 -> 0): vLLM 0.8.4's DeepSeek-R1
+       // decodes at 50-150 sequences, 10-15% fast, came 2-3 points closer.
+       {{"itl_p50_ms", 0.055}, {"itl_mean_ms", 0.115},
         // ITL P99 0.185 -> 0.18 (17.4%) when LMDeploy TurboMind up to 0.4 ran the gate and up
         // projections as two GEMMs (profile knob mlp_gate_up): its A100 runs' ITLs, a few
         // percent fast, came 0.5-1 point closer. 0.18 -> 0.175 with the decode attention
@@ -318,7 +322,10 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // ITL P99 0.165 -> 0.17, TPOT mean 0.155 -> 0.145 and P50 0.125 -> 0.095 with MLA's
         // graph pieces (above).
         // ITL P99 0.17 -> 0.165 and TPOT mean 0.145 -> 0.13 with the pre-0.9.0 boundary (above).
-        {"itl_p99_ms", 0.165}, {"tpot_mean_ms", 0.13}, {"tpot_p50_ms", 0.095},
+        // ITL P99 0.165 -> 0.17 (0.161 -> 0.165) and TPOT mean 0.13 -> 0.125 with vLLM V1's
+        // host time per sequence (above): the P99 median of 50 sits among vLLM 0.8.4 ShareGPT
+        // runs whose ITL tails, late already, read 2 points later.
+        {"itl_p99_ms", 0.17}, {"tpot_mean_ms", 0.125}, {"tpot_p50_ms", 0.095},
         // TPOT P99 0.165 -> 0.14 when SGLang 0.5 fused DeepSeek's shared expert into the
         // routed-expert kernel (profile knob shared_expert). 0.14 -> 0.175 when every step
         // paid the GPU's idle time between its kernels (graph_kernel_gap_us, 1.3 us on
@@ -384,7 +391,8 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // P99 median of 24 sits between a case near 20% and one at 36.5%, and the vLLM 0.8.4
         // runs below it (isl1000 on both hosts, early) read 5 points earlier as their decodes
         // lengthen and the prompt steps land elsewhere in the arrival stream.
-        {"ttft_mean_ms", 0.125}, {"ttft_p50_ms", 0.205}, {"ttft_p99_ms", 0.30}}},
+        // P50 0.205 -> 0.20 with vLLM V1's host time per sequence (above).
+        {"ttft_mean_ms", 0.125}, {"ttft_p50_ms", 0.20}, {"ttft_p99_ms", 0.30}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
@@ -424,9 +432,10 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
   // lmdeploy 0.065 -> 0.062 with TurboMind's partial preemption; llmie 0.129 -> 0.126 and
   // vllmspot 0.154 -> 0.152 with MLA's graph pieces (above); llmie 0.126 -> 0.090 with
   // SGLang's admission by estimated output tokens (above); vllmspot 0.152 -> 0.140 with the
-  // pre-0.9.0 MLA boundary (above).
-  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.16}, {"llmie", 0.095}, {"lmdeploy", 0.065},
-                                                       {"sglang", 0.11},         {"trtllm", 0.07},  {"vllmspot", 0.145}};
+  // pre-0.9.0 MLA boundary (above). llmie 0.090 -> 0.084 and vllmspot 0.140 -> 0.137 with
+  // vLLM V1's host time per sequence (above).
+  const std::map<std::string, double> family_bounds = {{"inferencex870", 0.16}, {"llmie", 0.09}, {"lmdeploy", 0.065},
+                                                       {"sglang", 0.11},         {"trtllm", 0.07},  {"vllmspot", 0.14}};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
   for (const auto& c : r["cases"]) ++cases_of[c["groups"]["source"].get<std::string>()];

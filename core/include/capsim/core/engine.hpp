@@ -279,8 +279,8 @@ struct EngineDefaults {
   bool mixed_prefill_decode = true;
   /// Host work per scheduled step (scheduling, input preparation, sampling bookkeeping,
   /// detokenisation): a fixed part and a part per sequence in the step.
-  double step_overhead_s = 0.7 * 1e-3;  // ms to s, as the profile reader converts it
-  double step_overhead_per_seq_s = 0;
+  double step_overhead_s = 0;
+  double step_overhead_per_seq_s = 12.8 * 1e-6;  // us to s, as the profile reader converts it
   /// Whether that host work runs while the GPU computes the previous step (SGLang's
   /// overlap scheduler, TensorRT-LLM's overlap scheduler, vLLM's asynchronous scheduling,
   /// on by default from 0.14.0): the step then takes the longer of the two instead of
