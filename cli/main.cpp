@@ -389,10 +389,11 @@ int run_memory(const TrainArgs& a) {
     const json& g = r["memory"]["per_gpu"];
     table = fmt::format(
         "scenario {}\n  serving memory per GPU (tp {} pp {})\n    weights          {:>12}\n    activation peak  {:>12}\n"
-        "    non-torch        {:>12}\n    KV budget        {:>12}  ({} blocks of {} tokens, {} tokens cached; {:.0f} B per "
-        "token)\n    capacity         {:>12} -> {}\n",
+        "    non-torch        {:>12}\n    CUDA graphs      {:>12}\n    KV budget        {:>12}  ({} blocks of {} tokens, {} "
+        "tokens cached; {:.0f} B per token)\n    capacity         {:>12} -> {}\n",
         s.id, s.inference->tp, s.inference->pp, gib(g["weights_bytes"].get<double>()),
         gib(g["activation_peak_bytes"].get<double>()), gib(g["non_torch_bytes"].get<double>()),
+        gib(g["cudagraph_bytes"].get<double>()),
         gib(g["kv_budget_bytes"].get<double>()), g["num_blocks"].get<int64_t>(), g["block_size"].get<int64_t>(),
         g["max_cached_tokens"].get<int64_t>(), g["kv_cache_bytes_per_token"].get<double>(),
         gib(g["capacity_bytes"].get<double>()), g["fits"].get<bool>() ? "fits" : "DOES NOT FIT");

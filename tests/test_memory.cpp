@@ -471,13 +471,62 @@ TEST(Serving, BlocksFromBudget) {
   const InferenceMemory mem = inference_memory(m, system_of("h100-sxm5-80gb", 4), p);
   EXPECT_DOUBLE_EQ(mem.kv_bytes_per_token, 327680.0 / 4);
   EXPECT_NEAR(mem.kv_budget_bytes,
-              mem.capacity_bytes * 0.9 - mem.weights_bytes - mem.activation_peak_bytes - mem.non_torch_bytes, 1.0);
+              mem.capacity_bytes * 0.9 - mem.weights_bytes - mem.activation_peak_bytes - mem.non_torch_bytes -
+                  mem.cudagraph_bytes,
+              1.0);
   EXPECT_EQ(mem.num_blocks, static_cast<int64_t>(mem.kv_budget_bytes / (16 * mem.kv_bytes_per_token)));
   EXPECT_EQ(mem.max_cached_tokens, mem.num_blocks * 16);
   // fp8 KV doubles the tokens that fit, within one block of rounding.
   p.kv_dtype = DType::fp8;
   const InferenceMemory fp8 = inference_memory(m, system_of("h100-sxm5-80gb", 4), p);
   EXPECT_NEAR(static_cast<double>(fp8.num_blocks), 2.0 * static_cast<double>(mem.num_blocks), 2.0);
+}
+
+// vLLM V1 sizes its KV cache as gpu_memory_utilization x the GPU's memory less the weights,
+// the start-up profiling run's activation peak (its dummy sampler over max_num_seqs x the
+// vocabulary) and the memory outside PyTorch; from 0.21.0 less its estimate of the CUDA
+// graphs too. The KV cache sizes vLLM printed for Llama 3.1 8B on one H100 at
+// gpu_memory_utilization 0.95 (llm-d-planner's accuracy report, 0.19.0: 58.11 GiB at TP 1,
+// and at TP 2 and 4 its printed parts, 63.76 and 67.44 GiB) and at 0.9 on an earlier
+// release (llm-d-benchmark's empirical results: 51.38 GiB, its activation 4.76 GiB), within
+// 1%: the model's GPU total is the driver's (79.65 GiB) where vLLM reads CUDA's (79.19).
+TEST(Serving, VllmKvCacheMatchesItsPrintedSizes) {
+  const ModelSpec m = io::load_model("llama3-8b");
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  struct Row {
+    const char* version;
+    int64_t tp;
+    double util, kv_gib;
+  };
+  for (const Row& r : {Row{"0.19.0", 1, 0.95, 58.11}, Row{"0.19.0", 2, 0.95, 63.76}, Row{"0.19.0", 4, 0.95, 67.44},
+                       Row{"0.16.0", 1, 0.90, 51.38}}) {
+    SCOPED_TRACE(std::string(r.version) + " tp " + std::to_string(r.tp));
+    InferencePlan p;
+    p.tp = r.tp;
+    p.profile = io::select_engine_profile("vllm", r.version, "/inference/engine");
+    p.engine.gpu_memory_utilization = r.util;
+    const InferenceMemory mem = inference_memory(m, system_of("h100-sxm5-80gb", r.tp), p);
+    EXPECT_NEAR(mem.kv_budget_bytes / gib / r.kv_gib, 1.0, 0.01) << mem.kv_budget_bytes / gib;
+  }
+  // The sampler's share does not shrink with tensor parallelism (the logits are gathered
+  // whole on every rank), and before 0.17.0 it is 2.5 times as large.
+  InferencePlan p;
+  p.tp = 4;
+  p.profile = io::select_engine_profile("vllm", "0.16.0", "/inference/engine");
+  const double before = inference_memory(m, system_of("h100-sxm5-80gb", 4), p).activation_peak_bytes;
+  EXPECT_NEAR(before / gib, 38.9 * 1024 * 128256 / gib, 1e-9);
+  p.profile = io::select_engine_profile("vllm", "0.19.0", "/inference/engine");
+  const InferenceMemory after = inference_memory(m, system_of("h100-sxm5-80gb", 4), p);
+  EXPECT_NEAR(after.activation_peak_bytes / gib, 0.20 + 14.07 * 1024 * 128256 / gib, 1e-9);
+  EXPECT_EQ(after.cudagraph_bytes, 0.0);
+  p.profile = io::select_engine_profile("vllm", "0.21.0", "/inference/engine");
+  EXPECT_NEAR(inference_memory(m, system_of("h100-sxm5-80gb", 4), p).cudagraph_bytes / gib, 1.04, 1e-9);
+  // An engine built from its engine arguments keeps the scheduler's own batch limits.
+  p.engine_context = true;
+  const EngineDefaults d = p.profile.knobs.for_deployment("h100-sxm5-80gb", 85.52e9, true, true);
+  EXPECT_EQ(d.max_num_seqs, 128);
+  EXPECT_EQ(d.max_num_batched_tokens, 2048);
+  EXPECT_EQ(p.profile.knobs.for_deployment("h100-sxm5-80gb", 85.52e9, true, false).max_num_seqs, 1024);
 }
 
 // TensorRT-LLM's fraction is of the memory still free once the weights, the activation
@@ -492,7 +541,7 @@ TEST(Serving, FreeMemoryFractionIsOfWhatTheRestLeaves) {
   d.memory_fraction_of_free = true;
   const SystemSpec sys = system_of("h100-sxm5-80gb", 4);
   const InferenceMemory free = inference_memory(m, sys, p, &d);
-  const double rest = free.weights_bytes + free.activation_peak_bytes + free.non_torch_bytes;
+  const double rest = free.weights_bytes + free.activation_peak_bytes + free.non_torch_bytes + free.cudagraph_bytes;
   EXPECT_NEAR(free.kv_budget_bytes, 0.9 * (free.capacity_bytes - rest), 1.0);
   d.memory_fraction_of_free = false;
   const InferenceMemory total = inference_memory(m, sys, p, &d);

@@ -103,12 +103,14 @@ TEST(PostTrain, SplitAsyncStepIsTheSlowerPoolPlusRefit) {
   // Separate pools: nothing is offloaded between phases.
   EXPECT_EQ(it.offload_s, 0);
   EXPECT_EQ(it.offload_bytes_per_gpu, 0);
-  // On-policy on split pools: nothing overlaps.
+  // On-policy on split pools: nothing overlaps. The on-policy rollout runs the engine's
+  // library class (vLLM's LLM: 1,024 sequences on an H100), the asynchronous one its async
+  // class built from engine arguments, with the scheduler's own 128.
   json c = rl_case(kSplit);
   c["training"]["rl"]["async_staleness"] = 0;
   const RlIteration on = run(c);
   EXPECT_DOUBLE_EQ(on.step_time_s, on.generation_s + on.scoring_s + on.training_s + on.resharding_s);
-  EXPECT_DOUBLE_EQ(on.generation_s, it.generation_s);
+  EXPECT_LT(on.generation_s, it.generation_s);
   EXPECT_GT(on.step_time_s, it.step_time_s);
 }
 
@@ -180,6 +182,8 @@ TEST(PostTrain, RolloutWithoutTokenGapsIsExactlyTheFullRun) {
     InferencePlan p = s.rl->rollout;
     p.replicas = it.rollout_replicas;
     p.llm_class = true;  // driven through the engine's library class
+    // or, asynchronous, through its async class built from engine arguments
+    p.engine_context = s.rl->placement == RlSpec::Placement::split && s.rl->async_staleness >= 1;
     p.workload = ServingWorkload{};
     p.workload.mode = ServingWorkload::Mode::trace;
     const std::vector<int64_t> lengths =

@@ -668,8 +668,14 @@ TEST(Validation, PostTrainingErrorBounds) {
   // GEMMs; the decode attention kernel's rate is the first suspect (PyTorch's
   // FlashAttention-2 streams the cache at 2.5 TB/s on the same H200 once it stops splitting,
   // where the model takes 4.3; vLLM V1's FA3 kernel was not measured).
-  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.17);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.205);
+  // 0.17 and 0.205 until the asynchronous rollouts ran vLLM's async class built from engine
+  // arguments, whose batch limits are the scheduler's own (128 sequences, 2,048 tokens;
+  // NeMo RL's VllmAsyncGenerationWorker), and vLLM V1's start-up profiling run took its
+  // measured memory off the KV cache (its dummy sampler over max_num_seqs x the vocabulary):
+  // Qwen3-30B-A3B's asynchronous runs, 29-35% fast with 256 sequences a replica, read 7-14%
+  // slow; step 15.0% -> 13.3%, tokens/s 18.6% -> 16.6%.
+  EXPECT_LE(g["grpo"]["step_time_s"]["median_abs_error"].get<double>(), 0.14);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["median_abs_error"].get<double>(), 0.175);
   // The tail too (today 33.3% and 50.1%: Qwen3-30B-A3B's v0.6 runs, 31% fast, read 33% fast
   // once vLLM 0.17.1 overlaps its host time, 31.4% and 46.6% before; 36.6% and 49.5% before
   // the published refit
@@ -682,8 +688,10 @@ TEST(Validation, PostTrainingErrorBounds) {
   // missing something the old over-priced all-reduce stood in for).
   // (0.34 and 0.51 before the narrow-N tiles above.)
   // (0.35 and 0.54 before the GEMMs' measured fill, above.)
-  EXPECT_LE(g["grpo"]["step_time_s"]["p90_abs_error"].get<double>(), 0.37);
-  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["p90_abs_error"].get<double>(), 0.59);
+  // (0.37 and 0.59 before the asynchronous rollouts' batch limits, above: today 25.2% and
+  // 35.9%.)
+  EXPECT_LE(g["grpo"]["step_time_s"]["p90_abs_error"].get<double>(), 0.27);
+  EXPECT_LE(g["grpo"]["throughput_tokens_per_s"]["p90_abs_error"].get<double>(), 0.38);
 
   const nlohmann::json by_source = io::group_errors(r, "source");
   ASSERT_TRUE(by_source.contains("litgpt"));

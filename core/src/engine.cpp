@@ -40,10 +40,15 @@ int64_t DeploymentKnob::resolve(int64_t base, const std::string& gpu_id, double 
   return llm_class_context ? llm_class.value_or(base) : base;
 }
 
-EngineDefaults EngineDefaults::for_deployment(const std::string& gpu_id, double hbm_bytes, bool llm_class_context) const {
+EngineDefaults EngineDefaults::for_deployment(const std::string& gpu_id, double hbm_bytes, bool llm_class_context,
+                                              bool engine_context) const {
   EngineDefaults d = *this;
   d.max_num_seqs = max_num_seqs_by.resolve(max_num_seqs, gpu_id, hbm_bytes, llm_class_context);
   d.max_num_batched_tokens = max_num_batched_tokens_by.resolve(max_num_batched_tokens, gpu_id, hbm_bytes, llm_class_context);
+  if (engine_context && engine_context_max_num_seqs > 0) {
+    d.max_num_seqs = engine_context_max_num_seqs;
+    d.max_num_batched_tokens = engine_context_max_num_batched_tokens;
+  }
   d.launcher_card_tflops = launcher_card_tflops_by.resolve(launcher_card_tflops, gpu_id, hbm_bytes, llm_class_context);
   d.max_num_seqs_by = {};
   d.max_num_batched_tokens_by = {};

@@ -582,7 +582,7 @@ double IterationModel::host_seconds(const IterationBatch& b) const {
 EngineDefaults engine_defaults(const InferencePlan& p, const GpuSpec& gpu, int64_t longest_request) {
   // The profile's defaults for this GPU and usage context, with every knob the scenario
   // sets on top.
-  EngineDefaults d = p.profile.knobs.for_deployment(gpu.id, gpu.hbm_capacity_bytes, p.llm_class);
+  EngineDefaults d = p.profile.knobs.for_deployment(gpu.id, gpu.hbm_capacity_bytes, p.llm_class, p.engine_context);
   const EngineOptions& o = p.engine;
   d.chunked_prefill = o.chunked_prefill.value_or(d.chunked_prefill);
   d.max_num_seqs = o.max_num_seqs.value_or(d.max_num_seqs);

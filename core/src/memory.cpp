@@ -365,7 +365,7 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
                                  const EngineDefaults* defaults_in) {
   // Resolved here only when the caller has not (the serving loop passes its own).
   std::optional<EngineDefaults> resolved;
-  if (!defaults_in) resolved = p.profile.knobs.for_deployment(sys.gpu.id, sys.gpu.hbm_capacity_bytes, p.llm_class);
+  if (!defaults_in) resolved = p.profile.knobs.for_deployment(sys.gpu.id, sys.gpu.hbm_capacity_bytes, p.llm_class, p.engine_context);
   const EngineDefaults& defaults = defaults_in ? *defaults_in : *resolved;
   InferenceMemory out;
   const double tp = dbl(p.tp), pp = dbl(p.pp);
@@ -400,14 +400,23 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
                                     ? DType::bf16
                                     : p.activation_dtype);
   // Profiling-pass peak: residual stream plus the widest intermediate of a layer for
-  // max_num_batched_tokens tokens, and fp32 logits for max_num_seqs sequences.
+  // max_num_batched_tokens tokens, and fp32 logits for max_num_seqs sequences; where the
+  // profile gives the profiling run's measured logits cost (vLLM V1's dummy sampler over
+  // max_num_seqs sequences and the whole vocabulary, gathered on every tensor-parallel
+  // rank), the larger of the forward pass and that.
   const int64_t ffn = m.moe ? std::max(m.intermediate, m.moe->expert_intermediate * m.moe->top_k) : m.intermediate;
   const double widest = std::max(dbl(m.q_width() + 2 * m.kv_width()), dbl(ffn) * (m.gated_mlp ? 3.0 : 2.0)) / attn_tp;
+  const double forward = dbl(max_tokens) * (4.0 * dbl(m.hidden) + widest) * ab;
   out.activation_peak_bytes =
-      dbl(max_tokens) * (4.0 * dbl(m.hidden) + widest) * ab + dbl(max_seqs) * dbl(m.vocab) / tp * 4.0;
-  /// CUDA context with lazy module loading (CUDA >= 11.7), about 300 MiB: PyTorch
-  /// maintainers in pytorch/pytorch#107667.
-  out.non_torch_bytes = 300.0 * 1024 * 1024;
+      defaults.profile_logits_bytes_per_entry > 0
+          ? std::max(forward, defaults.profile_activation_fixed_bytes +
+                                  defaults.profile_logits_bytes_per_entry * dbl(max_seqs) * dbl(m.vocab))
+          : forward + dbl(max_seqs) * dbl(m.vocab) / tp * 4.0;
+  // Outside PyTorch's allocator: the profile's measured figure, a tensor-parallel rank's
+  // where the model is split; profiles without one take the CUDA context with lazy module
+  // loading (CUDA >= 11.7), about 300 MiB (pytorch/pytorch#107667).
+  out.non_torch_bytes = p.tp > 1 ? defaults.non_torch_tp_bytes : defaults.non_torch_bytes;
+  out.cudagraph_bytes = defaults.cudagraph_reserved_bytes;
 
   const DType kv = p.resolved_kv_dtype();
   double kv_per_token = kv_cache_bytes_per_token(m, kv) / pp;
@@ -422,11 +431,11 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
     out.fixed_pool = true;
     out.kv_budget_bytes = dbl(blocks) * dbl(out.block_size) * kv_per_token;
     out.num_blocks = blocks * adp;
-    out.fits = out.weights_bytes + out.activation_peak_bytes + out.non_torch_bytes + out.kv_budget_bytes <=
+    out.fits = out.weights_bytes + out.activation_peak_bytes + out.non_torch_bytes + out.cudagraph_bytes + out.kv_budget_bytes <=
                out.capacity_bytes;
   } else {
     const double util = p.engine.gpu_memory_utilization.value_or(defaults.gpu_memory_utilization);
-    const double rest = out.weights_bytes + out.activation_peak_bytes + out.non_torch_bytes;
+    const double rest = out.weights_bytes + out.activation_peak_bytes + out.non_torch_bytes + out.cudagraph_bytes;
     out.kv_budget_bytes = defaults.memory_fraction_of_free ? util * (out.capacity_bytes - rest)
                                                            : out.capacity_bytes * util - rest;
     out.num_blocks =

@@ -86,8 +86,13 @@ ServingResult rollout(const Scenario& s, const RlIteration& it, const std::vecto
   p.replicas = it.rollout_replicas;
   // RL frameworks drive the engine in-process through its library class, not a server
   // (NeMo RL v0.5.0 nemo_rl/models/generation/vllm/vllm_worker.py: `vllm.LLM(**llm_kwargs)`),
-  // so the engine's defaults for that usage context apply.
+  // so the engine's defaults for that usage context apply. Asynchronous rollouts run the
+  // engine's asynchronous class built from engine arguments instead (NeMo RL's
+  // VllmAsyncGenerationWorker._create_engine: `AsyncLLM.from_engine_args(AsyncEngineArgs(
+  // **llm_kwargs))`, the async_engine its asynchronous GRPO recipes set), which no usage
+  // context's defaults reach.
   p.llm_class = true;
+  p.engine_context = rl.placement == RlSpec::Placement::split && rl.async_staleness >= 1;
   p.workload = ServingWorkload{};
   p.workload.mode = ServingWorkload::Mode::trace;
   p.workload.num_requests = static_cast<int64_t>(lengths.size());

@@ -459,6 +459,25 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   integer("unchunked_min_batched_tokens", d.unchunked_min_batched_tokens, 1);
   integer("block_size", d.block_size, 1);
   number("gpu_memory_utilization", d.gpu_memory_utilization, 1.0);
+  // The start-up profiling run's memory beside the weights; absent: the forward pass and one
+  // fp32 logits shard, 300 MiB of CUDA context, no graph reserve.
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  d.profile_logits_bytes_per_entry = d.profile_activation_fixed_bytes = d.cudagraph_reserved_bytes = 0;
+  d.non_torch_bytes = d.non_torch_tp_bytes = 300.0 * 1024.0 * 1024.0;
+  if (has_knob("profile_logits_bytes_per_entry"))
+    number("profile_logits_bytes_per_entry", d.profile_logits_bytes_per_entry, 1.0);
+  if (has_knob("profile_activation_fixed_gib")) number("profile_activation_fixed_gib", d.profile_activation_fixed_bytes, kGiB);
+  if (has_knob("non_torch_gib")) {
+    number("non_torch_gib", d.non_torch_bytes, kGiB);
+    d.non_torch_tp_bytes = d.non_torch_bytes;
+  }
+  if (has_knob("non_torch_tp_gib")) number("non_torch_tp_gib", d.non_torch_tp_bytes, kGiB);
+  if (has_knob("cudagraph_reserved_gib")) number("cudagraph_reserved_gib", d.cudagraph_reserved_bytes, kGiB);
+  // Batch limits without a usage context; absent: none of the engine's own.
+  d.engine_context_max_num_seqs = d.engine_context_max_num_batched_tokens = 0;
+  if (has_knob("engine_context_max_num_seqs")) integer("engine_context_max_num_seqs", d.engine_context_max_num_seqs, 1);
+  if (has_knob("engine_context_max_num_batched_tokens"))
+    integer("engine_context_max_num_batched_tokens", d.engine_context_max_num_batched_tokens, 1);
   boolean("chunked_prefill", d.chunked_prefill);
   boolean("cuda_graphs", d.cuda_graphs);
   integer("cuda_graph_max_tokens", d.cuda_graph_max_tokens, 0);

@@ -284,6 +284,7 @@ json inference_memory_json(const Scenario& s, const InferenceMemory& mem) {
                   {{"weights_bytes", mem.weights_bytes},
                    {"activation_peak_bytes", mem.activation_peak_bytes},
                    {"non_torch_bytes", mem.non_torch_bytes},
+                   {"cudagraph_bytes", mem.cudagraph_bytes},
                    {"kv_cache_bytes_per_token", mem.kv_bytes_per_token},
                    {"kv_budget_bytes", mem.kv_budget_bytes},
                    {"num_blocks", mem.num_blocks},

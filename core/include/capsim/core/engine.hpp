@@ -248,6 +248,26 @@ struct EngineDefaults {
   /// the rest (vLLM; false), or the memory still free once those are in place, all of it
   /// for the KV cache (true: TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction).
   bool memory_fraction_of_free = false;
+  /// The memory the engine's start-up profiling run sets aside beside the weights, which the
+  /// KV cache does not get. When `profile_logits_bytes_per_entry` is above 0 the activation
+  /// peak is the larger of the forward pass's working set over max_num_batched_tokens and
+  /// `profile_activation_fixed_bytes` + that many bytes per entry of a max_num_seqs x
+  /// vocabulary logits matrix (vLLM V1's dummy sampler run, whatever the tensor parallelism);
+  /// at 0, the forward pass plus one fp32 copy of the logits shard.
+  double profile_logits_bytes_per_entry = 14.07;
+  double profile_activation_fixed_bytes = 0.20 * 1024 * 1024 * 1024;
+  /// Memory outside PyTorch's allocator the profiling run adds (CUDA libraries' workspaces;
+  /// with tensor parallelism the collectives' buffers), on one GPU and on a tensor-parallel
+  /// rank.
+  double non_torch_bytes = 0.25 * 1024 * 1024 * 1024;
+  double non_torch_tp_bytes = 2.1 * 1024 * 1024 * 1024;
+  /// CUDA-graph memory the engine takes off the KV cache's share before sizing it (vLLM's
+  /// estimate from 0.21.0); 0 where the graphs are captured in the headroom left outside it.
+  double cudagraph_reserved_bytes = 1.04 * 1024 * 1024 * 1024;
+  /// The batch limits of an engine built from its engine arguments with no usage context
+  /// (InferencePlan::engine_context); 0 where the engine has no such defaults of its own.
+  int64_t engine_context_max_num_seqs = 128;
+  int64_t engine_context_max_num_batched_tokens = 2048;
   bool chunked_prefill = true;            ///< prompts split across steps, mixed with decodes
   bool cuda_graphs = true;                ///< steps replayed as CUDA graphs
   /// Steps of more tokens than this run eagerly (the largest capture size).
@@ -343,7 +363,8 @@ struct EngineDefaults {
   DeploymentKnob max_num_seqs_by, max_num_batched_tokens_by, launcher_card_tflops_by;
   /// These knobs for one deployment: the two batch limits resolved for the GPU (preset
   /// id, device memory) and the usage context, their rules cleared.
-  EngineDefaults for_deployment(const std::string& gpu_id, double hbm_bytes, bool llm_class_context) const;
+  EngineDefaults for_deployment(const std::string& gpu_id, double hbm_bytes, bool llm_class_context,
+                                bool engine_context = false) const;
   bool operator==(const EngineDefaults&) const = default;
 };
 

@@ -97,6 +97,7 @@ struct InferenceMemory {
   double weights_bytes = 0;
   double activation_peak_bytes = 0;
   double non_torch_bytes = 0;
+  double cudagraph_bytes = 0;     ///< CUDA-graph memory taken off before the KV cache is sized
   double kv_bytes_per_token = 0;  ///< on this GPU (TP-sharded heads, PP-sharded layers)
   double kv_budget_bytes = 0;
   int64_t num_blocks = 0;

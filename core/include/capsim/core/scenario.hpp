@@ -423,6 +423,11 @@ struct InferencePlan {
   /// frameworks and offline benchmarks use it) rather than as an API server: some
   /// engines default their batch limits by this usage context (DeploymentKnob).
   bool llm_class = false;
+  /// Driven through the engine's asynchronous class built from engine arguments (vLLM's
+  /// AsyncLLM.from_engine_args, usage context ENGINE_CONTEXT), which no usage context's
+  /// batch defaults reach: the engine's scheduler defaults apply
+  /// (EngineDefaults::engine_context_*). Set by asynchronous RL rollouts.
+  bool engine_context = false;
   ServingWorkload workload;
   SpeculativeSpec speculative;
   enum class Router { round_robin, least_outstanding };
