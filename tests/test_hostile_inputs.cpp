@@ -317,6 +317,8 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownRuleWord) {
        "engine.json#/knobs/cuda_graph_max_tokens_auto/value: must be \"default\" or \"max_num_seqs\" (got 512)"},
       {"trtllm", "gpu_memory_utilization_of", "weights",
        "engine.json#/knobs/gpu_memory_utilization_of/value: must be \"total\" or \"free\" (got \"weights\")"},
+      {"sglang-0.4", "activation_peak", "none",
+       "engine.json#/knobs/activation_peak/value: must be \"in_share\" or \"in_headroom\" (got \"none\")"},
       {"sglang-0.5", "block_fp8_gemm", "cublas",
        "engine.json#/knobs/block_fp8_gemm/value: must be \"fixed_tile\" or \"deepgemm\" (got \"cublas\")"},
       {"sglang-0.5", "shared_expert", true,

@@ -529,6 +529,22 @@ TEST(Serving, VllmKvCacheMatchesItsPrintedSizes) {
   EXPECT_EQ(p.profile.knobs.for_deployment("h100-sxm5-80gb", 85.52e9, true, false).max_num_seqs, 1024);
 }
 
+// SGLang gives its KV cache mem_fraction_static of the memory free before the weights,
+// less the weights (model_runner.py profile_max_num_token): the activations live in the
+// headroom, so unlike vLLM's share nothing of the activation peak comes off it.
+TEST(Serving, SglangKvShareLeavesTheActivationsToTheHeadroom) {
+  const ModelSpec m = io::load_model("llama3-70b");
+  InferencePlan p;
+  p.tp = 4;
+  p.engine.gpu_memory_utilization = 0.85;
+  p.profile = io::select_engine_profile("sglang", "0.4.6", "/inference/engine");
+  ASSERT_TRUE(p.profile.knobs.activation_in_headroom);
+  const InferenceMemory mem = inference_memory(m, system_of("h100-sxm5-80gb", 4), p);
+  EXPECT_GT(mem.activation_peak_bytes, 0.0);
+  EXPECT_NEAR(mem.kv_budget_bytes, 0.85 * mem.capacity_bytes - mem.weights_bytes - mem.non_torch_bytes, 1.0);
+  EXPECT_FALSE(io::select_engine_profile("vllm", "0.8.4", "/inference/engine").knobs.activation_in_headroom);
+}
+
 // TensorRT-LLM's fraction is of the memory still free once the weights, the activation
 // buffers and the context are in place (KvCacheConfig.free_gpu_memory_fraction), all of it
 // for the KV cache: more room than vLLM's share of the whole GPU when the weights are large.

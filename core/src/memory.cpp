@@ -435,7 +435,8 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
                out.capacity_bytes;
   } else {
     const double util = p.engine.gpu_memory_utilization.value_or(defaults.gpu_memory_utilization);
-    const double rest = out.weights_bytes + out.activation_peak_bytes + out.non_torch_bytes + out.cudagraph_bytes;
+    const double rest = out.weights_bytes + (defaults.activation_in_headroom ? 0.0 : out.activation_peak_bytes) +
+                        out.non_torch_bytes + out.cudagraph_bytes;
     out.kv_budget_bytes = defaults.memory_fraction_of_free ? util * (out.capacity_bytes - rest)
                                                            : out.capacity_bytes * util - rest;
     out.num_blocks =

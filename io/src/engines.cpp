@@ -587,6 +587,8 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   optional_rule("batch_limits_auto", "default", "trtllm-bench", d.batch_limits_from_trtllm_bench);
   // What the memory fraction is a fraction of.
   optional_rule("gpu_memory_utilization_of", "total", "free", d.memory_fraction_of_free);
+  // Where the activation peak goes: taken off the KV cache's share, or left to the headroom.
+  optional_rule("activation_peak", "in_share", "in_headroom", d.activation_in_headroom);
   // What the capture size is when the scenario leaves it: the engine's default, or the
   // batch cap the launcher runs with.
   optional_rule("cuda_graph_max_tokens_auto", "default", "max_num_seqs", d.cuda_graphs_follow_max_num_seqs);

@@ -248,6 +248,10 @@ struct EngineDefaults {
   /// the rest (vLLM; false), or the memory still free once those are in place, all of it
   /// for the KV cache (true: TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction).
   bool memory_fraction_of_free = false;
+  /// Whether the KV cache's share leaves the activation peak to the headroom outside it
+  /// (SGLang: mem_fraction_static of the memory free before the weights, less the weights,
+  /// with activations and graphs in the rest) instead of taking it off (vLLM's profiling run).
+  bool activation_in_headroom = false;
   /// The memory the engine's start-up profiling run sets aside beside the weights, which the
   /// KV cache does not get. When `profile_logits_bytes_per_entry` is above 0 the activation
   /// peak is the larger of the forward pass's working set over max_num_batched_tokens and
