@@ -183,7 +183,7 @@ TEST(PostTrain, RolloutWithoutTokenGapsIsExactlyTheFullRun) {
     p.replicas = it.rollout_replicas;
     p.llm_class = true;  // driven through the engine's library class
     // or, asynchronous, through its async class built from engine arguments
-    p.engine_context = s.rl->placement == RlSpec::Placement::split && s.rl->async_staleness >= 1;
+    p.engine_context = rl_asynchronous(*s.rl);
     p.workload = ServingWorkload{};
     p.workload.mode = ServingWorkload::Mode::trace;
     const std::vector<int64_t> lengths =

@@ -92,7 +92,7 @@ ServingResult rollout(const Scenario& s, const RlIteration& it, const std::vecto
   // **llm_kwargs))`, the async_engine its asynchronous GRPO recipes set), which no usage
   // context's defaults reach.
   p.llm_class = true;
-  p.engine_context = rl.placement == RlSpec::Placement::split && rl.async_staleness >= 1;
+  p.engine_context = rl_asynchronous(rl);
   p.workload = ServingWorkload{};
   p.workload.mode = ServingWorkload::Mode::trace;
   p.workload.num_requests = static_cast<int64_t>(lengths.size());
@@ -173,8 +173,10 @@ std::vector<TraceRequest> rl_rollout_trace(const RlSpec& rl, int64_t prompt_toke
   return trace;
 }
 
+bool rl_asynchronous(const RlSpec& rl) { return rl.placement == RlSpec::Placement::split && rl.async_staleness >= 1; }
+
 int64_t rl_rollout_inflight_iterations(const RlSpec& rl) {
-  return rl.placement == RlSpec::Placement::split && rl.async_staleness > 1 ? rl.async_staleness : 1;
+  return rl_asynchronous(rl) && rl.async_staleness > 1 ? rl.async_staleness : 1;
 }
 
 double rl_offload_bytes_per_gpu(double optimizer_bytes, double trainer_weight_bytes, double engine_weight_bytes) {
@@ -188,8 +190,7 @@ double rl_offload_seconds(double optimizer_bytes, double trainer_weight_bytes, d
 }
 
 void combine_rl_phases(RlIteration& it, const RlSpec& rl) {
-  const bool overlapped = rl.placement == RlSpec::Placement::split && rl.async_staleness >= 1;
-  if (overlapped) {
+  if (rl_asynchronous(rl)) {
     const double trainer = it.scoring_s + it.training_s;
     it.step_time_s = std::max(it.generation_s, trainer) + it.resharding_s;
     it.bottleneck = it.generation_s >= trainer ? "generation" : it.scoring_s > it.training_s ? "scoring" : "training";

@@ -214,6 +214,10 @@ double rl_offload_seconds(double optimizer_bytes, double trainer_weight_bytes, d
 /// share a trace prefix_id, so the prefix cache serves the prompt to all but the first).
 std::vector<TraceRequest> rl_rollout_trace(const RlSpec& rl, int64_t prompt_tokens, const std::vector<int64_t>& lengths);
 
+/// Whether generation overlaps the trainer: a split placement with async_staleness >= 1
+/// (its rollouts then run the engine's asynchronous class, InferencePlan::engine_context).
+bool rl_asynchronous(const RlSpec& rl);
+
 /// Iterations whose rollouts the engine holds at once: async_staleness k on a split
 /// placement, else 1. NeMo RL's async trajectory collector keeps up to
 /// num_prompts_per_step x max_trajectory_age_steps prompt groups in flight, generating
