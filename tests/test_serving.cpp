@@ -999,16 +999,16 @@ TEST(Serving, TrtllmBenchCapturesGraphsUpToItsBatch) {
   ASSERT_TRUE(s.inference->profile.knobs.cuda_graphs_follow_max_num_seqs);
   ASSERT_EQ(s.inference->profile.knobs.cuda_graph_max_tokens, 128);
   s.inference->engine.max_num_seqs = 1024;
-  EXPECT_EQ(engine_defaults(*s.inference, s.system.gpu, 0).cuda_graph_max_tokens, 1024);
+  EXPECT_EQ(engine_defaults(*s.inference, s.model, s.system.gpu, 0).cuda_graph_max_tokens, 1024);
   s.inference->engine.max_num_seqs = 64;  // never below the library's own capture
-  EXPECT_EQ(engine_defaults(*s.inference, s.system.gpu, 0).cuda_graph_max_tokens, 128);
+  EXPECT_EQ(engine_defaults(*s.inference, s.model, s.system.gpu, 0).cuda_graph_max_tokens, 128);
   s.inference->engine.max_num_seqs = 1024;
   s.inference->engine.cuda_graph_max_tokens = 256;
-  EXPECT_EQ(engine_defaults(*s.inference, s.system.gpu, 0).cuda_graph_max_tokens, 256);
+  EXPECT_EQ(engine_defaults(*s.inference, s.model, s.system.gpu, 0).cuda_graph_max_tokens, 256);
   s.inference->engine.cuda_graph_max_tokens.reset();
   s.inference->profile = io::select_engine_profile("vllm", "0.8.4", "/inference/engine");
   EXPECT_FALSE(s.inference->profile.knobs.cuda_graphs_follow_max_num_seqs);
-  EXPECT_EQ(engine_defaults(*s.inference, s.system.gpu, 0).cuda_graph_max_tokens,
+  EXPECT_EQ(engine_defaults(*s.inference, s.model, s.system.gpu, 0).cuda_graph_max_tokens,
             s.inference->profile.knobs.for_deployment(s.system.gpu.id, s.system.gpu.hbm_capacity_bytes, s.inference->llm_class)
                 .cuda_graph_max_tokens);
 }

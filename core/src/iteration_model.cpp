@@ -47,7 +47,7 @@ IterationModel::IterationModel(const ModelSpec& m, const SystemSpec& sys, const 
   // at a size far above any launch floor.
   const double gigabyte_s = cost.memory_bound(Bytes(1e9)).value;
   stream_bytes_per_s_ = gigabyte_s > 0 ? 1e9 / gigabyte_s : std::numeric_limits<double>::infinity();
-  engine_ = engine_defaults(p, sys.gpu, 0);
+  engine_ = engine_defaults(p, m, sys.gpu, 0);
   fp8_block_ = p.fp8_block_scaling.value_or(m.fp8_weight_block > 0);
   for (int64_t i = 0; i < m.layers; ++i) moe_layers_ += m.is_moe_layer(i) ? 1 : 0;
   sliding_layers_ = m.sliding_layers();
@@ -579,17 +579,26 @@ double IterationModel::host_seconds(const IterationBatch& b) const {
   return engine_.step_overhead_s + engine_.step_overhead_per_seq_s * dbl(b.decodes + static_cast<int64_t>(b.prefills.size()));
 }
 
-EngineDefaults engine_defaults(const InferencePlan& p, const GpuSpec& gpu, int64_t longest_request) {
+EngineDefaults engine_defaults(const InferencePlan& p, const ModelSpec& m, const GpuSpec& gpu, int64_t longest_request) {
   // The profile's defaults for this GPU and usage context, with every knob the scenario
   // sets on top.
   EngineDefaults d = p.profile.knobs.for_deployment(gpu.id, gpu.hbm_capacity_bytes, p.llm_class, p.engine_context);
   const EngineOptions& o = p.engine;
+  // A long-context model switches chunked prefill on where the engine does so by default
+  // (EngineDefaults::chunked_prefill_above_context), the scenario not saying otherwise.
+  if (d.chunked_prefill_above_context > 0 && m.max_position > d.chunked_prefill_above_context && m.sliding_window == 0 &&
+      !m.mla)
+    d.chunked_prefill = true;
   d.chunked_prefill = o.chunked_prefill.value_or(d.chunked_prefill);
+  // Without chunked prefill a step must hold a whole request; the profile says whether its
+  // budget covers the model's context or the longest request the run has.
+  const int64_t unchunked_span =
+      std::max(longest_request, d.unchunked_budget_is_model_context ? m.max_position : int64_t{0});
   d.max_num_seqs = o.max_num_seqs.value_or(d.max_num_seqs);
   d.block_size = o.block_size.value_or(d.block_size);
   d.gpu_memory_utilization = o.gpu_memory_utilization.value_or(d.gpu_memory_utilization);
   d.max_num_batched_tokens = o.max_num_batched_tokens.value_or(
-      d.chunked_prefill ? d.max_num_batched_tokens : std::max<int64_t>(d.unchunked_min_batched_tokens, longest_request));
+      d.chunked_prefill ? d.max_num_batched_tokens : std::max<int64_t>(d.unchunked_min_batched_tokens, unchunked_span));
   // Under attention DP every GPU schedules its own forward within its budget: the whole
   // budget each (the group's is dp times it), or, where the engine divides the budget among
   // its ranks, a share of it.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "capsim/core/layout.hpp"
+#include "capsim/core/serving.hpp"
 #include "eval_cache_impl.hpp"
 
 namespace capsim {
@@ -363,9 +364,10 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
 
 InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p,
                                  const EngineDefaults* defaults_in) {
-  // Resolved here only when the caller has not (the serving loop passes its own).
+  // Resolved here only when the caller has not (the serving loop passes its own), as the
+  // serving loop resolves them, the scenario's own knobs on top.
   std::optional<EngineDefaults> resolved;
-  if (!defaults_in) resolved = p.profile.knobs.for_deployment(sys.gpu.id, sys.gpu.hbm_capacity_bytes, p.llm_class, p.engine_context);
+  if (!defaults_in) resolved = engine_defaults(p, m, sys.gpu, 0);
   const EngineDefaults& defaults = defaults_in ? *defaults_in : *resolved;
   InferenceMemory out;
   const double tp = dbl(p.tp), pp = dbl(p.pp);
@@ -392,9 +394,10 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   dense += p.pp == 1 ? first + last : std::max(first, last);
   out.weights_bytes = (dense + expert) * wb;
 
-  int64_t max_tokens = p.engine.max_num_batched_tokens.value_or(defaults.max_num_batched_tokens);
-  // An engine that divides the budget among its attention-DP ranks runs a share on each GPU.
-  if (adp > 1 && defaults.dp_attention_divides_batched_tokens) max_tokens = (max_tokens + adp - 1) / adp;
+  // The step budget each GPU runs: the resolved budget (the scenario's, else the engine's)
+  // is the attention-DP group's, a share for each rank where the engine divides it, the
+  // whole of it on each rank (engine_defaults multiplied it by the ranks) where it does not.
+  const int64_t max_tokens = (defaults.max_num_batched_tokens + adp - 1) / adp;
   const int64_t max_seqs = p.engine.max_num_seqs.value_or(defaults.max_num_seqs);
   const double ab = dtype_bytes(p.activation_dtype == DType::fp8 || p.activation_dtype == DType::int8
                                     ? DType::bf16

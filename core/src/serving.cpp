@@ -535,7 +535,7 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
   ServingResult out;
   DrawnWorkload drawn = detail::generate_requests(p.workload, seed);
   out.requests = std::move(drawn.requests);
-  out.engine = engine_defaults(p, s.system.gpu, drawn.longest);
+  out.engine = engine_defaults(p, s.model, s.system.gpu, drawn.longest);
   out.ep = p.ep.value_or(1);
   out.attention_dp = p.attention_dp.value_or(false);
   out.chunked_prefill = out.engine.chunked_prefill;
@@ -720,7 +720,7 @@ LauncherSized launcher_sized(const Scenario& s, uint64_t seed) {
     out.launcher_budget = budget;
   };
   if (!p.engine.max_num_batched_tokens && p.profile.knobs.prefill_budget_from_tgi_launcher) {
-    if (const std::optional<int64_t> budget = tgi_launcher_prefill_budget(s, engine_defaults(p, s.system.gpu, 0))) {
+    if (const std::optional<int64_t> budget = tgi_launcher_prefill_budget(s, engine_defaults(p, s.model, s.system.gpu, 0))) {
       set_budget(*budget);
       return out;
     }
@@ -731,7 +731,7 @@ LauncherSized launcher_sized(const Scenario& s, uint64_t seed) {
       p.workload.rate_driven())
     return out;
   const DrawnWorkload drawn = detail::generate_requests(p.workload, seed);
-  const EngineDefaults d = engine_defaults(p, s.system.gpu, drawn.longest);
+  const EngineDefaults d = engine_defaults(p, s.model, s.system.gpu, drawn.longest);
   const std::optional<BatchLimits> limits = trtllm_bench_batch_limits(s, d, drawn.requests);
   if (!limits) return out;
   out.s.inference->engine.max_num_seqs = limits->max_num_seqs;

@@ -457,6 +457,7 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
     deployment("launcher_card_tflops", d.launcher_card_tflops_by);
   }
   integer("unchunked_min_batched_tokens", d.unchunked_min_batched_tokens, 1);
+  if (has_knob("chunked_prefill_above_context")) integer("chunked_prefill_above_context", d.chunked_prefill_above_context, 0);
   integer("block_size", d.block_size, 1);
   number("gpu_memory_utilization", d.gpu_memory_utilization, 1.0);
   // The start-up profiling run's memory beside the weights; absent: the forward pass and one
@@ -513,6 +514,7 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   if (has_knob("prefill_wait_steps")) integer("prefill_wait_steps", d.prefill_wait_steps, 0);
   optional_boolean("unchunked_prefill_unbounded", d.unchunked_prefill_unbounded);
   optional_boolean("unchunked_prefill_with_decodes", d.unchunked_prefill_with_decodes);
+  optional_boolean("unchunked_budget_is_model_context", d.unchunked_budget_is_model_context);
   optional_boolean("reserve_to_completion", d.reserve_to_completion);
   optional_boolean("preempt_fewest_outputs", d.preempt_fewest_outputs);
   // Admission by estimated future output tokens (SGLang); absent: by free blocks alone.

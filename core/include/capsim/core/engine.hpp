@@ -129,6 +129,16 @@ struct EngineDefaults {
   /// Without chunked prefill the budget is the larger of this and the longest prompt
   /// (vLLM V0 SchedulerConfig: max(max_model_len, 2048) for the default model length).
   int64_t unchunked_min_batched_tokens = 2048;
+  /// Without chunked prefill, whether the budget covers the model's whole context: vLLM V0's
+  /// SchedulerConfig takes max(max_model_len, 2048), max_model_len defaulting to the
+  /// model's max_position_embeddings, so a 1,000-token prompt shares a prefill step with up
+  /// to seven others on an 8K-context model. Otherwise the longest request stands in.
+  bool unchunked_budget_is_model_context = false;
+  /// Where the scenario leaves chunked prefill unset: on when the model's context exceeds
+  /// this many tokens (vLLM V0 from PR #6666, "to avoid OOM errors in the initial memory
+  /// profiling phase"; not for sliding-window models, and not for MLA, which V0 runs
+  /// without chunked prefill); 0 = the profile's default for every model.
+  int64_t chunked_prefill_above_context = 0;
   /// Without chunked prefill, whether one step prefills every waiting prompt that the KV
   /// blocks and max_num_seqs admit, the token budget only splitting it into kernel
   /// launches (LMDeploy TurboMind up to 0.1.0a1: LlamaBatch::ContextDecode runs all

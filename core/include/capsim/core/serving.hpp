@@ -317,8 +317,9 @@ struct ServingResult {
 /// The engine knobs in force for a deployment: the plan's engine profile (data/engines/)
 /// resolved for the GPU and the usage context (EngineDefaults::for_deployment), with every
 /// knob the scenario sets on top. Without chunked prefill the step budget is the
-/// larger of the profile's minimum and the longest request (prompt + output tokens).
-EngineDefaults engine_defaults(const InferencePlan& p, const GpuSpec& gpu, int64_t longest_request);
+/// larger of the profile's minimum and the longest request (prompt + output tokens), or
+/// the model's context where the profile sizes it so.
+EngineDefaults engine_defaults(const InferencePlan& p, const ModelSpec& m, const GpuSpec& gpu, int64_t longest_request);
 
 /// The seed simulate_serving draws a workload with unless told otherwise.
 inline constexpr uint64_t kServingSeed = 20261129;
