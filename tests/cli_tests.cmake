@@ -134,6 +134,11 @@ capsim_cli_expect(NAME cli.infer.release_ranges EXIT_CODE 0
       --set inference.engine.version=0.7.0 --set inference.workload.num_requests=50 --format table
   STDOUT "host 0.6 ms + 85 us/seq per step"
          "releases    step_overhead_ms (releases 0.6.5-), step_overhead_us_per_seq (releases 0.6.5-)")
+# A server told a shorter context refuses the longer requests: the report says so.
+capsim_cli_expect(NAME cli.infer.max_model_len_warning EXIT_CODE 0
+  CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --set inference.engine.max_model_len=64
+      --set inference.workload.num_requests=20 --format json
+  STDOUT "exceeds engine.max_model_len 64: the engine refuses it")
 # One engine iteration by part instead of a run: the table and the JSON report.
 capsim_cli_expect(NAME cli.infer.step_table EXIT_CODE 0
   CMD infer ${CMAKE_SOURCE_DIR}/examples/llama3-70b-serving.json --step-decodes 64 --step-context 2048

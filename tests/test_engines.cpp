@@ -124,10 +124,12 @@ TEST(ServingEngines, ReleaseOrderRanksTags) {
 // default, with its 512-token budget, except for sliding-window and MLA models. A scenario's
 // own setting wins, and V1 is not touched.
 TEST(ServingEngines, VllmV0SizesItsStepByTheModelsContext) {
-  auto defaults = [](const char* model, const char* version, std::optional<bool> chunked = std::nullopt) {
+  auto defaults = [](const char* model, const char* version, std::optional<bool> chunked = std::nullopt,
+                     std::optional<int64_t> max_model_len = std::nullopt) {
     Scenario s = testing::on_one_node(model, "h100-sxm5-80gb", 1);
     s.inference->profile = io::select_engine_profile("vllm", version, "/e");
     s.inference->engine.chunked_prefill = chunked;
+    s.inference->engine.max_model_len = max_model_len;
     return engine_defaults(*s.inference, s.model, s.system.gpu, /*longest_request=*/1000);
   };
   EXPECT_FALSE(defaults("llama3-8b", "0.6.0").chunked_prefill);
@@ -148,6 +150,10 @@ TEST(ServingEngines, VllmV0SizesItsStepByTheModelsContext) {
   EXPECT_FALSE(off.chunked_prefill);
   EXPECT_EQ(off.max_num_batched_tokens, 131072);
   EXPECT_EQ(defaults("llama3-8b", "0.6.0", true).max_num_batched_tokens, 512);
+  // A server started with a shorter context (--max-model-len) sizes both by it.
+  const EngineDefaults short_context = defaults("llama3.1-405b", "0.6.0", std::nullopt, 16384);
+  EXPECT_FALSE(short_context.chunked_prefill);
+  EXPECT_EQ(short_context.max_num_batched_tokens, 16384);
   // V1 budgets its chunks by usage context, whatever the model's context.
   EXPECT_EQ(defaults("llama3.1-405b", "0.8.4").max_num_batched_tokens,
             defaults("llama3-8b", "0.8.4").max_num_batched_tokens);

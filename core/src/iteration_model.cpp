@@ -586,14 +586,14 @@ EngineDefaults engine_defaults(const InferencePlan& p, const ModelSpec& m, const
   const EngineOptions& o = p.engine;
   // A long-context model switches chunked prefill on where the engine does so by default
   // (EngineDefaults::chunked_prefill_above_context), the scenario not saying otherwise.
-  if (d.chunked_prefill_above_context > 0 && m.max_position > d.chunked_prefill_above_context && m.sliding_window == 0 &&
-      !m.mla)
+  const int64_t context = o.max_model_len.value_or(m.max_position);
+  if (d.chunked_prefill_above_context > 0 && context > d.chunked_prefill_above_context && m.sliding_window == 0 && !m.mla)
     d.chunked_prefill = true;
   d.chunked_prefill = o.chunked_prefill.value_or(d.chunked_prefill);
   // Without chunked prefill a step must hold a whole request; the profile says whether its
   // budget covers the model's context or the longest request the run has.
   const int64_t unchunked_span =
-      std::max(longest_request, d.unchunked_budget_is_model_context ? m.max_position : int64_t{0});
+      std::max(longest_request, d.unchunked_budget_is_model_context ? context : int64_t{0});
   d.max_num_seqs = o.max_num_seqs.value_or(d.max_num_seqs);
   d.block_size = o.block_size.value_or(d.block_size);
   d.gpu_memory_utilization = o.gpu_memory_utilization.value_or(d.gpu_memory_utilization);

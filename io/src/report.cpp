@@ -478,7 +478,11 @@ json serving_report(const Scenario& s, const ServingResult& r) {
   j["warnings"] = json::array();
   int64_t longest = 0;
   for (const RequestResult& q : r.requests) longest = std::max(longest, q.input + q.output);
-  if (s.model.max_position > 0 && longest > s.model.max_position)
+  if (const std::optional<int64_t> max_len = p.engine.max_model_len; max_len && longest > *max_len)
+    j["warnings"].push_back("the longest request, " + std::to_string(longest) +
+                            " tokens with its output, exceeds engine.max_model_len " + std::to_string(*max_len) +
+                            ": the engine refuses it; it runs here as if the server admitted it");
+  else if (!max_len && s.model.max_position > 0 && longest > s.model.max_position)
     j["warnings"].push_back("the longest request, " + std::to_string(longest) +
                             " tokens with its output, exceeds the model's max_position_embeddings " +
                             std::to_string(s.model.max_position) +

@@ -941,6 +941,7 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     opt_int("kv_cache_tokens", p.engine.kv_cache_tokens);
     opt_int("cuda_graph_max_tokens", p.engine.cuda_graph_max_tokens);
     opt_int("scheduler_steps", p.engine.scheduler_steps);
+    opt_int("max_model_len", p.engine.max_model_len);
     bool graphs = false;
     if (!er.left_auto("cuda_graphs") && er.boolean("cuda_graphs", graphs))  // auto: the profile's
       p.engine.cuda_graphs = graphs;

@@ -334,6 +334,9 @@ struct EngineOptions {
   std::optional<int64_t> scheduler_steps;          ///< decode passes per scheduling round
   std::optional<Preemption> preemption;            ///< what a sequence that runs out of KV blocks does
   std::optional<double> swap_space_gib;            ///< host swap space per GPU
+  /// The longest sequence the server admits (vLLM's --max-model-len); unset = the model's
+  /// context (max_position_embeddings), as vLLM derives it.
+  std::optional<int64_t> max_model_len;
   bool operator==(const EngineOptions&) const = default;
 };
 
