@@ -159,6 +159,44 @@ TEST(ServingEngines, VllmV0SizesItsStepByTheModelsContext) {
             defaults("llama3-8b", "0.8.4").max_num_batched_tokens);
 }
 
+// SGLang 0.5 without --mem-fraction-static takes its share from what it reserves
+// (server_args.py): 512 MiB + 1.5 MiB a prefill-chunk token + 2 MiB a graph slot + 128 MiB
+// a model GPU, DP attention 3 (and beyond 300 slots 1.5 more) MiB a slot and rank, at least
+// 10 GiB on a GPU above 60 GiB, over the GPU's MiB; and captures graphs up to 512 sequences
+// from TP 4 (256 below).
+TEST(ServingEngines, SglangSharesMemoryByWhatItReserves) {
+  auto defaults = [](const char* gpu, int64_t tp, bool dp_attention) {
+    Scenario s = testing::on_one_node("llama3-8b", gpu, tp);
+    s.inference->profile = io::select_engine_profile("sglang", "0.5.2", "/e");
+    s.inference->attention_dp = dp_attention;
+    return engine_defaults(*s.inference, s.model, s.system.gpu, 1000);
+  };
+  const double h100_mib = 85.52e9 / 1048576.0, h200_mib = 143771;
+  const EngineDefaults one = defaults("h100-sxm5-80gb", 1, false);
+  EXPECT_EQ(one.cuda_graph_max_tokens, 256);
+  EXPECT_DOUBLE_EQ(one.gpu_memory_utilization,
+                   std::round((h100_mib - (512 + 1.5 * 8192 + 2 * 256 + 128)) / h100_mib * 1000) / 1000);  // 0.835
+  const EngineDefaults eight = defaults("h200-sxm-141gb", 8, false);
+  EXPECT_EQ(eight.cuda_graph_max_tokens, 512);
+  EXPECT_DOUBLE_EQ(eight.gpu_memory_utilization, 0.897);
+  EXPECT_DOUBLE_EQ(defaults("h200-sxm-141gb", 8, true).gpu_memory_utilization,
+                   std::round((h200_mib - (512 + 1.5 * 8192 + 2 * 512 + 128 * 8 + 3 * 512 * 8 + 1.5 * 512 * 8)) / h200_mib * 1000) /
+                       1000);  // 0.769
+  // The scenario's own share and capture win.
+  Scenario s = testing::on_one_node("llama3-8b", "h200-sxm-141gb", 8);
+  s.inference->profile = io::select_engine_profile("sglang", "0.5.2", "/e");
+  s.inference->engine.gpu_memory_utilization = 0.82;
+  s.inference->engine.cuda_graph_max_tokens = 160;
+  const EngineDefaults set = engine_defaults(*s.inference, s.model, s.system.gpu, 1000);
+  EXPECT_DOUBLE_EQ(set.gpu_memory_utilization, 0.82);
+  EXPECT_EQ(set.cuda_graph_max_tokens, 160);
+  // SGLang 0.4 keeps its fixed share.
+  s.inference->profile = io::select_engine_profile("sglang", "0.4.5", "/e");
+  s.inference->engine.gpu_memory_utilization.reset();
+  EXPECT_DOUBLE_EQ(engine_defaults(*s.inference, s.model, s.system.gpu, 1000).gpu_memory_utilization,
+                   s.inference->profile.knobs.gpu_memory_utilization);
+}
+
 // A knob's release ranges: the first range that holds the release gives the value, a
 // release in none keeps the knob's own, and a version that is not a release number takes
 // the first range without an upper bound (the newest release's value), else the knob's own.

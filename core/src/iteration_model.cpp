@@ -604,8 +604,28 @@ EngineDefaults engine_defaults(const InferencePlan& p, const ModelSpec& m, const
   // its ranks, a share of it.
   if (!d.dp_attention_divides_batched_tokens) d.max_num_batched_tokens *= p.attention_dp_degree();
   d.cuda_graphs = o.cuda_graphs.value_or(d.cuda_graphs);
+  // An engine that captures more from tensor parallelism 4 up (EngineDefaults::
+  // cuda_graph_max_tokens_tp4).
+  if (d.cuda_graph_max_tokens_tp4 > 0 && p.tp >= 4) d.cuda_graph_max_tokens = d.cuda_graph_max_tokens_tp4;
   d.cuda_graph_max_tokens = o.cuda_graph_max_tokens.value_or(
       d.cuda_graphs_follow_max_num_seqs ? std::max(d.cuda_graph_max_tokens, d.max_num_seqs) : d.cuda_graph_max_tokens);
+  if (!o.gpu_memory_utilization && d.memory_reserve.active()) {
+    // The engine's own share from what it reserves (MemoryReserveRule): its prefill chunk
+    // (the group's budget), its graph capture, the model's GPUs and the attention-DP ranks.
+    const MemoryReserveRule& r = d.memory_reserve;
+    const double gpu_mib = gpu.hbm_capacity_bytes / (1024.0 * 1024.0);
+    const double dp = static_cast<double>(p.attention_dp_degree());
+    const double graph = d.cuda_graphs ? static_cast<double>(d.cuda_graph_max_tokens) : 0.0;
+    const int64_t chunk = d.max_num_batched_tokens / (d.dp_attention_divides_batched_tokens ? 1 : p.attention_dp_degree());
+    double reserve = r.fixed_mib + r.mib_per_prefill_token * static_cast<double>(std::max(chunk, r.min_prefill_tokens)) +
+                     r.mib_per_graph_seq * graph + r.mib_per_model_gpu * static_cast<double>(p.tp * p.pp);
+    if (dp > 1) {
+      reserve += r.mib_per_dp_graph_seq * graph * dp;
+      if (graph > static_cast<double>(r.large_graph_seqs)) reserve += r.mib_per_dp_graph_seq_large * graph * dp;
+    }
+    if (gpu_mib > r.min_above_gpu_mib) reserve = std::max(reserve, r.min_mib);
+    d.gpu_memory_utilization = std::clamp(std::round((gpu_mib - reserve) / gpu_mib * 1000.0) / 1000.0, 0.01, 1.0);
+  }
   if (o.step_overhead_ms) {
     // A measured per-step figure replaces the profile's host model.
     d.step_overhead_s = *o.step_overhead_ms * 1e-3;

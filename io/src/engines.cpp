@@ -460,6 +460,40 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   if (has_knob("chunked_prefill_above_context")) integer("chunked_prefill_above_context", d.chunked_prefill_above_context, 0);
   integer("block_size", d.block_size, 1);
   number("gpu_memory_utilization", d.gpu_memory_utilization, 1.0);
+  if (has_knob("cuda_graph_max_tokens_tp4")) integer("cuda_graph_max_tokens_tp4", d.cuda_graph_max_tokens_tp4, 0);
+  // The memory share from the engine's reserve: an object of MiB figures.
+  if (has_knob("memory_reserve")) {
+    for (const KnobValue& v : knob("memory_reserve")) {
+      static const std::vector<std::string> kFields = {
+          "fixed_mib",          "mib_per_prefill_token",      "min_prefill_tokens", "mib_per_graph_seq",
+          "mib_per_model_gpu",  "mib_per_dp_graph_seq",       "mib_per_dp_graph_seq_large",
+          "large_graph_seqs",   "min_mib",                    "min_above_gpu_mib"};
+      bool ok = v.value->is_object() && v.value->contains("fixed_mib");
+      for (auto f = ok ? v.value->begin() : v.value->end(); ok && f != v.value->end(); ++f)
+        ok = std::find(kFields.begin(), kFields.end(), f.key()) != kFields.end() && f.value().is_number() &&
+             f.value().get<double>() >= 0;
+      if (!ok) {
+        std::string list;
+        for (const auto& f : kFields) list += (list.empty() ? "" : ", ") + f;
+        issues.push_back({v.at, brief(*v.value), "must be an object of numbers >= 0 with fixed_mib, of: " + list, {}});
+        continue;
+      }
+      if (!v.in_force) continue;
+      const json& o = *v.value;
+      MemoryReserveRule r;
+      r.fixed_mib = o.value("fixed_mib", 0.0);
+      r.mib_per_prefill_token = o.value("mib_per_prefill_token", 0.0);
+      r.min_prefill_tokens = static_cast<int64_t>(o.value("min_prefill_tokens", 0.0));
+      r.mib_per_graph_seq = o.value("mib_per_graph_seq", 0.0);
+      r.mib_per_model_gpu = o.value("mib_per_model_gpu", 0.0);
+      r.mib_per_dp_graph_seq = o.value("mib_per_dp_graph_seq", 0.0);
+      r.mib_per_dp_graph_seq_large = o.value("mib_per_dp_graph_seq_large", 0.0);
+      r.large_graph_seqs = static_cast<int64_t>(o.value("large_graph_seqs", 0.0));
+      r.min_mib = o.value("min_mib", 0.0);
+      r.min_above_gpu_mib = o.value("min_above_gpu_mib", 0.0);
+      d.memory_reserve = r;
+    }
+  }
   // The start-up profiling run's memory beside the weights; absent: the forward pass and one
   // fp32 logits shard, 300 MiB of CUDA context, no graph reserve.
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;

@@ -119,6 +119,25 @@ enum class Preemption {
 std::string_view to_string(Preemption p);
 std::optional<Preemption> preemption_from_string(std::string_view s);
 
+/// An engine's memory share computed from what it reserves at start-up when the user sets
+/// none (SGLang 0.5's mem_fraction_static): (GPU memory - reserve) / GPU memory, rounded to
+/// three decimals, the reserve in MiB growing with the prefill chunk, the CUDA-graph batch,
+/// the model's GPUs and, under attention DP, the graph batch times the DP ranks; at least
+/// `min_mib` on a GPU of more than `min_above_gpu_mib`.
+struct MemoryReserveRule {
+  double fixed_mib = 0;                   ///< constant metadata (the attention backend's)
+  double mib_per_prefill_token = 0;       ///< activations of the largest prefill chunk
+  int64_t min_prefill_tokens = 0;         ///< the chunk counted at least this large
+  double mib_per_graph_seq = 0;           ///< CUDA graphs, per captured batch slot
+  double mib_per_model_gpu = 0;           ///< per GPU of tp x pp
+  double mib_per_dp_graph_seq = 0;        ///< attention DP: per captured slot and DP rank
+  double mib_per_dp_graph_seq_large = 0;  ///< attention DP: that again beyond large_graph_seqs
+  int64_t large_graph_seqs = 0;
+  double min_mib = 0, min_above_gpu_mib = 0;
+  bool active() const { return fixed_mib > 0; }
+  bool operator==(const MemoryReserveRule&) const = default;
+};
+
 /// The engine knobs in force for one deployment: the profile's defaults with the
 /// scenario's own settings on top. The member initialisers are vLLM V1's defaults for an
 /// API server on an H100, the values data/engines/vllm-v1.json resolves to there (a test
@@ -253,6 +272,13 @@ struct EngineDefaults {
   int64_t prefill_wait_steps = 0;
   int64_t block_size = 16;                ///< KV-cache page, tokens
   double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
+  /// Where active, gpu_memory_utilization when the scenario sets none is computed from the
+  /// engine's reserve for this deployment (MemoryReserveRule).
+  MemoryReserveRule memory_reserve;
+  /// The CUDA-graph capture from tensor parallelism 4 up, where the engine captures more
+  /// there (SGLang 0.5: cuda_graph_max_bs 512 at tp_size >= 4, 256 below on 60-160 GB
+  /// GPUs); 0 = cuda_graph_max_tokens at every degree.
+  int64_t cuda_graph_max_tokens_tp4 = 0;
   /// What gpu_memory_utilization is a fraction of: the GPU's whole memory, from which the
   /// weights, the activation peak and the CUDA context come off before the KV cache takes
   /// the rest (vLLM; false), or the memory still free once those are in place, all of it
