@@ -190,11 +190,12 @@ TEST(ServingEngines, SglangSharesMemoryByWhatItReserves) {
   const EngineDefaults set = engine_defaults(*s.inference, s.model, s.system.gpu, 1000);
   EXPECT_DOUBLE_EQ(set.gpu_memory_utilization, 0.82);
   EXPECT_EQ(set.cuda_graph_max_tokens, 160);
-  // SGLang 0.4 keeps its fixed share.
+  // SGLang 0.4 picks its share by the tensor-parallel degree: 0.81 at TP 8, 0.88 alone.
   s.inference->profile = io::select_engine_profile("sglang", "0.4.5", "/e");
   s.inference->engine.gpu_memory_utilization.reset();
-  EXPECT_DOUBLE_EQ(engine_defaults(*s.inference, s.model, s.system.gpu, 1000).gpu_memory_utilization,
-                   s.inference->profile.knobs.gpu_memory_utilization);
+  EXPECT_DOUBLE_EQ(engine_defaults(*s.inference, s.model, s.system.gpu, 1000).gpu_memory_utilization, 0.81);
+  s.inference->tp = 1;
+  EXPECT_DOUBLE_EQ(engine_defaults(*s.inference, s.model, s.system.gpu, 1000).gpu_memory_utilization, 0.88);
 }
 
 // A knob's release ranges: the first range that holds the release gives the value, a

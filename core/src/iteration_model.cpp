@@ -596,6 +596,9 @@ EngineDefaults engine_defaults(const InferencePlan& p, const ModelSpec& m, const
       std::max(longest_request, d.unchunked_budget_is_model_context ? context : int64_t{0});
   d.max_num_seqs = o.max_num_seqs.value_or(d.max_num_seqs);
   d.block_size = o.block_size.value_or(d.block_size);
+  // An engine that picks its share by the tensor-parallel degree.
+  for (const auto& [from_tp, share] : d.gpu_memory_utilization_by_tp)
+    if (p.tp >= from_tp) d.gpu_memory_utilization = share;
   d.gpu_memory_utilization = o.gpu_memory_utilization.value_or(d.gpu_memory_utilization);
   d.max_num_batched_tokens = o.max_num_batched_tokens.value_or(
       d.chunked_prefill ? d.max_num_batched_tokens : std::max<int64_t>(d.unchunked_min_batched_tokens, unchunked_span));

@@ -461,6 +461,24 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
   integer("block_size", d.block_size, 1);
   number("gpu_memory_utilization", d.gpu_memory_utilization, 1.0);
   if (has_knob("cuda_graph_max_tokens_tp4")) integer("cuda_graph_max_tokens_tp4", d.cuda_graph_max_tokens_tp4, 0);
+  // The memory share by tensor-parallel degree: [[from tp, value], ...], degrees ascending.
+  if (has_knob("gpu_memory_utilization_by_tp")) {
+    for (const KnobValue& v : knob("gpu_memory_utilization_by_tp")) {
+      std::vector<std::pair<int64_t, double>> table;
+      bool ok = v.value->is_array() && !v.value->empty();
+      for (size_t i = 0; ok && i < v.value->size(); ++i) {
+        const json& e = (*v.value)[i];
+        ok = e.is_array() && e.size() == 2 && e[0].is_number_integer() && e[0].get<int64_t>() >= 1 && e[1].is_number() &&
+             e[1].get<double>() > 0 && e[1].get<double>() <= 1 && (table.empty() || e[0].get<int64_t>() > table.back().first);
+        if (ok) table.emplace_back(e[0].get<int64_t>(), e[1].get<double>());
+      }
+      if (!ok)
+        issues.push_back({v.at, brief(*v.value),
+                          "must be [[tensor-parallel degree, fraction in (0, 1]], ...], degrees ascending from 1", {}});
+      else if (v.in_force)
+        d.gpu_memory_utilization_by_tp = std::move(table);
+    }
+  }
   // The memory share from the engine's reserve: an object of MiB figures.
   if (has_knob("memory_reserve")) {
     for (const KnobValue& v : knob("memory_reserve")) {

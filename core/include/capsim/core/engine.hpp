@@ -272,6 +272,10 @@ struct EngineDefaults {
   int64_t prefill_wait_steps = 0;
   int64_t block_size = 16;                ///< KV-cache page, tokens
   double gpu_memory_utilization = 0.9;    ///< fraction of GPU memory the engine may use
+  /// gpu_memory_utilization by tensor-parallel degree where the engine picks it so: (from
+  /// tp, value) ascending, the last whose degree the deployment reaches applying (SGLang
+  /// 0.3-0.4's mem_fraction_static); empty = the one figure.
+  std::vector<std::pair<int64_t, double>> gpu_memory_utilization_by_tp;
   /// Where active, gpu_memory_utilization when the scenario sets none is computed from the
   /// engine's reserve for this deployment (MemoryReserveRule).
   MemoryReserveRule memory_reserve;
