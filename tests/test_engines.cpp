@@ -176,6 +176,8 @@ TEST(ServingEngines, SglangSharesMemoryByWhatItReserves) {
   EXPECT_EQ(one.cuda_graph_max_tokens, 256);
   EXPECT_DOUBLE_EQ(one.gpu_memory_utilization,
                    std::round((h100_mib - (512 + 1.5 * 8192 + 2 * 256 + 128)) / h100_mib * 1000) / 1000);  // 0.835
+  EXPECT_EQ(one.max_num_batched_tokens, 8192);
+  EXPECT_EQ(defaults("b200", 1, false).max_num_batched_tokens, 16384);  // chunked_prefill_size above 160 GB
   const EngineDefaults eight = defaults("h200-sxm-141gb", 8, false);
   EXPECT_EQ(eight.cuda_graph_max_tokens, 512);
   EXPECT_DOUBLE_EQ(eight.gpu_memory_utilization, 0.897);
