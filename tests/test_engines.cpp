@@ -56,6 +56,21 @@ TEST(ServingEngines, BuiltInDefaultsAreTheVllmV1Profile) {
   EXPECT_EQ(knobs, EngineDefaults{});
 }
 
+// LMDeploy picks max_batch_size by the device's name from 0.6.0 (PR #2434): A100/A800 256,
+// H100/H800 512, any other GPU (an H200 too: "h100" is not in its name) 128, as before.
+TEST(ServingEngines, LmdeployBatchFollowsTheDeviceName) {
+  auto seqs = [](const char* version, const char* gpu) {
+    const EngineProfile p = io::select_engine_profile("lmdeploy", version, "/e");
+    const GpuSpec g = io::load_gpu(gpu);
+    return p.knobs.for_deployment(g.id, g.hbm_capacity_bytes, false).max_num_seqs;
+  };
+  EXPECT_EQ(seqs("0.5.3", "h100-sxm5-80gb"), 128);
+  EXPECT_EQ(seqs("0.6.0", "a100-sxm4-80gb"), 256);
+  EXPECT_EQ(seqs("0.6.0", "h100-sxm5-80gb"), 512);
+  EXPECT_EQ(seqs("0.9.2", "h800-sxm5-80gb"), 512);
+  EXPECT_EQ(seqs("0.9.2", "h200-sxm-141gb"), 128);
+}
+
 // vLLM V1's batch limits by release, GPU and usage context, as its arg_utils.py set them:
 // by device name (H100/H200) up to 0.8.x, by memory (>= 70 GiB, not an A100) from 0.9.0;
 // max_num_seqs 1024 on every GPU until the 0.8.4 revert (PRs #12369, #16158, #17885).
