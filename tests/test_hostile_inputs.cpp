@@ -351,6 +351,36 @@ TEST(HostileDataFile, EngineProfileWithAnUnknownRuleWord) {
   }
 }
 
+// SGLang's deployment-sized knobs: a memory reserve with an unknown or out-of-range figure,
+// a share table out of order or above 1, and a negative context threshold are reported
+// together, each at its place.
+TEST(HostileDataFile, EngineProfileWithBrokenDeploymentRules) {
+  nlohmann::json e = shipped("engines", "sglang-0.5");
+  e["knobs"]["memory_reserve"]["value"]["gib"] = 10;
+  e["knobs"]["cuda_graph_max_tokens_tp4"]["value"] = -1;
+  const auto got = issues_of([&] { (void)io::engine_profile_from_json(e, "engine.json"); });
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], "engine.json#/knobs/cuda_graph_max_tokens_tp4/value: must be an integer >= 0 (got -1)");
+  EXPECT_EQ(got[1].substr(0, got[1].find(" (got")),
+            "engine.json#/knobs/memory_reserve/value: must be an object of numbers in [0, 1e9] with fixed_mib, of: "
+            "fixed_mib, mib_per_prefill_token, min_prefill_tokens, mib_per_graph_seq, mib_per_model_gpu, "
+            "mib_per_dp_graph_seq, mib_per_dp_graph_seq_large, large_graph_seqs, min_mib, min_above_gpu_mib");
+  nlohmann::json f = shipped("engines", "sglang-0.4");
+  f["knobs"]["gpu_memory_utilization_by_tp"]["value"] = nlohmann::json::array({{4, 0.85}, {2, 0.87}});
+  nlohmann::json g = shipped("engines", "sglang-0.4");
+  g["knobs"]["gpu_memory_utilization_by_tp"]["value"] = nlohmann::json::array({{1, 1.5}});
+  nlohmann::json h = shipped("engines", "vllm-v0.6");
+  h["knobs"]["chunked_prefill_above_context"]["value"] = -32768;
+  const std::string table_rule = "must be [[tensor-parallel degree, fraction in (0, 1]], ...], degrees ascending from 1";
+  EXPECT_EQ(issues_of([&] { (void)io::engine_profile_from_json(f, "engine.json"); }),
+            std::vector<std::string>{"engine.json#/knobs/gpu_memory_utilization_by_tp/value: " + table_rule +
+                                     " (got [[4,0.85],[2,0.87]])"});
+  EXPECT_EQ(issues_of([&] { (void)io::engine_profile_from_json(g, "engine.json"); }),
+            std::vector<std::string>{"engine.json#/knobs/gpu_memory_utilization_by_tp/value: " + table_rule + " (got [[1,1.5]])"});
+  EXPECT_EQ(issues_of([&] { (void)io::engine_profile_from_json(h, "engine.json"); }),
+            std::vector<std::string>{"engine.json#/knobs/chunked_prefill_above_context/value: must be an integer >= 0 (got -32768)"});
+}
+
 // vLLM V1's graph-piece knobs: a negative time and a rule value that is not a boolean
 // are reported together, each at its place.
 TEST(HostileDataFile, EngineProfileWithBrokenGraphPieceKnobs) {

@@ -489,11 +489,11 @@ EngineProfile engine_profile_from_json(const json& doc, const std::string& origi
       bool ok = v.value->is_object() && v.value->contains("fixed_mib");
       for (auto f = ok ? v.value->begin() : v.value->end(); ok && f != v.value->end(); ++f)
         ok = std::find(kFields.begin(), kFields.end(), f.key()) != kFields.end() && f.value().is_number() &&
-             f.value().get<double>() >= 0;
+             f.value().get<double>() >= 0 && f.value().get<double>() <= 1e9;
       if (!ok) {
         std::string list;
         for (const auto& f : kFields) list += (list.empty() ? "" : ", ") + f;
-        issues.push_back({v.at, brief(*v.value), "must be an object of numbers >= 0 with fixed_mib, of: " + list, {}});
+        issues.push_back({v.at, brief(*v.value), "must be an object of numbers in [0, 1e9] with fixed_mib, of: " + list, {}});
         continue;
       }
       if (!v.in_force) continue;
