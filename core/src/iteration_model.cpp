@@ -618,7 +618,8 @@ EngineDefaults engine_defaults(const InferencePlan& p, const ModelSpec& m, const
     const MemoryReserveRule& r = d.memory_reserve;
     const double gpu_mib = gpu.hbm_capacity_bytes / (1024.0 * 1024.0);
     const double dp = static_cast<double>(p.attention_dp_degree());
-    const double graph = d.cuda_graphs ? static_cast<double>(d.cuda_graph_max_tokens) : 0.0;
+    // SGLang counts its graph batch whether or not graphs are captured.
+    const double graph = static_cast<double>(d.cuda_graph_max_tokens);
     const int64_t chunk = d.max_num_batched_tokens / (d.dp_attention_divides_batched_tokens ? 1 : p.attention_dp_degree());
     double reserve = r.fixed_mib + r.mib_per_prefill_token * static_cast<double>(std::max(chunk, r.min_prefill_tokens)) +
                      r.mib_per_graph_seq * graph + r.mib_per_model_gpu * static_cast<double>(p.tp * p.pp);
