@@ -636,6 +636,8 @@ QWidget* ScenarioPanel::build_serving_tab() {
       tr("Most sequences in a batch (max_num_seqs)"), true);
   add(tr("Batch tokens"), "engine/max_num_batched_tokens", spin(1, 1 << 24, "default"), "auto",
       tr("Most tokens in a step (max_num_batched_tokens)"), true);
+  add(tr("Max model len"), "engine/max_model_len", spin(1, 1 << 24, "default"), "auto",
+      tr("Longest sequence the server admits (--max-model-len); default: the model's context"), true);
   add(tr("Block size"), "engine/block_size", spin(1, 4096, "default"), "auto", tr("KV-cache block (tokens)"), true);
   add(tr("Preemption"), "engine/preemption",
       combo({{QStringLiteral("default"), QString()},
