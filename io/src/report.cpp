@@ -446,6 +446,9 @@ json serving_report(const Scenario& s, const ServingResult& r) {
   if (!p.engine.chunked_prefill) resolved["chunked_prefill"] = r.chunked_prefill;
   if (!p.engine.cuda_graphs) resolved["cuda_graphs"] = r.engine.cuda_graphs;
   if (!p.engine.cuda_graph_max_tokens) resolved["cuda_graph_max_tokens"] = r.engine.cuda_graph_max_tokens;
+  // The context an engine that reads it sizes its step or its chunking by (vLLM V0).
+  if (!p.engine.max_model_len && (r.engine.unchunked_budget_is_model_context || r.engine.chunked_prefill_above_context > 0))
+    resolved["max_model_len"] = s.model.max_position;
   if (!p.ep) resolved["ep"] = r.ep;
   if (p.replicas_auto) resolved["replicas"] = p.replicas;
   if (p.tp_auto) resolved["tp"] = p.tp;
