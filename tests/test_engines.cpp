@@ -87,7 +87,7 @@ TEST(ServingEngines, VllmBatchDefaultsFollowTheReleaseTheGpuAndTheContext) {
       {"0.8.4", "h800-sxm5-80gb", false, 256, 2048},   {"0.8.4", "a100-sxm4-80gb", true, 256, 8192},
       {"0.10.1", "h800-sxm5-80gb", false, 1024, 8192}, {"0.10.1", "a100-sxm4-80gb", false, 256, 2048},
       {"0.11.2", "h100-sxm5-80gb", true, 1024, 16384}, {"0.11.2", "a100-sxm4-40gb", true, 256, 8192},
-      {"", "b200", false, 1024, 8192},
+      {"", "b200", false, 1024, 16384},        {"0.27.1", "h200-sxm-141gb", false, 1024, 8192},
   };
   for (const Row& r : rows) {
     SCOPED_TRACE(std::string(r.version) + " " + r.gpu + (r.llm_class ? " LLM class" : " server"));

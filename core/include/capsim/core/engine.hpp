@@ -144,7 +144,7 @@ struct MemoryReserveRule {
 /// keeps the two equal): they stand for a plan built in code without a profile.
 struct EngineDefaults {
   int64_t max_num_seqs = 1024;            ///< most sequences scheduled at once
-  int64_t max_num_batched_tokens = 8192;  ///< token budget of one step with chunked prefill
+  int64_t max_num_batched_tokens = 16384;  ///< token budget of one step with chunked prefill
   /// Without chunked prefill the budget is the larger of this and the longest prompt
   /// (vLLM V0 SchedulerConfig: max(max_model_len, 2048) for the default model length).
   int64_t unchunked_min_batched_tokens = 2048;
