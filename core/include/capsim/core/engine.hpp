@@ -145,8 +145,9 @@ struct MemoryReserveRule {
 struct EngineDefaults {
   int64_t max_num_seqs = 1024;            ///< most sequences scheduled at once
   int64_t max_num_batched_tokens = 16384;  ///< token budget of one step with chunked prefill
-  /// Without chunked prefill the budget is the larger of this and the longest prompt
-  /// (vLLM V0 SchedulerConfig: max(max_model_len, 2048) for the default model length).
+  /// Without chunked prefill the budget is the larger of this and the longest request (and
+  /// the model's context where unchunked_budget_is_model_context: vLLM V0's SchedulerConfig
+  /// takes max(max_model_len, 2048)).
   int64_t unchunked_min_batched_tokens = 2048;
   /// Without chunked prefill, whether the budget covers the model's whole context: vLLM V0's
   /// SchedulerConfig takes max(max_model_len, 2048), max_model_len defaulting to the
