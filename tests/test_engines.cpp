@@ -57,7 +57,8 @@ TEST(ServingEngines, BuiltInDefaultsAreTheVllmV1Profile) {
 }
 
 // LMDeploy picks max_batch_size by the device's name from 0.6.0 (PR #2434): A100/A800 256,
-// H100/H800 512, any other GPU (an H200 too: "h100" is not in its name) 128, as before.
+// H100/H800 512, any other GPU (an H200 too: "h100" is not in its name) 128, as before; from
+// 0.10.0 A100/A800 384 and H100/H800/H200 1024.
 TEST(ServingEngines, LmdeployBatchFollowsTheDeviceName) {
   auto seqs = [](const char* version, const char* gpu) {
     const EngineProfile p = io::select_engine_profile("lmdeploy", version, "/e");
@@ -69,6 +70,9 @@ TEST(ServingEngines, LmdeployBatchFollowsTheDeviceName) {
   EXPECT_EQ(seqs("0.6.0", "h100-sxm5-80gb"), 512);
   EXPECT_EQ(seqs("0.9.2", "h800-sxm5-80gb"), 512);
   EXPECT_EQ(seqs("0.9.2", "h200-sxm-141gb"), 128);
+  EXPECT_EQ(seqs("0.10.0", "a100-sxm4-80gb"), 384);  // and from 0.10.0 (lmdeploy/utils.py)
+  EXPECT_EQ(seqs("0.10.0", "h200-sxm-141gb"), 1024);
+  EXPECT_EQ(seqs("0.12.0", "h100-sxm5-80gb"), 1024);
 }
 
 // vLLM V1's batch limits by release, GPU and usage context, as its arg_utils.py set them:
