@@ -398,7 +398,7 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   // is the attention-DP group's, a share for each rank where the engine divides it, the
   // whole of it on each rank (engine_defaults multiplied it by the ranks) where it does not.
   const int64_t max_tokens = (defaults.max_num_batched_tokens + adp - 1) / adp;
-  const int64_t max_seqs = p.engine.max_num_seqs.value_or(defaults.max_num_seqs);
+  const int64_t max_seqs = defaults.max_num_seqs;  // the scenario's, else the engine's (engine_defaults)
   const double ab = dtype_bytes(p.activation_dtype == DType::fp8 || p.activation_dtype == DType::int8
                                     ? DType::bf16
                                     : p.activation_dtype);
@@ -434,10 +434,9 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
     out.fixed_pool = true;
     out.kv_budget_bytes = dbl(blocks) * dbl(out.block_size) * kv_per_token;
     out.num_blocks = blocks * adp;
-    out.fits = out.weights_bytes + out.activation_peak_bytes + out.non_torch_bytes + out.cudagraph_bytes + out.kv_budget_bytes <=
-               out.capacity_bytes;
+    out.fits = out.weights_bytes + out.runtime_bytes() + out.kv_budget_bytes <= out.capacity_bytes;
   } else {
-    const double util = p.engine.gpu_memory_utilization.value_or(defaults.gpu_memory_utilization);
+    const double util = defaults.gpu_memory_utilization;  // likewise resolved
     const double rest = out.weights_bytes + (defaults.activation_in_headroom ? 0.0 : out.activation_peak_bytes) +
                         out.non_torch_bytes + out.cudagraph_bytes;
     out.kv_budget_bytes = defaults.memory_fraction_of_free ? util * (out.capacity_bytes - rest)

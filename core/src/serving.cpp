@@ -552,19 +552,19 @@ ServingResult simulate_once(const Scenario& s, const CostModel& cost, uint64_t s
                     "%.2f GiB of weights and %.2f GiB of activation peak and runtime, more than the %.2f GiB there is",
                     static_cast<long long>(out.memory.max_cached_tokens / std::max<int64_t>(1, p.attention_dp_degree())),
                     out.memory.kv_budget_bytes / gib, out.memory.weights_bytes / gib,
-                    (out.memory.activation_peak_bytes + out.memory.non_torch_bytes + out.memory.cudagraph_bytes) / gib, out.memory.capacity_bytes / gib);
+                    out.memory.runtime_bytes() / gib, out.memory.capacity_bytes / gib);
     else if (out.engine.memory_fraction_of_free)
       std::snprintf(buf, sizeof buf,
                     "no room for the KV cache: the weights take %.2f GiB a GPU and the activation peak and runtime "
                     "%.2f GiB, against the %.2f GiB there is (the KV cache takes gpu_memory_utilization %.2f of "
                     "what they leave)",
-                    out.memory.weights_bytes / gib, (out.memory.activation_peak_bytes + out.memory.non_torch_bytes + out.memory.cudagraph_bytes) / gib,
+                    out.memory.weights_bytes / gib, out.memory.runtime_bytes() / gib,
                     out.memory.capacity_bytes / gib, out.engine.gpu_memory_utilization);
     else
       std::snprintf(buf, sizeof buf,
                     "no room for the KV cache: the weights take %.2f GiB a GPU and the activation peak and runtime "
                     "%.2f GiB, against %.2f GiB usable (gpu_memory_utilization %.2f of %.2f GiB)",
-                    out.memory.weights_bytes / gib, (out.memory.activation_peak_bytes + out.memory.non_torch_bytes + out.memory.cudagraph_bytes) / gib,
+                    out.memory.weights_bytes / gib, out.memory.runtime_bytes() / gib,
                     out.memory.capacity_bytes * out.engine.gpu_memory_utilization / gib, out.engine.gpu_memory_utilization,
                     out.memory.capacity_bytes / gib);
     throw ServingDoesNotFit(buf);

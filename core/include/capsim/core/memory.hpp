@@ -106,10 +106,14 @@ struct InferenceMemory {
   double capacity_bytes = 0;
   bool fixed_pool = false;  ///< the pool is the scenario's kv_cache_tokens, not a memory share
   bool fits = false;
+  /// What the engine sets aside beside the weights and the KV cache: the activation peak,
+  /// the memory outside PyTorch and the CUDA graphs.
+  double runtime_bytes() const { return activation_peak_bytes + non_torch_bytes + cudagraph_bytes; }
 };
 
 
-/// `defaults`: the engine knobs in force; null = the plan's engine profile.
+/// `defaults`: the engine knobs in force for this plan as engine_defaults resolves them (the
+/// scenario's own on top); null = resolved here.
 InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, const InferencePlan& p,
                                  const EngineDefaults* defaults = nullptr);
 
