@@ -16,7 +16,12 @@ capsim-calibration-raw/1 lines (docs/calibration.md) for:
            FlashAttention-2 kernel PyTorch carries (impl "flash2") and cuDNN (impl "cudnn");
   attention  training attention forward and backward, causal and not, 32 heads of 128,
            1K to 128K tokens (32K tokens a call where the length allows), same two kernels;
-  memory   device-to-device copies of 64 MiB to 4 GiB.
+  memory   device-to-device copies of 64 MiB to 4 GiB;
+  grouped  MoE expert GEMMs (torch._grouped_mm in bf16, torch._scaled_grouped_mm in row-scaled
+           FP8, a per-expert F.linear loop) on the expert shapes of Qwen3-30B-A3B, Qwen3-235B-A22B,
+           DeepSeek-V3 and Mixtral-8x7B, 1 to 4096 rows an expert;
+  decode-step  a whole Llama-3-8B-shaped decode step in one CUDA graph, 1 to 256 sequences,
+           each kernel's time from the profiler (a JSON file beside the output).
 
 Short kernels are captured in a CUDA graph of many calls (rotating inputs) and timed by
 replaying it with events, so launch overhead stays out and only the gaps of graph replay
@@ -506,13 +511,198 @@ def memory(writer, log, deadline):
     log("memory done")
 
 
+# Expert GEMMs of MoE layers: (what, local experts, N, K) for the weight N x K of each expert;
+# gate_up is the fused gate and up projection, down the down projection. Shapes from the
+# models' Hugging Face configs (data/models/): Qwen3-30B-A3B (128 experts, hidden 2048,
+# moe_intermediate 768), Qwen3-235B-A22B (128, 4096, 1536), DeepSeek-V3 (256, 7168, 2048),
+# Mixtral-8x7B (8, 4096, 14336); "epN" holds E/N experts of full shape a GPU, "tp8" all
+# experts with the intermediate split 8 ways.
+GROUPED_SHAPES = [
+    ("qwen3-30b-a3b ep1 gate_up", 128, 1536, 2048), ("qwen3-30b-a3b ep1 down", 128, 2048, 768),
+    ("qwen3-30b-a3b ep8 gate_up", 16, 1536, 2048), ("qwen3-30b-a3b ep8 down", 16, 2048, 768),
+    ("qwen3-235b-a22b tp8 gate_up", 128, 384, 4096), ("qwen3-235b-a22b tp8 down", 128, 4096, 192),
+    ("qwen3-235b-a22b ep8 gate_up", 16, 3072, 4096), ("qwen3-235b-a22b ep8 down", 16, 4096, 1536),
+    ("deepseek-v3 ep64 gate_up", 4, 4096, 7168), ("deepseek-v3 ep64 down", 4, 7168, 2048),
+    ("deepseek-v3 ep8 gate_up", 32, 4096, 7168), ("deepseek-v3 ep8 down", 32, 7168, 2048),
+    ("mixtral-8x7b ep1 gate_up", 8, 28672, 4096), ("mixtral-8x7b ep1 down", 8, 4096, 14336),
+]
+GROUPED_ROWS = [1, 4, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+
+
+def grouped(writer, log, deadline):
+    """Grouped expert GEMMs, every expert given the same rows: PyTorch's grouped matmul
+    (torch._grouped_mm, bf16; CUTLASS on sm90), its row-wise scaled FP8 form
+    (torch._scaled_grouped_mm, bf16 out), and, for up to 32 experts in bf16, one F.linear
+    per expert back to back on one stream (how a per-expert cuBLAS loop runs). Lines are
+    kind "gemm" with `groups` (experts) and `m` = rows an expert."""
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    for what, e, n, k in GROUPED_SHAPES:
+        for impl in ("grouped_mm", "scaled_grouped_mm", "per_expert_loop"):
+            if time.time() > deadline:
+                return
+            if impl == "scaled_grouped_mm" and (fp8 is None or not hasattr(torch, "_scaled_grouped_mm")):
+                continue
+            if impl == "grouped_mm" and not hasattr(torch, "_grouped_mm"):
+                continue
+            if impl == "per_expert_loop" and e > 32:
+                continue
+            dtype = "fp8" if impl == "scaled_grouped_mm" else "bf16"
+            elt = 1 if dtype == "fp8" else 2
+            copies = max(2, min(16, math.ceil(L2_ROTATE_BYTES / (e * n * k * elt))))
+            try:
+                ws = [torch.randn(e, n, k, device="cuda", dtype=torch.bfloat16) * 0.05 for _ in range(copies)]
+                if dtype == "fp8":
+                    ws = [w.to(fp8) for w in ws]
+                sb = torch.ones(e, n, device="cuda", dtype=torch.float32)
+            except Exception as ex:  # noqa: BLE001
+                log("grouped %s %s: %s" % (what, impl, str(ex).splitlines()[0][:200]))
+                continue
+            for m in GROUPED_ROWS:
+                if time.time() > deadline:
+                    break
+                rows = e * m
+                flops = 2.0 * rows * n * k
+                if flops > 4e12 or rows * (n + k) * 2 > 8 * 2**30:
+                    continue
+                if impl == "per_expert_loop" and m not in (1, 16, 128, 512, 2048):
+                    continue
+                xs = None
+                try:
+                    xs_n = max(2, min(8, math.ceil(L2_ROTATE_BYTES / 4 / (rows * k * elt))))
+                    xs = [torch.randn(rows, k, device="cuda", dtype=torch.bfloat16) for _ in range(xs_n)]
+                    if dtype == "fp8":
+                        xs = [x.to(fp8) for x in xs]
+                    offs = torch.arange(m, rows + 1, m, device="cuda", dtype=torch.int32)
+                    sa = torch.ones(rows, device="cuda", dtype=torch.float32)
+                    calls_n = max(copies, min(256, int(math.ceil(2e-3 / max(flops / 5e14, 5e-6)))))
+                    calls = []
+                    for i in range(calls_n):
+                        w, x = ws[i % copies], xs[i % xs_n]
+                        if impl == "grouped_mm":
+                            calls.append(lambda x=x, w=w: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs,
+                                                                            out_dtype=torch.bfloat16))
+                        elif impl == "scaled_grouped_mm":
+                            calls.append(lambda x=x, w=w: torch._scaled_grouped_mm(
+                                x, w.transpose(-2, -1), sa, sb, offs=offs, out_dtype=torch.bfloat16,
+                                use_fast_accum=True))
+                        else:
+                            def loop(x=x, w=w):
+                                for j in range(e):
+                                    F.linear(x[j * m:(j + 1) * m], w[j])
+                            calls.append(loop)
+                    ts, cupti = time_graph(calls, cupti=False)
+                    writer.add(dict(kind="gemm", dtype=dtype, m=m, n=n, k=k, groups=e, flops=flops, impl=impl,
+                                    shape=what, **stats_fields(ts)))
+                except Exception as ex:  # noqa: BLE001
+                    log("grouped %s %s m=%d: %s" % (what, impl, m, str(ex).splitlines()[0][:200]))
+                finally:
+                    xs = None
+            ws = None
+            torch.cuda.empty_cache()
+            writer.flush()
+        log("grouped %s done" % what)
+
+
+def decode_step(out_path, log, deadline):
+    """One decode step of a Llama-3-8B-shaped model (32 layers, hidden 4096, 32 query / 8 KV
+    heads of 128, SwiGLU 14336, vocabulary 128256, bf16) over B sequences of L cached tokens,
+    captured whole in a CUDA graph and replayed: RMSNorm, the fused QKV projection, a rotary
+    stand-in (one multiply on q and k), the new key and value written into a contiguous
+    cache, SDPA decode attention (PyTorch's FlashAttention-2 kernel where it takes the
+    shape, else cuDNN's or the memory-efficient one: the kernel names say), the output projection
+    and residual add, RMSNorm, the fused gate/up projection, SiLU x up, the down projection
+    and residual add; then the final norm and the LM head on every sequence. Per case: the
+    replay time and, from the profiler, each kernel's device time summed by name."""
+    torch.manual_seed(0)
+    h, hq, hkv, d, ffn, layers, vocab = 4096, 32, 8, 128, 14336, 32, 128256
+    dev, bf = "cuda", torch.bfloat16
+    W = [dict(qkv=torch.randn((hq + 2 * hkv) * d, h, device=dev, dtype=bf) * 0.02,
+              o=torch.randn(h, hq * d, device=dev, dtype=bf) * 0.02,
+              gu=torch.randn(2 * ffn, h, device=dev, dtype=bf) * 0.02,
+              dn=torch.randn(h, ffn, device=dev, dtype=bf) * 0.02,
+              n1=torch.ones(h, device=dev, dtype=bf), n2=torch.ones(h, device=dev, dtype=bf)) for _ in range(layers)]
+    head = torch.randn(vocab, h, device=dev, dtype=bf) * 0.02
+    nf = torch.ones(h, device=dev, dtype=bf)
+    cases = [(1, 1024), (1, 4096), (8, 1024), (8, 4096), (32, 1024), (32, 2048), (64, 1024), (64, 2048),
+             (128, 512), (128, 1024), (256, 512), (256, 1024)]
+    result = {"model": "llama-3-8b shapes", "layers": layers, "hidden": h, "heads": hq, "kv_heads": hkv,
+              "head_dim": d, "ffn": ffn, "vocab": vocab, "dtype": "bf16", "attention": "flash2 (SDPA)",
+              "weight_bytes": 2.0 * (layers * ((hq + 2 * hkv) * d * h + h * hq * d + 2 * ffn * h + h * ffn)
+                                     + vocab * h), "cases": []}
+    for b, L in cases:
+        if time.time() > deadline:
+            break
+        try:
+            kc = torch.randn(layers, b, hkv, L + 1, d, device=dev, dtype=bf)
+            vc = torch.randn(layers, b, hkv, L + 1, d, device=dev, dtype=bf)
+            rot = torch.randn(b, 1, d, device=dev, dtype=bf)
+            x0 = torch.randn(b, h, device=dev, dtype=bf)
+
+            def step():
+                x = x0
+                for i, w in enumerate(W):
+                    y = F.rms_norm(x, (h,), w["n1"], 1e-5)
+                    q, k, v = F.linear(y, w["qkv"]).split([hq * d, hkv * d, hkv * d], dim=-1)
+                    q = q.view(b, hq, 1, d) * rot.unsqueeze(1)
+                    k = k.view(b, hkv, 1, d) * rot.unsqueeze(1)
+                    kc[i, :, :, L:L + 1].copy_(k)
+                    vc[i, :, :, L:L + 1].copy_(v.view(b, hkv, 1, d))
+                    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION,
+                                      SDPBackend.EFFICIENT_ATTENTION]):
+                        a = F.scaled_dot_product_attention(q, kc[i], vc[i], enable_gqa=True)
+                    x = x + F.linear(a.reshape(b, hq * d), w["o"])
+                    y = F.rms_norm(x, (h,), w["n2"], 1e-5)
+                    g, u = F.linear(y, w["gu"]).chunk(2, dim=-1)
+                    x = x + F.linear(F.silu(g) * u, w["dn"])
+                return F.linear(F.rms_norm(x, (h,), nf, 1e-5), head)
+
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                step()
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                step()
+            ts = time_events(g.replay, 15)
+            kernels = {}
+            try:
+                from torch.profiler import ProfilerActivity, profile
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(3):
+                        g.replay()
+                    torch.cuda.synchronize()
+                for ev in prof.key_averages():
+                    t = getattr(ev, "self_device_time_total", 0.0)
+                    if t > 0:
+                        kernels[ev.key] = {"us_per_step": t / 3.0, "calls_per_step": ev.count / 3.0}
+            except Exception as ex:  # noqa: BLE001
+                log("decode-step profile: %s" % str(ex).splitlines()[0][:160])
+            result["cases"].append({"batch": b, "context": L, "kv_bytes": 2.0 * layers * b * hkv * L * d * 2,
+                                    **stats_fields(ts), "kernels": kernels})
+            log("decode-step b=%d L=%d: %.3f ms" % (b, L, statistics.median(ts) * 1e3))
+            del g
+        except Exception as ex:  # noqa: BLE001
+            log("decode-step b=%d L=%d: %s" % (b, L, str(ex).splitlines()[0][:200]))
+        finally:
+            kc = vc = None
+            torch.cuda.empty_cache()
+        tmp = out_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(result, f, indent=1)
+        os.replace(tmp, out_path)
+    log("decode-step: %d cases to %s" % (len(result["cases"]), out_path))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--out", required=True)
     ap.add_argument("--budget", type=float, default=330.0, help="seconds after which no new measurement starts")
     ap.add_argument("--burn", type=float, default=20.0, help="seconds of sustained GEMM load for the clock reading")
     ap.add_argument("--only", default="clock,gemm,decode,attention,memory",
-                    help="groups to run: clock, clock-fp8, train-clock, small, names, gemm, gemm-more, decode, attention, memory")
+                    help="groups to run: clock, clock-fp8, train-clock, small, names, decode-step, gemm, gemm-more, grouped, decode, "
+                         "attention, memory")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("torch_probe: no CUDA device visible", file=sys.stderr)
@@ -549,8 +739,10 @@ def main():
         small_kernels(os.path.splitext(args.out)[0] + "-small.json", log)
     if "names" in only:
         kernel_names(os.path.splitext(args.out)[0] + "-kernels.json", log)
-    for name, fn in (("gemm", gemms), ("gemm-more", gemms_more), ("decode", decode), ("attention", attention),
-                     ("memory", memory)):
+    if "decode-step" in only:
+        decode_step(os.path.splitext(args.out)[0] + "-decode-step.json", log, deadline)
+    for name, fn in (("gemm", gemms), ("gemm-more", gemms_more), ("grouped", grouped), ("decode", decode),
+                     ("attention", attention), ("memory", memory)):
         if name in only and time.time() < deadline:
             fn(writer, log, deadline)
             writer.flush()

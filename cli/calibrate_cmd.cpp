@@ -128,13 +128,26 @@ int run_calibrate_compare(const CalibrateArgs& a) {
       std::string key;
       nlohmann::json point;  // the measurement's shape, where the report lists each point
       switch (m.kind) {
-        case RawMeasurement::Kind::gemm:
-          pred = model.gemm(m.m, m.n, m.k, m.dtype).value;
+        case RawMeasurement::Kind::gemm: {
           // By rows: a few stream the weights, up to a few hundred fill part of one wave of
           // output tiles, more fill the GPU; the model is off differently in each.
-          key = fmt::format("gemm {}, {} rows", to_string(m.dtype), m.m <= 16 ? "1-16" : (m.m <= 512 ? "17-512" : "> 512"));
+          const char* rows = m.m <= 16 ? "1-16" : (m.m <= 512 ? "17-512" : "> 512");
+          if (m.batch > 1) {
+            // A grouped GEMM (an MoE layer's experts): one kernel over every group (PyTorch's
+            // grouped matmul, as the training model prices it), or one GEMM per expert back
+            // to back (`per_expert_loop`).
+            pred = m.op == "per_expert_loop" ? static_cast<double>(m.batch) * model.gemm(m.m, m.n, m.k, m.dtype).value
+                                             : model.gemm(m.m, m.n, m.k, m.dtype, m.batch).value;
+            key = fmt::format("grouped gemm {} {}, {} rows an expert", to_string(m.dtype),
+                              m.op.empty() ? "(kernel not named)" : m.op, rows);
+            point = {{"groups", m.batch}, {"m", m.m}, {"n", m.n}, {"k", m.k}};
+            break;
+          }
+          pred = model.gemm(m.m, m.n, m.k, m.dtype).value;
+          key = fmt::format("gemm {}, {} rows", to_string(m.dtype), rows);
           point = {{"m", m.m}, {"n", m.n}, {"k", m.k}};
           break;
+        }
         case RawMeasurement::Kind::memory:
           pred = model.memory_bound(Bytes(m.bytes)).value;
           key = "memory " + m.op;

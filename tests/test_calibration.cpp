@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -88,6 +89,42 @@ TEST(NcclTestsImport, RoundTripsThroughTheRawFormat) {
   io::write_file_atomic(tmp, io::raw_to_text(r));
   const RawFile back = io::read_raw(tmp);
   EXPECT_EQ(back.rows, r.rows);
+  fs::remove(tmp);
+}
+
+// Grouped expert GEMMs measured on an H100 (data/calibration/raw/h100-torch-probe-grouped.jsonl):
+// each line is `groups` GEMMs of m x n x k run by the kernel `impl`; they keep both through
+// the raw format, count the FLOPs of every group, and stay out of a fitted profile's GEMM
+// table (a grouped kernel's rate is not one m x n x k's). A group count under one is an
+// input error.
+TEST(RawFile, GroupedGemmLinesKeepTheirGroupsAndStayOutOfTheFit) {
+  const RawFile r = io::read_raw(fs::path(CAPSIM_TEST_DATA_DIR) / "calibration" / "raw" / "h100-torch-probe-grouped.jsonl");
+  ASSERT_EQ(r.rows.size(), 354u);
+  std::set<std::string> impls;
+  for (const RawMeasurement& m : r.rows) {
+    ASSERT_EQ(m.kind, RawMeasurement::Kind::gemm);
+    EXPECT_GE(m.batch, 4);
+    impls.insert(m.op);
+  }
+  EXPECT_EQ(impls, (std::set<std::string>{"grouped_mm", "per_expert_loop", "scaled_grouped_mm"}));
+  const RawMeasurement& first = r.rows.front();  // Qwen3-30B-A3B, 128 experts of 1536 x 2048
+  EXPECT_EQ(first.batch, 128);
+  EXPECT_DOUBLE_EQ(first.flops(), 2.0 * first.m * 1536.0 * 2048.0 * 128.0);
+  const fs::path tmp = fs::temp_directory_path() / "capsim-test-grouped.jsonl";
+  io::write_file_atomic(tmp, io::raw_to_text(r));
+  EXPECT_EQ(io::read_raw(tmp).rows, r.rows);
+  EXPECT_TRUE(fit_profile({r}, "grouped").gemm.empty());
+  io::write_file_atomic(tmp, R"({"schema": "capsim-calibration-raw/1", "kind": "header", "source": "capsim-calibrate"}
+{"kind": "gemm", "dtype": "bf16", "m": 16, "n": 1536, "k": 2048, "groups": 0, "time_s": 1e-5}
+)");
+  try {
+    (void)io::read_raw(tmp);
+    ADD_FAILURE() << "groups 0 was read";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_EQ(e.issues()[0].pointer, tmp.string() + ":2/groups");
+    EXPECT_EQ(e.issues()[0].rule, "must be at least 1");
+  }
   fs::remove(tmp);
 }
 

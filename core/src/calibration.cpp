@@ -92,7 +92,7 @@ double busbw_factor(CalOp op, int64_t ranks) {
 }
 
 double RawMeasurement::flops() const {
-  if (kind == Kind::gemm) return 2.0 * dbl(m) * dbl(n) * dbl(k);
+  if (kind == Kind::gemm) return 2.0 * dbl(m) * dbl(n) * dbl(k) * dbl(std::max<int64_t>(1, batch));
   if (kind == Kind::attention) return attention_flops(batch, heads, seq_q, seq_kv, head_dim, causal, backward);
   return 0;
 }
@@ -284,6 +284,9 @@ CalibrationProfile fit_profile(const std::vector<RawFile>& raws, const std::stri
       if (x.time_s <= 0) continue;
       switch (x.kind) {
         case RawMeasurement::Kind::gemm:
+          // Plain cuBLASLt GEMMs only: a grouped GEMM's rate belongs to its kernel and the
+          // number of experts, not to one m x n x k.
+          if (x.batch > 1 || !x.op.empty()) break;
           gemm[{static_cast<int>(x.dtype), x.m, x.n, x.k}].push_back(x.flops() / x.time_s / 1e12);
           break;
         case RawMeasurement::Kind::attention:

@@ -92,6 +92,13 @@ RawMeasurement read_row(const json& j, const std::string& where, std::vector<Iss
     r.kind = RawMeasurement::Kind::gemm;
     r.dtype = dtype();
     r.m = integer("m"), r.n = integer("n"), r.k = integer("k");
+    // A grouped GEMM (an MoE layer's experts): `groups` GEMMs of m x n x k, and which
+    // kernel ran them (`impl`: grouped_mm, scaled_grouped_mm, per_expert_loop).
+    if (j.contains("groups")) {
+      r.batch = integer("groups");
+      if (r.batch < 1) issues.push_back({where + "/groups", brief(j["groups"]), "must be at least 1", ""});
+    }
+    if (j.contains("impl") && j["impl"].is_string()) r.op = j["impl"].get<std::string>();
   } else if (kind == "attention") {
     r.kind = RawMeasurement::Kind::attention;
     const std::string pass = str("pass");
@@ -211,6 +218,8 @@ std::string raw_to_text(const RawFile& raw) {
     switch (r.kind) {
       case RawMeasurement::Kind::gemm:
         j["dtype"] = to_string(r.dtype), j["m"] = r.m, j["n"] = r.n, j["k"] = r.k, j["flops"] = r.flops();
+        if (r.batch > 1) j["groups"] = r.batch;
+        if (!r.op.empty()) j["impl"] = r.op;
         break;
       case RawMeasurement::Kind::attention:
         j["pass"] = r.backward ? "bwd" : "fwd", j["causal"] = r.causal, j["dtype"] = to_string(r.dtype);

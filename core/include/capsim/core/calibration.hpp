@@ -42,8 +42,10 @@ struct RawMeasurement {
   DType dtype = DType::bf16;                       ///< gemm, attention
   int64_t m = 0, n = 0, k = 0;                     ///< gemm
   bool backward = false, causal = false;           ///< attention
+  /// attention: the batch; gemm: the groups of a grouped GEMM (an MoE layer's experts, each
+  /// m x n x k; 0 or 1 for a plain GEMM)
   int64_t batch = 0, heads = 0, kv_heads = 0, head_dim = 0, seq_q = 0, seq_kv = 0;
-  std::string op;                                  ///< memory: copy, triad; attention: impl (empty = fused)
+  std::string op;  ///< memory: copy, triad; attention: impl (empty = fused); gemm: impl (empty = cuBLASLt)
   double bytes = 0;                                ///< memory: moved; collective: nccl-tests size
   CalOp coll = CalOp::all_reduce;                  ///< collective
   int64_t ranks = 0, nodes = 0;
