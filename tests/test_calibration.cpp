@@ -331,44 +331,57 @@ TEST(CalibrationProfile, JsonRoundTripKeepsPredictions) {
 namespace capsim {
 namespace {
 
-// A whole training step against one measured on an H200 (calibrate/torch_probe.py
-// train-clock, data/calibration/raw/h200-torch-probe-train-clock-run2.json): forward,
-// backward and fused AdamW over eight Llama-3-8B-shaped layers, one 8,192-token sequence,
-// bf16, eager PyTorch 2.11, whose SDPA ran cuDNN's fused attention (the kernel names in the
-// file). The median step over the second half of the run, with the GPU at its 700 W limit
-// (SM clock 1515 MHz median), is 185.6 ms; capsim, told the attention kernel, reads 197 ms
-// (+6%). Its kernels sum to 180 ms: GEMMs 117 ms (733 TFLOP/s of the 85.8 TFLOP of matrix
-// work, 0.741 of the rated peak at the clock it ran), attention 34 ms, elementwise 20 ms,
-// AdamW 9 ms.
-TEST(CalibratedCostModel, WholeStepAgainstAMeasuredH200TrainingLoop) {
-  const nlohmann::json m = io::read_json_file(fs::path(CAPSIM_TEST_DATA_DIR) / "calibration" / "raw" /
-                                              "h200-torch-probe-train-clock-run2.json");
-  std::vector<double> steps;
-  for (const auto& st : m["steps"]) steps.push_back(st["step_s"].get<double>());
-  ASSERT_GE(steps.size(), 100u);
-  std::vector<double> late(steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2), steps.end());
-  std::sort(late.begin(), late.end());
-  const double measured = late[late.size() / 2];
-  EXPECT_NEAR(measured, 0.1856, 0.0005);
-  EXPECT_EQ(m["params"].get<int64_t>(), 8 * (4096 * 6144 + 4096 * 4096 + 4096 * 28672 + 14336 * 4096 + 2 * 4096));
-  const nlohmann::json doc = nlohmann::json::parse(R"({
-    "id": "h200-eight-layer-loop", "kind": "training",
-    "model": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-              "intermediate_size": 14336, "num_hidden_layers": 8, "num_attention_heads": 32,
-              "num_key_value_heads": 8, "vocab_size": 128, "max_position_embeddings": 8192,
-              "hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
-              "tie_word_embeddings": false},
-    "system": {"gpu": "h200-sxm-141gb", "num_gpus": 1, "gpus_per_node": 1, "nic_gbps_per_gpu": "auto"},
-    "training": {"tp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": false, "zero": 0,
-                 "micro_batch": 1, "global_batch": 1, "seq_len": 8192, "recompute": "none",
-                 "precision": "bf16", "optimizer": "adamw", "framework": "pytorch", "attention": "cudnn"}})");
-  const Scenario s = io::scenario_from_json(doc);
-  const hw::RooflineCostModel cost(s.system);
-  const TrainEvaluation e = evaluate_training(s, &cost);
-  ASSERT_TRUE(e.step.has_value());
-  const double err = e.step->step_s / measured - 1.0;
-  EXPECT_GT(err, 0.03);
-  EXPECT_LT(err, 0.09);
+// A whole training step against ones measured on an H200 and an H100 SXM5
+// (calibrate/torch_probe.py train-clock, data/calibration/raw/h200-torch-probe-train-clock-
+// run2.json and h100-torch-probe-train-clock.json): forward, backward and fused AdamW over
+// eight Llama-3-8B-shaped layers, one 8,192-token sequence, bf16, eager PyTorch 2.11, whose
+// SDPA ran cuDNN's fused attention (the kernel names in the files). The median step over the
+// second half of each run, with the GPU at its 700 W limit (SM clock median 1515 and 1500
+// MHz), is 185.6 ms (H200) and 187.2 ms (H100). The kernels sum to 180 and 184 ms: GEMMs 117
+// and 116 ms (733-738 TFLOP/s of the 85.8 TFLOP of matrix work), attention 34 ms, elementwise
+// 20-23 ms, AdamW 9-11 ms (over bf16 states, where capsim's step keeps fp32 master weights
+// and moments: 17.5 ms on the H100). capsim, told the attention kernel, read 197 ms (+6%) and
+// 208 ms (+11%) with the typical large-GEMM rate, and +0.4% and +5.5% with the rate measured
+// at the power cap (RooflineGemm.SustainedLargeGemmsOnAnH100AndAnH200): the H100's smaller
+// bandwidth shows in the elementwise work and the optimizer.
+TEST(CalibratedCostModel, WholeStepAgainstMeasuredH200AndH100TrainingLoops) {
+  struct Run {
+    const char* gpu;
+    const char* file;
+    size_t min_steps;
+    double measured, low, high;
+  };
+  for (const Run& r : {Run{"h200-sxm-141gb", "h200-torch-probe-train-clock-run2.json", 100, 0.1856, -0.01, 0.02},
+                       Run{"h100-sxm5-80gb", "h100-torch-probe-train-clock.json", 60, 0.1872, 0.04, 0.07}}) {
+    const nlohmann::json m = io::read_json_file(fs::path(CAPSIM_TEST_DATA_DIR) / "calibration" / "raw" / r.file);
+    std::vector<double> steps;
+    for (const auto& st : m["steps"]) steps.push_back(st["step_s"].get<double>());
+    ASSERT_GE(steps.size(), r.min_steps) << r.gpu;
+    std::vector<double> late(steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2), steps.end());
+    std::sort(late.begin(), late.end());
+    const double measured = late[late.size() / 2];
+    EXPECT_NEAR(measured, r.measured, 0.0005) << r.gpu;
+    EXPECT_EQ(m["params"].get<int64_t>(), 8 * (4096 * 6144 + 4096 * 4096 + 4096 * 28672 + 14336 * 4096 + 2 * 4096));
+    nlohmann::json doc = nlohmann::json::parse(R"({
+      "id": "eight-layer-loop", "kind": "training",
+      "model": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+                "intermediate_size": 14336, "num_hidden_layers": 8, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "vocab_size": 128, "max_position_embeddings": 8192,
+                "hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+                "tie_word_embeddings": false},
+      "system": {"gpu": "", "num_gpus": 1, "gpus_per_node": 1, "nic_gbps_per_gpu": "auto"},
+      "training": {"tp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "etp": 1, "sp": false, "zero": 0,
+                   "micro_batch": 1, "global_batch": 1, "seq_len": 8192, "recompute": "none",
+                   "precision": "bf16", "optimizer": "adamw", "framework": "pytorch", "attention": "cudnn"}})");
+    doc["system"]["gpu"] = r.gpu;
+    const Scenario s = io::scenario_from_json(doc);
+    const hw::RooflineCostModel cost(s.system);
+    const TrainEvaluation e = evaluate_training(s, &cost);
+    ASSERT_TRUE(e.step.has_value());
+    const double err = e.step->step_s / measured - 1.0;
+    EXPECT_GT(err, r.low) << r.gpu;
+    EXPECT_LT(err, r.high) << r.gpu;
+  }
 }
 
 // A cross-node send is one network hop of NCCL's latency and then the bytes at the sender's
@@ -458,9 +471,10 @@ TEST(RooflineCollectives, AcrossNodesAgainstPublishedLogs) {
 // The roofline's GEMM against kernel tables (data/calibration/raw/): published ones (vLLM's
 // benchmarks/kernels/bench_fp8_gemm.py output in vLLM PRs #49363 on H100 and #18778 / #19566
 // on B200: CUTLASS per-tensor FP8 with the activation already quantized, and torch BF16) and
-// cuBLASLt measured on an H200 (calibrate/torch_probe.py, two runs; the short kernels ran at
-// 1965-1980 MHz, about 1.23x the sustained clock the model charges, so larger GEMMs read
-// about 20% slow). The bounds record where the model stands, by regime, so that a change to
+// cuBLASLt measured on an H200 (calibrate/torch_probe.py, two runs) and an H100 (one run;
+// the short kernels ran at 1965-1980 MHz, about 1.23x the sustained clock the model charges,
+// so larger GEMMs read 6-20% slow). The H200 rows' 17-512-row medians moved 2-3 points
+// faster when the Hopper presets' large-GEMM rate was measured at the power cap (below). The bounds record where the model stands, by regime, so that a change to
 // it shows here. Up to 16 rows the kernels stream the weights: the bare roofline has no
 // fixed time and reads fast (H100 within 15%; B200 and the H200's small shapes 9-73% fast);
 // the serving iteration model adds the preset's gemm_tail_us (B200's fitted to these rows)
@@ -483,8 +497,9 @@ TEST(RooflineGemm, AgainstPublishedKernelTables) {
   const std::vector<Table> tables = {
       {"h100-sxm5-80gb", "h100-vllm-gemm-public.jsonl", -0.15, 0.03, -0.21, 0.12, -0.06, -0.04, 0.07},
       {"b200", "b200-vllm-gemm-public.jsonl", -0.59, -0.08, -0.62, 0.07, -0.30, -0.29, 0.17},
-      {"h200-sxm-141gb", "h200-torch-probe-run1.jsonl", -0.57, -0.06, -0.56, 0.86, -0.12, -0.10, 0.08},
-      {"h200-sxm-141gb", "h200-torch-probe-run2.jsonl", -0.73, 0.01, -0.70, 1.02, -0.18, -0.17, 0.10},
+      {"h200-sxm-141gb", "h200-torch-probe-run1.jsonl", -0.57, -0.06, -0.56, 0.86, -0.14, -0.12, 0.08},
+      {"h200-sxm-141gb", "h200-torch-probe-run2.jsonl", -0.73, 0.01, -0.70, 1.02, -0.21, -0.19, 0.10},
+      {"h100-sxm5-80gb", "h100-torch-probe-run1.jsonl", -0.47, 0.04, -0.45, 0.66, -0.10, -0.09, 0.09},
   };
   const fs::path dir = fs::path(CAPSIM_TEST_DATA_DIR) / "calibration" / "raw";
   for (const Table& t : tables) {
@@ -526,23 +541,26 @@ TEST(RooflineGemm, AgainstPublishedKernelTables) {
   }
 }
 
-// The Hopper presets' large-GEMM rate (the typical fraction of the rated peak at the
-// sustained clock) against 8192 x 8192 x 8192 GEMMs run back to back for 25 s on an H200
-// until the board sat at its 700 W limit (data/calibration/raw/h200-torch-probe-sustained*:
-// bf16 665 TFLOP/s at 1485 MHz, per-tensor FP8 1233 TFLOP/s at 1380 MHz): the model is 6-7%
-// slower than that, for both types.
-TEST(RooflineGemm, SustainedLargeGemmsOnAnH200) {
-  SystemSpec sys;
-  sys.gpu = io::load_gpu("h200-sxm-141gb");
-  const hw::RooflineCostModel cost(sys);
-  const RawFile raw = io::read_raw(fs::path(CAPSIM_TEST_DATA_DIR) / "calibration" / "raw" / "h200-torch-probe-sustained.jsonl");
-  ASSERT_EQ(raw.rows.size(), 2u);
-  for (const RawMeasurement& m : raw.rows) {
-    ASSERT_EQ(m.kind, RawMeasurement::Kind::gemm);
-    ASSERT_EQ(m.m, 8192);
-    const double e = cost.gemm(m.m, m.n, m.k, m.dtype, 1).value / m.time_s - 1.0;
-    EXPECT_GT(e, 0.05) << to_string(m.dtype);
-    EXPECT_LT(e, 0.08) << to_string(m.dtype);
+// The Hopper SXM presets' large-GEMM rate (the fraction of the rated peak at the sustained
+// clock) against 8192 x 8192 x 8192 GEMMs run back to back until the board sat at its 700 W
+// limit (data/calibration/raw/*-torch-probe-sustained.jsonl): on an H200 for 25 s (bf16 665
+// TFLOP/s, per-tensor FP8 1233) and on an H100 SXM5 for 15 s (680 and 1226). The presets'
+// efficiencies are the geometric mean of the two boards' (the typical 0.75 and 0.70 read them
+// 6-10% slow), so each board is within 1.5%.
+TEST(RooflineGemm, SustainedLargeGemmsOnAnH100AndAnH200) {
+  for (const auto& [gpu, file] : {std::pair{"h200-sxm-141gb", "h200-torch-probe-sustained.jsonl"},
+                                  std::pair{"h100-sxm5-80gb", "h100-torch-probe-sustained.jsonl"}}) {
+    SystemSpec sys;
+    sys.gpu = io::load_gpu(gpu);
+    const hw::RooflineCostModel cost(sys);
+    const RawFile raw = io::read_raw(fs::path(CAPSIM_TEST_DATA_DIR) / "calibration" / "raw" / file);
+    ASSERT_EQ(raw.rows.size(), 2u);
+    for (const RawMeasurement& m : raw.rows) {
+      ASSERT_EQ(m.kind, RawMeasurement::Kind::gemm);
+      ASSERT_EQ(m.m, 8192);
+      const double e = cost.gemm(m.m, m.n, m.k, m.dtype, 1).value / m.time_s - 1.0;
+      EXPECT_LT(std::fabs(e), 0.015) << gpu << " " << to_string(m.dtype);
+    }
   }
 }
 

@@ -135,8 +135,15 @@ TEST(Validation, TrainingErrorBounds) {
   // the Megatron stack kept 16-bit optimizer states where full-precision ones would have
   // forced recomputation, as NVIDIA's Nemotron-4 340B recipe does (distributed_fused_adam
   // dtype bf16): its 128-GPU runs ran without recompute, +26.8% / +13.1% / +13.7% -> +1.9%
-  // / -2.9% / -2.3%, median 10.3% -> 9.5%.
-  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.10);
+  // / -2.9% / -2.3%, median 10.3% -> 9.5%. 0.10 -> 0.112 when the Hopper SXM presets took
+  // their large-GEMM rate from 8192^3 GEMMs held at the 700 W cap on an H100 and an H200
+  // (bf16 0.75 -> 0.813, FP8 0.70 -> 0.743 of the peak at the sustained clock; the model had
+  // read both boards 6-10% slow): the NVIDIA-tuned families that read slow moved to their
+  // measurements (dgxc2411 7.0% -> 5.7%, signed +4.1% -> -0.8%; mbridge 9.9% -> 8.0%), those
+  // already fast further away (llmfoundry 9.0% -> 13.2%, mcore24 6.0% -> 10.9%, nemo2409
+  // 6.6% -> 10.3%, nemo 19.5% -> 20.3%): 9.5% -> 11.1%. What those runs pay that a GEMM
+  // does not is still missing.
+  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.112);
   // p90 0.265 until op-level checkpointing kept torchtitan's odd-numbered matmul outputs
   // (wq, wv, w1, w2) instead of half of every projection: 45% of a Llama block's matmul
   // FLOPs rerun, not 50%, so its selective-recompute runs, already too fast, lost 1-2%.
@@ -157,7 +164,10 @@ TEST(Validation, TrainingErrorBounds) {
       // korthikanti22 0.075 until each tensor-parallel rank ran the loss over its own
       // vocabulary shard only (its TP8 runs read 0.4 points faster).
       // dgxc2411 0.09 and nemo2409 0.08 until the 16-bit optimizer states above.
-      {"dgxc2411", 0.07}, {"korthikanti22", 0.076}, {"llmfoundry", 0.095},
+      // dgxc2411 0.07 -> 0.06, llmfoundry 0.095 -> 0.135, mcore24 0.06 -> 0.11, mbridge
+      // 0.10 -> 0.085, nemo 0.20 -> 0.205 and nemo2409 0.07 -> 0.105 with the measured
+      // Hopper GEMM rate (above).
+      {"dgxc2411", 0.06}, {"korthikanti22", 0.076}, {"llmfoundry", 0.135},
       // mcore24 0.03 and narayanan21 0.145 until a cross-node send took one network hop at
       // the NIC's rate instead of the many-node all-reduce curve (2 MiB: 726 -> 55 us): the
       // pipeline sends of their 70B-462B and PP runs got cheaper, and those runs already read
@@ -171,11 +181,11 @@ TEST(Validation, TrainingErrorBounds) {
       // instead of the busbw-by-size curve of 8-GPU nodes, which charged data-parallel
       // groups of one or two GPUs a node up to 2.7x the published 10-node logs' times: the
       // 70B-177B runs' gradient traffic got cheaper and they read 0.2-0.9 points faster.
-      {"mcore24", 0.06},
+      {"mcore24", 0.11},
       // mbridge rose from 0.095 when Megatron's all-to-all dispatcher made its second
       // permutation (sort by local expert): Qwen3-30B-A3B -20% -> -14%, Qwen3-235B -7% ->
       // -4%, DeepSeek-V3 +7% -> +10%, so the middle of the six moved up.
-      {"mbridge", 0.10},
+      {"mbridge", 0.085},
       // nemo rose from 0.18 when userbuffers' bulk backward overlap became the Megatron
       // default on Hopper, and from 0.19 to 0.2013 when FP8 runs gathered their sequence-
       // parallel activations in FP8 as Transformer Engine does (since 1.2): its long-sequence
@@ -183,12 +193,15 @@ TEST(Validation, TrainingErrorBounds) {
       // nemo 0.21 -> 0.20 (20.6% -> 19.5%) when cuDNN's causal attention backward took the
       // causal/non-causal ratio its own benchmark measured (0.86-0.92 at 4K-16K) instead of
       // the forward kernel's: those attention-bound runs read 1-1.5 points slower.
-      {"narayanan21", 0.15}, {"nemo", 0.20}, {"nemo2409", 0.07},
+      {"narayanan21", 0.15}, {"nemo", 0.205}, {"nemo2409", 0.105},
       // torchtitan 0.17 until its checkpointing kept the matmul outputs its policy names;
       // 0.18 until its 500 W GPUs took the tensor rate measured at that limit.
       {"torchtitan", 0.105}};
   // Families allowed over 20% (the model is missing something there; the bound above holds).
-  const std::set<std::string> over_twenty = {};
+  // nemo: its step times are derived from published TFLOP/s under an attention-FLOP
+  // convention the source does not state (42% between the two readings), and its long-
+  // sequence FP8 runs read fast; 19.5% -> 20.3% with the measured Hopper GEMM rate.
+  const std::set<std::string> over_twenty = {"nemo"};
   const nlohmann::json groups = io::group_errors(r, "source");
   std::map<std::string, size_t> cases_of;
   for (const auto& c : r["cases"]) ++cases_of[c["groups"]["source"].get<std::string>()];
@@ -325,7 +338,10 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // ITL P99 0.165 -> 0.17 (0.161 -> 0.165) and TPOT mean 0.13 -> 0.125 with vLLM V1's
         // host time per sequence (above): the P99 median of 50 sits among vLLM 0.8.4 ShareGPT
         // runs whose ITL tails, late already, read 2 points later.
-        {"itl_p99_ms", 0.17}, {"tpot_mean_ms", 0.125}, {"tpot_p50_ms", 0.095},
+        // TPOT P50 0.095 -> 0.10 (9.1% -> 9.7% median of 15) with the measured Hopper GEMM
+        // rate (the training bounds): the InferenceX H200 rows' prompt steps, which share
+        // the decodes' steps, got shorter.
+        {"itl_p99_ms", 0.17}, {"tpot_mean_ms", 0.125}, {"tpot_p50_ms", 0.10},
         // TPOT P99 0.165 -> 0.14 when SGLang 0.5 fused DeepSeek's shared expert into the
         // routed-expert kernel (profile knob shared_expert). 0.14 -> 0.175 when every step
         // paid the GPU's idle time between its kernels (graph_kernel_gap_us, 1.3 us on
