@@ -1167,7 +1167,10 @@ TEST(StepInvariants, SingleGpuIsTheSumOfOperatorCosts) {
       const double per = fp8_params(t) ? 2.0 + 5.0 : 4.0;
       cast = dbl(m.layers) * cost.memory_bound(Bytes(dbl(lp.attention + lp.dense_mlp) * per)).value;
     }
-    expect_rel(s.optimizer_s, cost.memory_bound(Bytes(params * 30.0)).value + cast, 1e-3, what);
+    // AdamW's 30 B a parameter at the part's measured share of the stream rate for a fused
+    // multi-tensor optimizer kernel (optimizer_stream, 0.72 on the H100 SXM5).
+    const double share = sys.gpu.efficiency.optimizer_stream.value > 0 ? sys.gpu.efficiency.optimizer_stream.value : 1.0;
+    expect_rel(s.optimizer_s, cost.memory_bound(Bytes(params * 30.0)).value / share + cast, 1e-3, what);
   }
 }
 
@@ -1266,11 +1269,12 @@ TEST(Lora, FrozenBaseHasNoWeightGradientsNorOptimizerWork) {
   EXPECT_EQ(none.optimizer_s, 0.0);
   EXPECT_EQ(none.total_dp_s, 0.0);
 
-  // Adapters on q and v: the optimizer steps rank x (in + out) per adapter, 30 B each.
+  // Adapters on q and v: the optimizer steps rank x (in + out) per adapter, 30 B each, at
+  // the part's measured share of the stream rate (optimizer_stream).
   l.lora = LoraSpec{8, std::vector<std::string>{"q_proj", "v_proj"}};
   const StepBreakdown qv = analytical_step(m, sys, l, cost);
   const double adapters = dbl(m.layers) * 8.0 * (2.0 * dbl(m.hidden) + dbl(m.q_width()) + dbl(m.kv_heads * m.head_dim)) / 2.0;
-  expect_rel(qv.optimizer_s, cost.memory_bound(Bytes(adapters / 4.0 * 30.0)).value, 1e-9);
+  expect_rel(qv.optimizer_s, cost.memory_bound(Bytes(adapters / 4.0 * 30.0)).value / sys.gpu.efficiency.optimizer_stream.value, 1e-9);
   EXPECT_GT(qv.compute_s, none.compute_s);
   EXPECT_LT(qv.compute_s, full.compute_s);
   EXPECT_LT(qv.step_s, full.step_s);

@@ -283,7 +283,7 @@ DesStep simulate_dualpipe(const PipelineCosts& pc, const SystemSpec& sys, const 
       params += ch.params + ch.expert_params;
       cast += ch.weight_cast_s;
     }
-    o.duration = (t.memory.offload_optimizer ? 0.0 : cost.memory_bound(Bytes(params * optimizer_traffic(t.optimizer, t.bf16_moments))).value) + cast;
+    o.duration = (t.memory.offload_optimizer ? 0.0 : optimizer_step_seconds(cost, sys, params, t.optimizer, t.bf16_moments)) + cast;
     add(o);
   }
   // Data dependencies along each direction, through asynchronous sends.
@@ -312,7 +312,6 @@ DesStep simulate_dualpipe(const PipelineCosts& pc, const SystemSpec& sys, const 
         if (s > 0) connect(B[at(d, s, i)], B[at(d, s - 1, i)], r, links[static_cast<size_t>(r)][static_cast<size_t>(1 - toward_next)]);
         if (F[at(d, s, i)] != B[at(d, s, i)]) sim.add_edge(F[at(d, s, i)], B[at(d, s, i)]);
       }
-  (void)sys;
   (void)opt;
   summarise(out, dopt);
   return out;
@@ -557,7 +556,7 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
     o.stream = compute[static_cast<size_t>(r)];
     const double local = (zero >= 1 ? params / static_cast<double>(groups.dp.size) : params) +
                          (zero >= 1 ? experts / static_cast<double>(groups.dp_expert.size) : experts);
-    o.duration = (t.memory.offload_optimizer ? 0.0 : cost.memory_bound(Bytes(local * optimizer_traffic(t.optimizer, t.bf16_moments))).value) + cast;
+    o.duration = (t.memory.offload_optimizer ? 0.0 : optimizer_step_seconds(cost, sys, local, t.optimizer, t.bf16_moments)) + cast;
     const int32_t oid = sim.add_task(o);
     sim.add_edge(prog.back(), oid);
     if (prev_dp[static_cast<size_t>(r)] >= 0) sim.add_edge(prev_dp[static_cast<size_t>(r)], oid);

@@ -617,6 +617,14 @@ double optimizer_traffic(Optimizer o, bool bf16_moments) {
   return 30.0;
 }
 
+double optimizer_step_seconds(const CostModel& cost, const SystemSpec& sys, double params, Optimizer o,
+                              bool bf16_moments) {
+  if (params <= 0) return 0.0;
+  const double t = cost.memory_bound(Bytes(params * optimizer_traffic(o, bf16_moments))).value;
+  const double share = sys.gpu.efficiency.optimizer_stream.value;
+  return share > 0 ? t / share : t;
+}
+
 double fp8_gemm_weight_params(const LayerParams& lp, int64_t tp) {
   return dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / dbl(tp);
 }
@@ -1183,7 +1191,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     out.offload_cpu_s = local / (kCpuAdamParamsPerSecondPerNode / gpus_sharing_cpu);
     out.optimizer_s = out.offload_d2h_s + out.offload_cpu_s + out.offload_h2d_s;
   } else {
-    out.optimizer_s = cost.memory_bound(Bytes(local * optimizer_traffic(t.optimizer, t.bf16_moments))).value;
+    out.optimizer_s = optimizer_step_seconds(cost, sys, local, t.optimizer, t.bf16_moments);
   }
   // Once-per-step fp8 weight casts ride with the optimizer step (both touch every weight once).
   for (int k = 0; k < 2; ++k)

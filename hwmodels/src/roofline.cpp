@@ -308,6 +308,7 @@ std::vector<std::pair<std::string, std::string>> RooflineCostModel::provenance()
   if (e.gemm_fp8.value > 0) p.push_back({"gemm_fp8", e.gemm_fp8.source});
   if (e.gemm_tail_us.value > 0) p.push_back({"gemm_tail_us", e.gemm_tail_us.source});
   if (e.graph_kernel_gap_us.value > 0) p.push_back({"graph_kernel_gap_us", e.graph_kernel_gap_us.source});
+  if (e.optimizer_stream.value > 0) p.push_back({"optimizer_stream", e.optimizer_stream.source});
   if (e.decode_attention_fixed_us.value > 0)
     p.push_back({"decode_attention_fixed_us", e.decode_attention_fixed_us.source});
   return p;

@@ -187,6 +187,10 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     sourced("gemm_split_k_min", g.efficiency.gemm_split_k_min, true);
     sourced("gemm_tail_us", g.efficiency.gemm_tail_us, true);
     sourced("graph_kernel_gap_us", g.efficiency.graph_kernel_gap_us, true);
+    sourced("optimizer_stream", g.efficiency.optimizer_stream, true);
+    if (g.efficiency.optimizer_stream.value > 1.0)
+      issues.push_back({origin + "#/efficiency/optimizer_stream/value", brief(json(g.efficiency.optimizer_stream.value)),
+                        "must be at most 1 (a share of the stream rate)", {}});
     sourced("decode_attention_fixed_us", g.efficiency.decode_attention_fixed_us, true);
     sourced("gemm_fp8_block", g.efficiency.gemm_fp8_block, true);
     sourced("gemm_fp8_block_large_m", g.efficiency.gemm_fp8_block_large_m, true);

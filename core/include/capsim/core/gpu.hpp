@@ -70,6 +70,11 @@ struct GpuEfficiency {
   /// next kernel's launch and ramp after the previous one drains); 0 = not measured, no
   /// term added.
   Sourced graph_kernel_gap_us;
+  /// A fused multi-tensor optimizer step (PyTorch's fused AdamW, Apex's and Transformer
+  /// Engine's FusedAdam: multi_tensor_apply kernels over chunks of parameter lists) streams
+  /// its bytes at this share of the stream rate of one large copy; 0 = not measured: the
+  /// stream rate applies.
+  Sourced optimizer_stream;
   /// Microseconds a decode attention kernel over the paged KV cache takes beyond its bytes
   /// at the achievable stream rate (the split-KV partial pass and its merge, their ramps and
   /// dependent loads), a profiler's device time; 0 = not measured: the floored stream

@@ -153,6 +153,12 @@ double pcie_bytes_per_s(const SystemSpec& sys);
 /// Bytes per parameter a fused optimizer update reads and writes.
 double optimizer_traffic(Optimizer o, bool bf16_moments = false);
 
+/// Seconds a fused optimizer step over `params` parameters takes on the GPU: its traffic at
+/// the GPU's measured share of the stream rate for multi-tensor optimizer kernels
+/// (GpuEfficiency::optimizer_stream; the stream rate where none is measured).
+double optimizer_step_seconds(const CostModel& cost, const SystemSpec& sys, double params, Optimizer o,
+                              bool bf16_moments);
+
 /// Bytes Transformer Engine moves to cast one layer's fp8 GEMM weights (on this GPU) once
 /// per step; 0 unless the plan trains in fp8 with Megatron-LM conventions.
 double fp8_weight_cast_bytes(const TrainingPlan& t, const LayerParams& lp);
