@@ -231,6 +231,26 @@ TEST(HostileDataFile, GpuPresetWithMissingAndMistypedFields) {
   EXPECT_EQ(got.size(), want.size());
 }
 
+// Rule: a fused optimizer step's share of the stream rate is in (0, 1] and sourced, or null
+// (not measured: the stream rate); a missing record is an error.
+TEST(HostileDataFile, GpuPresetOptimizerStreamShare) {
+  nlohmann::json g = shipped("gpus", "h100-sxm5-80gb");
+  g["efficiency"]["optimizer_stream"]["value"] = 1.4;
+  auto got = issues_of([&] { (void)io::gpu_from_json(g, "gpu.json"); });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], "gpu.json#/efficiency/optimizer_stream/value: must be at most 1 (a share of the stream rate) (got 1.4)");
+  g["efficiency"]["optimizer_stream"]["value"] = 0;
+  got = issues_of([&] { (void)io::gpu_from_json(g, "gpu.json"); });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], "gpu.json#/efficiency/optimizer_stream/value: must be a positive number (got 0)");
+  g["efficiency"].erase("optimizer_stream");
+  got = issues_of([&] { (void)io::gpu_from_json(g, "gpu.json"); });
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], "gpu.json#/efficiency/optimizer_stream: is required");
+  g["efficiency"]["optimizer_stream"] = {{"value", nullptr}, {"source", nlohmann::json::array()}};
+  EXPECT_EQ(io::gpu_from_json(g, "gpu.json").efficiency.optimizer_stream.value, 0.0);
+}
+
 // Rule: NCCL's thread-block counts are whole, positive and sourced, or null (not measured:
 // the computation beside that communication is not slowed); a missing record is an error.
 TEST(HostileDataFile, GpuPresetNcclBlockCounts) {
