@@ -203,7 +203,10 @@ int run_calibrate_compare(const CalibrateArgs& a) {
   j["gpu"] = a.gpu;
   std::string t = fmt::format("default model ({}, {} GPUs/node, NIC {} Gb/s) against the measurements\n", a.gpu,
                               a.gpus_per_node, a.nic_gbps);
-  t += fmt::format("  {:<44} {:>6} {:>10} {:>10} {:>10}\n", "case", "points", "median|e|", "p90|e|", "bias");
+  // The case column as wide as its longest name (grouped GEMM cases run past 44).
+  size_t width = 44;
+  for (const auto& [k, g] : groups) width = std::max(width, k.size());
+  t += fmt::format("  {:<{}} {:>6} {:>10} {:>10} {:>10}\n", "case", width, "points", "median|e|", "p90|e|", "bias");
   std::vector<double> all;
   for (auto& [k, g] : groups) {
     std::vector<double> abs;
@@ -212,7 +215,7 @@ int run_calibrate_compare(const CalibrateArgs& a) {
     std::sort(sorted.begin(), sorted.end());
     std::sort(abs.begin(), abs.end());
     auto pct = [](const std::vector<double>& v, double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
-    t += fmt::format("  {:<44} {:>6} {:>9.1f}% {:>9.1f}% {:>+9.1f}%\n", k, g.err.size(), 100 * pct(abs, 0.5), 100 * pct(abs, 0.9),
+    t += fmt::format("  {:<{}} {:>6} {:>9.1f}% {:>9.1f}% {:>+9.1f}%\n", k, width, g.err.size(), 100 * pct(abs, 0.5), 100 * pct(abs, 0.9),
                      100 * pct(sorted, 0.5));
     j["cases"][k] = {{"points", g.err.size()}, {"median_abs_rel_err", pct(abs, 0.5)}, {"p90_abs_rel_err", pct(abs, 0.9)},
                      {"median_rel_err", pct(sorted, 0.5)}};
