@@ -115,6 +115,15 @@ TEST(RawFile, GroupedGemmLinesKeepTheirGroupsAndStayOutOfTheFit) {
   io::write_file_atomic(tmp, io::raw_to_text(r));
   EXPECT_EQ(io::read_raw(tmp).rows, r.rows);
   EXPECT_TRUE(fit_profile({r}, "grouped").gemm.empty());
+  // One group is a plain GEMM, the same as a line without the key, and the fit takes it.
+  io::write_file_atomic(tmp, R"({"schema": "capsim-calibration-raw/1", "kind": "header", "source": "capsim-calibrate"}
+{"kind": "gemm", "dtype": "bf16", "m": 4096, "n": 4096, "k": 4096, "groups": 1, "time_s": 2e-4}
+{"kind": "gemm", "dtype": "bf16", "m": 4096, "n": 4096, "k": 4096, "time_s": 2e-4}
+)");
+  const RawFile plain = io::read_raw(tmp);
+  ASSERT_EQ(plain.rows.size(), 2u);
+  EXPECT_EQ(plain.rows[0], plain.rows[1]);
+  EXPECT_EQ(fit_profile({plain}, "plain").gemm.size(), 1u);
   io::write_file_atomic(tmp, R"({"schema": "capsim-calibration-raw/1", "kind": "header", "source": "capsim-calibrate"}
 {"kind": "gemm", "dtype": "bf16", "m": 16, "n": 1536, "k": 2048, "groups": 0, "time_s": 1e-5}
 )");

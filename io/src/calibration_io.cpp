@@ -97,6 +97,7 @@ RawMeasurement read_row(const json& j, const std::string& where, std::vector<Iss
     if (j.contains("groups")) {
       r.batch = integer("groups");
       if (r.batch < 1) issues.push_back({where + "/groups", brief(j["groups"]), "must be at least 1", ""});
+      if (r.batch == 1) r.batch = 0;  // one group is a plain GEMM, as a line without the key reads
     }
     if (j.contains("impl") && j["impl"].is_string()) r.op = j["impl"].get<std::string>();
   } else if (kind == "attention") {

@@ -51,7 +51,7 @@ struct RawMeasurement {
   int64_t ranks = 0, nodes = 0;
   bool in_place = false;
   double busbw_gbps = 0;
-  double flops() const;  ///< gemm 2mnk; attention from its shape
+  double flops() const;  ///< gemm 2mnk (times the groups); attention from its shape
   bool operator==(const RawMeasurement&) const = default;
 };
 
