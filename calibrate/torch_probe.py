@@ -107,6 +107,25 @@ def cupti_kernel_seconds(run, calls):
         return None
 
 
+def kernel_times(run, reps, log, what):
+    """Each kernel's device time per run of `run`, summed by name over `reps` runs under the
+    profiler: {name: {"us_per_step", "calls_per_step"}} (empty where the profiler fails)."""
+    kernels = {}
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                run()
+            torch.cuda.synchronize()
+        for e in prof.key_averages():
+            t = getattr(e, "self_device_time_total", 0.0)
+            if t > 0:
+                kernels[e.key] = {"us_per_step": t / reps, "calls_per_step": e.count / reps}
+    except Exception as e:  # noqa: BLE001
+        log("%s profile: %s" % (what, str(e).splitlines()[0][:160]))
+    return kernels
+
+
 def time_graph(calls, replays=7, cupti=True):
     """Capture `calls` (callables) into one CUDA graph; median per-call seconds over replays."""
     side = torch.cuda.Stream()
@@ -448,19 +467,7 @@ def train_clock(seconds, out_path, log):
     rates = [flops / st["step_s"] / 1e12 for st in steps]
     half = rates[len(rates) // 2:]
     # Where a step's device time goes: three steps under the profiler, kernels summed by name.
-    kernels = {}
-    try:
-        from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(3):
-                step()
-            torch.cuda.synchronize()
-        for e in prof.key_averages():
-            t = getattr(e, "self_device_time_total", 0.0)
-            if t > 0:
-                kernels[e.key] = {"us_per_step": t / 3.0, "calls_per_step": e.count / 3.0}
-    except Exception as e:  # noqa: BLE001
-        log("train-clock profile: %s" % str(e).splitlines()[0][:160])
+    kernels = kernel_times(step, 3, log, "train-clock")
     with open(out_path, "w") as f:
         json.dump({"params": params, "tokens": tokens, "flops_per_step": flops, "steps": steps,
                    "kernels": kernels}, f)
@@ -666,19 +673,7 @@ def decode_step(out_path, log, deadline):
             with torch.cuda.graph(g):
                 step()
             ts = time_events(g.replay, 15)
-            kernels = {}
-            try:
-                from torch.profiler import ProfilerActivity, profile
-                with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    for _ in range(3):
-                        g.replay()
-                    torch.cuda.synchronize()
-                for ev in prof.key_averages():
-                    t = getattr(ev, "self_device_time_total", 0.0)
-                    if t > 0:
-                        kernels[ev.key] = {"us_per_step": t / 3.0, "calls_per_step": ev.count / 3.0}
-            except Exception as ex:  # noqa: BLE001
-                log("decode-step profile: %s" % str(ex).splitlines()[0][:160])
+            kernels = kernel_times(g.replay, 3, log, "decode-step")
             result["cases"].append({"batch": b, "context": L, "kv_bytes": 2.0 * layers * b * hkv * L * d * 2,
                                     **stats_fields(ts), "kernels": kernels})
             log("decode-step b=%d L=%d: %.3f ms" % (b, L, statistics.median(ts) * 1e3))
