@@ -70,7 +70,7 @@ int run_calibrate_fit(const CalibrateArgs& a) {
   }
   if (!issues.empty()) throw InputError(issues);
   const CalibrationProfile p = fit_profile(raws, std::filesystem::path(a.out).stem().string());
-  if (p.gemm.empty() && p.attention.empty() && p.collectives.empty() && !p.hbm_gbps && !p.launch_s)
+  if (p.gemm.empty() && p.grouped_gemm.empty() && p.attention.empty() && p.collectives.empty() && !p.hbm_gbps && !p.launch_s)
     throw InputError({{a.inputs.front(), "", "holds no measurement to fit", "see docs/calibration.md"}});
   io::write_file_atomic(a.out, io::profile_to_json(p));
   for (const auto& c : p.collectives)
@@ -251,6 +251,13 @@ int run_calibrate_show(const CalibrateArgs& a) {
                      *std::max_element(g.n.begin(), g.n.end()), *std::min_element(g.k.begin(), g.k.end()),
                      *std::max_element(g.k.begin(), g.k.end()), *mn, *mx, 100 * g.error.loo_mape, 100 * g.error.max_abs,
                      g.error.points);
+  }
+  for (const auto& g : p.grouped_gemm) {
+    auto [mn, mx] = std::minmax_element(g.tflops.begin(), g.tflops.end());
+    s += fmt::format("  grouped GEMM {} x{} experts: {} shapes, m {}..{} an expert, {:.0f}..{:.0f} TFLOP/s; elsewhere the plain "
+                     "table or the roofline answers\n",
+                     to_string(g.dtype), g.groups, g.tflops.size(), *std::min_element(g.m.begin(), g.m.end()),
+                     *std::max_element(g.m.begin(), g.m.end()), *mn, *mx);
   }
   for (const auto& t : p.attention)
     s += fmt::format("  attention {} {} d{}: seq {:.0f}..{:.0f}, {:.0f}..{:.0f} TFLOP/s\n", t.backward ? "bwd" : "fwd",

@@ -110,11 +110,16 @@ TEST(RawFile, GroupedGemmLinesKeepTheirGroupsAndStayOutOfTheFit) {
   EXPECT_EQ(impls, (std::set<std::string>{"grouped_mm", "per_expert_loop", "scaled_grouped_mm"}));
   const RawMeasurement& first = r.rows.front();  // Qwen3-30B-A3B, 128 experts of 1536 x 2048
   EXPECT_EQ(first.batch, 128);
-  EXPECT_DOUBLE_EQ(first.flops(), 2.0 * first.m * 1536.0 * 2048.0 * 128.0);
+  EXPECT_DOUBLE_EQ(first.flops(), 2.0 * static_cast<double>(first.m) * 1536.0 * 2048.0 * 128.0);
   const fs::path tmp = fs::temp_directory_path() / "capsim-test-grouped.jsonl";
   io::write_file_atomic(tmp, io::raw_to_text(r));
   EXPECT_EQ(io::read_raw(tmp).rows, r.rows);
-  EXPECT_TRUE(fit_profile({r}, "grouped").gemm.empty());
+  const CalibrationProfile fitted = fit_profile({r}, "grouped");
+  EXPECT_TRUE(fitted.gemm.empty());
+  // The grouped kernels' lines make one table per dtype and expert count (the per-expert
+  // loop of plain GEMMs is left out): 128, 16, 4, 32 and 8 experts, bf16 and FP8.
+  ASSERT_EQ(fitted.grouped_gemm.size(), 10u);
+  for (const GemmTable& t : fitted.grouped_gemm) EXPECT_TRUE(t.groups == 128 || t.groups == 16 || t.groups == 4 || t.groups == 32 || t.groups == 8);
   // One group is a plain GEMM, the same as a line without the key, and the fit takes it.
   io::write_file_atomic(tmp, R"({"schema": "capsim-calibration-raw/1", "kind": "header", "source": "capsim-calibrate"}
 {"kind": "gemm", "dtype": "bf16", "m": 4096, "n": 4096, "k": 4096, "groups": 1, "time_s": 2e-4}
@@ -134,6 +139,58 @@ TEST(RawFile, GroupedGemmLinesKeepTheirGroupsAndStayOutOfTheFit) {
     ASSERT_EQ(e.issues().size(), 1u);
     EXPECT_EQ(e.issues()[0].pointer, tmp.string() + ":2/groups");
     EXPECT_EQ(e.issues()[0].rule, "must be at least 1");
+  }
+  fs::remove(tmp);
+}
+
+// A profile fitted from measured grouped expert GEMMs prices a batched GEMM over that many
+// experts by the grouped kernel's measured rate: exactly at a measured point, by log2
+// interpolation in the rows between two, and by the plain table or the roofline where the
+// shape or the expert count was not measured. The grouped tables survive the profile's JSON.
+TEST(CalibratedCostModel, GroupedGemmsFromTheirOwnTable) {
+  const RawFile r = io::read_raw(fs::path(CAPSIM_TEST_DATA_DIR) / "calibration" / "raw" / "h100-torch-probe-grouped.jsonl");
+  const CalibrationProfile p = fit_profile({r}, "grouped");
+  SystemSpec sys;
+  sys.gpu = io::load_gpu("h100-sxm5-80gb");
+  const hw::RooflineCostModel base(sys);
+  const hw::CalibratedCostModel cal(base, p);
+  // Qwen3-30B-A3B with all 128 experts on one GPU, gate/up (1536 x 2048), bf16.
+  auto measured = [&](int64_t m) {
+    for (const RawMeasurement& x : r.rows)
+      if (x.batch == 128 && x.n == 1536 && x.k == 2048 && x.m == m && x.op == "grouped_mm") return x.time_s;
+    return -1.0;
+  };
+  ASSERT_GT(measured(256), 0.0);
+  EXPECT_NEAR(cal.gemm(256, 1536, 2048, DType::bf16, 128).value / measured(256), 1.0, 1e-9);
+  // Between 256 and 512 rows: the rate between the two measured rates.
+  const double flops = 2.0 * 362 * 1536 * 2048 * 128;
+  const double rate = flops / cal.gemm(362, 1536, 2048, DType::bf16, 128).value;
+  const double lo = 2.0 * 256 * 1536 * 2048 * 128 / measured(256), hi = 2.0 * 512 * 1536 * 2048 * 128 / measured(512);
+  EXPECT_GT(rate, std::min(lo, hi));
+  EXPECT_LT(rate, std::max(lo, hi));
+  // Not measured: another expert count, another shape, a plain GEMM.
+  EXPECT_EQ(cal.gemm(256, 1536, 2048, DType::bf16, 64).value, base.gemm(256, 1536, 2048, DType::bf16, 64).value);
+  EXPECT_EQ(cal.gemm(256, 1000, 2048, DType::bf16, 128).value, base.gemm(256, 1000, 2048, DType::bf16, 128).value);
+  EXPECT_EQ(cal.gemm(256, 1536, 2048, DType::bf16, 1).value, base.gemm(256, 1536, 2048, DType::bf16, 1).value);
+  const std::vector<std::string> s = p.supplies();
+  EXPECT_NE(std::find(s.begin(), s.end(), "grouped_gemm_fp8_x16"), s.end());
+  const fs::path tmp = fs::temp_directory_path() / "capsim-test-grouped-profile.json";
+  io::write_file_atomic(tmp, io::profile_to_json(p));
+  const CalibrationProfile q = io::read_profile(tmp);
+  ASSERT_EQ(q.grouped_gemm.size(), p.grouped_gemm.size());
+  const hw::CalibratedCostModel back(base, q);
+  EXPECT_DOUBLE_EQ(back.gemm(362, 1536, 2048, DType::bf16, 128).value, cal.gemm(362, 1536, 2048, DType::bf16, 128).value);
+  // A grouped table without its expert count is an input error where it is.
+  nlohmann::json j = nlohmann::json::parse(io::profile_to_json(p));
+  j["grouped_gemm"][0].erase("groups");
+  io::write_file_atomic(tmp, j.dump());
+  try {
+    (void)io::read_profile(tmp);
+    ADD_FAILURE() << "a grouped table without groups was read";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.issues().size(), 1u);
+    EXPECT_EQ(e.issues()[0].pointer, tmp.string() + "/grouped_gemm/0/groups");
+    EXPECT_EQ(e.issues()[0].rule, "is required: the GEMMs a grouped kernel runs, at least 2");
   }
   fs::remove(tmp);
 }

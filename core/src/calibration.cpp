@@ -242,6 +242,8 @@ std::optional<double> AttentionTable::at(double s) const {
 std::vector<std::string> CalibrationProfile::supplies() const {
   std::vector<std::string> out;
   for (const auto& g : gemm) out.push_back("gemm_" + std::string(to_string(g.dtype)));
+  for (const auto& g : grouped_gemm)
+    out.push_back("grouped_gemm_" + std::string(to_string(g.dtype)) + "_x" + std::to_string(g.groups));
   for (const auto& a : attention)
     out.push_back(std::string("attention_") + (a.backward ? "bwd" : "fwd") + (a.causal ? "_causal" : "") + "_d" +
                   std::to_string(a.head_dim));
@@ -255,6 +257,12 @@ std::vector<std::string> CalibrationProfile::supplies() const {
 const GemmTable* CalibrationProfile::gemm_table(DType d) const {
   for (const auto& g : gemm)
     if (g.dtype == d) return &g;
+  return nullptr;
+}
+
+const GemmTable* CalibrationProfile::grouped_gemm_table(DType d, int64_t groups) const {
+  for (const auto& g : grouped_gemm)
+    if (g.dtype == d && g.groups == groups) return &g;
   return nullptr;
 }
 
@@ -274,6 +282,7 @@ CalibrationProfile fit_profile(const std::vector<RawFile>& raws, const std::stri
   CalibrationProfile p;
   p.name = name;
   std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::vector<double>> gemm;  // dtype,m,n,k -> TFLOP/s
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t>, std::vector<double>> grouped;  // dtype,groups,m,n,k
   std::map<std::tuple<bool, bool, int64_t, int64_t>, std::vector<double>> attn;    // bwd,causal,d,seq
   std::map<std::tuple<int, int64_t, int64_t>, std::pair<std::vector<double>, std::vector<double>>> coll;
   std::vector<double> bw_large, bw_any, launch;
@@ -284,9 +293,15 @@ CalibrationProfile fit_profile(const std::vector<RawFile>& raws, const std::stri
       if (x.time_s <= 0) continue;
       switch (x.kind) {
         case RawMeasurement::Kind::gemm:
-          // Plain cuBLASLt GEMMs only: a grouped GEMM's rate belongs to its kernel and the
-          // number of experts, not to one m x n x k.
-          if (x.batch > 1 || !x.op.empty()) break;
+          // A grouped GEMM's rate belongs to its kernel and the number of experts, not to one
+          // m x n x k: one grouped kernel's lines make the grouped tables (a per-expert loop
+          // of plain GEMMs is not what a grouped GEMM prices), plain GEMMs the plain table.
+          if (x.batch > 1) {
+            if (x.op != "per_expert_loop")
+              grouped[{static_cast<int>(x.dtype), x.batch, x.m, x.n, x.k}].push_back(x.flops() / x.time_s / 1e12);
+            break;
+          }
+          if (!x.op.empty()) break;
           gemm[{static_cast<int>(x.dtype), x.m, x.n, x.k}].push_back(x.flops() / x.time_s / 1e12);
           break;
         case RawMeasurement::Kind::attention:
@@ -324,6 +339,20 @@ CalibrationProfile fit_profile(const std::vector<RawFile>& raws, const std::stri
     it->tflops.push_back(median(vals));
   }
   for (GemmTable& t : p.gemm) gemm_leave_one_out(t);
+  for (const auto& [key, vals] : grouped) {
+    const auto [dt, groups, m, n, k] = key;
+    GemmTable* t = nullptr;
+    for (auto& g : p.grouped_gemm)
+      if (static_cast<int>(g.dtype) == dt && g.groups == groups) t = &g;
+    if (!t) {
+      p.grouped_gemm.push_back(GemmTable{});
+      t = &p.grouped_gemm.back();
+      t->dtype = static_cast<DType>(dt);
+      t->groups = groups;
+    }
+    t->m.push_back(m), t->n.push_back(n), t->k.push_back(k), t->tflops.push_back(median(vals));
+  }
+  for (GemmTable& t : p.grouped_gemm) gemm_leave_one_out(t);
   for (const auto& [key, vals] : attn) {
     auto [bwd, causal, d, s] = key;
     AttentionTable* t = nullptr;

@@ -493,17 +493,24 @@ std::string profile_to_json(const CalibrationProfile& p) {
     src.push_back(s);
   }
   j["sources"] = src;
-  json g = json::array();
-  for (const auto& t : p.gemm) {
-    json pts = json::array();
-    for (size_t i = 0; i < t.tflops.size(); ++i) pts.push_back({t.m[i], t.n[i], t.k[i], t.tflops[i]});
-    g.push_back({{"dtype", to_string(t.dtype)},
-                 {"points_m_n_k_tflops", pts},
-                 {"loo_mape", t.error.loo_mape},
-                 {"loo_max_abs_rel_err", t.error.max_abs},
-                 {"loo_points", t.error.points}});
-  }
+  auto tables = [](const std::vector<GemmTable>& ts) {
+    json g = json::array();
+    for (const auto& t : ts) {
+      json pts = json::array();
+      for (size_t i = 0; i < t.tflops.size(); ++i) pts.push_back({t.m[i], t.n[i], t.k[i], t.tflops[i]});
+      json e = {{"dtype", to_string(t.dtype)}};
+      if (t.groups > 0) e["groups"] = t.groups;
+      e["points_m_n_k_tflops"] = pts;
+      e["loo_mape"] = t.error.loo_mape;
+      e["loo_max_abs_rel_err"] = t.error.max_abs;
+      e["loo_points"] = t.error.points;
+      g.push_back(e);
+    }
+    return g;
+  };
+  const json g = tables(p.gemm);
   j["gemm"] = g;
+  if (!p.grouped_gemm.empty()) j["grouped_gemm"] = tables(p.grouped_gemm);
   json a = json::array();
   for (const auto& t : p.attention)
     a.push_back({{"pass", t.backward ? "bwd" : "fwd"}, {"causal", t.causal}, {"head_dim", t.head_dim}, {"seq", t.seq}, {"tflops", t.tflops}});
@@ -591,29 +598,37 @@ CalibrationProfile read_profile(const std::filesystem::path& path) {
       h.cuda_runtime = s.value("cuda_runtime", ""), h.cublas = s.value("cublas", ""), h.cudnn = s.value("cudnn", "");
       p.sources.push_back(h);
     }
-    for (size_t i = 0; i < j.value("gemm", json::array()).size(); ++i) {
-      const json& g = j["gemm"][i];
-      GemmTable t;
-      const auto d = parse_dtype(g.at("dtype").get<std::string>());
-      if (!d) issues.push_back({where + "/gemm/" + std::to_string(i) + "/dtype", brief(g["dtype"]), "unknown dtype", ""});
-      t.dtype = d.value_or(DType::bf16);
-      for (const auto& pt : g.at("points_m_n_k_tflops")) {
-        t.m.push_back(profile_int(pt.at(0))), t.n.push_back(profile_int(pt.at(1))), t.k.push_back(profile_int(pt.at(2)));
-        t.tflops.push_back(pt.at(3).get<double>());
-      }
-      const std::string ptr = where + "/gemm/" + std::to_string(i);
-      if (t.tflops.empty())
-        issues.push_back({ptr + "/points_m_n_k_tflops", "[]", "must hold at least one point", "make one with capsim calibrate fit"});
-      for (size_t k = 0; k < t.tflops.size(); ++k)
-        if (t.m[k] < 1 || t.n[k] < 1 || t.k[k] < 1 || !std::isfinite(t.tflops[k]) || !(t.tflops[k] > 0)) {
-          issues.push_back({ptr + "/points_m_n_k_tflops/" + std::to_string(k), brief(g["points_m_n_k_tflops"][k]),
-                            "must be [m, n, k, tflops] with m, n, k >= 1 and tflops > 0", {}});
-          break;
+    for (const char* section : {"gemm", "grouped_gemm"}) {
+      const bool grouped = std::string(section) == "grouped_gemm";
+      for (size_t i = 0; i < j.value(section, json::array()).size(); ++i) {
+        const json& g = j[section][i];
+        GemmTable t;
+        const std::string ptr = where + "/" + section + "/" + std::to_string(i);
+        const auto d = parse_dtype(g.at("dtype").get<std::string>());
+        if (!d) issues.push_back({ptr + "/dtype", brief(g["dtype"]), "unknown dtype", ""});
+        t.dtype = d.value_or(DType::bf16);
+        if (grouped) {
+          t.groups = g.contains("groups") ? profile_int(g["groups"]) : 0;
+          if (t.groups < 2) issues.push_back({ptr + "/groups", g.contains("groups") ? brief(g["groups"]) : "",
+                                              "is required: the GEMMs a grouped kernel runs, at least 2", ""});
         }
-      t.error.loo_mape = g.value("loo_mape", 0.0);
-      t.error.max_abs = g.value("loo_max_abs_rel_err", 0.0);
-      t.error.points = g.contains("loo_points") ? profile_int(g["loo_points"]) : 0;
-      p.gemm.push_back(t);
+        for (const auto& pt : g.at("points_m_n_k_tflops")) {
+          t.m.push_back(profile_int(pt.at(0))), t.n.push_back(profile_int(pt.at(1))), t.k.push_back(profile_int(pt.at(2)));
+          t.tflops.push_back(pt.at(3).get<double>());
+        }
+        if (t.tflops.empty())
+          issues.push_back({ptr + "/points_m_n_k_tflops", "[]", "must hold at least one point", "make one with capsim calibrate fit"});
+        for (size_t k = 0; k < t.tflops.size(); ++k)
+          if (t.m[k] < 1 || t.n[k] < 1 || t.k[k] < 1 || !std::isfinite(t.tflops[k]) || !(t.tflops[k] > 0)) {
+            issues.push_back({ptr + "/points_m_n_k_tflops/" + std::to_string(k), brief(g["points_m_n_k_tflops"][k]),
+                              "must be [m, n, k, tflops] with m, n, k >= 1 and tflops > 0", {}});
+            break;
+          }
+        t.error.loo_mape = g.value("loo_mape", 0.0);
+        t.error.max_abs = g.value("loo_max_abs_rel_err", 0.0);
+        t.error.points = g.contains("loo_points") ? profile_int(g["loo_points"]) : 0;
+        (grouped ? p.grouped_gemm : p.gemm).push_back(t);
+      }
     }
     for (size_t i = 0; i < j.value("attention", json::array()).size(); ++i) {
       const json& a = j["attention"][i];

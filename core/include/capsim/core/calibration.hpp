@@ -93,6 +93,9 @@ struct CollectiveFit {
 /// Achieved TFLOP/s of GEMMs of one dtype over measured (m, n, k).
 struct GemmTable {
   DType dtype = DType::bf16;
+  /// A grouped table's GEMMs one kernel runs over (an MoE layer's experts, each m x n x k;
+  /// tflops counts all of them); 0 for a plain GEMM table.
+  int64_t groups = 0;
   std::vector<int64_t> m, n, k;   ///< per point
   std::vector<double> tflops;     ///< per point (median over repeats)
   /// Leave-one-out: each point predicted by interpolation (as `at`) between its two
@@ -119,16 +122,21 @@ struct CalibrationProfile {
   std::string gpu;   ///< GPU name from the raw files
   std::vector<RawHeader> sources;
   std::vector<GemmTable> gemm;
+  /// Grouped expert GEMMs (PyTorch's grouped kernels, one kernel over the experts), one
+  /// table per dtype and group count.
+  std::vector<GemmTable> grouped_gemm;
   std::vector<AttentionTable> attention;
   std::optional<double> hbm_gbps;  ///< achieved streaming bandwidth (median of large copies/triads)
   std::optional<double> launch_s;  ///< launch-to-launch time of an empty kernel
   std::vector<CollectiveFit> collectives;
 
   /// Names of what the profile measured, as reports list them: gemm_<dtype>,
+  /// grouped_gemm_<dtype>_x<groups>,
   /// attention_<fwd|bwd>[_causal]_d<head dim>, hbm, kernel_launch, <collective>_<ranks>_<intra|inter>.
   std::vector<std::string> supplies() const;
 
   const GemmTable* gemm_table(DType d) const;
+  const GemmTable* grouped_gemm_table(DType d, int64_t groups) const;
   const CollectiveFit* collective(CalOp op, int64_t ranks, bool inter) const;
   const AttentionTable* attention_table(bool backward, bool causal, int64_t head_dim) const;
 };
