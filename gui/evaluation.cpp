@@ -197,20 +197,27 @@ CalibrationOutcome load_calibration(const std::filesystem::path& path, const Sys
     out.note += " (the profile's GPU; the training scenario runs on " + system.gpu.id + ", where it does not apply)";
 
   const hw::RooflineCostModel model(sys);
-  for (const GemmTable& t : p.gemm) {
+  // Plain GEMM tables by dtype, then the grouped expert GEMM tables ("bf16 x128 experts"),
+  // each point's FLOPs over all its groups and the default model's batched GEMM beside it.
+  auto add_gemm = [&](const GemmTable& t) {
     GemmCurve c;
     c.dtype = std::string(to_string(t.dtype));
+    if (t.groups > 0) c.dtype += " x" + std::to_string(t.groups) + " experts";
+    const int64_t groups = std::max<int64_t>(1, t.groups);
     const double peak = sys.gpu.peak(t.dtype).value;
     for (size_t i = 0; i < t.tflops.size(); ++i) {
-      const double flops = 2.0 * static_cast<double>(t.m[i]) * static_cast<double>(t.n[i]) * static_cast<double>(t.k[i]);
+      const double flops = 2.0 * static_cast<double>(t.m[i]) * static_cast<double>(t.n[i]) * static_cast<double>(t.k[i]) *
+                           static_cast<double>(groups);
       c.m.push_back(t.m[i]), c.n.push_back(t.n[i]), c.k.push_back(t.k[i]);
       c.flops.push_back(flops);
       c.measured.push_back(peak > 0 ? t.tflops[i] * 1e12 / peak : 0);
-      const double secs = model.gemm(t.m[i], t.n[i], t.k[i], t.dtype).value;
+      const double secs = model.gemm(t.m[i], t.n[i], t.k[i], t.dtype, groups).value;
       c.model.push_back(peak > 0 && secs > 0 ? flops / secs / peak : 0);
     }
     out.gemm.push_back(std::move(c));
-  }
+  };
+  for (const GemmTable& t : p.gemm) add_gemm(t);
+  for (const GemmTable& t : p.grouped_gemm) add_gemm(t);
   for (const CollectiveFit& f : p.collectives) {
     CollectiveCurve c;
     c.label = std::string(to_string(f.op)) + " x" + std::to_string(f.ranks) + (f.inter ? " inter-node" : " intra-node");

@@ -593,6 +593,36 @@ class GuiTest : public QObject {
     QVERIFY(!w.serving_steps_view()->fitted_host_ms().has_value());
   }
 
+  /// A profile's grouped expert GEMM tables (fitted from the H100 measurements in
+  /// data/calibration/raw/) are GEMM choices of their own, "bf16 x128 experts", each point's
+  /// FLOPs over all the experts against the default model's batched GEMM.
+  void calibration_view_charts_grouped_gemm_tables() {
+    const RawFile raw = io::read_raw(CAPSIM_SOURCE_DIR "/data/calibration/raw/h100-torch-probe-grouped.jsonl");
+    const CalibrationProfile p = fit_profile({raw}, "grouped");
+    const QString path = QDir::temp().filePath(QStringLiteral("capsim-gui-grouped-profile.json"));
+    io::write_file_atomic(path.toStdString(), io::profile_to_json(p));
+    gui::MainWindow w;
+    QVERIFY(w.open_calibration(path));
+    QVERIFY(w.calibration_view()->error().isEmpty());
+    const Scenario s = io::scenario_from_json(w.panel()->document(gui::ScenarioKind::training));
+    QVERIFY(io::profile_matches(p, s.system.gpu));
+    const hw::RooflineCostModel model(s.system);
+    const GemmTable* g = p.grouped_gemm_table(DType::bf16, 128);
+    QVERIFY(g != nullptr);
+    QVERIFY(w.calibration_view()->select_gemm(QStringLiteral("bf16 x128 experts")));
+    const double peak = s.system.gpu.peak(DType::bf16).value;
+    std::vector<QPointF> measured, modelled;
+    for (size_t i = 0; i < g->tflops.size(); ++i) {
+      const double flops = 2.0 * static_cast<double>(g->m[i]) * static_cast<double>(g->n[i]) * static_cast<double>(g->k[i]) * 128.0;
+      measured.emplace_back(flops, 100 * (g->tflops[i] * 1e12 / peak));
+      modelled.emplace_back(flops, 100 * (flops / model.gemm(g->m[i], g->n[i], g->k[i], DType::bf16, 128).value / peak));
+    }
+    QCOMPARE(w.calibration_view()->gemm_points(QStringLiteral("measured")), measured);
+    QCOMPARE(w.calibration_view()->gemm_points(QStringLiteral("default model")), modelled);
+    QVERIFY(!w.calibration_view()->select_gemm(QStringLiteral("bf16 x64 experts")));
+    QFile::remove(path);
+  }
+
   /// A profile's GEMM efficiencies and collective bus bandwidths against the default model
   /// of the training scenario's system; a profile that does not read shows the CLI's message.
   void calibration_view_charts_a_profile_and_a_bad_ones_error() {
