@@ -281,8 +281,8 @@ const AttentionTable* CalibrationProfile::attention_table(bool backward, bool ca
 CalibrationProfile fit_profile(const std::vector<RawFile>& raws, const std::string& name) {
   CalibrationProfile p;
   p.name = name;
-  std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::vector<double>> gemm;  // dtype,m,n,k -> TFLOP/s
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t>, std::vector<double>> grouped;  // dtype,groups,m,n,k
+  // dtype, groups (0: a plain GEMM), m, n, k -> TFLOP/s
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t>, std::vector<double>> gemm;
   std::map<std::tuple<bool, bool, int64_t, int64_t>, std::vector<double>> attn;    // bwd,causal,d,seq
   std::map<std::tuple<int, int64_t, int64_t>, std::pair<std::vector<double>, std::vector<double>>> coll;
   std::vector<double> bw_large, bw_any, launch;
@@ -296,13 +296,8 @@ CalibrationProfile fit_profile(const std::vector<RawFile>& raws, const std::stri
           // A grouped GEMM's rate belongs to its kernel and the number of experts, not to one
           // m x n x k: one grouped kernel's lines make the grouped tables (a per-expert loop
           // of plain GEMMs is not what a grouped GEMM prices), plain GEMMs the plain table.
-          if (x.batch > 1) {
-            if (x.op != "per_expert_loop")
-              grouped[{static_cast<int>(x.dtype), x.batch, x.m, x.n, x.k}].push_back(x.flops() / x.time_s / 1e12);
-            break;
-          }
-          if (!x.op.empty()) break;
-          gemm[{static_cast<int>(x.dtype), x.m, x.n, x.k}].push_back(x.flops() / x.time_s / 1e12);
+          if (x.batch > 1 ? x.op == "per_expert_loop" : !x.op.empty()) break;
+          gemm[{static_cast<int>(x.dtype), x.batch > 1 ? x.batch : 0, x.m, x.n, x.k}].push_back(x.flops() / x.time_s / 1e12);
           break;
         case RawMeasurement::Kind::attention:
           // Fused kernels only (op names a stand-in otherwise); prefill/training shapes
@@ -326,33 +321,20 @@ CalibrationProfile fit_profile(const std::vector<RawFile>& raws, const std::stri
     }
   }
   for (const auto& [key, vals] : gemm) {
-    const DType d = static_cast<DType>(std::get<0>(key));
-    auto it = std::find_if(p.gemm.begin(), p.gemm.end(), [&](const GemmTable& g) { return g.dtype == d; });
-    if (it == p.gemm.end()) {
-      p.gemm.push_back(GemmTable{});
-      p.gemm.back().dtype = d;
-      it = p.gemm.end() - 1;
-    }
-    it->m.push_back(std::get<1>(key));
-    it->n.push_back(std::get<2>(key));
-    it->k.push_back(std::get<3>(key));
-    it->tflops.push_back(median(vals));
-  }
-  for (GemmTable& t : p.gemm) gemm_leave_one_out(t);
-  for (const auto& [key, vals] : grouped) {
     const auto [dt, groups, m, n, k] = key;
-    GemmTable* t = nullptr;
-    for (auto& g : p.grouped_gemm)
-      if (static_cast<int>(g.dtype) == dt && g.groups == groups) t = &g;
-    if (!t) {
-      p.grouped_gemm.push_back(GemmTable{});
-      t = &p.grouped_gemm.back();
-      t->dtype = static_cast<DType>(dt);
-      t->groups = groups;
+    std::vector<GemmTable>& tables = groups > 0 ? p.grouped_gemm : p.gemm;
+    auto it = std::find_if(tables.begin(), tables.end(),
+                           [&](const GemmTable& g) { return static_cast<int>(g.dtype) == dt && g.groups == groups; });
+    if (it == tables.end()) {
+      tables.push_back(GemmTable{});
+      tables.back().dtype = static_cast<DType>(dt);
+      tables.back().groups = groups;
+      it = tables.end() - 1;
     }
-    t->m.push_back(m), t->n.push_back(n), t->k.push_back(k), t->tflops.push_back(median(vals));
+    it->m.push_back(m), it->n.push_back(n), it->k.push_back(k), it->tflops.push_back(median(vals));
   }
-  for (GemmTable& t : p.grouped_gemm) gemm_leave_one_out(t);
+  for (std::vector<GemmTable>* tables : {&p.gemm, &p.grouped_gemm})
+    for (GemmTable& t : *tables) gemm_leave_one_out(t);
   for (const auto& [key, vals] : attn) {
     auto [bwd, causal, d, s] = key;
     AttentionTable* t = nullptr;

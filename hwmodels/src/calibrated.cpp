@@ -20,15 +20,16 @@ CalOp cal_op(CollectiveKind k) {
 std::optional<double> CalibratedCostModel::gemm_time(int64_t m, int64_t n, int64_t k, DType dtype,
                                                      int64_t batch) const {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return std::nullopt;
-  // A batched GEMM over experts where the profile measured that many in one grouped kernel.
-  if (batch > 1)
-    if (const GemmTable* g = p_.grouped_gemm_table(dtype, batch))
-      if (const auto rate = g->at(m, n, k); rate && *rate > 0)
-        return std::max(2.0 * dbl(m) * dbl(n) * dbl(k) * dbl(batch) / (*rate * 1e12), p_.launch_s.value_or(0.0));
-  const GemmTable* t = p_.gemm_table(dtype);
-  if (!t) return std::nullopt;
-  const auto rate = t->at(m, n, k);
-  if (!rate || *rate <= 0) return std::nullopt;
+  auto rate_in = [&](const GemmTable* t) -> std::optional<double> {
+    if (!t) return std::nullopt;
+    const auto r = t->at(m, n, k);
+    return r && *r > 0 ? r : std::nullopt;
+  };
+  // A batched GEMM over experts where the profile measured that many in one grouped kernel,
+  // else the plain GEMM's rate.
+  auto rate = batch > 1 ? rate_in(p_.grouped_gemm_table(dtype, batch)) : std::nullopt;
+  if (!rate) rate = rate_in(p_.gemm_table(dtype));
+  if (!rate) return std::nullopt;
   const double s = 2.0 * dbl(m) * dbl(n) * dbl(k) * dbl(batch) / (*rate * 1e12);
   return std::max(s, p_.launch_s.value_or(0.0));
 }
