@@ -321,7 +321,9 @@ CalibrationProfile fit_profile(const std::vector<RawFile>& raws, const std::stri
     }
   }
   for (const auto& [key, vals] : gemm) {
-    const auto [dt, groups, m, n, k] = key;
+    // Named copies, not structured bindings: clang before 16 cannot capture those in a lambda.
+    const int dt = std::get<0>(key);
+    const int64_t groups = std::get<1>(key), m = std::get<2>(key), n = std::get<3>(key), k = std::get<4>(key);
     std::vector<GemmTable>& tables = groups > 0 ? p.grouped_gemm : p.gemm;
     auto it = std::find_if(tables.begin(), tables.end(),
                            [&](const GemmTable& g) { return static_cast<int>(g.dtype) == dt && g.groups == groups; });
