@@ -285,6 +285,29 @@ TEST(Gemm, WaveAndDepthFactors) {
   }
 }
 
+// An 8-bit GEMM's tile spends the same fixed time as a 16-bit one (prologue, scales,
+// conversion, the output store) while its K loop runs at the 8-bit peak's ratio to the
+// 16-bit one, so its K0 is gemm_k_half times that ratio (2 on Hopper): eff(K) scales as
+// K/(K+2 K0) against the K its own figure was measured at (the Hopper SXM presets' 8192^3).
+TEST(Gemm, EightBitGemmsCountTheTileFixedTimeInTheirOwnKLoop) {
+  const SystemSpec sys = system_of("h100-sxm5-80gb", 1);
+  const hw::RooflineCostModel cost(sys);
+  const GpuEfficiency& e = sys.gpu.efficiency;
+  const FullWave w = full_wave_shape(sys.gpu);
+  ASSERT_EQ(reference_k(e.gemm_fp8_shape), 8192);
+  const double k0 = e.gemm_k_half.value * sys.gpu.peak(DType::fp8).value / sys.gpu.peak(DType::bf16).value;
+  EXPECT_NEAR(k0, 2.0 * e.gemm_k_half.value, 0.1);  // 1978.9 / 989.4
+  for (int64_t k : {192, 1024, 8192, 65536}) {
+    const double expect = e.gemm_fp8.value * (dbl(k) / (dbl(k) + k0)) / (8192.0 / (8192.0 + k0));
+    expect_rel(cost.gemm_efficiency(w.m, w.n, k, DType::fp8), std::min(expect, 0.97), 1e-12);
+  }
+  // So at short K an FP8 GEMM gains less over bf16 than at long K.
+  auto gain = [&](int64_t k) {
+    return cost.gemm_compute(w.m, w.n, k, DType::bf16).value / cost.gemm_compute(w.m, w.n, k, DType::fp8).value;
+  };
+  EXPECT_LT(gain(192), 0.75 * gain(8192));
+}
+
 // A narrow N takes narrow tiles as a narrow M does (cuBLAS runs the transpose): 128
 // columns fill a 128-wide tile, 32 columns half a 64-wide one, on either architecture.
 // (Without a measured split-K figure, as on the A100: the fixed tiles alone.)

@@ -142,8 +142,13 @@ TEST(Validation, TrainingErrorBounds) {
   // measurements (dgxc2411 7.0% -> 5.7%, signed +4.1% -> -0.8%; mbridge 9.9% -> 8.0%), those
   // already fast further away (llmfoundry 9.0% -> 13.2%, mcore24 6.0% -> 10.9%, nemo2409
   // 6.6% -> 10.3%, nemo 19.5% -> 20.3%): 9.5% -> 11.1%. What those runs pay that a GEMM
-  // does not is still missing.
-  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.112);
+  // does not is still missing. 0.112 -> 0.109 when 8-bit GEMMs counted a tile's fixed time
+  // in their own K loop's units (twice the 16-bit K0 on Hopper; FP8 grouped GEMMs at K = 192
+  // measured no faster than bf16) and the Hopper presets recorded the 8192^3 shape their
+  // large-GEMM rate was measured at: the FP8 runs' short-K GEMMs (weight gradients over a
+  // microbatch's tokens, tensor-parallel projections) read 1-2% slower, 11.1% -> 10.8%
+  // (nemo2409 10.2% -> 9.7%, nemo 20.3% -> 20.1%, dgxc2411 5.7% -> 5.5%).
+  EXPECT_LE(s["step_time_s"]["median_abs_error"].get<double>(), 0.109);
   // p90 0.265 until op-level checkpointing kept torchtitan's odd-numbered matmul outputs
   // (wq, wv, w1, w2) instead of half of every projection: 45% of a Llama block's matmul
   // FLOPs rerun, not 50%, so its selective-recompute runs, already too fast, lost 1-2%.
@@ -193,7 +198,8 @@ TEST(Validation, TrainingErrorBounds) {
       // nemo 0.21 -> 0.20 (20.6% -> 19.5%) when cuDNN's causal attention backward took the
       // causal/non-causal ratio its own benchmark measured (0.86-0.92 at 4K-16K) instead of
       // the forward kernel's: those attention-bound runs read 1-1.5 points slower.
-      {"narayanan21", 0.15}, {"nemo", 0.205}, {"nemo2409", 0.105},
+      // nemo2409 0.105 -> 0.10 with the 8-bit GEMMs' K depth (above).
+      {"narayanan21", 0.15}, {"nemo", 0.205}, {"nemo2409", 0.10},
       // torchtitan 0.17 until its checkpointing kept the matmul outputs its policy names;
       // 0.18 until its 500 W GPUs took the tensor rate measured at that limit.
       {"torchtitan", 0.105}};

@@ -24,10 +24,9 @@ double RooflineCostModel::clock_factor() const {
   return f > 0 ? f : 1.0;
 }
 
-double RooflineCostModel::shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch) const {
+double RooflineCostModel::shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch, double k0) const {
   const GpuSpec& g = sys_.gpu;
   const int64_t sms = std::max(1, g.sm_count);
-  const double k0 = g.efficiency.gemm_k_half.value;
   // One tile configuration: the share of the SMs its tiles (times the K splits) fill in
   // their last wave, the share of each tile holding output, and the K depth of each split.
   // Tiles that leave SMs idle split K over them, up to one wave and at most `split_cap` ways.
@@ -93,10 +92,22 @@ double RooflineCostModel::gemm_efficiency(int64_t m, int64_t n, int64_t k, DType
   // The measured figure is the best over a shape search: cuBLAS ran it with the tile
   // configuration that fills the SMs, so it is taken as the full-wave efficiency and only
   // its K depth is normalised out.
-  const double k0 = e.gemm_k_half.value;
+  //
+  // K depth: a tile spends a fixed time (prologue, epilogue: scales, conversion, the output
+  // store) besides its K loop, so eff(K) = K / (K + K0) with K0 that fixed time in K loop
+  // units; gemm_k_half is K0 measured on 16-bit GEMMs. An 8-bit tensor core runs the K loop
+  // at its peak's ratio to the 16-bit one and leaves the fixed time as it is, so K0 grows by
+  // that ratio (2 on Hopper). Measured: PyTorch's grouped GEMMs at Qwen3-235B-A22B's
+  // tensor-parallel down projection (K = 192, 128 experts, 512-4,096 rows an expert, H100)
+  // run FP8 at 316-381 TFLOP/s and bf16 at 317-390, FP8 gaining nothing, where at K = 1,536
+  // to 7,168 it runs 1.6-1.9x bf16 (data/calibration/raw/h100-torch-probe-grouped.jsonl).
+  const GpuSpec& g = sys_.gpu;
+  const double k0 = e.gemm_k_half.value * (base == &e.gemm_fp8    ? g.peak(DType::fp8).value / g.peak(DType::bf16).value
+                                           : base == &e.gemm_int8 ? g.peak(DType::int8).value / g.peak(DType::bf16).value
+                                                                  : 1.0);
   const double k_ref = (*ref)[2] > 0 ? (*ref)[2] : 16384.0;  // unknown shape: a large-K problem
   const double ref_factor = k_ref / (k_ref + k0);
-  const double eff = base->value * shape_factor(m, n, k, batch) / ref_factor;
+  const double eff = base->value * shape_factor(m, n, k, batch, k0) / ref_factor;
   return std::min(eff, 0.97);
 }
 

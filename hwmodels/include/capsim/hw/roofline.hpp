@@ -67,7 +67,9 @@ class RooflineCostModel final : public CostModel {
   double clock_factor() const;
 
  private:
-  double shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch) const;
+  /// `k0`: the K at which a tile's fixed time equals its K loop (gemm_k_half in the
+  /// dtype's K units, see gemm_efficiency).
+  double shape_factor(int64_t m, int64_t n, int64_t k, int64_t batch, double k0) const;
   /// Seconds to stream `bytes` through HBM at the achievable bandwidth (no launch floor).
   double stream_time(double bytes) const;
   SystemSpec sys_;
