@@ -420,14 +420,51 @@ def kernel_names(out_path, log):
     log("kernel names: %d cases to %s" % (len(result), out_path))
 
 
-def train_clock(seconds, out_path, log):
+class Fp8Linear(torch.autograd.Function):
+    """y = x W^T with both operands cast to FP8 with one dynamic scale a tensor (the
+    tensorwise recipe of torchao's Float8Linear): e4m3 inputs and weights, e5m2 output
+    gradients, the three GEMMs through torch._scaled_mm (bf16 out), the operands transposed
+    where cuBLASLt's FP8 layout asks for it."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        x2 = x.reshape(-1, x.shape[-1])
+        sx = (x2.abs().amax().float() / 448.0).clamp(min=1e-12)
+        sw = (w.abs().amax().float() / 448.0).clamp(min=1e-12)
+        x8 = (x2 / sx).to(torch.float8_e4m3fn)
+        w8 = (w / sw).to(torch.float8_e4m3fn)
+        y = torch._scaled_mm(x8, w8.t(), scale_a=sx, scale_b=sw, out_dtype=torch.bfloat16, use_fast_accum=True)
+        ctx.save_for_backward(x8, w8, sx, sw)
+        ctx.shape = x.shape
+        return y.view(*x.shape[:-1], w.shape[0])
+
+    @staticmethod
+    def backward(ctx, gy):
+        x8, w8, sx, sw = ctx.saved_tensors
+        g2 = gy.reshape(-1, gy.shape[-1])
+        sg = (g2.abs().amax().float() / 57344.0).clamp(min=1e-12)
+        g8 = (g2 / sg).to(torch.float8_e5m2)
+        # input gradient [T, K] = dY [T, N] W [N, K]; weight gradient [N, K] = dY^T [N, T] X [T, K]
+        dx = torch._scaled_mm(g8, w8.t().contiguous().t(), scale_a=sg, scale_b=sw, out_dtype=torch.bfloat16)
+        dw = torch._scaled_mm(g8.t().contiguous(), x8.t().contiguous().t(), scale_a=sg, scale_b=sx,
+                              out_dtype=torch.bfloat16)
+        return dx.view(ctx.shape), dw
+
+
+def train_clock(seconds, out_path, log, dtype="bf16"):
     """A training-like load: forward, backward and AdamW over eight Llama-3-8B-shaped layers
     (hidden 4096, 32 heads, 8 KV heads, SwiGLU 14336, bf16, one 8192-token sequence, causal
     SDPA) for `seconds`, each step timed with events, so that the clock the GPU settles at
-    under a mixed compute/memory load can be read beside nvidia-smi's samples."""
+    under a mixed compute/memory load can be read beside nvidia-smi's samples. With dtype
+    "fp8" the four projections of each layer run their three GEMMs in FP8 (Fp8Linear), as an
+    FP8 training run does: the clock its FP8 tensor cores settle at inside a step, not in a
+    back-to-back burn."""
     torch.manual_seed(0)
     h, heads, kvh, ffn, layers, tokens = 4096, 32, 8, 14336, 8, 8192
     hd = h // heads
+
+    def linear(mod, x):
+        return Fp8Linear.apply(x, mod.weight) if dtype == "fp8" else mod(x)
 
     class Layer(torch.nn.Module):
         def __init__(self):
@@ -440,14 +477,14 @@ def train_clock(seconds, out_path, log):
             self.d = torch.nn.Linear(ffn, h, bias=False)
 
         def forward(self, x):
-            q, k, v = self.qkv(self.n1(x)).split([heads * hd, kvh * hd, kvh * hd], dim=-1)
+            q, k, v = linear(self.qkv, self.n1(x)).split([heads * hd, kvh * hd, kvh * hd], dim=-1)
             q = q.view(1, tokens, heads, hd).transpose(1, 2)
             k = k.view(1, tokens, kvh, hd).transpose(1, 2)
             v = v.view(1, tokens, kvh, hd).transpose(1, 2)
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-            x = x + self.o(a.transpose(1, 2).reshape(1, tokens, h))
-            g, u = self.gu(self.n2(x)).chunk(2, dim=-1)
-            return x + self.d(F.silu(g) * u)
+            x = x + linear(self.o, a.transpose(1, 2).reshape(1, tokens, h))
+            g, u = linear(self.gu, self.n2(x)).chunk(2, dim=-1)
+            return x + linear(self.d, F.silu(g) * u)
 
     model = torch.nn.Sequential(*[Layer() for _ in range(layers)]).cuda().to(torch.bfloat16)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
@@ -468,11 +505,13 @@ def train_clock(seconds, out_path, log):
     half = rates[len(rates) // 2:]
     # Where a step's device time goes: three steps under the profiler, kernels summed by name.
     kernels = kernel_times(step, 3, log, "train-clock")
-    with open(out_path, "w") as f:
-        json.dump({"params": params, "tokens": tokens, "flops_per_step": flops, "steps": steps,
+    tmp = out_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"params": params, "tokens": tokens, "flops_per_step": flops, "dtype": dtype, "steps": steps,
                    "kernels": kernels}, f)
-    log("train-clock: %d steps, first %.0f TFLOP/s, second half median %.0f TFLOP/s (model FLOPs)" %
-        (len(steps), rates[0], statistics.median(half)))
+    os.replace(tmp, out_path)
+    log("train-clock %s: %d steps, first %.0f TFLOP/s, second half median %.0f TFLOP/s (model FLOPs)" %
+        (dtype, len(steps), rates[0], statistics.median(half)))
 
 
 def small_kernels(out_path, log):
@@ -696,7 +735,7 @@ def main():
     ap.add_argument("--budget", type=float, default=330.0, help="seconds after which no new measurement starts")
     ap.add_argument("--burn", type=float, default=20.0, help="seconds of sustained GEMM load for the clock reading")
     ap.add_argument("--only", default="clock,gemm,decode,attention,memory",
-                    help="groups to run: clock, clock-fp8, train-clock, small, names, decode-step, gemm, gemm-more, grouped, decode, "
+                    help="groups to run: clock, clock-fp8, train-clock, train-clock-fp8, small, names, decode-step, gemm, gemm-more, grouped, decode, "
                          "attention, memory")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -730,6 +769,11 @@ def main():
 
     if "train-clock" in only:
         train_clock(args.burn, os.path.splitext(args.out)[0] + "-train-clock.json", log)
+    if "train-clock-fp8" in only:
+        try:
+            train_clock(args.burn, os.path.splitext(args.out)[0] + "-train-clock-fp8.json", log, "fp8")
+        except Exception as ex:  # noqa: BLE001
+            log("train-clock fp8: %s" % str(ex).splitlines()[0][:200])
     if "small" in only:
         small_kernels(os.path.splitext(args.out)[0] + "-small.json", log)
     if "names" in only:
