@@ -13,8 +13,9 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
 smi_pid=$!
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit,memory.total --format=csv
-  timeout 170 $probe -o "$out/probe.jsonl" --only decode-step,grouped --budget 140
   timeout 105 $probe -o "$out/sustained.jsonl" --only clock,clock-fp8,train-clock,train-clock-fp8 --burn 15
+  timeout 70 $probe -o "$out/host.jsonl" --only train-host --budget 55
+  timeout 170 $probe -o "$out/probe.jsonl" --only decode-step,grouped --budget 140
   timeout 110 $probe -o "$out/kernels.jsonl" --only gemm,decode --budget 90
 } > "$out/log.txt" 2>&1
 kill $smi_pid 2>/dev/null

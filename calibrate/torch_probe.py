@@ -451,16 +451,16 @@ class Fp8Linear(torch.autograd.Function):
         return dx.view(ctx.shape), dw
 
 
-def train_clock(seconds, out_path, log, dtype="bf16"):
-    """A training-like load: forward, backward and AdamW over eight Llama-3-8B-shaped layers
-    (hidden 4096, 32 heads, 8 KV heads, SwiGLU 14336, bf16, one 8192-token sequence, causal
-    SDPA) for `seconds`, each step timed with events, so that the clock the GPU settles at
-    under a mixed compute/memory load can be read beside nvidia-smi's samples. With dtype
-    "fp8" the four projections of each layer run their three GEMMs in FP8 (Fp8Linear), as an
-    FP8 training run does: the clock its FP8 tensor cores settle at inside a step, not in a
-    back-to-back burn."""
-    torch.manual_seed(0)
-    h, heads, kvh, ffn, layers, tokens = 4096, 32, 8, 14336, 8, 8192
+LLAMA8B_LAYER = dict(h=4096, heads=32, kvh=8, ffn=14336)
+
+
+def llama_layers(layers, dtype):
+    """`layers` Llama-3-8B-shaped layers (hidden 4096, 32 heads, 8 KV heads, SwiGLU 14336,
+    bf16 weights, causal SDPA over one sequence of however many tokens the input has); with
+    dtype "fp8" the four projections run their three GEMMs in FP8 (Fp8Linear). Returns the
+    model and its FLOPs for a sequence of T tokens: 6 x parameters x T for the matrices and
+    3 x 2 x 2 x T^2/2 x hidden a layer for causal attention."""
+    h, heads, kvh, ffn = (LLAMA8B_LAYER[k] for k in ("h", "heads", "kvh", "ffn"))
     hd = h // heads
 
     def linear(mod, x):
@@ -477,21 +477,34 @@ def train_clock(seconds, out_path, log, dtype="bf16"):
             self.d = torch.nn.Linear(ffn, h, bias=False)
 
         def forward(self, x):
+            t = x.shape[1]
             q, k, v = linear(self.qkv, self.n1(x)).split([heads * hd, kvh * hd, kvh * hd], dim=-1)
-            q = q.view(1, tokens, heads, hd).transpose(1, 2)
-            k = k.view(1, tokens, kvh, hd).transpose(1, 2)
-            v = v.view(1, tokens, kvh, hd).transpose(1, 2)
+            q = q.view(1, t, heads, hd).transpose(1, 2)
+            k = k.view(1, t, kvh, hd).transpose(1, 2)
+            v = v.view(1, t, kvh, hd).transpose(1, 2)
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-            x = x + linear(self.o, a.transpose(1, 2).reshape(1, tokens, h))
+            x = x + linear(self.o, a.transpose(1, 2).reshape(1, t, h))
             g, u = linear(self.gu, self.n2(x)).chunk(2, dim=-1)
             return x + linear(self.d, F.silu(g) * u)
 
     model = torch.nn.Sequential(*[Layer() for _ in range(layers)]).cuda().to(torch.bfloat16)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
-    x = torch.randn(1, tokens, h, device="cuda", dtype=torch.bfloat16)
     params = sum(p.numel() for p in model.parameters())
-    # 6 x parameters x tokens for the matrices, and causal attention: 3 x 2 x 2 x tokens^2/2 x h per layer
-    flops = 6.0 * params * tokens + layers * 6.0 * tokens * tokens * h
+    return model, lambda tokens: 6.0 * params * tokens + layers * 6.0 * tokens * tokens * h
+
+
+def train_clock(seconds, out_path, log, dtype="bf16"):
+    """A training-like load: forward, backward and AdamW over eight Llama-3-8B-shaped layers
+    (llama_layers, one 8192-token sequence) for `seconds`, each step timed with events, so
+    that the clock the GPU settles at under a mixed compute/memory load can be read beside
+    nvidia-smi's samples. With dtype "fp8" the projections run in FP8, as an FP8 training run
+    does: the clock its FP8 tensor cores settle at inside a step, not in a back-to-back burn."""
+    torch.manual_seed(0)
+    layers, tokens = 8, 8192
+    model, flops_of = llama_layers(layers, dtype)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
+    x = torch.randn(1, tokens, LLAMA8B_LAYER["h"], device="cuda", dtype=torch.bfloat16)
+    params = sum(p.numel() for p in model.parameters())
+    flops = flops_of(tokens)
     steps = []
     t_end = time.time() + seconds
     def step():
@@ -512,6 +525,66 @@ def train_clock(seconds, out_path, log, dtype="bf16"):
     os.replace(tmp, out_path)
     log("train-clock %s: %d steps, first %.0f TFLOP/s, second half median %.0f TFLOP/s (model FLOPs)" %
         (dtype, len(steps), rates[0], statistics.median(half)))
+
+
+def train_host(out_path, log, deadline):
+    """Where an eager training step stops being bound by the GPU: the eight-layer loop of
+    train_clock (bf16, then FP8) at 256 to 8,192 tokens a step, each case for about two
+    seconds. Per case: the median step between two events (device time, idle gaps included),
+    the host time the Python call takes to enqueue the step (forward, backward, AdamW,
+    without the final synchronisation) and the summed kernel time from the profiler. Where
+    the step's time stays put as the tokens shrink, the host sets it: that floor over the
+    layers is an eager framework's host time a layer."""
+    result = {"layers": 8, "layer": LLAMA8B_LAYER, "cases": []}
+    for dtype in ("bf16", "fp8"):
+        try:
+            torch.manual_seed(0)
+            model, flops_of = llama_layers(8, dtype)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
+            for tokens in (256, 512, 1024, 2048, 4096, 8192):
+                if time.time() > deadline:
+                    break
+                x = torch.randn(1, tokens, LLAMA8B_LAYER["h"], device="cuda", dtype=torch.bfloat16)
+
+                def step():
+                    model(x).float().square().mean().backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+
+                for _ in range(3):
+                    step()
+                torch.cuda.synchronize()
+                device, host = [], []
+                t_end = time.time() + 2.0
+                while time.time() < t_end:
+                    a = torch.cuda.Event(enable_timing=True)
+                    b = torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    t0 = time.perf_counter()
+                    step()
+                    host.append(time.perf_counter() - t0)
+                    b.record()
+                    b.synchronize()
+                    device.append(a.elapsed_time(b) * 1e-3)
+                kernels = kernel_times(step, 3, log, "train-host")
+                busy = sum(k["us_per_step"] for k in kernels.values()) * 1e-6
+                result["cases"].append({"dtype": dtype, "tokens": tokens, "flops_per_step": flops_of(tokens),
+                                        "steps": len(device), "step_s": statistics.median(device),
+                                        "host_s": statistics.median(host), "kernel_s": busy,
+                                        "kernels_per_step": sum(k["calls_per_step"] for k in kernels.values())})
+                log("train-host %s %d tokens: step %.2f ms, host %.2f ms, kernels %.2f ms" %
+                    (dtype, tokens, statistics.median(device) * 1e3, statistics.median(host) * 1e3, busy * 1e3))
+                x = None
+        except Exception as ex:  # noqa: BLE001
+            log("train-host %s: %s" % (dtype, str(ex).splitlines()[0][:200]))
+        finally:
+            model = opt = None
+            torch.cuda.empty_cache()
+        tmp = out_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(result, f, indent=1)
+        os.replace(tmp, out_path)
+    log("train-host: %d cases to %s" % (len(result["cases"]), out_path))
 
 
 def small_kernels(out_path, log):
@@ -735,7 +808,7 @@ def main():
     ap.add_argument("--budget", type=float, default=330.0, help="seconds after which no new measurement starts")
     ap.add_argument("--burn", type=float, default=20.0, help="seconds of sustained GEMM load for the clock reading")
     ap.add_argument("--only", default="clock,gemm,decode,attention,memory",
-                    help="groups to run: clock, clock-fp8, train-clock, train-clock-fp8, small, names, decode-step, gemm, gemm-more, grouped, decode, "
+                    help="groups to run: clock, clock-fp8, train-clock, train-clock-fp8, train-host, small, names, decode-step, gemm, gemm-more, grouped, decode, "
                          "attention, memory")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -769,6 +842,8 @@ def main():
 
     if "train-clock" in only:
         train_clock(args.burn, os.path.splitext(args.out)[0] + "-train-clock.json", log)
+    if "train-host" in only:
+        train_host(os.path.splitext(args.out)[0] + "-train-host.json", log, deadline)
     if "train-clock-fp8" in only:
         try:
             train_clock(args.burn, os.path.splitext(args.out)[0] + "-train-clock-fp8.json", log, "fp8")
