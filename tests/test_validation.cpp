@@ -413,8 +413,10 @@ TEST(Validation, ServingCasesAllSimulatedWithinRecordedBounds) {
         // P99 median of 24 sits between a case near 20% and one at 36.5%, and the vLLM 0.8.4
         // runs below it (isl1000 on both hosts, early) read 5 points earlier as their decodes
         // lengthen and the prompt steps land elsewhere in the arrival stream.
-        // P50 0.205 -> 0.20 with vLLM V1's host time per sequence (above).
-        {"ttft_mean_ms", 0.125}, {"ttft_p50_ms", 0.20}, {"ttft_p99_ms", 0.30}}},
+        // P50 0.205 -> 0.20 with vLLM V1's host time per sequence (above). P99 0.30 -> 0.29
+        // (29.5% -> 28.5%) when 8-bit GEMMs counted a tile's fixed time in their own K loop:
+        // FP8 prompt steps' short-K GEMMs read slower, the early DeepSeek-R1 TTFTs later.
+        {"ttft_mean_ms", 0.125}, {"ttft_p50_ms", 0.20}, {"ttft_p99_ms", 0.29}}},
   };
   for (const auto& [file, metrics] : bounds)
     for (const auto& [metric, bound] : metrics) {
