@@ -75,6 +75,14 @@ class Writer:
         os.replace(tmp, self.path)
 
 
+def write_json(path, obj):
+    """Write `obj` to `path` atomically (a temporary file beside it, then a rename)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
 def smi(query):
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"],
@@ -415,8 +423,7 @@ def kernel_names(out_path, log):
             result.append({"kind": kind, "dtype": dt, "m": m, "n": n, "k": k, "kernels": names})
         except Exception as e:  # noqa: BLE001
             log("names %s %s m=%d n=%d k=%d: %s" % (kind, dt, m, n, k, str(e).splitlines()[0][:160]))
-    with open(out_path, "w") as f:
-        json.dump(result, f, indent=1)
+    write_json(out_path, result)
     log("kernel names: %d cases to %s" % (len(result), out_path))
 
 
@@ -518,11 +525,8 @@ def train_clock(seconds, out_path, log, dtype="bf16"):
     half = rates[len(rates) // 2:]
     # Where a step's device time goes: three steps under the profiler, kernels summed by name.
     kernels = kernel_times(step, 3, log, "train-clock")
-    tmp = out_path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"params": params, "tokens": tokens, "flops_per_step": flops, "dtype": dtype, "steps": steps,
-                   "kernels": kernels}, f)
-    os.replace(tmp, out_path)
+    write_json(out_path, {"params": params, "tokens": tokens, "flops_per_step": flops, "dtype": dtype,
+                          "steps": steps, "kernels": kernels})
     log("train-clock %s: %d steps, first %.0f TFLOP/s, second half median %.0f TFLOP/s (model FLOPs)" %
         (dtype, len(steps), rates[0], statistics.median(half)))
 
@@ -580,10 +584,7 @@ def train_host(out_path, log, deadline):
         finally:
             model = opt = None
             torch.cuda.empty_cache()
-        tmp = out_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(result, f, indent=1)
-        os.replace(tmp, out_path)
+        write_json(out_path, result)
     log("train-host: %d cases to %s" % (len(result["cases"]), out_path))
 
 
@@ -610,8 +611,7 @@ def small_kernels(out_path, log):
                                    "time_s": statistics.median(ts), "cupti_kernel_s": cupti})
                 except Exception as e:  # noqa: BLE001
                     log("small %s rows=%d: %s" % (name, rows, str(e).splitlines()[0][:160]))
-    with open(out_path, "w") as f:
-        json.dump(result, f, indent=1)
+    write_json(out_path, result)
     log("small kernels: %d cases to %s" % (len(result), out_path))
 
 
@@ -795,10 +795,7 @@ def decode_step(out_path, log, deadline):
         finally:
             kc = vc = None
             torch.cuda.empty_cache()
-        tmp = out_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(result, f, indent=1)
-        os.replace(tmp, out_path)
+        write_json(out_path, result)
     log("decode-step: %d cases to %s" % (len(result["cases"]), out_path))
 
 
