@@ -435,9 +435,14 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
       // backward one); per gradient bucket for the chunk's last backward and first forward
       // when data-parallel communication overlaps them (Megatron-LM buckets of
       // max(40M, 1M x dp) elements, at most one per layer).
-      const double bucket = std::max(40e6, 1e6 * static_cast<double>(groups.dp.size));
+      // The chunk that holds the input embedding ends with the embedding's bucket
+      // (grad_buckets): the last to reduce, the first to gather.
+      const double bucket = dp_bucket_elems(t, groups.dp.size);
+      const GradBuckets eb = grad_buckets(ch.params, ch.embedding_params, bucket, ch.layers);
+      const bool emb = ch.embedding_params > 0;
       const int64_t buckets =
-          std::max<int64_t>(1, std::min<int64_t>(ch.layers, static_cast<int64_t>(std::ceil((ch.params + ch.expert_params) / bucket))));
+          emb ? eb.count
+              : std::max<int64_t>(1, std::min<int64_t>(ch.layers, static_cast<int64_t>(std::ceil((ch.params + ch.expert_params) / bucket))));
       int64_t pieces = 1;
       enum class Comm { none, sharded, reduce, param_gather } comm = Comm::none;
       if (dp_active && fsdp && op.kind != TaskKind::weight_grad) {
@@ -462,14 +467,25 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
         if (k == 0) task.mem_alloc = alloc;
         if (k == pieces - 1) task.mem_free = free;
         const int32_t id = sim.add_task(task);
+        // Under FSDP the unit holding the input embedding is a forward's first gather and a
+        // backward's last reduction: at least the table (analytical_step).
+        const bool edge = emb && ch.embedding_params > ch.params / np &&
+                          ((op.kind == TaskKind::forward && k == 0) || (op.kind == TaskKind::backward && k == pieces - 1));
+        const double unit = edge ? ch.embedding_params : ch.params / np;
+        const double unit_fp8 = ch.params > 0 ? ch.fp8_params * unit / ch.params : 0.0;
         if (comm == Comm::sharded) {
           // Gather this layer's weights, one layer ahead of the compute that needs them.
-          const int32_t ag = dp_task(r, TaskKind::gather, gather(ch.params / np, ch.fp8_params / np, ch.expert_params / np),
+          const int32_t ag = dp_task(r, TaskKind::gather, gather(op.kind == TaskKind::forward ? unit : ch.params / np,
+                                                                 op.kind == TaskKind::forward ? unit_fp8 : ch.fp8_params / np,
+                                                                 ch.expert_params / np),
                                      task.chunk);
           if (prog.size() >= 2) sim.add_edge(prog[prog.size() - 2], ag);
           sim.add_edge(ag, id);
         } else if (comm == Comm::param_gather) {
-          const int32_t ag = dp_task(r, TaskKind::gather, gather(ch.params / np, ch.fp8_params / np, ch.expert_params / np),
+          // The forward gathers the embedding's bucket first.
+          const double dense = emb ? (k == 0 ? eb.last : eb.each) : ch.params / np;
+          const double share = ch.params > 0 ? dense / ch.params : 0.0;
+          const int32_t ag = dp_task(r, TaskKind::gather, gather(dense, ch.fp8_params * share, ch.expert_params / np),
                                      task.chunk);
           sim.add_edge(ag, id);
         }
@@ -477,11 +493,12 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
         prog.push_back(id);
         if (comm == Comm::sharded && op.kind == TaskKind::backward) {
           const int32_t rs = dp_task(r, TaskKind::reduce,
-                                     collective(CollectiveKind::reduce_scatter, g_bytes, ch.params / np, ch.expert_params / np), task.chunk);
+                                     collective(CollectiveKind::reduce_scatter, g_bytes, unit, ch.expert_params / np), task.chunk);
           sim.add_edge(id, rs);
         } else if (comm == Comm::reduce) {
-          double sec = zero == 0 ? collective(CollectiveKind::all_reduce, g_bytes, ch.params / np, ch.expert_params / np)
-                                 : collective(CollectiveKind::reduce_scatter, g_bytes, ch.params / np, ch.expert_params / np);
+          const double dense = emb ? (k == pieces - 1 ? eb.last : eb.each) : ch.params / np;
+          double sec = zero == 0 ? collective(CollectiveKind::all_reduce, g_bytes, dense, ch.expert_params / np)
+                                 : collective(CollectiveKind::reduce_scatter, g_bytes, dense, ch.expert_params / np);
           const int32_t rd = dp_task(r, TaskKind::reduce, sec, task.chunk);
           sim.add_edge(id, rd);
         }

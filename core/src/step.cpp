@@ -625,6 +625,31 @@ double optimizer_step_seconds(const CostModel& cost, const SystemSpec& sys, doub
   return share > 0 ? t / share : t;
 }
 
+double dp_bucket_elems(const TrainingPlan& t, int64_t dp) {
+  // PyTorch FSDP reduces per wrapped unit, a block, and DDP's 25 MB buckets are smaller
+  // than a layer: one bucket a layer either way (the cap in grad_buckets).
+  if (framework_of(t) == Framework::pytorch) return 1.0;
+  return std::max(40e6, 1e6 * dbl(dp));
+}
+
+GradBuckets grad_buckets(double params, double embedding, double bucket_elems, int64_t layers) {
+  GradBuckets b;
+  const double cap = static_cast<double>(std::max<int64_t>(1, layers));
+  embedding = std::clamp(embedding, 0.0, std::max(0.0, params));
+  if (embedding <= 0) {
+    b.count = static_cast<int64_t>(std::max(1.0, std::min(cap, std::ceil(params / bucket_elems))));
+    b.each = b.last = params / static_cast<double>(b.count);
+    return b;
+  }
+  // The layers' parameters fill whole buckets; what is left joins the embedding's.
+  const double others = params - embedding;
+  const double full = std::min(cap, std::floor(others / bucket_elems));
+  b.count = static_cast<int64_t>(full) + 1;
+  b.each = full > 0 ? (full == cap ? others / full : bucket_elems) : 0.0;
+  b.last = params - b.each * full;
+  return b;
+}
+
 double fp8_gemm_weight_params(const LayerParams& lp, int64_t tp) {
   return dbl(lp.attention + lp.dense_mlp + lp.shared_experts) / dbl(tp);
 }
@@ -837,7 +862,10 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.bwd_s += k.emb.bwd - k.emb.wgrad;
       ch.wgrad_s += k.emb.wgrad;
       ch.activation_bytes += emb_act;
-      if (!lora) ch.params += dbl(m.vocab * m.hidden) / dbl(t.tp) + dbl(input_embedding_params(m) - m.vocab * m.hidden);
+      if (!lora) {
+        ch.embedding_params = dbl(m.vocab * m.hidden) / dbl(t.tp) + dbl(input_embedding_params(m) - m.vocab * m.hidden);
+        ch.params += ch.embedding_params;
+      }
     }
     if (j == stages - 1) {
       ch.fwd_s += k.head.fwd;
@@ -927,7 +955,8 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   double worst = -1, worst_key = -1, sum_stage = 0;
   struct StageTime {
     double fwd, bwd, compute, recompute, tp, cp, ep, tp_total, cp_total, ep_total, params, fp8_params, wgrad, cp_slowed, ep_slowed;
-  } crit{};
+    double embedding;  ///< of `params`, the input embedding's (the first stage's)
+  } crit{}, first{};
   for (int64_t r = 0; r < t.pp; ++r) {
     StageTime st{};
     double params = 0;
@@ -963,7 +992,8 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       st.bwd += emb.bwd;
       st.compute += emb.fwd + emb.bwd;
       // The token embedding (vocab-parallel) and any replicated position table.
-      params += dbl(m.vocab * m.hidden) / dbl(t.tp) + dbl(input_embedding_params(m) - m.vocab * m.hidden);
+      st.embedding = dbl(m.vocab * m.hidden) / dbl(t.tp) + dbl(input_embedding_params(m) - m.vocab * m.hidden);
+      params += st.embedding;
     }
     if (r == t.pp - 1 || (dual && r == 0)) {
       st.fwd += head.fwd;
@@ -989,6 +1019,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       }
     }
     st.params = params;
+    if (r == 0) first = st;
     const double p2p = blocking_p2p ? pc_p2p * ((r < t.pp - 1 ? 1.0 : 0.0) + (r > 0 ? 1.0 : 0.0)) : 0.0;
     const double total = st.fwd + st.bwd + p2p;
     sum_stage += total;
@@ -1094,6 +1125,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   // behind the compute they overlap with.
   struct DpCost {
     double ag = 0, rs = 0;                // ZeRO-3: per layer, per microbatch
+    double ag_first = 0, rs_last = 0;     // ZeRO-3: the first unit gathered, the last reduced
     double grads = 0, gather = 0, last = 0;  // ZeRO 0-2: per step
   } dp;
   // SM share of the collectives, weighted by their time (nccl_sm_share).
@@ -1103,49 +1135,92 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     dp_time += seconds;
   };
   const double stage_layers = std::max(1.0, dbl(crit_rank.layers()));
-  // Buckets per chunk as the discrete-event engine splits them.
-  const double bucket_elems = std::max(40e6, 1e6 * dbl(c.g.dp.size));
+  // Buckets per chunk as the discrete-event engine splits them (dp_bucket_elems).
+  const double bucket_elems = dp_bucket_elems(t, c.g.dp.size);
   const double chunk_params = (dense_params + expert_params) / dbl(vpp);
   const double chunk_layers = std::max(1.0, std::floor(stage_layers / dbl(vpp)));
   const int64_t dp_buckets =
       vpp * std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(chunk_layers),
                                                    static_cast<int64_t>(std::ceil(chunk_params / bucket_elems))));
+  // One collective per bucket: an all-reduce (ZeRO 0) or a reduce-scatter of the gradients
+  // and an all-gather of the parameters (ZeRO 1-2), for one bucket of `params` parameters
+  // (`ag` 0 under ZeRO 0).
+  auto bucket_seconds = [&](double params, double gather_bytes, const Group& grp, double& rs, double& ag) {
+    if (zero == 0) {
+      rs = cost.collective(CollectiveKind::all_reduce, Bytes(params * g_bytes), grp).value;
+      ag = 0;
+    } else {
+      rs = cost.collective(CollectiveKind::reduce_scatter, Bytes(params * g_bytes), grp).value;
+      ag = cost.collective(CollectiveKind::all_gather, Bytes(params * gather_bytes), grp).value;
+    }
+  };
   // Bytes a parameter moves in the parameter all-gathers: 16-bit, FP8 weights one byte.
-  auto dp_group_cost = [&](double params, double gather_bytes, const Group& grp) {
+  // `embedding`: of `params`, the input embedding's (in the stage's first chunk).
+  double last_bucket = 0;  // parameters of the critical stage's largest last bucket
+  auto dp_group_cost = [&](double params, double gather_bytes, const Group& grp, double embedding) {
     if (grp.size <= 1 || params <= 0) return;
     if (zero >= 3) {
       // ZeRO-3 / FSDP: every microbatch gathers each layer's weights for forward and
       // backward and reduce-scatters its gradients, prefetched behind layer compute.
+      // The unit that holds the input embedding is the forward's first gather and the
+      // backward's last reduction (torchtitan shards the token embedding with the model's
+      // root up to July 2025 and as a unit of its own since, pytorch/torchtitan #1094;
+      // llm-foundry's FSDP wraps each block, the embedding stays in the root): at least
+      // the table, where that is more than a layer.
       const double layer = params / stage_layers;
+      const double edge = std::max(layer, embedding);
       const double ag = cost.collective(CollectiveKind::all_gather, Bytes(layer * gather_bytes), grp).value;
       const double rs = cost.collective(CollectiveKind::reduce_scatter, Bytes(layer * g_bytes), grp).value;
       dp.ag += ag;
       dp.rs += rs;
+      dp.ag_first += edge > layer ? cost.collective(CollectiveKind::all_gather, Bytes(edge * gather_bytes), grp).value : ag;
+      dp.rs_last += edge > layer ? cost.collective(CollectiveKind::reduce_scatter, Bytes(edge * g_bytes), grp).value : rs;
       weigh(2.0 * ag, grp, layer * gather_bytes);
       weigh(rs, grp, layer * g_bytes);
       return;
     }
     // Megatron-LM DDP buckets of max(40M, 1M x dp) elements (at most one per layer), each
-    // its own collective; the last one cannot overlap.
-    const double piece = params / dbl(dp_buckets);
-    if (zero == 0) {
-      const double one = cost.collective(CollectiveKind::all_reduce, Bytes(piece * g_bytes), grp).value;
-      dp.grads += one * dbl(dp_buckets);
-      dp.last += one;
-      weigh(one, grp, piece * g_bytes);
-    } else {
-      const double rs = cost.collective(CollectiveKind::reduce_scatter, Bytes(piece * g_bytes), grp).value;
-      const double ag = cost.collective(CollectiveKind::all_gather, Bytes(piece * gather_bytes), grp).value;
-      dp.grads += rs * dbl(dp_buckets);
-      dp.gather += ag * dbl(dp_buckets);
-      dp.last += rs + ag;
-      weigh(rs, grp, piece * g_bytes);
-      weigh(ag, grp, piece * gather_bytes);
+    // its own collective; the last one cannot overlap. The chunk holding the input
+    // embedding ends with the embedding's bucket (grad_buckets).
+    auto add = [&](double bucket, double n) {
+      double rs = 0, ag = 0;
+      bucket_seconds(bucket, gather_bytes, grp, rs, ag);
+      dp.grads += rs * n;
+      dp.gather += ag * n;
+      weigh(rs * n, grp, bucket * g_bytes);
+      if (ag > 0) weigh(ag * n, grp, bucket * gather_bytes);
+      return rs + ag;
+    };
+    if (embedding <= 0) {
+      last_bucket = std::max(last_bucket, params / dbl(dp_buckets));
+      dp.last += add(params / dbl(dp_buckets), dbl(dp_buckets));
+      return;
     }
+    const double others = (params - embedding) / dbl(vpp);
+    const int64_t per_chunk = dp_buckets / vpp;
+    if (vpp > 1) add(others / dbl(per_chunk), dbl((vpp - 1) * per_chunk));
+    const GradBuckets b = grad_buckets(others + embedding, embedding, bucket_elems, static_cast<int64_t>(chunk_layers));
+    if (b.count > 1) add(b.each, dbl(b.count - 1));
+    last_bucket = std::max(last_bucket, b.last);
+    dp.last += add(b.last, 1.0);
   };
+  const double crit_embedding = trains_adapters(t.mode) ? 0.0 : crit.embedding;
   dp_group_cost(dense_params, dense_params > 0 ? param_gather_bytes(fp8, dense_params, crit.fp8_params, 0.0) / dense_params : 2.0,
-                c.g.dp);
-  dp_group_cost(expert_params, fp8 ? 1.0 : 2.0, c.g.dp_expert);
+                c.g.dp, crit_embedding);
+  dp_group_cost(expert_params, fp8 ? 1.0 : 2.0, c.g.dp_expert, 0.0);
+  if (zero < 3 && c.g.dp.size > 1 && crit_embedding <= 0 && !trains_adapters(t.mode) && first.embedding > 0) {
+    // The first stage's last bucket, the embedding's, reduces after the pipeline's last
+    // backward whichever stage is the slowest.
+    const double gather_bytes =
+        first.params > 0 ? param_gather_bytes(fp8, first.params, first.fp8_params, 0.0) / first.params : 2.0;
+    const GradBuckets b = grad_buckets((first.params - first.embedding) / dbl(vpp) + first.embedding, first.embedding,
+                                       bucket_elems, static_cast<int64_t>(chunk_layers));
+    if (b.last > last_bucket) {
+      double rs = 0, ag = 0;
+      bucket_seconds(b.last, gather_bytes, c.g.dp, rs, ag);
+      dp.last = std::max(dp.last, rs + ag);
+    }
+  }
   double dp_total = 0, dp_exposed = 0;
   if (zero >= 3 && t.pp > 1) {
     // Under pipeline parallelism the stage's parameters stay gathered across microbatches
@@ -1153,10 +1228,11 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     // forward, one reduce-scatter behind the last backward.
     const double gather = stage_layers * dp.ag, reduce = stage_layers * dp.rs;
     dp_total = gather + reduce;
-    dp_exposed = opt.overlap_dp ? std::max(dp.ag, gather - crit.fwd) + std::max(dp.rs, reduce - crit.bwd) : dp_total;
+    dp_exposed = opt.overlap_dp ? std::max(dp.ag_first, gather - crit.fwd) + std::max(dp.rs_last, reduce - crit.bwd) : dp_total;
   } else if (zero >= 3) {
     const double lf = crit.fwd / stage_layers, lb = crit.bwd / stage_layers;
-    const double per_mb = stage_layers * (std::max(0.0, dp.ag - lf) + std::max(0.0, dp.ag + dp.rs - lb)) + dp.ag + dp.rs;
+    const double per_mb =
+        stage_layers * (std::max(0.0, dp.ag - lf) + std::max(0.0, dp.ag + dp.rs - lb)) + dp.ag_first + dp.rs_last;
     dp_total = dbl(mb) * stage_layers * (2.0 * dp.ag + dp.rs);
     dp_exposed = opt.overlap_dp ? dbl(mb) * per_mb : dp_total;
   } else {

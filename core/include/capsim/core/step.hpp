@@ -100,6 +100,7 @@ struct ChunkCost {
   double params = 0;         ///< dense parameters on this GPU
   double expert_params = 0;  ///< routed-expert parameters on this GPU
   double fp8_params = 0;     ///< of `params`, the GEMM weights kept in FP8 (fp8_params())
+  double embedding_params = 0;  ///< of `params`, the input embedding's (GradBuckets)
   /// Seconds to cast this chunk's fp8 GEMM weights once per step (Transformer Engine).
   double weight_cast_s = 0;
   int64_t layers = 0;
@@ -158,6 +159,27 @@ double optimizer_traffic(Optimizer o, bool bf16_moments = false);
 /// (GpuEfficiency::optimizer_stream; the stream rate where none is measured).
 double optimizer_step_seconds(const CostModel& cost, const SystemSpec& sys, double params, Optimizer o,
                               bool bf16_moments);
+
+/// Data-parallel buckets of one model chunk's dense parameters, as Megatron-Core lays them
+/// out (megatron/core/distributed/param_and_grad_buffer.py, core_r0.8.0 to main): the
+/// parameters in reverse order of the model's, a bucket closed once it holds
+/// `bucket_elems` or more, a parameter never split between two. The input embedding is
+/// a model's first parameter, so it lands whole in the last bucket, with what the layers
+/// left below the bucket size: the last gradients the backward makes (the embedding's
+/// backward is its last operation), so the one reduction nothing hides, and the first
+/// bucket the next forward gathers (the distributed optimizer starts that all-gather just
+/// before the forward, distrib_optimizer.py zero_grad). PyTorch DDP and DeepSpeed keep a
+/// tensor whole in a bucket too. At most one bucket a layer otherwise (as before).
+struct GradBuckets {
+  int64_t count = 1;  ///< buckets in all
+  double each = 0;    ///< parameters of each bucket but the last
+  double last = 0;    ///< parameters of the last bucket to reduce (the first to gather)
+};
+GradBuckets grad_buckets(double params, double embedding, double bucket_elems, int64_t layers);
+/// Elements a data-parallel bucket closes at: Megatron-Core's max(40M, 1M x dp)
+/// (distributed_data_parallel_config.py bucket_size default); one layer's (a wrapped
+/// FSDP unit) under PyTorch.
+double dp_bucket_elems(const TrainingPlan& t, int64_t dp);
 
 /// Bytes Transformer Engine moves to cast one layer's fp8 GEMM weights (on this GPU) once
 /// per step; 0 unless the plan trains in fp8 with Megatron-LM conventions.
