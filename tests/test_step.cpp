@@ -2556,7 +2556,7 @@ TEST(DataParallel, TheEmbeddingsBucketStaysExposed) {
   const double e = dbl(m.vocab * m.hidden);
   const double tail = cost.collective(CollectiveKind::reduce_scatter, Bytes(e * grad_bytes(t)), dp).value +
                       cost.collective(CollectiveKind::all_gather, Bytes(e * 2.0), dp).value;
-  ASSERT_LT(a.total_dp_s - a.exposed_dp_s, a.microbatch_s * 8);  // the rest is hidden
+  ASSERT_GT(a.total_dp_s - a.exposed_dp_s, tail);  // the other buckets hide behind the backward
   EXPECT_GE(a.exposed_dp_s, tail);
   const DesStep d = des_step(m, sys, t, cost);
   EXPECT_NEAR(d.step.step_s / a.step_s, 1.0, 0.0125);
