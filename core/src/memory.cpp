@@ -224,7 +224,7 @@ void training_memory(const ModelSpec& m, const SystemSpec& sys, const TrainingPl
     const bool dual = t.schedule == Schedule::dualpipe;
     const bool first = r == 0 || (dual && r == t.pp - 1), last = r == t.pp - 1 || (dual && r == 0);
     if (first) {
-      dense += dbl(m.vocab * m.hidden) / tp + dbl(input_embedding_params(m) - m.vocab * m.hidden);
+      dense += input_embedding_params_per_rank(m, tp);
       act_total += mv->embedding;
       if (r == 0) act_own += mv->embedding;
     }
@@ -389,7 +389,7 @@ InferenceMemory inference_memory(const ModelSpec& m, const SystemSpec& sys, cons
   expert /= pp;
   // The first stage holds the embedding (vocabulary rows over tp, positions replicated),
   // the last the final norm and head; the largest stage is what must fit.
-  const double first = dbl(m.vocab * m.hidden) / tp + dbl(input_embedding_params(m) - m.vocab * m.hidden);
+  const double first = input_embedding_params_per_rank(m, tp);
   const double last = dbl(output_head_params(m)) / tp + dbl(final_norm_params(m));
   dense += p.pp == 1 ? first + last : std::max(first, last);
   out.weights_bytes = (dense + expert) * wb;

@@ -135,6 +135,10 @@ int64_t input_embedding_params(const ModelSpec& m) {
   return m.vocab * m.hidden + (m.learned_positions ? m.max_position * m.hidden : 0);
 }
 
+double input_embedding_params_per_rank(const ModelSpec& m, double tp) {
+  return static_cast<double>(m.vocab * m.hidden) / tp + static_cast<double>(input_embedding_params(m) - m.vocab * m.hidden);
+}
+
 int64_t final_norm_params(const ModelSpec& m) { return norm_params(m, m.hidden); }
 
 int64_t output_head_params(const ModelSpec& m) {

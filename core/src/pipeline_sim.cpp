@@ -438,11 +438,10 @@ DesStep simulate_pipeline(const PipelineCosts& pc, const SystemSpec& sys, const 
       // The chunk that holds the input embedding ends with the embedding's bucket
       // (grad_buckets): the last to reduce, the first to gather.
       const double bucket = dp_bucket_elems(t, groups.dp.size);
-      const GradBuckets eb = grad_buckets(ch.params, ch.embedding_params, bucket, ch.layers);
       const bool emb = ch.embedding_params > 0;
-      const int64_t buckets =
-          emb ? eb.count
-              : std::max<int64_t>(1, std::min<int64_t>(ch.layers, static_cast<int64_t>(std::ceil((ch.params + ch.expert_params) / bucket))));
+      const GradBuckets eb = emb ? grad_buckets(ch.params, ch.embedding_params, bucket, ch.layers)
+                                 : grad_buckets(ch.params + ch.expert_params, 0.0, bucket, ch.layers);
+      const int64_t buckets = eb.count;
       int64_t pieces = 1;
       enum class Comm { none, sharded, reduce, param_gather } comm = Comm::none;
       if (dp_active && fsdp && op.kind != TaskKind::weight_grad) {

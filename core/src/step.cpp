@@ -863,7 +863,7 @@ PipelineCosts pipeline_costs(const ModelSpec& m, const SystemSpec& sys, const Tr
       ch.wgrad_s += k.emb.wgrad;
       ch.activation_bytes += emb_act;
       if (!lora) {
-        ch.embedding_params = dbl(m.vocab * m.hidden) / dbl(t.tp) + dbl(input_embedding_params(m) - m.vocab * m.hidden);
+        ch.embedding_params = input_embedding_params_per_rank(m, dbl(t.tp));
         ch.params += ch.embedding_params;
       }
     }
@@ -992,7 +992,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
       st.bwd += emb.bwd;
       st.compute += emb.fwd + emb.bwd;
       // The token embedding (vocab-parallel) and any replicated position table.
-      st.embedding = dbl(m.vocab * m.hidden) / dbl(t.tp) + dbl(input_embedding_params(m) - m.vocab * m.hidden);
+      st.embedding = input_embedding_params_per_rank(m, dbl(t.tp));
       params += st.embedding;
     }
     if (r == t.pp - 1 || (dual && r == 0)) {
@@ -1139,9 +1139,7 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
   const double bucket_elems = dp_bucket_elems(t, c.g.dp.size);
   const double chunk_params = (dense_params + expert_params) / dbl(vpp);
   const double chunk_layers = std::max(1.0, std::floor(stage_layers / dbl(vpp)));
-  const int64_t dp_buckets =
-      vpp * std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(chunk_layers),
-                                                   static_cast<int64_t>(std::ceil(chunk_params / bucket_elems))));
+  const int64_t dp_buckets = vpp * grad_buckets(chunk_params, 0.0, bucket_elems, static_cast<int64_t>(chunk_layers)).count;
   // One collective per bucket: an all-reduce (ZeRO 0) or a reduce-scatter of the gradients
   // and an all-gather of the parameters (ZeRO 1-2), for one bucket of `params` parameters
   // (`ag` 0 under ZeRO 0).
@@ -1204,20 +1202,21 @@ StepBreakdown analytical_step(const ModelSpec& m, const SystemSpec& sys, const T
     last_bucket = std::max(last_bucket, b.last);
     dp.last += add(b.last, 1.0);
   };
+  // Bytes a dense parameter moves in the all-gathers, its FP8 weights one.
+  auto dense_gather_bytes = [&](double params, double fp8_params) {
+    return params > 0 ? param_gather_bytes(fp8, params, fp8_params, 0.0) / params : 2.0;
+  };
   const double crit_embedding = trains_adapters(t.mode) ? 0.0 : crit.embedding;
-  dp_group_cost(dense_params, dense_params > 0 ? param_gather_bytes(fp8, dense_params, crit.fp8_params, 0.0) / dense_params : 2.0,
-                c.g.dp, crit_embedding);
+  dp_group_cost(dense_params, dense_gather_bytes(dense_params, crit.fp8_params), c.g.dp, crit_embedding);
   dp_group_cost(expert_params, fp8 ? 1.0 : 2.0, c.g.dp_expert, 0.0);
   if (zero < 3 && c.g.dp.size > 1 && crit_embedding <= 0 && !trains_adapters(t.mode) && first.embedding > 0) {
     // The first stage's last bucket, the embedding's, reduces after the pipeline's last
     // backward whichever stage is the slowest.
-    const double gather_bytes =
-        first.params > 0 ? param_gather_bytes(fp8, first.params, first.fp8_params, 0.0) / first.params : 2.0;
     const GradBuckets b = grad_buckets((first.params - first.embedding) / dbl(vpp) + first.embedding, first.embedding,
                                        bucket_elems, static_cast<int64_t>(chunk_layers));
     if (b.last > last_bucket) {
       double rs = 0, ag = 0;
-      bucket_seconds(b.last, gather_bytes, c.g.dp, rs, ag);
+      bucket_seconds(b.last, dense_gather_bytes(first.params, first.fp8_params), c.g.dp, rs, ag);
       dp.last = std::max(dp.last, rs + ag);
     }
   }

@@ -167,6 +167,9 @@ struct LayerParams {
 LayerParams layer_params(const ModelSpec& m, int64_t layer);
 /// Input embedding rows plus the learned position table (if any).
 int64_t input_embedding_params(const ModelSpec& m);
+/// The same on one tensor-parallel rank: the vocabulary rows split over `tp`, the position
+/// table replicated.
+double input_embedding_params_per_rank(const ModelSpec& m, double tp);
 /// Output head (0 when tied) plus the final norm.
 int64_t output_head_params(const ModelSpec& m);
 int64_t final_norm_params(const ModelSpec& m);
