@@ -527,6 +527,52 @@ TEST(PostTrain, AutoKeysResolveFromTheCaseOrTheDefaults) {
 
 }
 
+// "auto" one level down (SCHEMA.md: any unpublished field): a rollout engine knob, the
+// engine itself, one role of rl.models, one pool of rl.gpus, the response's mean or max.
+TEST(PostTrain, AutoMembersResolveAsTheirBlocksDo) {
+  const Scenario given = read(rl_case(kColocated));
+  json c = rl_case(kColocated);
+  c["training"]["rl"]["rollout"]["engine"]["gpu_memory_utilization"] = "auto";
+  EXPECT_FALSE(read(c).rl->rollout.engine.gpu_memory_utilization.has_value());
+  c["training"]["rl"]["rollout"]["engine"] = "auto";
+  json whole = rl_case(kColocated);
+  whole["training"]["rl"]["rollout"] = "auto";
+  EXPECT_EQ(read(c).rl->rollout.profile.id, read(whole).rl->rollout.profile.id);
+
+  c = rl_case(kColocated);
+  for (const char* role : {"actor", "critic", "reward", "reference"}) c["training"]["rl"]["models"][role] = "auto";
+  const Scenario m = read(c);
+  EXPECT_EQ(m.rl->reward, given.rl->reward);
+  EXPECT_EQ(m.rl->reference, given.rl->reference);
+  EXPECT_EQ(m.rl->critic.kind, RlModel::Kind::none);  // GRPO has no critic
+
+  // Colocated: a pool left "auto" is every GPU; split: the GPUs the stated pool leaves.
+  c = rl_case(kColocated);
+  c["training"]["rl"]["gpus"]["rollout"] = "auto";
+  EXPECT_EQ(read(c).rl->rollout_gpus, 16);
+  c = rl_case(kSplit);
+  c["training"]["rl"]["gpus"]["train"] = "auto";
+  const Scenario sp = read(c);
+  EXPECT_EQ(sp.rl->train_gpus, 8);
+  EXPECT_EQ(sp.rl->rollout_gpus, 8);
+  c["training"]["rl"]["gpus"]["rollout"] = 16;
+  expect_issue(c, "/training/rl/gpus", "split pools: the stated pool leaves no GPU to the one left \"auto\"");
+
+  // A stated longest response with its mean unpublished: half of it, spread below it.
+  c = rl_case(kColocated);
+  c["training"]["rl"]["response_tokens"] = {{"mean", "auto"}, {"max", 1000}};
+  c["training"]["rl"].erase("max_total_tokens");
+  const Scenario r = read(c);
+  EXPECT_DOUBLE_EQ(r.rl->response_mean, 500.0);
+  EXPECT_DOUBLE_EQ(rl_response_cap(*r.rl), 1000.0);
+  EXPECT_FALSE(r.rl->response_fixed);
+  // A stated mean with its longest unpublished: the room seq_len leaves the prompt.
+  c["training"]["rl"]["response_tokens"] = {{"mean", 300}, {"max", "auto"}};
+  const Scenario x = read(c);
+  EXPECT_DOUBLE_EQ(x.rl->response_mean, 300.0);
+  EXPECT_DOUBLE_EQ(rl_response_cap(*x.rl), static_cast<double>(given.training->seq_len) - rl_prompt_tokens(*x.rl));
+}
+
 // Split pools left "auto": the update layout sizes the training pool where the case states
 // it, the rollout pool taking the rest; where it does not, the evaluation takes the fastest
 // of the splits NeMo RL can run (whole nodes for generation on several nodes, GPUs on one).

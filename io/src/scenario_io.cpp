@@ -116,11 +116,9 @@ void read_rl_engine(const json& e, const std::string& ptr, InferencePlan& p, Eng
   std::string name, version;
   er.string("name", name, true);
   er.string("version", version);
-  double u = 0;
-  if (er.number("gpu_memory_utilization", u, false, 0)) {
-    if (u <= 0 || u > 1) issues.push_back({er.at("gpu_memory_utilization"), brief(e["gpu_memory_utilization"]), "must be in (0, 1]", {}});
-    else p.engine.gpu_memory_utilization = u;
-  }
+  // "auto" (not published) leaves the engine's default, as under inference.engine.
+  std::optional<double> u;
+  if (er.fraction_or_auto("gpu_memory_utilization", u) && u) p.engine.gpu_memory_utilization = u;
   std::optional<int64_t> v;
   if (er.integer_or_auto("max_num_seqs", v) && v) p.engine.max_num_seqs = v;
   v.reset();
@@ -177,7 +175,7 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool 
       issues.push_back({r.at("prompt_tokens"), brief(*pt), "must be a number >= 1, {\"mean\": m} or \"auto\"", {}});
     }
   }
-  bool response_auto = false;
+  bool response_auto = false, response_max_auto = false;
   if (const json* rt = r.get("response_tokens")) {
     if (left_auto("response_tokens")) {
       response_auto = true;  // resolved below, once the cap is known
@@ -186,12 +184,21 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool 
       rl.response_fixed = true;
     } else if (rt->is_object()) {
       ObjectReader rr(*rt, r.at("response_tokens"), issues);
-      rr.number("mean", rl.response_mean, true, 1);
+      // An unpublished mean: as response_tokens "auto", half the longest response (below).
+      if (rr.left_auto("mean")) {
+        response_auto = true;
+        rl.auto_keys.emplace_back("response_tokens.mean");
+      }
+      else rr.number("mean", rl.response_mean, true, 1);
       std::string dist;
       if (rr.choice("dist", dist, {"fixed", "exponential"})) rl.response_fixed = dist == "fixed";
-      rr.number("max", rl.response_max, !rl.response_fixed && !v.contains("max_total_tokens"), 1);
+      // An unpublished longest response is the cap's (max_total_tokens, else seq_len).
+      response_max_auto = rr.left_auto("max");
+      if (response_max_auto) rl.auto_keys.emplace_back("response_tokens.max");
+      if (!response_max_auto)
+        rr.number("max", rl.response_max, !rl.response_fixed && !v.contains("max_total_tokens"), 1);
       rr.finish();
-      if (rl.response_max > 0 && rl.response_mean > rl.response_max)
+      if (!response_auto && rl.response_max > 0 && rl.response_mean > rl.response_max)
         issues.push_back({r.at("response_tokens"), brief(*rt), "mean must not exceed max", {}});
     } else {
       issues.push_back({r.at("response_tokens"), brief(*rt), "must be a number >= 1, {\"mean\", \"max\"} or \"auto\"", {}});
@@ -202,12 +209,16 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool 
   // The case's seq_len is the longest prompt + response (SCHEMA.md, `training.mode`).
   if (left_auto("max_total_tokens")) rl.max_total_tokens = t.seq_len;
   else r.integer("max_total_tokens", rl.max_total_tokens);
+  if (response_max_auto && rl.max_total_tokens == 0)
+    rl.response_max = std::max(1.0, static_cast<double>(t.seq_len) - rl_prompt_tokens(rl));
   if (response_auto) {
     // Nothing but the cap is known: the mean of the maximum-entropy law on [0, cap], half
     // the cap, spread as a response of a given mean is (rl_response_scale).
     const double total = static_cast<double>(rl.max_total_tokens > 0 ? rl.max_total_tokens : t.seq_len);
-    rl.response_mean = std::max(1.0, (total - rl_prompt_tokens(rl)) / 2.0);
-    if (rl.max_total_tokens == 0) rl.response_max = std::max(1.0, total - rl_prompt_tokens(rl));
+    if (rl.max_total_tokens == 0 && rl.response_max <= 0) rl.response_max = std::max(1.0, total - rl_prompt_tokens(rl));
+    const double cap = rl_response_cap(rl);
+    rl.response_mean = std::max(1.0, (cap > 0 ? cap : total - rl_prompt_tokens(rl)) / 2.0);
+    rl.response_fixed = false;
   }
   if (!left_auto("ppo_epochs")) r.integer("ppo_epochs", rl.ppo_epochs);
   r.integer_or_auto("mini_batches", rl.mini_batches);
@@ -216,8 +227,14 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool 
   if (!placement_auto && r.choice("placement", s, {"colocated", "split"}, true))
     rl.placement = s == "split" ? RlSpec::Placement::split : RlSpec::Placement::colocated;
   const json* g = r.get("gpus");
-  const bool gpus_auto = left_auto("gpus");
-  if (placement_auto && g && g->is_object() && !gpus_auto) {
+  // Pools whose sizes the source left "auto" are the whole object's "auto"; one stated
+  // beside an "auto" sizes the other (below, once the placement is known).
+  const auto member_auto = [&](const char* k) {
+    return g && g->is_object() && g->contains(k) && (*g)[k].is_string() && (*g)[k] == "auto";
+  };
+  const bool rollout_member_auto = member_auto("rollout"), train_member_auto = member_auto("train");
+  const bool gpus_auto = left_auto("gpus") || (rollout_member_auto && train_member_auto);
+  if (placement_auto && g && g->is_object() && !gpus_auto && !rollout_member_auto && !train_member_auto) {
     // The pools say it: both roles on every GPU, or two pools that add up to them.
     const json* ro = g->contains("rollout") ? &(*g)["rollout"] : nullptr;
     const json* tr = g->contains("train") ? &(*g)["train"] : nullptr;
@@ -258,8 +275,30 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool 
     issues.push_back({r.at("gpus"), brief(*g), "must be an object", {}});
   } else {
     ObjectReader gr(*g, r.at("gpus"), issues);
-    const bool rollout_ok = gr.integer("rollout", rl.rollout_gpus, true);
-    gpus_ok = gr.integer("train", rl.train_gpus, true) && rollout_ok;
+    // One pool "auto": colocated roles share every GPU; split pools take the rest.
+    const auto other = [&](int64_t stated) {
+      return rl.placement == RlSpec::Placement::colocated ? num_gpus : num_gpus - stated;
+    };
+    bool rollout_ok = false;
+    if (rollout_member_auto) {
+      rl.auto_keys.emplace_back("gpus.rollout");
+      gr.allow("rollout");
+      gpus_ok = gr.integer("train", rl.train_gpus, true);
+      rl.rollout_gpus = other(rl.train_gpus);
+      rollout_ok = true;
+    } else if (train_member_auto) {
+      rl.auto_keys.emplace_back("gpus.train");
+      gr.allow("train");
+      rollout_ok = gr.integer("rollout", rl.rollout_gpus, true);
+      rl.train_gpus = other(rl.rollout_gpus);
+      gpus_ok = rollout_ok;
+    } else {
+      rollout_ok = gr.integer("rollout", rl.rollout_gpus, true);
+      gpus_ok = gr.integer("train", rl.train_gpus, true) && rollout_ok;
+    }
+    if (gpus_ok && (rl.rollout_gpus < 1 || rl.train_gpus < 1))
+      issues.push_back({r.at("gpus"), brief(*g), "split pools: the stated pool leaves no GPU to the one left \"auto\"",
+                        "state both pools, or placement \"colocated\""});
     for (const char* k : {"critic", "reward", "reference"}) {
       int64_t n = 0;
       gr.integer(k, n);
@@ -311,8 +350,10 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool 
       parse_dtype(s, p.weight_dtype);
       p.activation_dtype = p.weight_dtype == DType::fp8 ? DType::fp8 : p.weight_dtype;
     }
-    if (const json* e = rr.get("engine")) {
-      if (!e->is_object()) issues.push_back({rr.at("engine"), brief(*e), "must be an object", {}});
+    const bool engine_auto = rr.left_auto("engine");
+    if (engine_auto) rl.auto_keys.emplace_back("rollout.engine");
+    if (const json* e = rr.get("engine"); e && !engine_auto) {
+      if (!e->is_object()) issues.push_back({rr.at("engine"), brief(*e), "must be an object or \"auto\"", {}});
       else read_rl_engine(*e, rr.at("engine"), p, engine_keys, issues);
     } else {
       default_engine(rr.at("engine"));
@@ -334,11 +375,17 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool 
       issues.push_back({r.at("models"), brief(*m), "must be an object", {}});
     } else {
       ObjectReader mr(*m, r.at("models"), issues);
-      if (const json* a = mr.get("actor"); a && !(a->is_string() && *a == "model"))
+      // A role left "auto" is the algorithm's usual one (as the block absent, below).
+      for (const char* role : {"actor", "critic", "reward", "reference"})
+        if (m->contains(role) && (*m)[role].is_string() && (*m)[role] == "auto") rl.auto_keys.push_back(std::string("models.") + role);
+      if (const json* a = mr.get("actor"); a && !mr.left_auto("actor") && !(a->is_string() && *a == "model"))
         issues.push_back({mr.at("actor"), brief(*a), "must be \"model\" (the case's model is the actor)", {}});
-      if (const json* c = mr.get("critic")) rl.critic = read_rl_model(*c, mr.at("critic"), false, issues);
-      if (const json* c = mr.get("reward")) rl.reward = read_rl_model(*c, mr.at("reward"), true, issues);
-      if (const json* c = mr.get("reference")) rl.reference = read_rl_model(*c, mr.at("reference"), false, issues);
+      if (mr.left_auto("critic")) rl.critic.kind = t.mode == TrainMode::ppo ? RlModel::Kind::actor : RlModel::Kind::none;
+      else if (const json* c = mr.get("critic")) rl.critic = read_rl_model(*c, mr.at("critic"), false, issues);
+      if (mr.left_auto("reward")) rl.reward.kind = RlModel::Kind::rule;
+      else if (const json* c = mr.get("reward")) rl.reward = read_rl_model(*c, mr.at("reward"), true, issues);
+      if (mr.left_auto("reference")) rl.reference.kind = RlModel::Kind::actor;
+      else if (const json* c = mr.get("reference")) rl.reference = read_rl_model(*c, mr.at("reference"), false, issues);
       mr.finish();
     }
   } else {
