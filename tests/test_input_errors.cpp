@@ -549,7 +549,7 @@ TEST(WrongType, NestedObjectNotAnObject) {
   json doc = good_scenario();
   doc["training"]["mode"] = "lora";
   doc["training"]["lora"] = 5;
-  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/lora", "5", "must be an object", ""}}));
+  EXPECT_EQ(issues_of(doc), (std::vector<Issue>{{"/training/lora", "5", "must be an object or \"auto\"", ""}}));
   doc = json::parse(R"({
     "kind": "inference", "model": "llama2-7b", "system": {"gpu": "h100-sxm5-80gb", "num_gpus": 8},
     "inference": {"tp": 3, "engine": 5, "workload": "offline"}

@@ -180,7 +180,7 @@ TEST(PostTrainStep, BadPreferenceBlocksAreReportedWordForWord) {
 
   c = base_case("dpo", 64);
   c["training"]["preference"] = 3;
-  expect_issue(c, "/training/preference", "must be an object");
+  expect_issue(c, "/training/preference", "must be an object or \"auto\"");
 
   c = base_case("sft", 64);
   c["training"]["preference"] = {{"pairs_per_step", 32}};
@@ -366,14 +366,69 @@ TEST(PostTrainStep, BadOffloadBlocksAreReportedWordForWord) {
   c["training"]["offload"] = {{"params", "cpu"}};
   expect_issue(c, "/training/offload/params", "is not simulated: only the optimizer offloads, to \"cpu\" (ZeRO-Offload)");
   c["training"]["offload"] = {{"optimizer", "gpu"}};
-  expect_issue(c, "/training/offload/optimizer", "must be one of \"none\", \"cpu\", \"nvme\"");
+  expect_issue(c, "/training/offload/optimizer", "must be one of \"none\", \"cpu\", \"nvme\", \"auto\"");
   c["training"]["offload"] = "cpu";
-  expect_issue(c, "/training/offload", "must be an object");
+  expect_issue(c, "/training/offload", "must be an object or \"auto\"");
   c = base_case("sft", 64);
   c["system"]["pcie_gbps_per_gpu"] = -1;
   expect_issue(c, "/system/pcie_gbps_per_gpu", "must be a number > 0 (GB/s) or \"auto\"");
   c["system"]["pcie_gbps_per_gpu"] = "auto";
   EXPECT_NO_THROW((void)read(c));
+}
+
+// "auto" where a post-training block or key was not published (SCHEMA.md): what the rest of
+// the case and the mode imply, the same prediction as writing that out.
+TEST(PostTrainStep, AutoBlocksAndKeysResolveAsWrittenOut) {
+  // Preference: pairs from global_batch, the mode's reference, lengths unused by the step.
+  json given = base_case("dpo", 64);
+  given["training"]["preference"] = {{"pairs_per_step", 32}, {"reference", "model"}};
+  json c = base_case("dpo", 64);
+  c["training"]["preference"] = {{"pairs_per_step", "auto"}, {"prompt_tokens", "auto"}, {"response_tokens", "auto"},
+                                 {"reference", "auto"}};
+  EXPECT_DOUBLE_EQ(preference(c).step_time_s, preference(given).step_time_s);
+  c["training"]["preference"] = "auto";
+  EXPECT_DOUBLE_EQ(preference(c).step_time_s, preference(given).step_time_s);
+  json simpo = base_case("simpo", 64);
+  simpo["training"]["preference"] = {{"reference", "auto"}};
+  EXPECT_EQ(read(simpo).preference->reference, PreferenceSpec::Reference::none);
+
+  // Distillation: colocated (torchtune's KD recipe), offline; split with the pool the
+  // student's layout leaves.
+  c = distill_case("colocated");
+  c["training"]["distill"]["placement"] = "auto";
+  c["training"]["distill"]["online"] = "auto";
+  EXPECT_DOUBLE_EQ(distill(c).step_time_s, distill(distill_case("colocated")).step_time_s);
+  c = distill_case("split");
+  c["training"]["distill"]["teacher_gpus"] = "auto";
+  EXPECT_EQ(read(c).distill->teacher_gpus, 4);
+  EXPECT_DOUBLE_EQ(distill(c).step_time_s, distill(distill_case("split")).step_time_s);
+  c["training"]["dp"] = 8;
+  expect_issue(c, "/training/distill/teacher_gpus",
+               "needs the student's layout stated (tp, pp, cp, dp) with GPUs left over for the teacher");
+  // A stated pool the student's layout does not match: the rule names the pool.
+  c = distill_case("split");
+  c["training"]["dp"] = 8;
+  expect_issue(c, "/system/num_gpus",
+               "tp*pp*dp*cp = 1*1*8*1 = 8 must equal the student's GPUs (num_gpus 8 less distill.teacher_gpus 4 = 4)");
+
+  // Offload: nothing offloaded.
+  const double plain = sft(base_case("sft", 64)).step->step_s;
+  c = base_case("sft", 64);
+  c["training"]["offload"] = "auto";
+  EXPECT_DOUBLE_EQ(sft(c).step->step_s, plain);
+  c["training"]["offload"] = {{"optimizer", "auto"}, {"params", "auto"}, {"gradients", "auto"}, {"activations", "auto"}};
+  EXPECT_DOUBLE_EQ(sft(c).step->step_s, plain);
+
+  // LoRA: the framework's defaults; QLoRA's base in NF4.
+  c = base_case("lora", 64);
+  c["training"]["lora"] = "auto";
+  json keys = base_case("lora", 64);
+  keys["training"]["lora"] = {{"rank", "auto"}, {"targets", "auto"}};
+  EXPECT_EQ(read(c).training->lora, read(keys).training->lora);
+  c["training"]["mode"] = "qlora";
+  keys["training"]["mode"] = "qlora";
+  EXPECT_EQ(read(c).training->lora, read(keys).training->lora);
+  EXPECT_LT(read(c).training->lora->base_bytes_per_param, 1.0);
 }
 
 }  // namespace

@@ -108,6 +108,12 @@ RlModel read_rl_model(const json& v, const std::string& ptr, bool rule_ok, std::
   return m;
 }
 
+/// Bytes per frozen base weight stored as NF4: 4-bit codes plus one fp32 absmax per
+/// 64-weight block; with double quantization an 8-bit absmax and one fp32 constant per 256
+/// blocks (Dettmers et al. 2023, QLoRA, Sec. 2-3).
+constexpr double kNf4BytesPerParam = 0.5 + 4.0 / 64;
+constexpr double kNf4DoubleQuantBytesPerParam = 0.5 + 1.0 / 64 + 4.0 / (64 * 256);
+
 /// `rl.rollout.engine`: the engine and release select the profile; the knobs a rollout
 /// sets are read on top (SCHEMA.md: as `inference.engine`).
 void read_rl_engine(const json& e, const std::string& ptr, InferencePlan& p, EngineKeys engine_keys,
@@ -234,6 +240,7 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool 
   };
   const bool rollout_member_auto = member_auto("rollout"), train_member_auto = member_auto("train");
   const bool gpus_auto = left_auto("gpus") || (rollout_member_auto && train_member_auto);
+  if (rollout_member_auto && train_member_auto) rl.auto_keys.emplace_back("gpus");
   if (placement_auto && g && g->is_object() && !gpus_auto && !rollout_member_auto && !train_member_auto) {
     // The pools say it: both roles on every GPU, or two pools that add up to them.
     const json* ro = g->contains("rollout") ? &(*g)["rollout"] : nullptr;
@@ -439,17 +446,23 @@ void read_preference(const json* v, const std::string& ptr, const TrainingPlan& 
   PreferenceSpec p;
   p.reference = t.mode == TrainMode::dpo ? PreferenceSpec::Reference::model : PreferenceSpec::Reference::none;
   bool pairs_given = false;
+  // "auto" (SCHEMA.md: not published), the block's or a key's: what the rest of the case
+  // and the mode say, as absent (pairs from global_batch, the mode's reference).
+  if (v && v->is_string() && *v == "auto") v = nullptr;
   if (v && !v->is_object()) {
-    issues.push_back({ptr, brief(*v), "must be an object", {}});
+    issues.push_back({ptr, brief(*v), "must be an object or \"auto\"", {}});
     return;
   }
   if (v) {
     ObjectReader r(*v, ptr, issues);
-    pairs_given = r.integer("pairs_per_step", p.pairs_per_step);
-    if (const json* x = r.get("prompt_tokens")) read_mean_tokens(*x, r.at("prompt_tokens"), p.prompt_tokens, issues);
-    if (const json* x = r.get("response_tokens")) read_mean_tokens(*x, r.at("response_tokens"), p.response_tokens, issues);
+    if (!r.left_auto("pairs_per_step")) pairs_given = r.integer("pairs_per_step", p.pairs_per_step);
+    for (const char* key : {"prompt_tokens", "response_tokens"}) {
+      std::optional<double>& out_tokens = std::string(key) == "prompt_tokens" ? p.prompt_tokens : p.response_tokens;
+      if (r.left_auto(key)) continue;
+      if (const json* x = r.get(key)) read_mean_tokens(*x, r.at(key), out_tokens, issues);
+    }
     std::string ref;
-    if (r.choice("reference", ref, {"model", "precomputed", "none"})) {
+    if (!r.left_auto("reference") && r.choice("reference", ref, {"model", "precomputed", "none"})) {
       p.reference = ref == "model"         ? PreferenceSpec::Reference::model
                     : ref == "precomputed" ? PreferenceSpec::Reference::precomputed
                                            : PreferenceSpec::Reference::none;
@@ -496,12 +509,30 @@ void read_distill(const json& v, const std::string& ptr, const TrainingPlan& t, 
     issues.push_back({r.at("teacher"), "", "is required (an HF config object or a model preset)", {}});
   }
   std::string placement;
-  if (r.choice("placement", placement, {"colocated", "split", "precomputed"}, true))
+  // "auto": the teacher on the student's GPUs, scoring the case's own sequences, as the
+  // open recipes run it (torchtune recipes/knowledge_distillation_distributed.py at
+  // 05516bb: KDRecipeDistributed shards teacher and student with FSDP over the same
+  // ranks and runs the teacher's forward on each batch).
+  if (r.left_auto("placement")) placement = "colocated";
+  else if (r.choice("placement", placement, {"colocated", "split", "precomputed"}, true))
     d.placement = placement == "split"         ? DistillSpec::Placement::split
                   : placement == "precomputed" ? DistillSpec::Placement::precomputed
                                                : DistillSpec::Placement::colocated;
   const bool split = placement == "split";
-  const bool has_gpus = r.integer("teacher_gpus", d.teacher_gpus, split);
+  // "auto" under split: the GPUs the student's stated layout leaves.
+  bool has_gpus = false;
+  if (r.left_auto("teacher_gpus")) {
+    if (split) {
+      const int64_t student = t.tp * t.pp * t.cp * t.dp;
+      if (t.auto_layout != 0 || student >= num_gpus)
+        issues.push_back({r.at("teacher_gpus"), "\"auto\"",
+                          "needs the student's layout stated (tp, pp, cp, dp) with GPUs left over for the teacher",
+                          "state teacher_gpus"});
+      else d.teacher_gpus = num_gpus - student;
+    }
+  } else {
+    has_gpus = r.integer("teacher_gpus", d.teacher_gpus, split);
+  }
   if (has_gpus && !split && !placement.empty())
     issues.push_back({r.at("teacher_gpus"), std::to_string(d.teacher_gpus), "is read only when placement is \"split\"", {}});
   if (has_gpus && split && d.teacher_gpus >= num_gpus)
@@ -513,7 +544,7 @@ void read_distill(const json& v, const std::string& ptr, const TrainingPlan& t, 
                           " (the teacher runs with the student's tp, pp and cp)",
                       {}});
   bool online = false;
-  if (r.boolean("online", online) && online)
+  if (!r.left_auto("online") && r.boolean("online", online) && online)
     issues.push_back({r.at("online"), "true",
                       "is not simulated: the student's own generations (on-policy distillation) need a rollout",
                       "set online to false"});
@@ -539,24 +570,26 @@ void read_distill(const json& v, const std::string& ptr, const TrainingPlan& t, 
 /// parameters, gradients and activations live. The optimizer on the CPU (ZeRO-Offload) is
 /// simulated; the other placements are refused by name.
 void read_offload(const json& v, const std::string& ptr, TrainingPlan& t, std::vector<Issue>& issues) {
+  // "auto", the block's or a key's: nothing offloaded, the fastest setting (SCHEMA.md).
+  if (v.is_string() && v == "auto") return;
   if (!v.is_object()) {
-    issues.push_back({ptr, brief(v), "must be an object", {}});
+    issues.push_back({ptr, brief(v), "must be an object or \"auto\"", {}});
     return;
   }
   ObjectReader r(v, ptr, issues);
   const std::string rule = "is not simulated: only the optimizer offloads, to \"cpu\" (ZeRO-Offload)";
   std::string where;
-  if (r.choice("optimizer", where, {"none", "cpu", "nvme"})) {
+  if (r.choice("optimizer", where, {"none", "cpu", "nvme"}, false, true)) {
     if (where == "nvme") issues.push_back({r.at("optimizer"), "\"nvme\"", rule, "use \"cpu\" or \"none\""});
     t.memory.offload_optimizer = t.memory.offload_optimizer || where == "cpu";
   }
   for (const char* key : {"params", "gradients"}) {
     where.clear();
-    if (r.choice(key, where, {"none", "cpu", "nvme"}) && where != "none")
+    if (r.choice(key, where, {"none", "cpu", "nvme"}, false, true) && where != "none" && where != "auto")
       issues.push_back({r.at(key), "\"" + where + "\"", rule, "use \"none\""});
   }
   where.clear();
-  if (r.choice("activations", where, {"none", "cpu"}) && where != "none")
+  if (r.choice("activations", where, {"none", "cpu"}, false, true) && where != "none" && where != "auto")
     issues.push_back({r.at("activations"), "\"" + where + "\"", rule, "use \"none\""});
   r.finish();
 }
@@ -745,8 +778,16 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
     issues.push_back({r.at("rl"), "", "is read only when mode is \"ppo\" or \"grpo\"", {}});
   }
   const json* l = r.get("lora");
-  if (l && !l->is_object()) {
-    issues.push_back({r.at("lora"), brief(*l), "must be an object", {}});
+  if (l && l->is_string() && *l == "auto") {
+    // Nothing published about the adapters: the framework's defaults (lora_defaults), the
+    // base stored as the mode says (as each key "auto", below).
+    LoraSpec spec;
+    spec.rank = std::nullopt;
+    spec.targets = std::nullopt;
+    if (t.mode == TrainMode::qlora) spec.base_bytes_per_param = kNf4BytesPerParam;
+    t.lora = spec;
+  } else if (l && !l->is_object()) {
+    issues.push_back({r.at("lora"), brief(*l), "must be an object or \"auto\"", {}});
   } else if (l) {
     ObjectReader lr(*l, r.at("lora"), issues);
     LoraSpec spec;
@@ -772,11 +813,9 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
         issues.push_back({lr.at("dropout"), brief(*dp), "must be a probability in [0, 1) or \"auto\"", {}});
       else spec.dropout = dp->get<double>();
     }
-    // Storage of the frozen base's linear weights. NF4: 4-bit codes plus the quantization
-    // constants, one fp32 absmax per 64-weight block, or with double quantization an 8-bit
-    // absmax and one fp32 constant per 256 blocks (Dettmers et al. 2023, QLoRA, Sec. 2-3).
-    // int8/fp8: one byte per weight (per-row scales are negligible).
-    if (base == "nf4") spec.base_bytes_per_param = 0.5 + (dq ? 1.0 / 64 + 4.0 / (64 * 256) : 4.0 / 64);
+    // Storage of the frozen base's linear weights: NF4 (kNf4BytesPerParam), int8/fp8 one
+    // byte per weight (per-row scales are negligible).
+    if (base == "nf4") spec.base_bytes_per_param = dq ? kNf4DoubleQuantBytesPerParam : kNf4BytesPerParam;
     else if (base == "int8" || base == "fp8") spec.base_bytes_per_param = 1.0;
     if (const json* tg = lr.get("targets")) {
       const std::vector<std::string> valid = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
@@ -1355,16 +1394,30 @@ Scenario read_scenario(const json& doc, const fs::path& base_dir, EngineKeys eng
   if (sc.model.layers > 0 && !sc.system.gpu.id.empty() && !layout_input_rejected(issues)) {
     // Split RL placement: the training layout covers the trainer's pool, not every GPU.
     Scenario trainer = sc;
-    if (sc.rl && sc.rl->placement == RlSpec::Placement::split) trainer.system.num_gpus = sc.rl->train_gpus;
+    std::string pool;  // what the layout covers where it is not every GPU
+    if (sc.rl && sc.rl->placement == RlSpec::Placement::split) {
+      trainer.system.num_gpus = sc.rl->train_gpus;
+      pool = "the training pool (rl.gpus.train = " + std::to_string(sc.rl->train_gpus) + ")";
+    }
     // Split distillation: the student's layout covers the GPUs the teacher leaves.
-    if (sc.distill && sc.distill->placement == DistillSpec::Placement::split && sc.distill->teacher_gpus < sc.system.num_gpus)
+    if (sc.distill && sc.distill->placement == DistillSpec::Placement::split && sc.distill->teacher_gpus < sc.system.num_gpus) {
       trainer.system.num_gpus = sc.system.num_gpus - sc.distill->teacher_gpus;
+      pool = "the student's GPUs (num_gpus " + std::to_string(sc.system.num_gpus) + " less distill.teacher_gpus " +
+             std::to_string(sc.distill->teacher_gpus) + " = " + std::to_string(trainer.system.num_gpus) + ")";
+    }
     if (sc.rl && sc.rl->pools_auto) {
       // Pools still to choose: some split must leave both a valid layout.
       std::string why;
       if (rl_pool_candidates(sc, &why).empty()) issues.push_back(rl_no_split_issue(sc.system.num_gpus, why));
     } else {
       auto layout = sc.training ? check_training_layout(trainer) : check_inference_layout(sc);
+      // The GPU count rule is then about that pool: say so, with the case's own num_gpus.
+      for (Issue& i : layout)
+        if (!pool.empty() && i.pointer == "/system/num_gpus") {
+          i.value = std::to_string(sc.system.num_gpus);
+          const size_t at = i.rule.rfind(" must equal num_gpus");
+          if (at != std::string::npos) i.rule = i.rule.substr(0, at) + " must equal " + pool;
+        }
       issues.insert(issues.end(), layout.begin(), layout.end());
     }
     if (sc.system.num_gpus > sc.system.gpus_per_node && sc.system.nic_gbps_per_gpu <= 0 &&

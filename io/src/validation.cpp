@@ -254,7 +254,7 @@ json evaluate_case(const json& c, const std::string& file, const std::filesystem
       throw NotSimulated("online distillation (the student generates the sequences the teacher scores) is not simulated");
     if (training && training->contains("offload") && (*training)["offload"].is_object())
       for (const auto& [key, v] : (*training)["offload"].items())
-        if (v.is_string() && v != "none" && !(key == "optimizer" && v == "cpu"))
+        if (v.is_string() && v != "none" && v != "auto" && !(key == "optimizer" && v == "cpu"))
           throw NotSimulated("offload." + key + " \"" + v.get<std::string>() +
                              "\" is not simulated (only the optimizer offloads, to \"cpu\")");
     const Scenario sc = scenario_from_json(c, dir, EngineKeys::ignore_unknown);
