@@ -386,7 +386,10 @@ TEST(PostTrainStep, AutoBlocksAndKeysResolveAsWrittenOut) {
   c["training"]["preference"] = {{"pairs_per_step", "auto"}, {"prompt_tokens", "auto"}, {"response_tokens", "auto"},
                                  {"reference", "auto"}};
   EXPECT_DOUBLE_EQ(preference(c).step_time_s, preference(given).step_time_s);
+  EXPECT_EQ(read(c).preference->auto_keys,
+            (std::vector<std::string>{"pairs_per_step", "prompt_tokens", "response_tokens", "reference"}));
   c["training"]["preference"] = "auto";
+  EXPECT_EQ(read(c).preference->auto_keys, std::vector<std::string>{"preference"});
   EXPECT_DOUBLE_EQ(preference(c).step_time_s, preference(given).step_time_s);
   json simpo = base_case("simpo", 64);
   simpo["training"]["preference"] = {{"reference", "auto"}};
@@ -398,6 +401,7 @@ TEST(PostTrainStep, AutoBlocksAndKeysResolveAsWrittenOut) {
   c["training"]["distill"]["placement"] = "auto";
   c["training"]["distill"]["online"] = "auto";
   EXPECT_DOUBLE_EQ(distill(c).step_time_s, distill(distill_case("colocated")).step_time_s);
+  EXPECT_EQ(read(c).distill->auto_keys, (std::vector<std::string>{"placement", "online"}));
   c = distill_case("split");
   c["training"]["distill"]["teacher_gpus"] = "auto";
   EXPECT_EQ(read(c).distill->teacher_gpus, 4);

@@ -643,6 +643,7 @@ json frozen_step_json(const Scenario& s, const FrozenModelStep& st) {
                                                                               : "none";
     if (p.prompt_tokens) j["prompt_tokens"] = *p.prompt_tokens;
     if (p.response_tokens) j["response_tokens"] = *p.response_tokens;
+    if (!p.auto_keys.empty()) j["resolved_auto"] = p.auto_keys;
   } else if (s.distill) {
     const DistillSpec& d = *s.distill;
     j["placement"] = d.placement == DistillSpec::Placement::split         ? "split"
@@ -652,6 +653,7 @@ json frozen_step_json(const Scenario& s, const FrozenModelStep& st) {
     if (d.placement == DistillSpec::Placement::split) j["teacher_gpus"] = d.teacher_gpus;
     j["logits_s"] = st.logits_s;
     j["logits_bytes"] = st.logits_bytes;
+    if (!d.auto_keys.empty()) j["resolved_auto"] = d.auto_keys;
   }
   if (!st.feasible) j["fail_reason"] = st.fail_reason;
   return j;

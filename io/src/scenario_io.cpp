@@ -448,21 +448,30 @@ void read_preference(const json* v, const std::string& ptr, const TrainingPlan& 
   bool pairs_given = false;
   // "auto" (SCHEMA.md: not published), the block's or a key's: what the rest of the case
   // and the mode say, as absent (pairs from global_batch, the mode's reference).
-  if (v && v->is_string() && *v == "auto") v = nullptr;
+  if (v && v->is_string() && *v == "auto") {
+    v = nullptr;
+    p.auto_keys.emplace_back("preference");
+  }
   if (v && !v->is_object()) {
     issues.push_back({ptr, brief(*v), "must be an object or \"auto\"", {}});
     return;
   }
   if (v) {
     ObjectReader r(*v, ptr, issues);
-    if (!r.left_auto("pairs_per_step")) pairs_given = r.integer("pairs_per_step", p.pairs_per_step);
+    if (r.left_auto("pairs_per_step")) p.auto_keys.emplace_back("pairs_per_step");
+    else pairs_given = r.integer("pairs_per_step", p.pairs_per_step);
     for (const char* key : {"prompt_tokens", "response_tokens"}) {
       std::optional<double>& out_tokens = std::string(key) == "prompt_tokens" ? p.prompt_tokens : p.response_tokens;
-      if (r.left_auto(key)) continue;
+      if (r.left_auto(key)) {
+        p.auto_keys.emplace_back(key);
+        continue;
+      }
       if (const json* x = r.get(key)) read_mean_tokens(*x, r.at(key), out_tokens, issues);
     }
     std::string ref;
-    if (!r.left_auto("reference") && r.choice("reference", ref, {"model", "precomputed", "none"})) {
+    const bool ref_auto = r.left_auto("reference");
+    if (ref_auto) p.auto_keys.emplace_back("reference");
+    if (!ref_auto && r.choice("reference", ref, {"model", "precomputed", "none"})) {
       p.reference = ref == "model"         ? PreferenceSpec::Reference::model
                     : ref == "precomputed" ? PreferenceSpec::Reference::precomputed
                                            : PreferenceSpec::Reference::none;
@@ -513,7 +522,10 @@ void read_distill(const json& v, const std::string& ptr, const TrainingPlan& t, 
   // open recipes run it (torchtune recipes/knowledge_distillation_distributed.py at
   // 05516bb: KDRecipeDistributed shards teacher and student with FSDP over the same
   // ranks and runs the teacher's forward on each batch).
-  if (r.left_auto("placement")) placement = "colocated";
+  if (r.left_auto("placement")) {
+    placement = "colocated";
+    d.auto_keys.emplace_back("placement");
+  }
   else if (r.choice("placement", placement, {"colocated", "split", "precomputed"}, true))
     d.placement = placement == "split"         ? DistillSpec::Placement::split
                   : placement == "precomputed" ? DistillSpec::Placement::precomputed
@@ -522,6 +534,7 @@ void read_distill(const json& v, const std::string& ptr, const TrainingPlan& t, 
   // "auto" under split: the GPUs the student's stated layout leaves.
   bool has_gpus = false;
   if (r.left_auto("teacher_gpus")) {
+    d.auto_keys.emplace_back("teacher_gpus");
     if (split) {
       const int64_t student = t.tp * t.pp * t.cp * t.dp;
       if (t.auto_layout != 0 || student >= num_gpus)
@@ -544,7 +557,9 @@ void read_distill(const json& v, const std::string& ptr, const TrainingPlan& t, 
                           " (the teacher runs with the student's tp, pp and cp)",
                       {}});
   bool online = false;
-  if (!r.left_auto("online") && r.boolean("online", online) && online)
+  const bool online_auto = r.left_auto("online");
+  if (online_auto) d.auto_keys.emplace_back("online");
+  if (!online_auto && r.boolean("online", online) && online)
     issues.push_back({r.at("online"), "true",
                       "is not simulated: the student's own generations (on-policy distillation) need a rollout",
                       "set online to false"});

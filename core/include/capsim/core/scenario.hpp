@@ -509,6 +509,7 @@ struct PreferenceSpec {
   int64_t pairs_per_step = 1;
   std::optional<double> prompt_tokens, response_tokens;  ///< mean per sequence, where given
   Reference reference = Reference::model;
+  std::vector<std::string> auto_keys;  ///< keys the case left "auto", for the report
   bool operator==(const PreferenceSpec&) const = default;
 };
 
@@ -523,6 +524,7 @@ struct DistillSpec {
   ModelSpec teacher;
   Placement placement = Placement::colocated;
   int64_t teacher_gpus = 0;  ///< split only
+  std::vector<std::string> auto_keys;  ///< keys the case left "auto", for the report
   bool operator==(const DistillSpec&) const = default;
 };
 
