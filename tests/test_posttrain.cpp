@@ -557,6 +557,13 @@ TEST(PostTrain, AutoMembersResolveAsTheirBlocksDo) {
   EXPECT_EQ(sp.rl->rollout_gpus, 8);
   c["training"]["rl"]["gpus"]["rollout"] = 16;
   expect_issue(c, "/training/rl/gpus", "split pools: the stated pool leaves no GPU to the one left \"auto\"");
+  // Placement "auto" too: a stated pool smaller than the cluster says split.
+  c = rl_case(kSplit);
+  c["training"]["rl"]["placement"] = "auto";
+  c["training"]["rl"]["gpus"]["rollout"] = "auto";
+  const Scenario both = read(c);
+  EXPECT_EQ(both.rl->placement, RlSpec::Placement::split);
+  EXPECT_EQ(both.rl->rollout_gpus, 8);
 
   // A stated longest response with its mean unpublished: half of it, spread below it.
   c = rl_case(kColocated);

@@ -241,13 +241,18 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool 
   const bool rollout_member_auto = member_auto("rollout"), train_member_auto = member_auto("train");
   const bool gpus_auto = left_auto("gpus") || (rollout_member_auto && train_member_auto);
   if (rollout_member_auto && train_member_auto) rl.auto_keys.emplace_back("gpus");
-  if (placement_auto && g && g->is_object() && !gpus_auto && !rollout_member_auto && !train_member_auto) {
-    // The pools say it: both roles on every GPU, or two pools that add up to them.
+  if (placement_auto && g && g->is_object() && !gpus_auto) {
+    // The pools say it: both roles on every GPU, or two pools that add up to them; one pool
+    // stated beside an "auto" one is split when it leaves GPUs over.
     const json* ro = g->contains("rollout") ? &(*g)["rollout"] : nullptr;
     const json* tr = g->contains("train") ? &(*g)["train"] : nullptr;
-    if (ro && tr && ro->is_number_integer() && tr->is_number_integer() &&
-        ro->get<int64_t>() + tr->get<int64_t>() == num_gpus && ro->get<int64_t>() < num_gpus)
+    const json* stated = rollout_member_auto ? tr : train_member_auto ? ro : nullptr;
+    if (stated) {
+      if (stated->is_number_integer() && stated->get<int64_t>() < num_gpus) rl.placement = RlSpec::Placement::split;
+    } else if (ro && tr && ro->is_number_integer() && tr->is_number_integer() &&
+               ro->get<int64_t>() + tr->get<int64_t>() == num_gpus && ro->get<int64_t>() < num_gpus) {
       rl.placement = RlSpec::Placement::split;
+    }
   }
   if (rl.placement == RlSpec::Placement::colocated && rl.async_staleness > 0)
     issues.push_back({r.at("async_staleness"), std::to_string(rl.async_staleness),
