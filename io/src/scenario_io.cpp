@@ -194,14 +194,16 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool 
       if (rr.left_auto("mean")) {
         response_auto = true;
         rl.auto_keys.emplace_back("response_tokens.mean");
+      } else {
+        rr.number("mean", rl.response_mean, true, 1);
       }
-      else rr.number("mean", rl.response_mean, true, 1);
       std::string dist;
       if (rr.choice("dist", dist, {"fixed", "exponential"})) rl.response_fixed = dist == "fixed";
       // An unpublished longest response is the cap's (max_total_tokens, else seq_len).
       response_max_auto = rr.left_auto("max");
-      if (response_max_auto) rl.auto_keys.emplace_back("response_tokens.max");
-      if (!response_max_auto)
+      if (response_max_auto)
+        rl.auto_keys.emplace_back("response_tokens.max");
+      else
         rr.number("max", rl.response_max, !rl.response_fixed && !v.contains("max_total_tokens"), 1);
       rr.finish();
       if (!response_auto && rl.response_max > 0 && rl.response_mean > rl.response_max)
@@ -312,8 +314,8 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool 
       issues.push_back({r.at("gpus"), brief(*g), "split pools: the stated pool leaves no GPU to the one left \"auto\"",
                         "state both pools, or placement \"colocated\""});
     for (const char* k : {"critic", "reward", "reference"}) {
-      int64_t n = 0;
-      gr.integer(k, n);
+      std::optional<int64_t> n;
+      gr.integer_or_auto(k, n);
     }
     gr.finish();
     const std::string n = std::to_string(num_gpus);
@@ -530,11 +532,11 @@ void read_distill(const json& v, const std::string& ptr, const TrainingPlan& t, 
   if (r.left_auto("placement")) {
     placement = "colocated";
     d.auto_keys.emplace_back("placement");
-  }
-  else if (r.choice("placement", placement, {"colocated", "split", "precomputed"}, true))
+  } else if (r.choice("placement", placement, {"colocated", "split", "precomputed"}, true)) {
     d.placement = placement == "split"         ? DistillSpec::Placement::split
                   : placement == "precomputed" ? DistillSpec::Placement::precomputed
                                                : DistillSpec::Placement::colocated;
+  }
   const bool split = placement == "split";
   // "auto" under split: the GPUs the student's stated layout leaves.
   bool has_gpus = false;
