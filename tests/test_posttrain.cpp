@@ -565,6 +565,18 @@ TEST(PostTrain, AutoMembersResolveAsTheirBlocksDo) {
   EXPECT_EQ(both.rl->placement, RlSpec::Placement::split);
   EXPECT_EQ(both.rl->rollout_gpus, 8);
 
+  // The whole block "auto": each key as its own "auto"; the stated update layout (8 of 16
+  // GPUs) leaves the rest to generation. An unnamed rollout engine is NeMo RL's, vLLM.
+  c = rl_case(kSplit);
+  c["training"]["rl"] = "auto";
+  const Scenario all = read(c);
+  EXPECT_EQ(all.rl->placement, RlSpec::Placement::split);
+  EXPECT_EQ(all.rl->train_gpus, 8);
+  EXPECT_EQ(all.rl->rollout_gpus, 8);
+  c = rl_case(kColocated);
+  c["training"]["rl"]["rollout"]["engine"]["name"] = "auto";
+  EXPECT_EQ(read(c).rl->rollout.profile.name, "vllm");
+
   // A stated longest response with its mean unpublished: half of it, spread below it.
   c = rl_case(kColocated);
   c["training"]["rl"]["response_tokens"] = {{"mean", "auto"}, {"max", 1000}};

@@ -13,6 +13,7 @@
 #include "capsim/core/diagnostics.hpp"
 #include "capsim/io/calibration_io.hpp"
 #include "capsim/io/report.hpp"
+#include "capsim/io/scenario_io.hpp"
 #include "capsim/io/validation.hpp"
 
 namespace capsim {
@@ -81,6 +82,55 @@ TEST(Validation, EveryTrainingKeyLeftAutoAloneResolves) {
   std::filesystem::remove(tmp);
   ASSERT_EQ(r["cases"].size(), doc["cases"].size());
   for (const auto& c : r["cases"]) EXPECT_EQ(c["status"], "ok") << c["id"] << ": " << c.value("reason", std::string());
+}
+
+// The same one level down, for the post-training blocks: every key of every post-training
+// case's training block, and every key of the objects inside it (rl and its rollout, engine,
+// pools, models and lengths; lora), set to "auto" alone, reads; so does each block that may
+// be "auto" as a whole. Only what defines the job stays stated: the batch, the sequence,
+// the precision, the mode, the algorithm and the teacher.
+TEST(Validation, EveryPostTrainingKeyLeftAutoAloneReads) {
+  const std::set<std::string> defining = {"global_batch", "seq_len", "precision", "mode", "algorithm", "teacher"};
+  std::ifstream in(kTraining.parent_path() / "posttraining-public.json");
+  const nlohmann::json cases = nlohmann::json::parse(in)["cases"];
+  size_t variants = 0;
+  std::map<std::string, int> tried;  // each key on its first three cases is enough
+  const auto reads = [&](const nlohmann::json& c, const std::string& what) {
+    if (++tried[what] > 3) return;
+    ++variants;
+    try {
+      (void)io::scenario_from_json(c, {}, io::EngineKeys::ignore_unknown);
+    } catch (const InputError& e) {
+      ADD_FAILURE() << c["id"].get<std::string>() << " " << what << ": " << e.what();
+    }
+  };
+  for (const nlohmann::json& c : cases) {
+    // Each scalar (or whole object) at pointer p of the training block, one at a time.
+    std::vector<nlohmann::json::json_pointer> keys;
+    const auto walk = [&](const auto& self, const nlohmann::json& o, const nlohmann::json::json_pointer& at) -> void {
+      for (const auto& [key, value] : o.items()) {
+        if (defining.count(key) || value == "auto") continue;
+        keys.push_back(at / key);
+        if (value.is_object() && key != "models") self(self, value, at / key);
+        if (key == "models" && value.is_object())
+          for (const auto& [role, m] : value.items())
+            if (m != "auto") keys.push_back(at / key / role);
+      }
+    };
+    walk(walk, c["training"], nlohmann::json::json_pointer("/training"));
+    for (const auto& p : keys) {
+      nlohmann::json v = c;
+      v[p] = "auto";
+      reads(v, p.to_string());
+    }
+    for (const char* block : {"lora", "preference", "offload"}) {
+      nlohmann::json v = c;
+      if (!v["training"].contains(block)) continue;
+      v["training"][block] = "auto";
+      reads(v, std::string("/training/") + block);
+    }
+  }
+  EXPECT_GT(variants, 100u);
 }
 
 // The Megatron-LM runs of 2021-22 computed attention as batched GEMMs around fused

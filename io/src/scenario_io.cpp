@@ -120,7 +120,10 @@ void read_rl_engine(const json& e, const std::string& ptr, InferencePlan& p, Eng
                     std::vector<Issue>& issues) {
   ObjectReader er(e, ptr, issues);
   std::string name, version;
-  er.string("name", name, true);
+  // "auto": NeMo RL's generation backend, vLLM (examples/configs/grpo_math_1B.yaml,
+  // policy.generation.backend), at the version the case gives.
+  if (er.left_auto("name")) name = "vllm";
+  else er.string("name", name, true);
   er.string("version", version);
   // "auto" (not published) leaves the engine's default, as under inference.engine.
   std::optional<double> u;
@@ -142,10 +145,21 @@ void read_rl_engine(const json& e, const std::string& ptr, InferencePlan& p, Eng
 }
 
 /// The `rl` block of a ppo/grpo case (SCHEMA.md, "Post-training cases").
-void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool dp_stated, const Scenario& sc,
+void read_rl(const json& given, const std::string& ptr, const TrainingPlan& t, bool dp_stated, const Scenario& sc,
              std::optional<RlSpec>& out, int64_t num_gpus, EngineKeys engine_keys, std::vector<Issue>& issues) {
+  // The whole block "auto" (nothing published but the batch and the sequence): every key
+  // "auto", each resolved below.
+  json every_key_auto;
+  if (given.is_string() && given == "auto") {
+    every_key_auto = json::object();
+    for (const char* k : {"algorithm", "prompts_per_step", "group_size", "prompt_tokens", "response_tokens",
+                          "max_total_tokens", "ppo_epochs", "mini_batches", "async_staleness", "placement", "gpus",
+                          "rollout", "models"})
+      every_key_auto[k] = "auto";
+  }
+  const json& v = every_key_auto.is_object() ? every_key_auto : given;
   if (!v.is_object()) {
-    issues.push_back({ptr, brief(v), "must be an object", {}});
+    issues.push_back({ptr, brief(v), "must be an object or \"auto\"", {}});
     return;
   }
   ObjectReader r(v, ptr, issues);
@@ -255,6 +269,11 @@ void read_rl(const json& v, const std::string& ptr, const TrainingPlan& t, bool 
                ro->get<int64_t>() + tr->get<int64_t>() == num_gpus && ro->get<int64_t>() < num_gpus) {
       rl.placement = RlSpec::Placement::split;
     }
+  } else if (placement_auto && (gpus_auto || !g) && dp_stated && !(t.auto_layout & (kAutoTp | kAutoPp | kAutoCp)) &&
+             t.dp * t.tp * t.pp * t.cp < num_gpus) {
+    // No pools either: an update layout stated on fewer GPUs than the job has leaves the
+    // rest to generation.
+    rl.placement = RlSpec::Placement::split;
   }
   if (rl.placement == RlSpec::Placement::colocated && rl.async_staleness > 0)
     issues.push_back({r.at("async_staleness"), std::to_string(rl.async_staleness),
@@ -1035,7 +1054,9 @@ void read_inference(ObjectReader& r, InferencePlan& p, std::vector<Issue>& issue
     // The engine and its release select the profile (data/engines/); an attention kernel
     // family the source names sets the class of the prompts' kernel where the name says it
     // (prompt_attention_fa2).
-    er.string("name", engine_name);
+    // "auto" (the source names no engine): as absent, the newest vLLM profile, and the
+    // report's engine.profile.match says so.
+    if (!er.left_auto("name")) er.string("name", engine_name);
     er.string("version", engine_version);
     er.string("attention_backend", backend);
     auto opt_int = [&](const char* key, std::optional<int64_t>& out) {
