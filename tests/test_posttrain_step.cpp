@@ -406,7 +406,12 @@ TEST(PostTrainStep, AutoBlocksAndKeysResolveAsWrittenOut) {
   c["training"]["distill"]["teacher_gpus"] = "auto";
   EXPECT_EQ(read(c).distill->teacher_gpus, 4);
   EXPECT_DOUBLE_EQ(distill(c).step_time_s, distill(distill_case("split")).step_time_s);
+  c["training"]["micro_batch"] = "auto";  // a micro batch left open does not hide the pool
+  EXPECT_EQ(read(c).distill->teacher_gpus, 4);
   c["training"]["dp"] = 8;
+  expect_issue(c, "/training/distill/teacher_gpus",
+               "needs the student's layout stated (tp, pp, cp, dp) with GPUs left over for the teacher");
+  c["training"].erase("dp");  // nor does an absent dp say it
   expect_issue(c, "/training/distill/teacher_gpus",
                "needs the student's layout stated (tp, pp, cp, dp) with GPUs left over for the teacher");
   // A stated pool the student's layout does not match: the rule names the pool.

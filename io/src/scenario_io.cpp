@@ -524,8 +524,8 @@ void read_preference(const json* v, const std::string& ptr, const TrainingPlan& 
 }
 
 /// The `distill` block of a distill case (SCHEMA.md, "Post-training cases").
-void read_distill(const json& v, const std::string& ptr, const TrainingPlan& t, std::optional<DistillSpec>& out,
-                  int64_t num_gpus, std::vector<Issue>& issues) {
+void read_distill(const json& v, const std::string& ptr, const TrainingPlan& t, bool dp_stated,
+                  std::optional<DistillSpec>& out, int64_t num_gpus, std::vector<Issue>& issues) {
   if (!v.is_object()) {
     issues.push_back({ptr, brief(v), "must be an object", {}});
     return;
@@ -563,7 +563,7 @@ void read_distill(const json& v, const std::string& ptr, const TrainingPlan& t, 
     d.auto_keys.emplace_back("teacher_gpus");
     if (split) {
       const int64_t student = t.tp * t.pp * t.cp * t.dp;
-      if (t.auto_layout != 0 || student >= num_gpus)
+      if (!dp_stated || (t.auto_layout & (kAutoTp | kAutoPp | kAutoCp)) || student >= num_gpus)
         issues.push_back({r.at("teacher_gpus"), "\"auto\"",
                           "needs the student's layout stated (tp, pp, cp, dp) with GPUs left over for the teacher",
                           "state teacher_gpus"});
@@ -806,7 +806,7 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
   else if (r.get("preference"))
     issues.push_back({r.at("preference"), "", "is read only when mode is \"dpo\", \"simpo\" or \"orpo\"", {}});
   if (t.mode == TrainMode::distill) {
-    if (const json* d = r.get("distill")) read_distill(*d, r.at("distill"), t, sc.distill, num_gpus, issues);
+    if (const json* d = r.get("distill")) read_distill(*d, r.at("distill"), t, has_dp && !(t.auto_layout & kAutoDp), sc.distill, num_gpus, issues);
     else issues.push_back({r.at("distill"), "", "is required when mode is \"distill\" (teacher, placement)", {}});
   } else if (r.get("distill")) {
     issues.push_back({r.at("distill"), "", "is read only when mode is \"distill\"", {}});
