@@ -401,31 +401,33 @@ void read_rl(const json& given, const std::string& ptr, const TrainingPlan& t, b
   if (ro && gpus_ok && p.tp >= 1 && p.pp >= 1 && rl.rollout_gpus % (p.tp * p.pp) != 0)
     issues.push_back({r.at("rollout") + "/tp", std::to_string(p.tp),
                       "tp*pp = " + std::to_string(p.tp * p.pp) + " must divide gpus.rollout = " + std::to_string(rl.rollout_gpus), {}});
+  // The algorithm's usual roles, for the block absent or "auto" and for a role left "auto":
+  // GRPO's rule reward and a reference for the KL term; PPO adds a critic.
+  const RlModel::Kind usual_critic = t.mode == TrainMode::ppo ? RlModel::Kind::actor : RlModel::Kind::none;
   const json* m = r.get("models");
-  if (m && left_auto("models")) m = nullptr;  // the usual set of the algorithm, as absent
-  if (m) {
-    if (!m->is_object()) {
-      issues.push_back({r.at("models"), brief(*m), "must be an object", {}});
-    } else {
-      ObjectReader mr(*m, r.at("models"), issues);
-      // A role left "auto" is the algorithm's usual one (as the block absent, below).
-      for (const char* role : {"actor", "critic", "reward", "reference"})
-        if (m->contains(role) && (*m)[role].is_string() && (*m)[role] == "auto") rl.auto_keys.push_back(std::string("models.") + role);
-      if (const json* a = mr.get("actor"); a && !mr.left_auto("actor") && !(a->is_string() && *a == "model"))
-        issues.push_back({mr.at("actor"), brief(*a), "must be \"model\" (the case's model is the actor)", {}});
-      if (mr.left_auto("critic")) rl.critic.kind = t.mode == TrainMode::ppo ? RlModel::Kind::actor : RlModel::Kind::none;
-      else if (const json* c = mr.get("critic")) rl.critic = read_rl_model(*c, mr.at("critic"), false, issues);
-      if (mr.left_auto("reward")) rl.reward.kind = RlModel::Kind::rule;
-      else if (const json* c = mr.get("reward")) rl.reward = read_rl_model(*c, mr.at("reward"), true, issues);
-      if (mr.left_auto("reference")) rl.reference.kind = RlModel::Kind::actor;
-      else if (const json* c = mr.get("reference")) rl.reference = read_rl_model(*c, mr.at("reference"), false, issues);
-      mr.finish();
-    }
+  if (m && left_auto("models")) m = nullptr;
+  if (m && !m->is_object()) {
+    issues.push_back({r.at("models"), brief(*m), "must be an object", {}});
+  } else if (m) {
+    ObjectReader mr(*m, r.at("models"), issues);
+    const auto role_auto = [&](const char* role) {
+      const bool a = mr.left_auto(role);
+      if (a) rl.auto_keys.push_back(std::string("models.") + role);
+      return a;
+    };
+    if (const json* a = mr.get("actor"); a && !role_auto("actor") && !(a->is_string() && *a == "model"))
+      issues.push_back({mr.at("actor"), brief(*a), "must be \"model\" (the case's model is the actor)", {}});
+    if (role_auto("critic")) rl.critic.kind = usual_critic;
+    else if (const json* c = mr.get("critic")) rl.critic = read_rl_model(*c, mr.at("critic"), false, issues);
+    if (role_auto("reward")) rl.reward.kind = RlModel::Kind::rule;
+    else if (const json* c = mr.get("reward")) rl.reward = read_rl_model(*c, mr.at("reward"), true, issues);
+    if (role_auto("reference")) rl.reference.kind = RlModel::Kind::actor;
+    else if (const json* c = mr.get("reference")) rl.reference = read_rl_model(*c, mr.at("reference"), false, issues);
+    mr.finish();
   } else {
-    // Absent: GRPO's usual set (a rule reward, a reference for the KL term); PPO adds a critic.
+    rl.critic.kind = usual_critic;
     rl.reward.kind = RlModel::Kind::rule;
     rl.reference.kind = RlModel::Kind::actor;
-    if (t.mode == TrainMode::ppo) rl.critic.kind = RlModel::Kind::actor;
   }
   // Samples per iteration: global_batch sequences an optimizer step times mini_batches.
   const std::optional<int64_t> samples =
