@@ -1122,8 +1122,8 @@ int main(int argc, char** argv) {
   add_calibration_option(validate, validate_args.calibration);
   validate->add_option("files", validate_args.files, "Validation files (capsim-validation/1)")->required()->check(CLI::ExistingFile);
   validate->add_option("--group-by", validate_args.group_by,
-                       "Error table per group: source (case id up to its first '-'), engine, gpu, model, mode")
-      ->check(CLI::IsMember({"source", "engine", "gpu", "model", "mode"}))
+                       "Error table per group: source (case id up to its first '-'), engine, gpu, gpus (the job's GPU count: 1, 2-8, 9-64, 65-512, 513-4096, 4097+), model, mode")
+      ->check(CLI::IsMember({"source", "engine", "gpu", "gpus", "model", "mode"}))
       ->delimiter(',');
   validate->add_option("--baseline", validate_args.baseline,
                        "An earlier `validate --format json` report: print what moved against it (per file and metric, per group, per case)");

@@ -202,6 +202,9 @@ capsim_cli_expect(NAME cli.train.grpo_no_des EXIT_CODE 1
 capsim_cli_expect(NAME cli.validate.group_by_source EXIT_CODE 0
   CMD validate ${CAPSIM_DATA_DIR}/validation/posttraining-public.json --group-by source,mode --format table
   STDOUT "errors by source" "litgpt" "errors by mode" "signed")
+capsim_cli_expect(NAME cli.validate.group_by_gpus EXIT_CODE 0
+  CMD validate ${CAPSIM_DATA_DIR}/validation/training-public.json --group-by gpus --format table
+  STDOUT "errors by gpus" "  2-8 " "  513-4096 ")
 capsim_cli_expect(NAME cli.validate.group_by_unknown EXIT_CODE 2
   CMD validate ${CAPSIM_DATA_DIR}/validation/posttraining-public.json --group-by family
   STDERR "--group-by")

@@ -550,6 +550,32 @@ TEST(Validation, GroupErrorsBySourceFamily) {
   EXPECT_EQ(e["sglang 0.5.7"]["ttft_mean_ms"]["n"], 2);
 }
 
+// Grouping by the job's size: one GPU, one 8-GPU node, then each factor of 8, read from
+// system.num_gpus; tables print count-named groups by their count, then the others.
+TEST(Validation, GroupErrorsByJobSize) {
+  const nlohmann::json r = io::run_validation({kTraining});
+  std::map<std::string, std::string> by_id;
+  for (const nlohmann::json& c : r["cases"]) by_id[c["id"].get<std::string>()] = c["groups"]["gpus"].get<std::string>();
+  EXPECT_EQ(by_id.at("nemo-longseq-llama2-7b-4k"), "2-8");          // 4 GPUs
+  EXPECT_EQ(by_id.at("torchtitan-t1-llama31-8b-8gpu-fsdp"), "2-8");  // 8
+  EXPECT_EQ(by_id.at("nemo-longseq-llama2-7b-16k"), "9-64");         // 16
+  EXPECT_EQ(by_id.at("nemo-longseq-llama2-7b-64k"), "9-64");         // 64
+  EXPECT_EQ(by_id.at("nemo-longseq-llama2-7b-128k"), "65-512");      // 128
+  EXPECT_EQ(by_id.at("nemo-longseq-llama2-7b-1024k"), "513-4096");   // 1024
+  const nlohmann::json g = io::group_errors(r, "gpus");
+  size_t n = 0;
+  for (auto it = g.begin(); it != g.end(); ++it) n += it.value()["step_time_s"]["n"].get<size_t>();
+  EXPECT_EQ(n, 124u);  // every simulated step time in exactly one group
+  nlohmann::json names;
+  for (const char* k : {"?", "9-64", "4097+", "1", "513-4096", "2-8", "65-512"}) names[k] = nlohmann::json::object();
+  EXPECT_EQ(io::ordered_group_names(names),
+            (std::vector<std::string>{"1", "2-8", "9-64", "65-512", "513-4096", "4097+", "?"}));
+  const std::string table = io::group_table(g, "gpus");
+  EXPECT_LT(table.find("  2-8 "), table.find("  9-64 "));
+  EXPECT_LT(table.find("  9-64 "), table.find("  65-512 "));
+  EXPECT_LT(table.find("  65-512 "), table.find("  513-4096 "));
+}
+
 // A run against a baseline report: medians before and after per file and metric and per
 // group, the case metrics whose error changed (a metric one side lacks as null), and the
 // cases only one side has or only one side could simulate. Cases match by file and id.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -116,8 +117,23 @@ json predict_frozen_step(const Scenario& sc, const json& measured, json& resolve
   return out;
 }
 
+/// The scale group of a job of `n` GPUs: one GPU, one 8-GPU node, then each factor of 8
+/// ("1", "2-8", "9-64", "65-512", "513-4096", "4097+"), so that an error that grows with
+/// the job's size shows apart from one that does not.
+std::string scale_group(int64_t n) {
+  if (n <= 1) return "1";
+  int64_t lo = 2, hi = 8;
+  while (n > hi && hi < 4096) {
+    lo = hi + 1;
+    hi *= 8;
+  }
+  if (n > hi) return std::to_string(hi + 1) + "+";
+  return std::to_string(lo) + "-" + std::to_string(hi);
+}
+
 /// What a case is grouped by: its source family (the id up to its first "-"), engine
-/// (name and version, or the training framework), GPU, model and mode.
+/// (name and version, or the training framework), GPU, GPU count (scale_group), model and
+/// mode.
 json case_groups(const json& c) {
   auto str = [](const json& j, std::initializer_list<const char*> path) -> std::string {
     const json* v = &j;
@@ -143,6 +159,10 @@ json case_groups(const json& c) {
     g["mode"] = mode.empty() ? "pretrain" : mode;
   }
   g["gpu"] = str(c, {"system", "gpu"});
+  const json* n = c.is_object() && c.contains("system") && c["system"].is_object() && c["system"].contains("num_gpus")
+                      ? &c["system"]["num_gpus"]
+                      : nullptr;
+  g["gpus"] = n && n->is_number_integer() ? scale_group(n->get<int64_t>()) : "?";
   g["model"] = str(c, {"model", "model_type"});
   return g;
 }
@@ -157,6 +177,19 @@ std::string model_group(const ModelSpec& m) {
 }
 
 }  // namespace
+
+std::vector<std::string> ordered_group_names(const json& groups) {
+  std::vector<std::string> names;
+  for (auto g = groups.begin(); g != groups.end(); ++g) names.push_back(g.key());
+  // A name that starts with a count ("9-64") sorts by that count, before the others.
+  auto count = [](const std::string& s) {
+    size_t digits = 0;
+    while (digits < s.size() && digits < 18 && s[digits] >= '0' && s[digits] <= '9') ++digits;
+    return digits == 0 ? std::numeric_limits<int64_t>::max() : std::stoll(s.substr(0, digits));
+  };
+  std::stable_sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) { return count(a) < count(b); });
+  return names;
+}
 
 json group_errors(const json& report, const std::string& by) {
   // Signed errors per group and metric, and all metrics of a group pooled.
@@ -199,9 +232,9 @@ std::string group_table(const json& groups, const std::string& by) {
   out << "\nerrors by " << by << " (|error| median, p90; signed median)\n";
   std::snprintf(line, sizeof line, "  %-34s %-24s %5s %8s %8s %8s\n", by.c_str(), "metric", "n", "median", "p90", "signed");
   out << line;
-  for (auto g = groups.begin(); g != groups.end(); ++g)
-    for (auto m = g.value().begin(); m != g.value().end(); ++m) {
-      std::snprintf(line, sizeof line, "  %-34s %-24s %5zu %7.1f%% %7.1f%% %+7.1f%%\n", g.key().c_str(), m.key().c_str(),
+  for (const std::string& name : ordered_group_names(groups))
+    for (auto m = groups[name].begin(); m != groups[name].end(); ++m) {
+      std::snprintf(line, sizeof line, "  %-34s %-24s %5zu %7.1f%% %7.1f%% %+7.1f%%\n", name.c_str(), m.key().c_str(),
                     m.value()["n"].get<size_t>(), 100 * m.value()["median_abs_error"].get<double>(),
                     100 * m.value()["p90_abs_error"].get<double>(), 100 * m.value()["signed_median_error"].get<double>());
       out << line;

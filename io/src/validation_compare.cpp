@@ -61,7 +61,7 @@ std::vector<Issue> report_problems(const json& baseline, const std::string& orig
     if (c["status"] != "ok") continue;
     if (!c.contains("groups") || !c["groups"].is_object())
       issues.push_back({at + "/groups", c.contains("groups") ? brief(c["groups"]) : "",
-                        "must be an object of group names (source, engine, gpu, model, mode)", hint});
+                        "must be an object of group names (source, engine, gpu, gpus, model, mode)", hint});
     else
       for (auto g = c["groups"].begin(); g != c["groups"].end(); ++g)
         if (!g.value().is_string()) issues.push_back({at + "/groups/" + g.key(), brief(g.value()), "must be a string", {}});
@@ -193,11 +193,11 @@ std::string comparison_table(const json& cmp, const std::string& baseline_name) 
     std::snprintf(line, sizeof line, "  %-34s %-24s %7s  %-20s %s\n", heading.c_str(), "metric", "n", "|error| median",
                   "signed median");
     out << line;
-    for (auto r = rows.begin(); r != rows.end(); ++r)
-      for (auto m = r.value().begin(); m != r.value().end(); ++m) {
+    for (const std::string& name : ordered_group_names(rows))
+      for (auto m = rows[name].begin(); m != rows[name].end(); ++m) {
         const json& b = m.value()["before"];
         const json& a = m.value()["after"];
-        std::snprintf(line, sizeof line, "  %-34s %-24s %7s  %-20s %s\n", r.key().c_str(), m.key().c_str(),
+        std::snprintf(line, sizeof line, "  %-34s %-24s %7s  %-20s %s\n", name.c_str(), m.key().c_str(),
                       count_cell(b, a).c_str(), change(b, a, "median_abs_error", false).c_str(),
                       change(b, a, "signed_median_error", true).c_str());
         out << line;

@@ -33,11 +33,15 @@ nlohmann::json run_validation(const std::vector<std::filesystem::path>& files,
                               const ValidationProgress& progress = {});
 
 /// Error statistics per group of a validation report: `by` is "source" (the case id up to
-/// its first "-"), "engine", "gpu", "model", "mode" or "file" (the validation file). Keyed by group then metric (and
+/// its first "-"), "engine", "gpu", "gpus" (the job's GPU count: "1", "2-8", "9-64",
+/// "65-512", "513-4096", "4097+"), "model", "mode" or "file" (the validation file). Keyed by group then metric (and
 /// "(all)", every metric of the group pooled): n, median_abs_error, p90_abs_error,
 /// signed_median_error, max_abs_error.
 nlohmann::json group_errors(const nlohmann::json& report, const std::string& by);
 std::string group_table(const nlohmann::json& groups, const std::string& by);
+/// The group names of a group_errors (or side-by-side) table in the order tables print them:
+/// names that start with a count ("2-8", "9-64") by that count, then the rest by name.
+std::vector<std::string> ordered_group_names(const nlohmann::json& groups);
 
 /// The table a person reads: per case predicted, measured, error; per metric the summary.
 std::string validation_table(const nlohmann::json& report);
