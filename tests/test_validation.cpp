@@ -662,7 +662,7 @@ TEST(Validation, BaselineMustBeAValidationReport) {
                                "b.json#/cases/0/error/ttft: must be a finite number (got \"x\")",
                                "b.json#/cases/1/id: appears twice in the same file (got \"a-1\")",
                                "b.json#/cases/2/id: must be a string",
-                               "b.json#/cases/3/groups: must be an object of group names (source, engine, gpu, model, mode); give "
+                               "b.json#/cases/3/groups: must be an object of group names (source, engine, gpu, gpus, model, mode); give "
                                "a report written by `capsim validate --format json`"}));
   EXPECT_TRUE(messages(nlohmann::json{{"schema", "capsim-validation-report/1"}, {"cases", nlohmann::json::array()}}).empty());
 }
