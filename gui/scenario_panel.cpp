@@ -521,7 +521,7 @@ QWidget* ScenarioPanel::build_training_tab() {
       "The PyTorch stack's cross entropy: eager F.cross_entropy on an fp32 copy of the logits, or under torch.compile "
       "(torchtitan with --training.compile since April 2025); the Megatron stack runs its own fused kernel",
       true);
-  add("Attention", "attention", combo(choices({"auto", "fused", "cudnn", "flash2", "unfused"})), "auto", "Attention kernel");
+  add("Attention", "attention", combo(choices({"auto", "fused", "cudnn", "flash2", "flash1", "flash-triton", "unfused"})), "auto", "Attention kernel");
   add("Optimizer", "optimizer", combo(choices({"adamw", "adam", "sgd", "adafactor", "lion", "adam8bit", "auto"})), "adamw",
       "Optimizer");
   add("Moments", "optimizer_moments", combo(choices({"auto", "fp32", "bf16"})), "auto",

@@ -2432,6 +2432,43 @@ TEST(Attention, CudnnKernelAtItsMeasuredRate) {
   EXPECT_DOUBLE_EQ(ampere.attention(a, true).value, f);
 }
 
+// FlashAttention (v1) and FlashAttention's Triton kernel run at the FlashAttention-2 paper's
+// bars for them (A100 80GB SXM4, forward+backward, causal head dim 128 at 2k: 69 and 68
+// TFLOP/s beside FlashAttention-2's 155); on Hopper FA1 at the H100 figure's bars and the
+// Triton kernel at FA1 times the A100's Triton/FA1 ratio; a part with neither table (B200)
+// costs both as FlashAttention-2.
+TEST(Attention, OlderFlashKernelsAtTheirPublishedRates) {
+  AttentionShape a;
+  a.batch = 8;
+  a.heads = 32;
+  a.kv_heads = 32;
+  a.q_len = a.kv_len = 2048;
+  a.causal = true;
+  const double flops = 2.0 * 8 * 32 * 2048.0 * 2048.0 * 0.5 * 256;  // QK^T and PV, causal half
+  const hw::RooflineCostModel a100(system_of("a100-sxm4-80gb", 1));  // rated clock on Ampere
+  a.kernel = AttentionKernel::flash_triton;
+  expect_rel(a100.attention(a, false).value, flops / 68e12, 1e-3, "A100 Triton forward");
+  expect_rel(a100.attention(a, true).value, 2.5 * flops / 68e12, 1e-3, "A100 Triton backward");
+  a.kernel = AttentionKernel::flash1;
+  expect_rel(a100.attention(a, false).value, flops / 69e12, 1e-3, "A100 FlashAttention v1");
+  a.kernel = AttentionKernel::flash2;
+  expect_rel(a100.attention(a, false).value, flops / 155e12, 1e-3, "A100 FlashAttention-2");
+  const SystemSpec h100 = system_of("h100-sxm5-80gb", 1);
+  const hw::RooflineCostModel hopper(h100);
+  const double clock = h100.gpu.efficiency.sustained_tensor_clock.value;
+  a.kernel = AttentionKernel::flash1;
+  expect_rel(hopper.attention(a, false).value, flops / (108e12 * clock), 1e-3, "H100 FlashAttention v1");
+  a.kernel = AttentionKernel::flash_triton;
+  expect_rel(hopper.attention(a, false).value, flops / (108e12 * 68.0 / 69.0 * clock), 2e-3, "H100 Triton, carried ratio");
+  const hw::RooflineCostModel blackwell(system_of("b200", 1));
+  a.kernel = AttentionKernel::flash2;
+  const double fa2 = blackwell.attention(a, false).value;
+  for (AttentionKernel k : {AttentionKernel::flash1, AttentionKernel::flash_triton}) {
+    a.kernel = k;
+    EXPECT_DOUBLE_EQ(blackwell.attention(a, false).value, fa2) << to_string(k);
+  }
+}
+
 TrainingPlan deepseek_v3_dualpipe() {
   TrainingPlan t;
   t.tp = 1;

@@ -17,6 +17,8 @@ std::string_view to_string(AttentionKernel k) {
     case AttentionKernel::fused: return "fused";
     case AttentionKernel::cudnn: return "cudnn";
     case AttentionKernel::flash2: return "flash2";
+    case AttentionKernel::flash1: return "flash1";
+    case AttentionKernel::flash_triton: return "flash-triton";
     case AttentionKernel::unfused: return "unfused";
   }
   return "?";

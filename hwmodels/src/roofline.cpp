@@ -167,7 +167,14 @@ Seconds RooflineCostModel::attention(const AttentionShape& a, bool backward) con
   if (backward) flops *= 2.5;
   const GpuEfficiency& e = g.efficiency;
   const AttentionEfficiency& cudnn = backward ? e.attention_cudnn_bwd : e.attention_cudnn_fwd;
-  const AttentionEfficiency& t = a.kernel == AttentionKernel::flash2 && !e.attention_fa2.seq_len.empty() ? e.attention_fa2
+  // FlashAttention (v1) and its Triton kernel at their own tables where the preset has
+  // them, else at FlashAttention-2's (a lower bound on their time).
+  const AttentionEfficiency* older = a.kernel == AttentionKernel::flash1          ? &e.attention_flash1
+                                     : a.kernel == AttentionKernel::flash_triton ? &e.attention_flash_triton
+                                                                                 : nullptr;
+  const bool fa2_family = a.kernel == AttentionKernel::flash2 || older;
+  const AttentionEfficiency& t = older && !older->seq_len.empty()                  ? *older
+                                 : fa2_family && !e.attention_fa2.seq_len.empty() ? e.attention_fa2
                                  : a.kernel == AttentionKernel::cudnn && !cudnn.seq_len.empty()
                                      ? cudnn
                                      : (backward ? e.attention_bwd : e.attention_fwd);

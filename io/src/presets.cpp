@@ -289,6 +289,9 @@ GpuSpec gpu_from_json(const json& j, const std::string& origin) {
     attention("attention_fwd", g.efficiency.attention_fwd);
     attention("attention_bwd", g.efficiency.attention_bwd);
     attention("attention_fa2", g.efficiency.attention_fa2);
+    // Optional: the older kernels, where a figure publishes them.
+    if (e.contains("attention_flash1")) attention("attention_flash1", g.efficiency.attention_flash1);
+    if (e.contains("attention_flash_triton")) attention("attention_flash_triton", g.efficiency.attention_flash_triton);
     // Optional: parts with no cuDNN measurement cost Transformer Engine's attention with the
     // fused tables.
     if (e.contains("attention_cudnn_fwd") || e.contains("attention_cudnn_bwd")) {

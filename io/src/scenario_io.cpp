@@ -737,9 +737,11 @@ void read_training(ObjectReader& r, TrainingPlan& t, Scenario& sc, int64_t num_g
                  : s == "dualpipe" ? Schedule::dualpipe
                                    : Schedule::one_f_one_b;
   }
-  if (r.choice("attention", s, {"fused", "cudnn", "flash2", "unfused"}, false, true))
+  if (r.choice("attention", s, {"fused", "cudnn", "flash2", "flash1", "flash-triton", "unfused"}, false, true))
     t.attention = s == "auto"     ? std::optional<AttentionKernel>()
                   : s == "flash2" ? std::optional<AttentionKernel>(AttentionKernel::flash2)
+                  : s == "flash1" ? std::optional<AttentionKernel>(AttentionKernel::flash1)
+                  : s == "flash-triton" ? std::optional<AttentionKernel>(AttentionKernel::flash_triton)
                   : s == "cudnn"  ? std::optional<AttentionKernel>(AttentionKernel::cudnn)
                   : s == "unfused" ? std::optional<AttentionKernel>(AttentionKernel::unfused)
                                    : std::optional<AttentionKernel>(AttentionKernel::fused);

@@ -34,6 +34,10 @@ enum class AttentionKernel {
   /// (with context parallelism too); the preset's cuDNN table where it has one, else `fused`.
   cudnn,
   flash2,   ///< FlashAttention-2 (PyTorch SDPA's flash backend, flash-attn 2.x)
+  flash1,   ///< FlashAttention (v1): flash-attn 1.x, what 2022-23 PyTorch stacks ran
+  /// FlashAttention's Triton kernel (flash_attn_triton.py), MPT / llm-foundry's attn_impl
+  /// "triton"; the preset's FlashAttention-2 table where it has none of its own.
+  flash_triton,
   unfused,  ///< batched GEMMs for QK^T and PV around a fused softmax (Megatron-LM before flash)
 };
 

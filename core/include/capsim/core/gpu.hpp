@@ -108,6 +108,9 @@ struct GpuEfficiency {
   /// cuDNN fused attention (Transformer Engine's FusedAttention), forward and backward.
   AttentionEfficiency attention_cudnn_fwd, attention_cudnn_bwd;
   AttentionEfficiency attention_fa2;  ///< FlashAttention-2 (forward+backward), e.g. PyTorch SDPA
+  /// FlashAttention (v1) and FlashAttention's Triton kernel (forward+backward); optional:
+  /// empty where not measured (the FlashAttention-2 table applies).
+  AttentionEfficiency attention_flash1, attention_flash_triton;
   Sourced allreduce_busbw_gbps, allgather_busbw_gbps, reducescatter_busbw_gbps, alltoall_busbw_gbps;
   /// All-reduce over all 8 GPUs of an NVSwitch node with NVLink SHARP (NCCL's default NVLS
   /// algorithm where the switch supports it); 0 = not measured, the ring figure applies.
