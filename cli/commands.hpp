@@ -82,6 +82,8 @@ struct ValidateArgs {
   std::string out;
   std::vector<std::string> group_by;  ///< source, engine, gpu, model, mode
   std::string baseline;               ///< an earlier `validate --format json` report
+  std::vector<std::string> only;      ///< case id globs of a what-if
+  std::vector<std::string> sets;      ///< path=value overrides of a what-if
 };
 
 int run_validate(const ValidateArgs& a);

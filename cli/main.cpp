@@ -860,7 +860,8 @@ int run_validate(const ValidateArgs& a) {
       }
       reporter.counter()->done.store(static_cast<int64_t>(done));
     };
-  json r = io::run_validation(files, cal ? &*cal : nullptr, std::max(1u, std::thread::hardware_concurrency()), progress);
+  json r = io::run_validation(files, cal ? &*cal : nullptr, std::max(1u, std::thread::hardware_concurrency()), progress,
+                              io::ValidationWhatIf{a.only, a.sets});
   reporter.finish();
   add_calibration(r, cal);
   const bool as_json = resolve_format(a.format) == "json";
@@ -1125,6 +1126,13 @@ int main(int argc, char** argv) {
                        "Error table per group: source (case id up to its first '-'), engine, gpu, gpus (the job's GPU count: 1, 2-8, 9-64, 65-512, 513-4096, 4097+), model, mode")
       ->check(CLI::IsMember({"source", "engine", "gpu", "gpus", "model", "mode"}))
       ->delimiter(',');
+  validate->add_option("--only", validate_args.only,
+                       "What-if: only the cases whose id matches one of these globs (* any characters, ? one)")
+      ->allow_extra_args(false);
+  validate->add_option("--set", validate_args.sets,
+                       "What-if: override a key of each selected case before it runs: path=value from the case's root "
+                       "(training.attention=flash-triton); a case without the path's first key is left as it is")
+      ->allow_extra_args(false);
   validate->add_option("--baseline", validate_args.baseline,
                        "An earlier `validate --format json` report: print what moved against it (per file and metric, per group, per case)");
   add_format(validate, validate_args.format);

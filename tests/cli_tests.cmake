@@ -205,6 +205,16 @@ capsim_cli_expect(NAME cli.validate.group_by_source EXIT_CODE 0
 capsim_cli_expect(NAME cli.validate.group_by_gpus EXIT_CODE 0
   CMD validate ${CAPSIM_DATA_DIR}/validation/training-public.json --group-by gpus --format table
   STDOUT "errors by gpus" "  2-8 " "  513-4096 ")
+# A what-if over published cases says so before its figures; what is wrong with it is one
+# input error naming every problem.
+capsim_cli_expect(NAME cli.validate.what_if EXIT_CODE 0
+  CMD validate ${CAPSIM_DATA_DIR}/validation/training-public.json --only llmfoundry-a100* --set training.attention=flash-triton --format table
+  STDOUT "what-if, not the published configurations: --only llmfoundry-a100* --set training.attention=flash-triton"
+         "llmfoundry-a10040-bf16-mpt-7b-seq2048-128gpu")
+capsim_cli_expect(NAME cli.validate.what_if_errors EXIT_CODE 1
+  CMD validate ${CAPSIM_DATA_DIR}/validation/training-public.json --only nothing-* --set bogus --set inference.tp=2
+  STDERR "3 problems in the input" "--only: matches no case id in the files (got nothing-*)"
+         "--set: must look like path=value" "--set: applies to no selected case")
 capsim_cli_expect(NAME cli.validate.group_by_unknown EXIT_CODE 2
   CMD validate ${CAPSIM_DATA_DIR}/validation/posttraining-public.json --group-by family
   STDERR "--group-by")

@@ -134,27 +134,16 @@ TEST(Validation, EveryPostTrainingKeyLeftAutoAloneReads) {
   EXPECT_GT(variants, 100u);
 }
 
-/// The training cases whose ids start with one of `prefixes`, run as a validation file of
-/// their own with `training.attention` set to `kernel` (the schema has no such field; the
-/// sources say which kernel ran); `count` of them are expected, `tag` names the temporary file.
-nlohmann::json run_with_attention(std::initializer_list<const char*> prefixes, const char* kernel, size_t count,
-                                  const char* tag) {
-  const std::filesystem::path tmp =
-      std::filesystem::temp_directory_path() / (std::string("capsim-attention-") + tag + "-cases.json");
-  nlohmann::json doc = {{"schema", "capsim-validation/1"}, {"cases", nlohmann::json::array()}};
-  std::ifstream in(kTraining);
-  const nlohmann::json cases = nlohmann::json::parse(in)["cases"];
-  for (nlohmann::json c : cases) {
-    const std::string id = c["id"];
-    if (std::none_of(prefixes.begin(), prefixes.end(), [&](const char* p) { return id.rfind(p, 0) == 0; })) continue;
-    c["training"]["attention"] = kernel;
-    doc["cases"].push_back(c);
-  }
-  EXPECT_EQ(doc["cases"].size(), count);
-  std::ofstream(tmp) << doc.dump();
-  nlohmann::json r = io::run_validation({tmp});
-  std::filesystem::remove(tmp);
+/// The training cases whose ids start with one of `prefixes`, run with `training.attention`
+/// set to `kernel` (a what-if: the schema has no such field; the sources say which kernel
+/// ran); `count` of them are expected.
+nlohmann::json run_with_attention(std::initializer_list<const char*> prefixes, const char* kernel, size_t count) {
+  io::ValidationWhatIf w;
+  for (const char* p : prefixes) w.only.push_back(std::string(p) + "*");
+  w.sets = {std::string("training.attention=") + kernel};
+  nlohmann::json r = io::run_validation({kTraining}, nullptr, 1, {}, w);
   EXPECT_EQ(r["cases"].size(), count);
+  EXPECT_EQ(r["what_if"]["set"], nlohmann::json::array({w.sets[0]}));
   return r;
 }
 
@@ -171,7 +160,7 @@ nlohmann::json run_with_attention(std::initializer_list<const char*> prefixes, c
 // implementation's communication and stay out.)
 TEST(Validation, MegatronLm2021RunsReproducedWithUnfusedAttention) {
   const nlohmann::json r =
-      run_with_attention({"narayanan21-t1-", "narayanan21-t2-ptdp-", "korthikanti22-"}, "unfused", 24, "unfused");
+      run_with_attention({"narayanan21-t1-", "narayanan21-t2-ptdp-", "korthikanti22-"}, "unfused", 24);
   for (const auto& c : r["cases"]) {
     ASSERT_EQ(c["status"], "ok") << c["id"];
     const std::string id = c["id"];
@@ -191,7 +180,7 @@ TEST(Validation, MegatronLm2021RunsReproducedWithUnfusedAttention) {
 // family reads 5.5% median, and the A100 rows, measured on the GPU that figure was, within
 // 10% each.
 TEST(Validation, LlmFoundryRunsWithTheTritonAttentionTheirScriptSelected) {
-  const nlohmann::json r = run_with_attention({"llmfoundry-"}, "flash-triton", 22, "triton");
+  const nlohmann::json r = run_with_attention({"llmfoundry-"}, "flash-triton", 22);
   std::vector<double> abs_errors;
   for (const auto& c : r["cases"]) {
     ASSERT_EQ(c["status"], "ok") << c["id"];
@@ -203,6 +192,58 @@ TEST(Validation, LlmFoundryRunsWithTheTritonAttentionTheirScriptSelected) {
   ASSERT_EQ(abs_errors.size(), 22u);
   std::sort(abs_errors.begin(), abs_errors.end());
   EXPECT_LT(0.5 * (abs_errors[10] + abs_errors[11]), 0.065);
+}
+
+// A what-if over the published cases: globs over case ids select, overrides change each
+// selected case that has the path's first key; everything wrong with the what-if is one
+// input error, before any case runs.
+TEST(Validation, WhatIfSelectsAndOverridesCases) {
+  EXPECT_TRUE(io::glob_match("llmfoundry-*", "llmfoundry-h100-bf16-mpt-1b-seq2048-512gpu"));
+  EXPECT_TRUE(io::glob_match("*-t1-?.7b", "narayanan21-t1-1.7b"));
+  EXPECT_TRUE(io::glob_match("*", ""));
+  EXPECT_FALSE(io::glob_match("llmfoundry-*", "nemo-longseq-llama2-7b-4k"));
+  EXPECT_FALSE(io::glob_match("*-t1-?.7b", "narayanan21-t1-18.4b"));
+  io::ValidationWhatIf w;
+  w.only = {"nemo-longseq-llama2-7b-4k", "nemo-longseq-llama2-7b-8?"};
+  w.sets = {"training.attention=flash2", "inference.tp=2"};  // the second applies to no training case
+  try {
+    io::run_validation({kTraining}, nullptr, 1, {}, w);
+    FAIL() << "an override that applies to no case is an input error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("inference.tp=2"), std::string::npos) << e.what();
+  }
+  w.sets = {"training.attention=flash2"};
+  const nlohmann::json r = io::run_validation({kTraining}, nullptr, 1, {}, w);
+  ASSERT_EQ(r["cases"].size(), 2u);
+  EXPECT_EQ(r["cases"][1]["id"], "nemo-longseq-llama2-7b-8k");
+  // The override reached the model: FlashAttention-2 is slower than the cuDNN kernel the
+  // Megatron stack runs on Hopper by default.
+  io::ValidationWhatIf plain;
+  plain.only = w.only;
+  const nlohmann::json base = io::run_validation({kTraining}, nullptr, 1, {}, plain);
+  EXPECT_GT(r["cases"][0]["predicted"]["step_time_s"].get<double>(), base["cases"][0]["predicted"]["step_time_s"].get<double>());
+  EXPECT_NE(io::validation_table(r).find("what-if, not the published configurations: --only nemo-longseq-llama2-7b-4k"),
+            std::string::npos);
+  // Every problem at once: a malformed override, a glob without a match; and an override
+  // no selected case can take is an error too, with the first case's reason.
+  w.only = {"nothing-*"};
+  w.sets = {"bogus"};
+  try {
+    io::run_validation({kTraining}, nullptr, 1, {}, w);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.issues().size(), 2u) << e.what();
+  }
+  w.only = {"nemo-longseq-*"};
+  w.sets = {"training.attention=flash9"};
+  try {
+    io::run_validation({kTraining}, nullptr, 1, {}, w);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("leaves no selected case readable; the first, nemo-longseq-llama2-7b-4k"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Validation, TrainingErrorBounds) {

@@ -335,14 +335,116 @@ json evaluate_case(const json& c, const std::string& file, const std::filesystem
 
 }  // namespace
 
+namespace {
+
+/// Whether a case reads as a scenario (`why`: the reader's message where it does not).
+bool readable(const json& c, const std::filesystem::path& dir, std::string* why = nullptr) {
+  try {
+    (void)scenario_from_json(c, dir, EngineKeys::ignore_unknown);
+    return true;
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return false;
+  }
+}
+
+}  // namespace
+
+bool glob_match(std::string_view pattern, std::string_view text) {
+  // Iterative matching with one backtrack point for the last `*`.
+  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+      ++p;
+      ++t;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = t;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
 json run_validation(const std::vector<std::filesystem::path>& files, const CalibrationProfile* calibration,
-                    unsigned threads, const ValidationProgress& progress) {
+                    unsigned threads, const ValidationProgress& progress, const ValidationWhatIf& what_if) {
   json cases = json::array();
   json summary = json::object();
+  std::vector<size_t> only_hits(what_if.only.size(), 0), set_hits(what_if.sets.size(), 0);
+  size_t changed_readable = 0, broken = 0;
+  std::string first_broken;
+  // Every problem of the what-if at once: malformed overrides, globs and overrides that
+  // select or change nothing.
+  std::vector<Issue> problems;
+  std::vector<bool> malformed(what_if.sets.size(), false);
+  for (size_t i = 0; i < what_if.sets.size(); ++i) {
+    const std::string& s = what_if.sets[i];
+    malformed[i] = s.find('=') == std::string::npos || s.front() == '=';
+    if (malformed[i]) problems.push_back({"--set", s, "must look like path=value (e.g. training.attention=flash2)", {}});
+  }
+  std::vector<std::pair<std::filesystem::path, json>> docs;
   for (const auto& path : files) {
-    const json doc = read_json_file(path);
+    json doc = read_json_file(path);
     if (!doc.is_object() || !doc.contains("cases") || !doc["cases"].is_array())
       throw InputError({{path.string(), "", "not a capsim-validation/1 file (no \"cases\" array)", {}}});
+    if (!what_if.empty()) {
+      // The what-if's cases, changed as it says, before anything runs.
+      json kept = json::array();
+      for (json& c : doc["cases"]) {
+        const std::string id = c.is_object() && c.contains("id") && c["id"].is_string() ? c["id"].get<std::string>() : "";
+        bool selected = what_if.only.empty();
+        for (size_t i = 0; i < what_if.only.size(); ++i)
+          if (glob_match(what_if.only[i], id)) {
+            selected = true;
+            ++only_hits[i];
+          }
+        if (!selected) continue;
+        const json before = c;
+        bool changed = false;
+        for (size_t i = 0; i < what_if.sets.size(); ++i) {
+          if (malformed[i]) continue;
+          const std::string& s = what_if.sets[i];
+          const std::string top = s.substr(0, std::min(s.find('.'), s.find('=')));
+          if (!c.is_object() || !c.contains(top) || !c[top].is_object()) continue;
+          apply_overrides(c, {s});
+          ++set_hits[i];
+          changed = true;
+        }
+        if (changed && readable(before, path.parent_path())) {
+          // Cases the overrides make unreadable are counted, so that overrides no case can
+          // take (a value outside a key's choices) are an input error, not a report of
+          // unsupported cases; one that only some cases cannot take leaves those unsupported.
+          ++changed_readable;
+          std::string why;
+          if (!readable(c, path.parent_path(), &why)) {
+            ++broken;
+            if (first_broken.empty()) first_broken = id + ": " + why;
+          }
+        }
+        kept.push_back(std::move(c));
+      }
+      doc["cases"] = std::move(kept);
+    }
+    docs.emplace_back(path, std::move(doc));
+  }
+  for (size_t i = 0; i < what_if.only.size(); ++i)
+    if (only_hits[i] == 0) problems.push_back({"--only", what_if.only[i], "matches no case id in the files", {}});
+  for (size_t i = 0; i < what_if.sets.size(); ++i)
+    if (!malformed[i] && set_hits[i] == 0)
+      problems.push_back({"--set", what_if.sets[i], "applies to no selected case (none has the path's first key)", {}});
+  if (changed_readable > 0 && broken == changed_readable) {
+    std::string all;
+    for (size_t i = 0; i < what_if.sets.size(); ++i)
+      if (!malformed[i]) all += (all.empty() ? "" : " ") + what_if.sets[i];
+    problems.push_back({"--set", all, "leaves no selected case readable; the first, " + first_broken, {}});
+  }
+  if (!problems.empty()) throw InputError(std::move(problems));
+  for (const auto& [path, doc] : docs) {
     const std::string file = path.filename().string();
     // Cases are independent: evaluated on worker threads, each into its own slot, so the
     // report is the same for any thread count.
@@ -386,13 +488,22 @@ json run_validation(const std::vector<std::filesystem::path>& files, const Calib
     }
     summary[file] = per_metric;
   }
-  return json{{"schema", "capsim-validation-report/1"}, {"cases", cases}, {"summary", summary}};
+  json report{{"schema", "capsim-validation-report/1"}, {"cases", cases}, {"summary", summary}};
+  if (!what_if.empty()) report["what_if"] = {{"only", what_if.only}, {"set", what_if.sets}};
+  return report;
 }
 
 std::string validation_table(const json& r) {
   std::ostringstream out;
   char line[512];
   std::string file;
+  if (r.contains("what_if")) {
+    // A what-if is not the published configuration: say so before any figure.
+    out << "what-if, not the published configurations:";
+    for (const json& o : r["what_if"]["only"]) out << " --only " << o.get<std::string>();
+    for (const json& s : r["what_if"]["set"]) out << " --set " << s.get<std::string>();
+    out << "\n";
+  }
   for (const json& c : r["cases"]) {
     if (c["file"] != file) {
       file = c["file"].get<std::string>();

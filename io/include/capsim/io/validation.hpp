@@ -27,10 +27,26 @@ ErrorSummary summarize_errors(std::vector<double> abs_errors);
 /// call at a time.
 using ValidationProgress = std::function<void(const std::string& file, size_t done, size_t total)>;
 
+/// A what-if over published cases (`capsim validate --only ... --set ...`): only the cases
+/// whose id matches one of `only` (globs: `*` any run of characters, `?` one; empty = every
+/// case), each with the `sets` overrides applied (`path=value` as `--set` on a scenario,
+/// the path from the case's root, e.g. `training.attention=flash-triton`). An override
+/// whose first key a case lacks (a `training.` key on a serving case) leaves that case as
+/// it is. A glob that matches no case, or an override that applies to none, is an input
+/// error. The report says what was changed (`what_if`).
+struct ValidationWhatIf {
+  std::vector<std::string> only;
+  std::vector<std::string> sets;
+  bool empty() const { return only.empty() && sets.empty(); }
+};
+
+/// Whether `text` matches the glob `pattern` (`*`: any run of characters, `?`: one).
+bool glob_match(std::string_view pattern, std::string_view text);
+
 /// Cases run on `threads` worker threads; the report does not depend on the count.
 nlohmann::json run_validation(const std::vector<std::filesystem::path>& files,
                               const CalibrationProfile* calibration = nullptr, unsigned threads = 1,
-                              const ValidationProgress& progress = {});
+                              const ValidationProgress& progress = {}, const ValidationWhatIf& what_if = {});
 
 /// Error statistics per group of a validation report: `by` is "source" (the case id up to
 /// its first "-"), "engine", "gpu", "gpus" (the job's GPU count: "1", "2-8", "9-64",
