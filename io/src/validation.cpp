@@ -444,7 +444,10 @@ json run_validation(const std::vector<std::filesystem::path>& files, const Calib
     problems.push_back({"--set", all, "leaves no selected case readable; the first, " + first_broken, {}});
   }
   if (!problems.empty()) throw InputError(std::move(problems));
-  for (const auto& [path, doc] : docs) {
+  for (const auto& entry : docs) {
+    // Named, not a structured binding: the worker lambda below captures the path.
+    const std::filesystem::path& path = entry.first;
+    const json& doc = entry.second;
     const std::string file = path.filename().string();
     // Cases are independent: evaluated on worker threads, each into its own slot, so the
     // report is the same for any thread count.
