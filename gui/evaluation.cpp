@@ -253,6 +253,11 @@ std::vector<std::filesystem::path> default_validation_files() {
   return files;
 }
 
+const std::vector<std::string>& validation_group_keys() {
+  static const std::vector<std::string> keys = {"source", "engine", "gpu", "gpus", "model", "mode"};
+  return keys;
+}
+
 ValidationOutcome run_validation_files(const std::vector<std::filesystem::path>& files, unsigned threads) {
   ValidationOutcome out;
   try {
@@ -265,10 +270,21 @@ ValidationOutcome run_validation_files(const std::vector<std::filesystem::path>&
         continue;
       }
       const std::string group = c.contains("groups") ? c["groups"].value("source", std::string("?")) : "?";
+      std::map<std::string, std::string> groups;
+      for (const std::string& key : validation_group_keys())
+        groups[key] = c.contains("groups") ? c["groups"].value(key, std::string("?")) : "?";
       for (auto it = c["error"].begin(); it != c["error"].end(); ++it)
         out.points.push_back({id, c.value("file", std::string()), group, it.key(),
                               c["predicted"][it.key()].get<double>(), c["measured"][it.key()].get<double>(),
-                              it.value().get<double>()});
+                              it.value().get<double>(), groups});
+    }
+    for (const std::string& key : validation_group_keys()) {
+      const nlohmann::json table = io::group_errors(r, key);
+      std::vector<ValidationGroupRow>& rows = out.groups_by[key];
+      for (const std::string& name : io::ordered_group_names(table))
+        for (auto mi = table[name].begin(); mi != table[name].end(); ++mi)
+          rows.push_back({name, mi.key(), mi.value().value("n", int64_t{0}), mi.value().value("median_abs_error", 0.0),
+                          mi.value().value("p90_abs_error", 0.0), mi.value().value("signed_median_error", 0.0)});
     }
     for (auto gi = g.begin(); gi != g.end(); ++gi)
       for (auto mi = gi.value().begin(); mi != gi.value().end(); ++mi)

@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <map>
 #include <vector>
 
 #include "capsim/core/calibration.hpp"
@@ -172,7 +173,12 @@ CalibrationOutcome load_calibration(const std::filesystem::path& path, const Sys
 struct ValidationPoint {
   std::string id, file, group, metric;  ///< group: the case's source family
   double predicted = 0, measured = 0, error = 0;  ///< error: predicted / measured - 1
+  std::map<std::string, std::string> groups;  ///< the case's group under each key (validation_group_keys)
 };
+
+/// What a validation table can be grouped by, as `capsim validate --group-by` takes it:
+/// source, engine, gpu, gpus, model, mode.
+const std::vector<std::string>& validation_group_keys();
 
 /// One row of the error table: a source family's statistics over a metric (or "(all)").
 struct ValidationGroupRow {
@@ -186,6 +192,9 @@ struct ValidationOutcome {
   std::string internal_error;  ///< a file that does not read, or an unexpected failure
   std::vector<ValidationPoint> points;      ///< every ok case's metrics, in report order
   std::vector<ValidationGroupRow> groups;   ///< io::group_errors(report, "source"), group then metric
+  /// io::group_errors(report, key) for every validation_group_keys() key, groups in the
+  /// order tables print them (io::ordered_group_names), then metric.
+  std::map<std::string, std::vector<ValidationGroupRow>> groups_by;
   std::vector<std::string> unsupported;     ///< ids of the cases the models cannot answer
   std::string report;                       ///< io::dump of the report with "groups_by"/"source"
 };

@@ -2,6 +2,7 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QComboBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -70,8 +71,15 @@ ValidationView::ValidationView(QWidget* parent) : QWidget(parent) {
   status_ = new QLabel(tr("Run the published cases, or open case files (capsim-validation/1)."));
   status_->setObjectName(QStringLiteral("validation_status"));
   status_->setWordWrap(true);
+  group_by_ = new QComboBox;
+  group_by_->setObjectName(QStringLiteral("validation_group_by"));
+  for (const std::string& key : validation_group_keys()) group_by_->addItem(QString::fromStdString(key));
+  group_by_->setToolTip(tr("Group the error table by source family, engine, GPU, job size (GPUs), model or mode, "
+                           "as capsim validate --group-by does"));
   bar->addWidget(run_);
   bar->addWidget(open_);
+  bar->addWidget(new QLabel(tr("Group by")));
+  bar->addWidget(group_by_);
   bar->addWidget(busy_);
   bar->addWidget(status_, 1);
   layout->addLayout(bar);
@@ -112,6 +120,7 @@ ValidationView::ValidationView(QWidget* parent) : QWidget(parent) {
     if (!files.isEmpty()) emit files_chosen(files);
   });
   connect(table_, &QTreeWidget::currentItemChanged, this, [this](QTreeWidgetItem* item) { on_item(item); });
+  connect(group_by_, &QComboBox::currentTextChanged, this, [this] { build_table(); });
   // A click on a case loads it into the editor.
   auto offer = [this](QTreeWidgetItem* item) {
     if (item && item->data(kName, kKindRole).toInt() == kCaseRow) load_case(item->text(kName));
@@ -130,6 +139,7 @@ void ValidationView::clear_figures() {
   table_->clear();
   detail_->clear();
   points_.clear();
+  outcome_ = ValidationOutcome{};
 }
 
 void ValidationView::show_running(const QStringList& files) {
@@ -233,9 +243,22 @@ void ValidationView::show_outcome(const ValidationOutcome& out) {
     selected_->attachAxis(y);
   }
 
-  // Table: a source family's pooled row, its metrics, then its cases.
+  outcome_ = out;
+  build_table();
+}
+
+void ValidationView::build_table() {
+  // Table: a group's pooled row, its metrics, then its cases.
+  table_->clear();
+  detail_->clear();
+  if (selected_) selected_->clear();
+  const std::string key = group_by_->currentText().toStdString();
+  table_->setHeaderLabels({tr("%1 / metric / case").arg(QString::fromStdString(key)), tr("n"), tr("median |err|"),
+                           tr("p90 |err|"), tr("signed median"), tr("errors")});
+  const auto rows = outcome_.groups_by.find(key);
+  const std::vector<ValidationGroupRow>& groups = rows != outcome_.groups_by.end() ? rows->second : outcome_.groups;
   std::map<std::string, QTreeWidgetItem*> group_items;
-  for (const ValidationGroupRow& r : out.groups) {
+  for (const ValidationGroupRow& r : groups) {
     QTreeWidgetItem*& g = group_items[r.group];
     if (!g) {
       g = new QTreeWidgetItem(table_, {QString::fromStdString(r.group)});
@@ -260,7 +283,9 @@ void ValidationView::show_outcome(const ValidationOutcome& out) {
   for (const ValidationPoint& p : points_) {
     QTreeWidgetItem*& c = case_items[p.id];
     if (!c) {
-      QTreeWidgetItem* parent = group_items.count(p.group) ? group_items[p.group] : table_->invisibleRootItem();
+      const auto g = p.groups.find(key);
+      const std::string& group = g != p.groups.end() ? g->second : p.group;
+      QTreeWidgetItem* parent = group_items.count(group) ? group_items[group] : table_->invisibleRootItem();
       c = new QTreeWidgetItem(parent, {QString::fromStdString(p.id)});
       c->setData(kName, kKindRole, kCaseRow);
       c->setToolTip(kName, QString::fromStdString(p.file));
@@ -343,6 +368,17 @@ bool ValidationView::load_case(const QString& id) {
 
 QString ValidationView::detail() const {
   return detail_->text();
+}
+
+bool ValidationView::set_group_by(const QString& key) {
+  const int i = group_by_->findText(key);
+  if (i < 0) return false;
+  group_by_->setCurrentIndex(i);
+  return true;
+}
+
+QString ValidationView::group_by() const {
+  return group_by_->currentText();
 }
 
 }  // namespace capsim::gui

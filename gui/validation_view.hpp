@@ -1,7 +1,8 @@
 #pragma once
 /// Validation results: published measurements against the models' predictions as a
-/// log-log scatter with ±10 % and ±25 % bands, and the error table by source family
-/// (`capsim validate --group-by source`); a case picked in the table shows its errors.
+/// log-log scatter with ±10 % and ±25 % bands, and the error table by source family or any
+/// other `capsim validate --group-by` key (job size, GPU, engine, model, mode); a case
+/// picked in the table shows its errors.
 
 #include <QString>
 #include <QStringList>
@@ -11,6 +12,7 @@
 #include "evaluation.hpp"
 
 class QChart;
+class QComboBox;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -48,6 +50,11 @@ class ValidationView : public QWidget {
   bool load_case(const QString& id);
   /// What the detail line says about the selected case.
   QString detail() const;
+  /// Group the table by `key` (one of validation_group_keys(), as `--group-by` takes it);
+  /// false for another key. The chart does not change.
+  bool set_group_by(const QString& key);
+  /// The key the table is grouped by.
+  QString group_by() const;
 
  signals:
   /// The user asked to run the default files (data/validation/*.json) again.
@@ -61,6 +68,8 @@ class ValidationView : public QWidget {
  private:
   void clear_figures();
   void on_item(QTreeWidgetItem* item);
+  /// The table for the key the combo shows, from outcome_.
+  void build_table();
   QChart* chart_ = nullptr;
   QScatterSeries* cases_ = nullptr;
   QScatterSeries* selected_ = nullptr;
@@ -70,7 +79,9 @@ class ValidationView : public QWidget {
   QProgressBar* busy_ = nullptr;
   QPushButton* run_ = nullptr;
   QPushButton* open_ = nullptr;
+  QComboBox* group_by_ = nullptr;
   std::vector<ValidationPoint> points_;
+  ValidationOutcome outcome_;
 };
 
 }  // namespace capsim::gui

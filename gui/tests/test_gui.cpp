@@ -1799,6 +1799,27 @@ class GuiTest : public QObject {
         QCOMPARE(row.signed_median, mi.value()["signed_median_error"].get<double>());
       }
     QCOMPARE(w.validation_view()->group_row(QStringLiteral("no-such-source")).n, int64_t{-1});
+    // Grouped by job size, as `--group-by gpus`: the groups in count order, io::group_errors'
+    // numbers, the chart as it was; back to the source families after.
+    QCOMPARE(w.validation_view()->group_by(), QStringLiteral("source"));
+    QVERIFY(!w.validation_view()->set_group_by(QStringLiteral("family")));
+    QVERIFY(w.validation_view()->set_group_by(QStringLiteral("gpus")));
+    const json by_size = io::group_errors(r, "gpus");
+    auto* sized = w.validation_view()->findChild<QTreeWidget*>();
+    QVERIFY(sized && sized->topLevelItemCount() == static_cast<int>(by_size.size()));
+    QStringList order;
+    for (int i = 0; i < sized->topLevelItemCount(); ++i) order << sized->topLevelItem(i)->text(0);
+    QStringList want;
+    for (const std::string& name : io::ordered_group_names(by_size)) want << QString::fromStdString(name);
+    QCOMPARE(order, want);
+    QCOMPARE(order.front(), QStringLiteral("2-8"));
+    for (auto gi = by_size.begin(); gi != by_size.end(); ++gi) {
+      const gui::ValidationGroupRow row = w.validation_view()->group_row(QString::fromStdString(gi.key()));
+      QCOMPARE(row.n, gi.value()["(all)"]["n"].get<int64_t>());
+      QCOMPARE(row.signed_median, gi.value()["(all)"]["signed_median_error"].get<double>());
+    }
+    QCOMPARE(w.validation_view()->points(), expected);
+    QVERIFY(w.validation_view()->set_group_by(QStringLiteral("source")));
     // A case picked in the table: its id and its errors.
     QVERIFY(w.validation_view()->select_case(QString::fromStdString(first_id)));
     const QString detail = w.validation_view()->detail();
