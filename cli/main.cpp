@@ -872,7 +872,18 @@ int run_validate(const ValidateArgs& a) {
     if (!as_json) table += io::group_table(g, by);
   }
   if (!a.baseline.empty()) {
-    const std::string name = std::filesystem::path(a.baseline).filename().string();
+    std::string name = std::filesystem::path(a.baseline).filename().string();
+    if (!a.only.empty()) {
+      // Like for like: the baseline's cases that --only selects, not the whole file.
+      json kept = json::array();
+      for (const json& c : baseline["cases"]) {
+        const std::string id = c.value("id", std::string());
+        if (std::any_of(a.only.begin(), a.only.end(), [&](const std::string& g) { return io::glob_match(g, id); }))
+          kept.push_back(c);
+      }
+      baseline["cases"] = std::move(kept);
+      name += " (its cases --only selects)";
+    }
     json cmp = io::compare_reports(r, baseline, a.group_by, a.baseline);
     if (!as_json) table += io::comparison_table(cmp, name);
     cmp["file"] = a.baseline;

@@ -25,3 +25,11 @@ string(FIND "${out}" "\"moved\": []" at)
 if(NOT rc EQUAL 0 OR at EQUAL -1)
   message(FATAL_ERROR "the JSON report's baseline.moved is not empty (exit ${rc})")
 endif()
+# A what-if's subset against the whole baseline compares like for like: the baseline's
+# cases that --only selects, nothing "removed".
+execute_process(COMMAND "${CAPSIM}" validate "${FILE}" --only "nemorl-v0.5-*" --baseline "${WORK}/base.json" --format table
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(FIND "${out}" "against base.json (its cases --only selects): 0 case metrics moved, 0 cases added, 0 removed" at)
+if(NOT rc EQUAL 0 OR at EQUAL -1)
+  message(FATAL_ERROR "--only against a whole baseline (exit ${rc}):\n${out}\n${err}")
+endif()
