@@ -371,79 +371,103 @@ bool glob_match(std::string_view pattern, std::string_view text) {
   return p == pattern.size();
 }
 
+namespace {
+
+/// A what-if (ValidationWhatIf) applied to the files' cases as they are read, and what was
+/// wrong with it, reported at once when every file is read.
+class WhatIfCases {
+ public:
+  explicit WhatIfCases(const ValidationWhatIf& w)
+      : w_(w), only_hits_(w.only.size(), 0), set_hits_(w.sets.size(), 0), malformed_(w.sets.size(), false) {
+    for (size_t i = 0; i < w_.sets.size(); ++i) {
+      const std::string& s = w_.sets[i];
+      malformed_[i] = s.find('=') == std::string::npos || s.front() == '=';
+      if (malformed_[i]) problems_.push_back({"--set", s, "must look like path=value (e.g. training.attention=flash2)", {}});
+    }
+  }
+
+  /// Keep the cases of `doc` the globs select, each changed by the overrides.
+  void apply(json& doc, const std::filesystem::path& dir) {
+    if (w_.empty()) return;
+    json kept = json::array();
+    for (json& c : doc["cases"]) {
+      const std::string id = c.is_object() && c.contains("id") && c["id"].is_string() ? c["id"].get<std::string>() : "";
+      bool selected = w_.only.empty();
+      for (size_t i = 0; i < w_.only.size(); ++i)
+        if (glob_match(w_.only[i], id)) {
+          selected = true;
+          ++only_hits_[i];
+        }
+      if (!selected) continue;
+      const json before = c;
+      bool changed = false;
+      for (size_t i = 0; i < w_.sets.size(); ++i) {
+        if (malformed_[i]) continue;
+        const std::string& s = w_.sets[i];
+        const std::string top = s.substr(0, std::min(s.find('.'), s.find('=')));
+        if (!c.is_object() || !c.contains(top) || !c[top].is_object()) continue;
+        apply_overrides(c, {s});
+        ++set_hits_[i];
+        changed = true;
+      }
+      // Cases the overrides make unreadable are counted, so that overrides no case can take
+      // (a value outside a key's choices) are an input error, not a report of unsupported
+      // cases; overrides only some cases cannot take leave those unsupported.
+      if (changed && readable(before, dir)) {
+        ++changed_readable_;
+        std::string why;
+        if (!readable(c, dir, &why)) {
+          ++broken_;
+          if (first_broken_.empty()) first_broken_ = id + ": " + why;
+        }
+      }
+      kept.push_back(std::move(c));
+    }
+    doc["cases"] = std::move(kept);
+  }
+
+  /// Every problem at once: malformed overrides, globs that select nothing, overrides that
+  /// change nothing, overrides that leave no selected case readable.
+  void check() {
+    for (size_t i = 0; i < w_.only.size(); ++i)
+      if (only_hits_[i] == 0) problems_.push_back({"--only", w_.only[i], "matches no case id in the files", {}});
+    for (size_t i = 0; i < w_.sets.size(); ++i)
+      if (!malformed_[i] && set_hits_[i] == 0)
+        problems_.push_back({"--set", w_.sets[i], "applies to no selected case (none has the path's first key)", {}});
+    if (changed_readable_ > 0 && broken_ == changed_readable_) {
+      std::string all;
+      for (size_t i = 0; i < w_.sets.size(); ++i)
+        if (!malformed_[i]) all += (all.empty() ? "" : " ") + w_.sets[i];
+      problems_.push_back({"--set", all, "leaves no selected case readable; the first, " + first_broken_, {}});
+    }
+    if (!problems_.empty()) throw InputError(std::move(problems_));
+  }
+
+ private:
+  const ValidationWhatIf& w_;
+  std::vector<size_t> only_hits_, set_hits_;
+  std::vector<bool> malformed_;
+  std::vector<Issue> problems_;
+  size_t changed_readable_ = 0, broken_ = 0;
+  std::string first_broken_;
+};
+
+}  // namespace
+
 json run_validation(const std::vector<std::filesystem::path>& files, const CalibrationProfile* calibration,
                     unsigned threads, const ValidationProgress& progress, const ValidationWhatIf& what_if) {
   json cases = json::array();
   json summary = json::object();
-  std::vector<size_t> only_hits(what_if.only.size(), 0), set_hits(what_if.sets.size(), 0);
-  size_t changed_readable = 0, broken = 0;
-  std::string first_broken;
-  // Every problem of the what-if at once: malformed overrides, globs and overrides that
-  // select or change nothing.
-  std::vector<Issue> problems;
-  std::vector<bool> malformed(what_if.sets.size(), false);
-  for (size_t i = 0; i < what_if.sets.size(); ++i) {
-    const std::string& s = what_if.sets[i];
-    malformed[i] = s.find('=') == std::string::npos || s.front() == '=';
-    if (malformed[i]) problems.push_back({"--set", s, "must look like path=value (e.g. training.attention=flash2)", {}});
-  }
+  WhatIfCases what(what_if);
   std::vector<std::pair<std::filesystem::path, json>> docs;
   for (const auto& path : files) {
     json doc = read_json_file(path);
     if (!doc.is_object() || !doc.contains("cases") || !doc["cases"].is_array())
       throw InputError({{path.string(), "", "not a capsim-validation/1 file (no \"cases\" array)", {}}});
-    if (!what_if.empty()) {
-      // The what-if's cases, changed as it says, before anything runs.
-      json kept = json::array();
-      for (json& c : doc["cases"]) {
-        const std::string id = c.is_object() && c.contains("id") && c["id"].is_string() ? c["id"].get<std::string>() : "";
-        bool selected = what_if.only.empty();
-        for (size_t i = 0; i < what_if.only.size(); ++i)
-          if (glob_match(what_if.only[i], id)) {
-            selected = true;
-            ++only_hits[i];
-          }
-        if (!selected) continue;
-        const json before = c;
-        bool changed = false;
-        for (size_t i = 0; i < what_if.sets.size(); ++i) {
-          if (malformed[i]) continue;
-          const std::string& s = what_if.sets[i];
-          const std::string top = s.substr(0, std::min(s.find('.'), s.find('=')));
-          if (!c.is_object() || !c.contains(top) || !c[top].is_object()) continue;
-          apply_overrides(c, {s});
-          ++set_hits[i];
-          changed = true;
-        }
-        if (changed && readable(before, path.parent_path())) {
-          // Cases the overrides make unreadable are counted, so that overrides no case can
-          // take (a value outside a key's choices) are an input error, not a report of
-          // unsupported cases; one that only some cases cannot take leaves those unsupported.
-          ++changed_readable;
-          std::string why;
-          if (!readable(c, path.parent_path(), &why)) {
-            ++broken;
-            if (first_broken.empty()) first_broken = id + ": " + why;
-          }
-        }
-        kept.push_back(std::move(c));
-      }
-      doc["cases"] = std::move(kept);
-    }
+    what.apply(doc, path.parent_path());
     docs.emplace_back(path, std::move(doc));
   }
-  for (size_t i = 0; i < what_if.only.size(); ++i)
-    if (only_hits[i] == 0) problems.push_back({"--only", what_if.only[i], "matches no case id in the files", {}});
-  for (size_t i = 0; i < what_if.sets.size(); ++i)
-    if (!malformed[i] && set_hits[i] == 0)
-      problems.push_back({"--set", what_if.sets[i], "applies to no selected case (none has the path's first key)", {}});
-  if (changed_readable > 0 && broken == changed_readable) {
-    std::string all;
-    for (size_t i = 0; i < what_if.sets.size(); ++i)
-      if (!malformed[i]) all += (all.empty() ? "" : " ") + what_if.sets[i];
-    problems.push_back({"--set", all, "leaves no selected case readable; the first, " + first_broken, {}});
-  }
-  if (!problems.empty()) throw InputError(std::move(problems));
+  what.check();
   for (const auto& entry : docs) {
     // Named, not a structured binding: the worker lambda below captures the path.
     const std::filesystem::path& path = entry.first;
