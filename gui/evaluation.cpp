@@ -262,36 +262,29 @@ ValidationOutcome run_validation_files(const std::vector<std::filesystem::path>&
   ValidationOutcome out;
   try {
     nlohmann::json r = io::run_validation(files, nullptr, std::max(1u, threads));
-    const nlohmann::json g = io::group_errors(r, "source");
     for (const nlohmann::json& c : r["cases"]) {
       const std::string id = c.value("id", std::string());
       if (c.value("status", std::string()) != "ok") {
         out.unsupported.push_back(id);
         continue;
       }
-      const std::string group = c.contains("groups") ? c["groups"].value("source", std::string("?")) : "?";
       std::map<std::string, std::string> groups;
       for (const std::string& key : validation_group_keys())
         groups[key] = c.contains("groups") ? c["groups"].value(key, std::string("?")) : "?";
       for (auto it = c["error"].begin(); it != c["error"].end(); ++it)
-        out.points.push_back({id, c.value("file", std::string()), group, it.key(),
+        out.points.push_back({id, c.value("file", std::string()), it.key(),
                               c["predicted"][it.key()].get<double>(), c["measured"][it.key()].get<double>(),
                               it.value().get<double>(), groups});
     }
     for (const std::string& key : validation_group_keys()) {
       const nlohmann::json table = io::group_errors(r, key);
+      if (key == "source") r["groups_by"]["source"] = table;
       std::vector<ValidationGroupRow>& rows = out.groups_by[key];
       for (const std::string& name : io::ordered_group_names(table))
         for (auto mi = table[name].begin(); mi != table[name].end(); ++mi)
           rows.push_back({name, mi.key(), mi.value().value("n", int64_t{0}), mi.value().value("median_abs_error", 0.0),
                           mi.value().value("p90_abs_error", 0.0), mi.value().value("signed_median_error", 0.0)});
     }
-    for (auto gi = g.begin(); gi != g.end(); ++gi)
-      for (auto mi = gi.value().begin(); mi != gi.value().end(); ++mi)
-        out.groups.push_back({gi.key(), mi.key(), mi.value().value("n", int64_t{0}),
-                              mi.value().value("median_abs_error", 0.0), mi.value().value("p90_abs_error", 0.0),
-                              mi.value().value("signed_median_error", 0.0)});
-    r["groups_by"]["source"] = g;
     out.report = io::dump(r);
   } catch (const InputError& e) {
     for (const auto& line : issue_lines(e.issues())) out.internal_error += (out.internal_error.empty() ? "" : "\n") + line;

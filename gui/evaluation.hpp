@@ -171,7 +171,7 @@ CalibrationOutcome load_calibration(const std::filesystem::path& path, const Sys
 
 /// One predicted-vs-measured pair of a validation case.
 struct ValidationPoint {
-  std::string id, file, group, metric;  ///< group: the case's source family
+  std::string id, file, metric;
   double predicted = 0, measured = 0, error = 0;  ///< error: predicted / measured - 1
   std::map<std::string, std::string> groups;  ///< the case's group under each key (validation_group_keys)
 };
@@ -191,7 +191,6 @@ struct ValidationGroupRow {
 struct ValidationOutcome {
   std::string internal_error;  ///< a file that does not read, or an unexpected failure
   std::vector<ValidationPoint> points;      ///< every ok case's metrics, in report order
-  std::vector<ValidationGroupRow> groups;   ///< io::group_errors(report, "source"), group then metric
   /// io::group_errors(report, key) for every validation_group_keys() key, groups in the
   /// order tables print them (io::ordered_group_names), then metric.
   std::map<std::string, std::vector<ValidationGroupRow>> groups_by;

@@ -177,7 +177,7 @@ void ValidationView::show_outcome(const ValidationOutcome& out) {
   }
   status_->setText(tr("%1 predictions from %2 source families: %3 within ±10 %, %4 within ±25 %; %5 cases unsupported")
                        .arg(points_.size())
-                       .arg(std::count_if(out.groups.begin(), out.groups.end(),
+                       .arg(std::count_if(out.groups_by.at("source").begin(), out.groups_by.at("source").end(),
                                           [](const ValidationGroupRow& r) { return r.metric == "(all)"; }))
                        .arg(within10)
                        .arg(within25)
@@ -255,8 +255,9 @@ void ValidationView::build_table() {
   const std::string key = group_by_->currentText().toStdString();
   table_->setHeaderLabels({tr("%1 / metric / case").arg(QString::fromStdString(key)), tr("n"), tr("median |err|"),
                            tr("p90 |err|"), tr("signed median"), tr("errors")});
+  static const std::vector<ValidationGroupRow> none;
   const auto rows = outcome_.groups_by.find(key);
-  const std::vector<ValidationGroupRow>& groups = rows != outcome_.groups_by.end() ? rows->second : outcome_.groups;
+  const std::vector<ValidationGroupRow>& groups = rows != outcome_.groups_by.end() ? rows->second : none;
   std::map<std::string, QTreeWidgetItem*> group_items;
   for (const ValidationGroupRow& r : groups) {
     QTreeWidgetItem*& g = group_items[r.group];
@@ -284,7 +285,7 @@ void ValidationView::build_table() {
     QTreeWidgetItem*& c = case_items[p.id];
     if (!c) {
       const auto g = p.groups.find(key);
-      const std::string& group = g != p.groups.end() ? g->second : p.group;
+      const std::string group = g != p.groups.end() ? g->second : "?";
       QTreeWidgetItem* parent = group_items.count(group) ? group_items[group] : table_->invisibleRootItem();
       c = new QTreeWidgetItem(parent, {QString::fromStdString(p.id)});
       c->setData(kName, kKindRole, kCaseRow);
