@@ -2395,17 +2395,23 @@ TEST(Fp8Recipes, BlockwiseQuantizationMovesItsMeasuredBytes) {
   expect_rel(blockwise - tensorwise, (9.2 - 4.0) * elements * 1e-12, 1e-6, "quantization traffic");
 }
 
+/// Causal self-attention over `len` tokens, `batch` sequences, 32 heads of 128.
+AttentionShape causal_self_attention(int64_t batch, int64_t len) {
+  AttentionShape a;
+  a.batch = batch;
+  a.heads = 32;
+  a.kv_heads = 32;
+  a.q_len = a.kv_len = len;
+  a.causal = true;
+  return a;
+}
+
 // Transformer Engine's attention (cuDNN's fused kernel) runs at the cuDNN figures the
 // FlashAttention-3 paper measured beside FA3 on H100 (causal hdim 128 at 16k: 539 vs 616
 // TFLOP/s forward, 516 vs 561 backward non-causal); a part without a cuDNN table (A100)
 // costs it as the fused kernel.
 TEST(Attention, CudnnKernelAtItsMeasuredRate) {
-  AttentionShape a;
-  a.batch = 1;
-  a.heads = 32;
-  a.kv_heads = 32;
-  a.q_len = a.kv_len = 16384;
-  a.causal = true;
+  AttentionShape a = causal_self_attention(1, 16384);
   const SystemSpec h100 = system_of("h100-sxm5-80gb", 1);
   const hw::RooflineCostModel cost(h100);
   a.kernel = AttentionKernel::fused;
@@ -2438,12 +2444,7 @@ TEST(Attention, CudnnKernelAtItsMeasuredRate) {
 // Triton kernel at FA1 times the A100's Triton/FA1 ratio; a part with neither table (B200)
 // costs both as FlashAttention-2.
 TEST(Attention, OlderFlashKernelsAtTheirPublishedRates) {
-  AttentionShape a;
-  a.batch = 8;
-  a.heads = 32;
-  a.kv_heads = 32;
-  a.q_len = a.kv_len = 2048;
-  a.causal = true;
+  AttentionShape a = causal_self_attention(8, 2048);
   const double flops = 2.0 * 8 * 32 * 2048.0 * 2048.0 * 0.5 * 256;  // QK^T and PV, causal half
   const hw::RooflineCostModel a100(system_of("a100-sxm4-80gb", 1));  // rated clock on Ampere
   a.kernel = AttentionKernel::flash_triton;
